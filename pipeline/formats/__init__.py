@@ -1,0 +1,159 @@
+"""Dump-format readers: one module per format, and the registry that names them.
+
+A reader is a function ``read(stream, options) -> Iterator[Record | Reject]`` over an opened
+text stream (compressed inputs are opened transparently by :func:`open_text`). Readers parse
+syntax and normalise POV; legality is checked once, by :mod:`nnue.pipeline.pack`, with
+python-chess. Facts about each format: ``../shared/FORMATS.md``.
+"""
+from __future__ import annotations
+
+import bz2
+import gzip
+import io
+import lzma
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable, Iterator
+
+VALUE_NONE = 32002
+# Stockfish VALUE_MATE (32000) minus MAX_PLY (246): scores beyond this are mate scores.
+MATE_BOUND = 31754
+MATE = 32000
+
+
+class FormatError(ValueError):
+    """A file is not in the format it was read as. The message names file, location, format."""
+
+
+@dataclass(slots=True)
+class Record:
+    """One position as read from a dump, before validation.
+
+    fen: FEN or X-FEN/Shredder-FEN, 4 to 6 fields. score: int, side-to-move POV, in the
+    source's score unit; None when the source has no score (VALUE_NONE). score_is_mate: the
+    score is a mate score. result: -1/0/+1 side-to-move POV, None when unknown. ply: game ply
+    (0 = white's first move of the game), None when unknown. move: best/played move, UCI,
+    None when absent. location: "line N" or "byte N". game: game ordinal within the file.
+    board: an already-built chess.Board (readers that replay moves), or None.
+    """
+
+    fen: str
+    score: int | None
+    result: int | None
+    ply: int | None
+    move: str | None
+    location: str
+    game: int
+    score_is_mate: bool = False
+    board: object | None = field(default=None, repr=False)
+
+
+@dataclass(slots=True)
+class Reject:
+    """A record that could not be read.
+
+    location: "line N"/"byte N"; reason: a short fixed category, the key rejects are counted
+    by; detail: what exactly was wrong; raw: the record's text, for the rejects file.
+    """
+
+    location: str
+    reason: str
+    detail: str = ""
+    raw: str = ""
+
+
+@dataclass(frozen=True)
+class ReaderOptions:
+    """Per-run reader options. pgn_pov: POV of PGN eval comments, "mover" (cutechess,
+    fastchess) or "white" (python-chess, lichess)."""
+
+    pgn_pov: str = "mover"
+
+
+@dataclass(frozen=True)
+class FormatSpec:
+    name: str
+    read: Callable[[io.TextIOBase, ReaderOptions], Iterator[Record | Reject]]
+    sniff: Callable[[str], bool]
+    score_pov: str
+    result_pov: str
+    doc: str
+
+
+def open_text(path: str | Path) -> io.TextIOBase:
+    """Open a dump as text, decompressing ``.gz``, ``.zst``, ``.xz`` and ``.bz2`` transparently."""
+    path = Path(path)
+    suffix = path.suffix.lower()
+    if suffix == ".gz":
+        raw = gzip.open(path, "rb")
+    elif suffix == ".xz":
+        raw = lzma.open(path, "rb")
+    elif suffix == ".bz2":
+        raw = bz2.open(path, "rb")
+    elif suffix == ".zst":
+        import zstandard
+
+        raw = zstandard.ZstdDecompressor().stream_reader(open(path, "rb"), closefd=True)
+    else:
+        raw = open(path, "rb")
+    return io.TextIOWrapper(io.BufferedReader(raw) if suffix == ".zst" else raw,
+                            encoding="utf-8", errors="replace", newline=None)
+
+
+def inner_name(path: str | Path) -> str:
+    """File name without a compression suffix: ``a.plain.zst`` -> ``a.plain``."""
+    p = Path(path)
+    return p.stem if p.suffix.lower() in (".gz", ".zst", ".xz", ".bz2") else p.name
+
+
+def _registry() -> dict[str, FormatSpec]:
+    from . import bullet_text, pgn, plain
+
+    specs = [plain.SPEC, bullet_text.SPEC, pgn.SPEC]
+    return {s.name: s for s in specs}
+
+
+FORMATS: dict[str, FormatSpec] = {}
+
+
+def get_format(name: str) -> FormatSpec:
+    if not FORMATS:
+        FORMATS.update(_registry())
+    if name not in FORMATS:
+        raise FormatError(f"unknown format {name!r}; known: {', '.join(sorted(FORMATS))}")
+    return FORMATS[name]
+
+
+def detect_format(path: str | Path) -> str:
+    """Guess a file's format from its extension, then from the shape of its first lines.
+
+    Raises FormatError naming the file when nothing matches.
+    """
+    if not FORMATS:
+        FORMATS.update(_registry())
+    name = inner_name(path).lower()
+    by_ext = {".plain": "plain", ".pgn": "pgn", ".txt": "bullet-text"}
+    for ext, fmt in by_ext.items():
+        if name.endswith(ext):
+            return fmt
+    try:
+        with open_text(path) as f:
+            head = f.read(4096)
+    except (OSError, EOFError) as e:
+        raise FormatError(f"{path}: cannot read: {e}") from e
+    for spec in FORMATS.values():
+        if spec.sniff(head):
+            return spec.name
+    raise FormatError(f"{path}: format not recognised from its extension or first lines; "
+                      f"pass --format ({', '.join(sorted(FORMATS))})")
+
+
+def parse_result_token(token: str) -> float | None:
+    """Parse a white-POV game result: 1.0/0.5/0.0, 1, 1/2, 0, [1.0], 1-0, 0-1, 1/2-1/2, "1-0".
+
+    Returns 1.0, 0.5 or 0.0, or None when the token is not a result.
+    """
+    t = token.strip().strip('";').strip("[]").strip()
+    table = {"1": 1.0, "1.0": 1.0, "1-0": 1.0, "0.5": 0.5, "1/2": 0.5, "1/2-1/2": 0.5,
+             "0": 0.0, "0.0": 0.0, "0-1": 0.0, ".5": 0.5}
+    return table.get(t)

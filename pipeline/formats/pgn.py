@@ -1,0 +1,114 @@
+"""Engine-match PGN reader: one record per position before each mainline move.
+
+Scores come from move comments (FORMATS.md):
+
+* cutechess-cli / fastchess ``{+0.35/12 0.500s}``: pawns, POV given by ``ReaderOptions.pgn_pov``
+  ("mover", the default, as cutechess writes; "white" for files written by python-chess);
+  ``+M16``/``-M16`` are mates, the number counting plies (the selfplay PGNs and their
+  ``.plain`` twins agree on ±(32000 − 16)); ``{book}`` and moves without a comment carry no score.
+* lichess ``[%eval 0.20]`` / ``[%eval #-3]``: always white POV.
+
+The comment after a move is the eval of the position *before* that move. The result is the
+game's ``Result`` tag; a game with ``*`` yields its positions as rejects. A move python-chess
+cannot play ends the game's mainline: that is reported as one reject naming the move.
+"""
+from __future__ import annotations
+
+import re
+from typing import Iterator
+
+import chess
+import chess.pgn
+
+from . import MATE, FormatSpec, ReaderOptions, Record, Reject
+
+_CUTECHESS = re.compile(r"^\s*([+-]?)(M?)(\d+(?:\.\d+)?)/\d+")
+_LICHESS = re.compile(r"\[%eval\s+(#?)([+-]?\d+(?:\.\d+)?)\]")
+_RESULTS = {"1-0": 1, "0-1": -1, "1/2-1/2": 0}
+
+
+class _LineCounter:
+    """Wrap a text stream so that python-chess's readline calls are counted."""
+
+    def __init__(self, stream):
+        self.stream = stream
+        self.line = 0
+
+    def readline(self):
+        s = self.stream.readline()
+        if s:
+            self.line += 1
+        return s
+
+
+def _mate_cp(plies: int, positive: bool) -> int:
+    """Mate score as ±(32000 − plies), Stockfish's convention."""
+    return MATE - plies if positive else -(MATE - plies)
+
+
+def parse_comment(comment: str, white_to_move: bool, pov: str) -> tuple[int | None, bool]:
+    """Return (score in centipawns, side-to-move POV, or None; is_mate) from a move comment."""
+    m = _LICHESS.search(comment)
+    if m:
+        mate, num = m.group(1) == "#", float(m.group(2))
+        # lichess "#n" counts moves: the mating side needs 2n−1 plies, the mated side 2n
+        n = abs(int(num))
+        white_pov = _mate_cp(2 * n - 1 if num > 0 else 2 * n, num > 0) if mate else round(num * 100)
+        return (white_pov if white_to_move else -white_pov), mate
+    m = _CUTECHESS.match(comment)
+    if not m:
+        return None, False
+    sign = -1 if m.group(1) == "-" else 1
+    if m.group(2):
+        score = _mate_cp(int(float(m.group(3))), sign > 0)
+    else:
+        score = sign * round(float(m.group(3)) * 100)
+    if pov == "white" and not white_to_move:
+        score = -score
+    return score, bool(m.group(2))
+
+
+def read(stream, options: ReaderOptions) -> Iterator[Record | Reject]:
+    counter = _LineCounter(stream)
+    game_no = -1
+    while True:
+        start = counter.line + 1
+        try:
+            game = chess.pgn.read_game(counter)
+        except (ValueError, IndexError) as e:
+            yield Reject(f"line {start}", "unreadable PGN game", str(e))
+            continue
+        if game is None:
+            return
+        game_no += 1
+        result = _RESULTS.get(game.headers.get("Result", "*"))
+        try:
+            board = game.board()
+        except ValueError as e:
+            yield Reject(f"line {start}", "bad FEN", f"FEN header: {e}", game.headers.get("FEN", ""))
+            continue
+        for node in game.mainline():
+            move = node.move
+            loc = f"line {start} game {game_no} ply {board.ply()}"
+            white = board.turn == chess.WHITE
+            score, mate = parse_comment(node.comment, white, options.pgn_pov)
+            fen = board.fen()
+            if result is None:
+                yield Reject(loc, "unknown game result", "Result tag is '*'", fen)
+            else:
+                yield Record(
+                    fen=fen, score=score, result=result if white else -result,
+                    ply=board.ply(), move=move.uci(), location=loc, game=game_no,
+                    score_is_mate=mate, board=board.copy(stack=False),
+                )
+            board.push(move)
+        for err in game.errors:
+            yield Reject(f"line {start} game {game_no}", "PGN error, rest of game dropped", str(err))
+
+
+def sniff(head: str) -> bool:
+    return head.lstrip().startswith("[")
+
+
+SPEC = FormatSpec("pgn", read, sniff, score_pov="mover (cutechess) or white (--pgn-pov white)",
+                  result_pov="white (Result tag)", doc="PGN with eval comments")

@@ -1,0 +1,93 @@
+"""Dataset manifest (``manifest.json``): inputs, their counts, score units, schema version.
+
+One entry per packed input file, keyed by its sha256::
+
+    {"schema_version": 1, "score_unit": "cp", "files": {"<sha256>": {
+        "path", "size", "sha256", "format", "score_unit", "part", "rejects",
+        "read", "packed", "rejected": {reason: count}}}}
+
+Written atomically (temporary file, fsync, rename), so an interrupted run leaves the previous
+manifest intact. Invariant checked on load: ``read == packed + sum(rejected)`` per file.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import tempfile
+from pathlib import Path
+
+from .schema import SCHEMA_VERSION
+
+MANIFEST = "manifest.json"
+
+
+class ManifestError(ValueError):
+    pass
+
+
+def sha256_file(path: str | Path, chunk: int = 1 << 20) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        while block := f.read(chunk):
+            h.update(block)
+    return h.hexdigest()
+
+
+def atomic_write_bytes(path: str | Path, data: bytes) -> None:
+    """Write ``data`` to ``path`` through a temporary file in the same folder and a rename."""
+    path = Path(path)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def load(dataset: str | Path) -> dict:
+    """Load and check a dataset's manifest. Raises ManifestError naming the problem."""
+    path = Path(dataset) / MANIFEST
+    if not path.exists():
+        raise ManifestError(f"{dataset}: no {MANIFEST}; is this a dataset written by 'nnue pack'?")
+    try:
+        m = json.loads(path.read_text())
+    except json.JSONDecodeError as e:
+        raise ManifestError(f"{path}: not valid JSON: {e}") from e
+    if m.get("schema_version") != SCHEMA_VERSION:
+        raise ManifestError(f"{path}: schema version {m.get('schema_version')}, "
+                            f"this build reads {SCHEMA_VERSION}")
+    for sha, f in m["files"].items():
+        if f["read"] != f["packed"] + sum(f["rejected"].values()):
+            raise ManifestError(f"{path}: counts of {f['path']} do not add up")
+    return m
+
+
+def new() -> dict:
+    return {"schema_version": SCHEMA_VERSION, "score_unit": None, "files": {}}
+
+
+def save(dataset: str | Path, manifest: dict) -> None:
+    atomic_write_bytes(Path(dataset) / MANIFEST,
+                       (json.dumps(manifest, indent=1, sort_keys=True) + "\n").encode())
+
+
+def digest(dataset: str | Path) -> str:
+    """sha256 of the manifest file: identifies a dataset's contents in net provenance."""
+    return sha256_file(Path(dataset) / MANIFEST)
+
+
+def totals(manifest: dict) -> dict:
+    """Sum of read/packed/rejected-by-reason over all files."""
+    read = packed = 0
+    rejected: dict[str, int] = {}
+    for f in manifest["files"].values():
+        read += f["read"]
+        packed += f["packed"]
+        for k, v in f["rejected"].items():
+            rejected[k] = rejected.get(k, 0) + v
+    return {"read": read, "packed": packed, "rejected": rejected}

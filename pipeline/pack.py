@@ -1,0 +1,280 @@
+"""Pack dumps into a Parquet dataset: validate with python-chess, normalise, write atomically.
+
+``pack(inputs, dataset)`` reads each input with its format's reader, validates every record
+(python-chess), and writes one Parquet part file per input plus a JSON-lines rejects file and the
+manifest (:mod:`nnue.pipeline.manifest`). Every record read is either packed or rejected with a
+reason: ``read == packed + sum(rejected.values())`` per file, always.
+
+An input whose sha256 is already in the manifest is skipped, so packing a folder again only
+adds new files. Part and rejects files are written under temporary names and renamed once
+complete, and the manifest is replaced last: an interrupted run leaves no file that looks finished.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import sys
+from collections import Counter
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Iterable
+
+import chess
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from . import manifest as mf
+from .board import pack_board
+from .formats import FormatError, ReaderOptions, Record, Reject, detect_format, get_format, open_text
+from .schema import FLAG_PLY_UNKNOWN, FLAG_SCORE_MATE, FLAG_SCORE_NONE, SCHEMA
+
+ROW_GROUP = 65536
+SCORE_UNITS = ("cp", "sf-internal")
+
+# python-chess status bits -> reject reasons (invalid ep squares are normalised, not rejected)
+_STATUS_REASONS = [
+    (chess.STATUS_EMPTY, "empty board"),
+    (chess.STATUS_NO_WHITE_KING | chess.STATUS_NO_BLACK_KING | chess.STATUS_TOO_MANY_KINGS,
+     "a side does not have exactly one king"),
+    (chess.STATUS_PAWNS_ON_BACKRANK, "pawn on first or last rank"),
+    (chess.STATUS_OPPOSITE_CHECK, "side not to move is in check"),
+    (chess.STATUS_BAD_CASTLING_RIGHTS, "castling rights don't match kings and rooks"),
+    (chess.STATUS_TOO_MANY_WHITE_PAWNS | chess.STATUS_TOO_MANY_BLACK_PAWNS
+     | chess.STATUS_TOO_MANY_WHITE_PIECES | chess.STATUS_TOO_MANY_BLACK_PIECES,
+     "too many pieces"),
+    (chess.STATUS_TOO_MANY_CHECKERS | chess.STATUS_IMPOSSIBLE_CHECK, "impossible check"),
+]
+
+
+class RecordError(ValueError):
+    """A record failed validation: ``reason`` is the counted category, ``detail`` the specifics."""
+
+    def __init__(self, reason: str, detail: str = ""):
+        super().__init__(f"{reason}: {detail}" if detail else reason)
+        self.reason, self.detail = reason, detail
+
+
+def encode_move(board: chess.Board, move: chess.Move) -> int:
+    """Pack a legal move as uint16, viriformat layout (see :mod:`nnue.pipeline.schema`)."""
+    flag = 0
+    promo = 0
+    if move.promotion:
+        flag, promo = 3, move.promotion - chess.KNIGHT
+    elif board.is_castling(move):
+        flag = 2
+        move = board._to_chess960(move)  # king takes rook, as in viriformat and binpack
+    elif board.is_en_passant(move):
+        flag = 1
+    return move.from_square | move.to_square << 6 | promo << 12 | flag << 14
+
+
+def validate(rec: Record) -> tuple[chess.Board, chess.Move | None]:
+    """Build and check the position and move of a record. Raises RecordError.
+
+    The board is read as standard chess first and as Chess960 when its castling rights only
+    make sense there (X-FEN or Shredder-FEN). An en-passant square with no legal en-passant
+    capture is dropped (normalised), never rejected.
+    """
+    board = rec.board
+    if board is None:
+        try:
+            board = chess.Board(rec.fen)
+        except ValueError as e:
+            raise RecordError("bad FEN", str(e)) from None
+        status = board.status()
+        if status & chess.STATUS_BAD_CASTLING_RIGHTS:
+            try:
+                b960 = chess.Board(rec.fen, chess960=True)
+                if not b960.status() & chess.STATUS_BAD_CASTLING_RIGHTS:
+                    board = b960
+            except ValueError:
+                pass
+    if board.ep_square is not None and not board.has_legal_en_passant():
+        board.ep_square = None
+    status = board.status()
+    for bits, reason in _STATUS_REASONS:
+        if status & bits:
+            raise RecordError(reason, rec.fen)
+    move = None
+    if rec.move is not None:
+        try:
+            move = board.parse_uci(rec.move)
+        except (ValueError, AssertionError) as e:
+            raise RecordError("illegal move", f"{rec.move} in {rec.fen}: {e}") from None
+    return board, move
+
+
+@dataclass
+class FileResult:
+    entry: dict
+    reject_samples: list
+
+
+def _game_id(sha: str, game: int) -> int:
+    return int.from_bytes(hashlib.blake2b(f"{sha}:{game}".encode(), digest_size=8).digest(), "little")
+
+
+def pack_file(path: Path, fmt: str, dataset: Path, sha: str, score_unit: str,
+              options: ReaderOptions, progress=None) -> dict:
+    """Pack one input into ``part-<sha16>.parquet`` and ``rejects-<sha16>.jsonl`` in ``dataset``.
+
+    Returns the manifest entry. Raises FormatError when the file is not in format ``fmt``
+    (nothing is written in that case).
+    """
+    spec = get_format(fmt)
+    key = sha[:16]
+    part = dataset / f"part-{key}.parquet"
+    rejects_path = dataset / f"rejects-{key}.jsonl"
+    tmp_part = dataset / f".part-{key}.parquet.tmp"
+    tmp_rej = dataset / f".rejects-{key}.jsonl.tmp"
+    cols = {name: [] for name in SCHEMA.names}
+    read = packed = 0
+    rejected: Counter[str] = Counter()
+    writer = pq.ParquetWriter(tmp_part, SCHEMA, compression="zstd")
+    game_cache: tuple[int, int] = (-1, 0)
+
+    def flush():
+        if not cols["board"]:
+            return
+        arrays = {n: cols[n] for n in SCHEMA.names}
+        arrays["source"] = pa.DictionaryArray.from_arrays(
+            pa.array([0] * len(cols["board"]), pa.int32()), pa.array([key]))
+        table = pa.table({n: (arrays[n] if n == "source" else pa.array(arrays[n], SCHEMA.field(n).type))
+                          for n in SCHEMA.names}, schema=SCHEMA)
+        writer.write_table(table, row_group_size=ROW_GROUP)
+        for v in cols.values():
+            v.clear()
+
+    try:
+        with open_text(path) as stream, open(tmp_rej, "w") as rej:
+            def reject(loc, reason, detail, raw):
+                rejected[reason] += 1
+                rej.write(json.dumps({"source": str(path), "location": loc, "reason": reason,
+                                      "detail": detail, "raw": raw}) + "\n")
+
+            for item in spec.read(stream, options):
+                read += 1
+                if progress is not None and read % 4096 == 0:
+                    progress.update(4096)
+                if isinstance(item, Reject):
+                    reject(item.location, item.reason, item.detail, item.raw)
+                    continue
+                try:
+                    board, move = validate(item)
+                    score = 0 if item.score is None else item.score
+                    if not -32767 <= score <= 32767:
+                        raise RecordError("score out of int16 range", str(score))
+                    if item.ply is not None and not 0 <= item.ply <= 65535:
+                        raise RecordError("ply out of range", str(item.ply))
+                    white = board.turn == chess.WHITE
+                    best = capture = None
+                    if move is not None:
+                        if not board.is_legal(move):
+                            raise RecordError("illegal move", f"{item.move} in {item.fen}")
+                        best = encode_move(board, move)
+                        capture = board.is_capture(move) or move.promotion is not None
+                    packed_board = pack_board(board, eval_white=score if white else -score,
+                                              wdl=(item.result if white else -item.result) + 1)
+                except RecordError as e:
+                    reject(item.location, e.reason, e.detail, item.fen)
+                    continue
+                if game_cache[0] != item.game:
+                    game_cache = (item.game, _game_id(sha, item.game))
+                flags = ((FLAG_SCORE_NONE if item.score is None else 0)
+                         | (FLAG_SCORE_MATE if item.score_is_mate else 0)
+                         | (FLAG_PLY_UNKNOWN if item.ply is None else 0))
+                cols["board"].append(packed_board)
+                cols["score"].append(score)
+                cols["result"].append(item.result)
+                cols["ply"].append(item.ply or 0)
+                cols["piece_count"].append(chess.popcount(board.occupied))
+                cols["in_check"].append(board.is_check())
+                cols["best_move"].append(best)
+                cols["best_move_is_capture"].append(capture)
+                cols["game_id"].append(game_cache[1])
+                cols["flags"].append(flags)
+                packed += 1
+                if len(cols["board"]) >= ROW_GROUP:
+                    flush()
+            flush()
+        writer.close()
+        if progress is not None:
+            progress.update(read % 4096)
+        if read == 0 and path.stat().st_size > 0:
+            raise FormatError(f"{path}: no {fmt} record found (byte 0); is it really {spec.doc}?")
+        os.replace(tmp_part, part)
+        os.replace(tmp_rej, rejects_path)
+    except BaseException:
+        writer.close()
+        tmp_part.unlink(missing_ok=True)
+        tmp_rej.unlink(missing_ok=True)
+        raise
+    assert read == packed + sum(rejected.values())
+    return {
+        "path": str(path), "size": path.stat().st_size, "sha256": sha, "format": fmt,
+        "score_unit": score_unit, "score_pov": "side to move", "part": part.name,
+        "rejects": rejects_path.name, "read": read, "packed": packed,
+        "rejected": dict(sorted(rejected.items())),
+    }
+
+
+def expand_inputs(inputs: Iterable[str | Path]) -> list[Path]:
+    """Files as given; folders expanded to the files they hold (sorted, hidden files skipped)."""
+    out = []
+    for p in map(Path, inputs):
+        if p.is_dir():
+            out += sorted(q for q in p.rglob("*") if q.is_file() and not q.name.startswith("."))
+        elif p.is_file():
+            out.append(p)
+        else:
+            raise FileNotFoundError(f"{p}: no such file or folder")
+    return out
+
+
+def pack(inputs: Iterable[str | Path], dataset: str | Path, fmt: str = "auto",
+         score_unit: str = "cp", options: ReaderOptions = ReaderOptions(),
+         progress: bool = True) -> dict:
+    """Pack inputs into ``dataset`` (created if needed) and return a summary.
+
+    Returns {"read", "packed", "rejected": {reason: count}, "files": [...], "skipped": [...]}
+    for this run. Raises FormatError (bad format), ManifestError (unreadable dataset) or
+    ValueError (mixed score units in one dataset).
+    """
+    if score_unit not in SCORE_UNITS:
+        raise ValueError(f"score unit {score_unit!r} not one of {SCORE_UNITS}")
+    dataset = Path(dataset)
+    files = expand_inputs(inputs)
+    dataset.mkdir(parents=True, exist_ok=True)
+    m = mf.load(dataset) if (dataset / mf.MANIFEST).exists() else mf.new()
+    if m["score_unit"] not in (None, score_unit):
+        raise ValueError(f"{dataset} holds scores in {m['score_unit']}, not {score_unit}")
+    m["score_unit"] = score_unit
+    summary = {"read": 0, "packed": 0, "rejected": Counter(), "files": [], "skipped": []}
+    bar = None
+    if progress:
+        from tqdm import tqdm
+        bar = tqdm(unit=" pos", unit_scale=True, file=sys.stderr, desc="pack", dynamic_ncols=True)
+    try:
+        for path in files:
+            fmt_i = detect_format(path) if fmt == "auto" else fmt
+            sha = mf.sha256_file(path)
+            if sha in m["files"]:
+                summary["skipped"].append(str(path))
+                continue
+            if bar is not None:
+                bar.set_postfix_str(path.name)
+            entry = pack_file(path, fmt_i, dataset, sha, score_unit, options, bar)
+            m["files"][sha] = entry
+            mf.save(dataset, m)  # after each file: a crash keeps the finished ones
+            summary["read"] += entry["read"]
+            summary["packed"] += entry["packed"]
+            summary["rejected"].update(entry["rejected"])
+            summary["files"].append(entry)
+    finally:
+        if bar is not None:
+            bar.close()
+    if not (dataset / mf.MANIFEST).exists():
+        mf.save(dataset, m)
+    summary["rejected"] = dict(sorted(summary["rejected"].items()))
+    return summary
