@@ -1,0 +1,264 @@
+"""Integer nets: the quantisation scheme, the file formats, and exact integer evaluation.
+
+Standalone: torch, numpy and safetensors only (no Lightning, Hydra or pyarrow). The feature set
+and output-bucket function are the trainer's own (:mod:`nnue.pipeline.features`, torch only).
+
+Integer formula of a perspective net (all integers, C semantics, division truncates toward 0):
+
+* ``acc_p = l0b + Σ l0w[f]`` over the features active for perspective p (int16 range, audited
+  at export);
+* ``v = clamp(acc, 0, QA)``;
+* crelu: ``out = Σ v_stm·l1w[b][i] + Σ v_nstm·l1w[b][H+i] + l1b[b]``;
+* screlu: ``out = (Σ v_stm²·l1w[b][i] + Σ v_nstm²·l1w[b][H+i]) / QA + l1b[b]``;
+* pairwise_crelu: ``p = v[:H/2]·v[H/2:]`` per perspective, then
+  ``out = (Σ p_stm·l1w[b][i] + Σ p_nstm·l1w[b][H/2+i]) / QA + l1b[b]``;
+* ``eval = out·SCALE / (QA·QB)``, centipawns, side-to-move POV.
+
+The sums before the division are held in int32 by an engine; :func:`evaluate` computes them in
+int64 and raises :class:`OverflowError` if one leaves the int32 range, so it never returns a
+value an int32 engine would not compute.
+
+Files: ``net.safetensors`` (tensors ``l0w`` (F, H), ``l0b`` (H,), ``l1w`` (B, L1), ``l1b`` (B,),
+all int16; metadata below) and the raw ``net.bin`` (:func:`write_bin`).
+"""
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+import numpy as np
+import torch
+from safetensors import safe_open
+from safetensors.torch import save as st_save
+
+from nnue.pipeline.features import FeatureSet, get_feature_set, parse_output_buckets
+
+FORMAT = "nnue-forge-integer-net"
+FORMAT_VERSION = 1
+INT32_MIN, INT32_MAX = -(1 << 31), (1 << 31) - 1
+
+
+class NetFormatError(ValueError):
+    """A net file is unreadable or does not match what was asked of it (names the field)."""
+
+
+@dataclass(frozen=True)
+class QuantScheme:
+    """Quantisation of a perspective net (bullet's conventions).
+
+    qa: scale of L0 weights/biases and of the clipped activation (v ≤ qa). qb: scale of L1
+    weights. scale: eval scale to centipawns (eval_cp = y · scale). Biases of L1 are at qa·qb.
+    All stored tensors are int16, rounded to nearest (``torch.round``, half to even).
+    ft_clip / l1_clip: float weight limits the trainer clamps to, chosen so that every
+    quantised weight fits int16 and, for screlu/pairwise, ``v · l1w`` fits int16 at v = qa
+    (|l1w| ≤ 127 -> |w| ≤ 127 / qb = 1.984).
+    """
+
+    qa: int = 255
+    qb: int = 64
+    scale: int = 400
+    ft_clip: float = 1.98
+    l1_clip: float = 1.98
+    rounding: str = "nearest-even"
+    weight_dtype: str = "int16"
+    sum_dtype: str = "int32"
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+@dataclass
+class IntegerNet:
+    """An exported integer perspective net.
+
+    arch: {"feature_set", "feature_hash", "num_inputs", "hidden", "activation",
+    "output_buckets", "num_buckets", "l1_inputs"}. l0w: (F, H) int16; l0b: (H,) int16;
+    l1w: (B, L1) int16 (first L1/2 weigh the stm half); l1b: (B,) int16.
+    """
+
+    arch: dict
+    scheme: QuantScheme
+    l0w: torch.Tensor
+    l0b: torch.Tensor
+    l1w: torch.Tensor
+    l1b: torch.Tensor
+    provenance: dict = field(default_factory=dict)
+
+    @property
+    def features(self) -> FeatureSet:
+        return get_feature_set(self.arch["feature_set"])
+
+    @property
+    def buckets(self):
+        return parse_output_buckets(self.arch["output_buckets"])
+
+    def metadata(self) -> dict[str, str]:
+        return {
+            "format": FORMAT, "format_version": str(FORMAT_VERSION),
+            "architecture": json.dumps(self.arch, sort_keys=True),
+            "feature_set": self.arch["feature_set"], "feature_hash": self.arch["feature_hash"],
+            "output_buckets": self.arch["output_buckets"],
+            "quantisation": json.dumps(self.scheme.to_dict(), sort_keys=True),
+            "provenance": json.dumps(self.provenance, sort_keys=True),
+        }
+
+    def tensors(self) -> dict[str, torch.Tensor]:
+        return {"l0w": self.l0w, "l0b": self.l0b, "l1w": self.l1w, "l1b": self.l1b}
+
+    def save(self, path: str | Path) -> None:
+        """Write ``net.safetensors`` atomically (byte-identical for identical nets)."""
+        data = st_save({k: v.contiguous() for k, v in self.tensors().items()}, self.metadata())
+        _atomic_write(Path(path), data)
+
+    def raw_bytes(self) -> bytes:
+        """The raw engine layout, little-endian, no header::
+
+            l0w int16[F][H] | l0b int16[H] | l1w int16[B][L1] | l1b int16[B] | zeros to 64 B
+        """
+        parts = [t.contiguous().numpy().astype("<i2").tobytes()
+                 for t in (self.l0w, self.l0b, self.l1w, self.l1b)]
+        raw = b"".join(parts)
+        return raw + bytes(-len(raw) % 64)
+
+    def write_bin(self, path: str | Path) -> None:
+        _atomic_write(Path(path), self.raw_bytes())
+
+
+def _atomic_write(path: Path, data: bytes) -> None:
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def load(path: str | Path, expect: dict | None = None) -> IntegerNet:
+    """Load ``net.safetensors``. ``expect``: metadata fields that must match (e.g.
+    ``{"feature_set": "chess768"}``). Raises NetFormatError naming the mismatching field."""
+    path = Path(path)
+    try:
+        with safe_open(str(path), framework="pt") as f:
+            meta = f.metadata() or {}
+            tensors = {k: f.get_tensor(k) for k in f.keys()}
+    except Exception as e:  # safetensors raises its own error types
+        raise NetFormatError(f"{path}: not a safetensors net: {e}") from None
+    if meta.get("format") != FORMAT:
+        raise NetFormatError(f"{path}: field 'format' is {meta.get('format')!r}, expected {FORMAT!r}")
+    if meta.get("format_version") != str(FORMAT_VERSION):
+        raise NetFormatError(f"{path}: field 'format_version' is {meta.get('format_version')!r}, "
+                             f"this build reads {FORMAT_VERSION}")
+    for k, v in (expect or {}).items():
+        if meta.get(k) != str(v):
+            raise NetFormatError(f"{path}: field {k!r} is {meta.get(k)!r}, expected {v!r}")
+    arch = json.loads(meta["architecture"])
+    scheme = QuantScheme(**json.loads(meta["quantisation"]))
+    fs = get_feature_set(arch["feature_set"])
+    if fs.hash != arch["feature_hash"]:
+        raise NetFormatError(f"{path}: field 'feature_hash' is {arch['feature_hash']}, but this build's "
+                             f"{fs.name} hashes to {fs.hash}: the indexing differs")
+    shapes = {"l0w": (arch["num_inputs"], arch["hidden"]), "l0b": (arch["hidden"],),
+              "l1w": (arch["num_buckets"], arch["l1_inputs"]), "l1b": (arch["num_buckets"],)}
+    for k, shape in shapes.items():
+        t = tensors.get(k)
+        if t is None or tuple(t.shape) != shape or t.dtype != torch.int16:
+            raise NetFormatError(f"{path}: tensor {k!r} should be int16 {shape}, found "
+                                 f"{None if t is None else (t.dtype, tuple(t.shape))}")
+    return IntegerNet(arch, scheme, tensors["l0w"], tensors["l0b"], tensors["l1w"], tensors["l1b"],
+                      json.loads(meta.get("provenance", "{}")))
+
+
+def accumulators(net: IntegerNet, indices: torch.Tensor) -> torch.Tensor:
+    """Integer feature transformer: (N, A) int32 indices, −1 padded -> (N, H) int32.
+
+    Runs as a float32 ``embedding_bag``: every partial sum of ≤ 32 int16 rows is below 2^24 in
+    magnitude, so float32 holds it exactly (DESIGN.md, "exact integer arithmetic").
+    """
+    if indices.shape[1] > 256:
+        raise ValueError("more than 256 active features would break the float32 exactness bound")
+    w = net.l0w.float()
+    valid = indices >= 0
+    acc = torch.nn.functional.embedding_bag(indices.clamp(min=0).long(), w, mode="sum",
+                                            per_sample_weights=valid.float())
+    return acc.to(torch.int32) + net.l0b.to(torch.int32)
+
+
+def _check_int32(t: torch.Tensor, what: str) -> None:
+    if t.numel() and (t.min() < INT32_MIN or t.max() > INT32_MAX):
+        raise OverflowError(f"{what} leaves the int32 range ({int(t.min())}..{int(t.max())})")
+
+
+def forward_int(net: IntegerNet, stm: torch.Tensor, nstm: torch.Tensor, bucket: torch.Tensor,
+                return_parts: bool = False):
+    """Exact integer eval from feature indices.
+
+    stm, nstm: (N, A) int32 −1-padded; bucket: (N,) int64. Returns (N,) int64 centipawns, stm
+    POV; with return_parts, also a dict with ``acc`` (N, 2, H) int32 and ``sum`` (N,) int64,
+    the L1 sum before the division (for the overflow audit).
+    Raises OverflowError when an accumulator leaves int16 or a sum leaves int32.
+    """
+    s = net.scheme
+    qa = s.qa
+    accs = [accumulators(net, idx) for idx in (stm, nstm)]
+    for a in accs:
+        if a.numel() and (a.min() < -32768 or a.max() > 32767):
+            raise OverflowError(f"accumulator leaves int16 ({int(a.min())}..{int(a.max())})")
+    v = [a.clamp(0, qa).to(torch.int64) for a in accs]
+    act = net.arch["activation"]
+    if act == "pairwise_crelu":
+        h = net.arch["hidden"] // 2
+        x = torch.cat([vi[:, :h] * vi[:, h:] for vi in v], 1)
+    elif act == "screlu":
+        x = torch.cat([vi * vi for vi in v], 1)
+    else:
+        x = torch.cat(v, 1)
+    w = net.l1w.to(torch.int64)[bucket]  # (N, L1)
+    total = (x * w).sum(1)
+    _check_int32(total, "L1 sum")
+    if act in ("screlu", "pairwise_crelu"):
+        out = torch.div(total, qa, rounding_mode="trunc")
+    else:
+        out = total
+    out = out + net.l1b.to(torch.int64)[bucket]
+    _check_int32(out, "L1 output")
+    ev = torch.div(out * s.scale, qa * s.qb, rounding_mode="trunc")
+    if return_parts:
+        return ev, {"acc": torch.stack(accs, 1), "sum": total}
+    return ev
+
+
+def evaluate(net: IntegerNet, boards: torch.Tensor, chunk: int = 8192) -> torch.Tensor:
+    """Integer evals of packed boards: (N, 32) uint8 -> (N,) int64 centipawns, stm POV."""
+    fs, buckets = net.features, net.buckets
+    out = []
+    for s in range(0, boards.shape[0], chunk):
+        b = boards[s:s + chunk]
+        stm, nstm = fs.encode(b)
+        out.append(forward_int(net, stm, nstm, buckets.of(b)))
+    return torch.cat(out) if out else torch.zeros(0, dtype=torch.int64)
+
+
+def boards_from_fens(fens: list[str]) -> torch.Tensor:
+    """FENs -> (N, 32) uint8 packed boards (no legality checks). Raises ValueError naming the
+    1-based position of a bad FEN."""
+    from nnue.pipeline.board import pack_fen
+
+    rows = []
+    for i, fen in enumerate(fens, 1):
+        try:
+            rows.append(pack_fen(fen))
+        except ValueError as e:
+            raise ValueError(f"FEN {i} ({fen!r}): {e}") from None
+    if not rows:
+        return torch.zeros((0, 32), dtype=torch.uint8)
+    return torch.from_numpy(np.frombuffer(b"".join(rows), dtype=np.uint8).reshape(-1, 32).copy())
+
+
+def evaluate_fens(net: IntegerNet, fens: list[str]) -> list[int]:
+    """Integer evals (centipawns, side-to-move POV) of FENs."""
+    return evaluate(net, boards_from_fens(fens)).tolist()

@@ -1,0 +1,52 @@
+"""Pure-torch reference ops: the CPU training path, the test oracle and the benchmark baseline.
+
+* :func:`sparse_ft`: the feature transformer, ``acc = bias + Σ weight[idx]`` over the valid
+  indices of each row (−1 = padding), via ``embedding_bag`` (sum mode, padding masked by
+  per-sample weights, so the backward is a scatter-add into ``weight`` with no dense one-hot).
+* :func:`activate`: the activations of the glossary (DESIGN.md).
+"""
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+
+ACTIVATIONS = ("crelu", "screlu", "pairwise_crelu", "relu", "hardswish", "swish", "none")
+
+
+def sparse_ft(weight: torch.Tensor, bias: torch.Tensor, indices: torch.Tensor) -> torch.Tensor:
+    """Feature-transformer accumulator for one perspective.
+
+    weight: (F, H) float; bias: (H,) float; indices: (B, A) int32/int64, −1 = padding.
+    Returns (B, H) in weight's dtype. Raises ValueError on shape mismatch.
+    """
+    if indices.dim() != 2 or weight.dim() != 2 or bias.shape != (weight.shape[1],):
+        raise ValueError(f"sparse_ft: weight {tuple(weight.shape)}, bias {tuple(bias.shape)}, "
+                         f"indices {tuple(indices.shape)}")
+    valid = indices >= 0
+    acc = F.embedding_bag(indices.clamp(min=0).long(), weight, mode="sum",
+                          per_sample_weights=valid.to(weight.dtype))
+    return acc + bias
+
+
+def activate(name: str, x: torch.Tensor) -> torch.Tensor:
+    """Apply activation ``name`` to (B, H) accumulators.
+
+    crelu: clamp(x, 0, 1). screlu: crelu(x)². pairwise_crelu: crelu(x[:, :H/2]) · crelu(x[:, H/2:])
+    -> (B, H/2). relu. hardswish: x·clamp(x/6 + 1/2, 0, 1). swish: x·σ(x). none: identity.
+    """
+    if name == "crelu":
+        return x.clamp(0, 1)
+    if name == "screlu":
+        return x.clamp(0, 1).square()
+    if name == "pairwise_crelu":
+        h = x.shape[-1] // 2
+        return x[..., :h].clamp(0, 1) * x[..., h:].clamp(0, 1)
+    if name == "relu":
+        return x.relu()
+    if name == "hardswish":
+        return x * (x / 6 + 0.5).clamp(0, 1)
+    if name == "swish":
+        return x * torch.sigmoid(x)
+    if name == "none":
+        return x
+    raise ValueError(f"unknown activation {name!r}; known: {', '.join(ACTIVATIONS)}")

@@ -1,0 +1,251 @@
+"""The ``nnue`` command: pack, inspect, train, export, eval.
+
+Every sub-command has ``--help`` and exits non-zero with a one-line reason on bad input
+(``nnue <cmd>: error: ...``); tracebacks are kept for bugs.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+EXIT_BAD_INPUT = 2
+
+
+def _known_errors() -> tuple[type[BaseException], ...]:
+    from nnue.inference.net import NetFormatError
+    from nnue.pipeline.formats import FormatError
+    from nnue.pipeline.manifest import ManifestError
+
+    errs: list[type[BaseException]] = [FormatError, ManifestError, NetFormatError, FileNotFoundError,
+                                       OverflowError, KeyError, ValueError, IsADirectoryError]
+    try:
+        from nnue.trainer.export import ExportError
+        errs.append(ExportError)
+    except ImportError:
+        pass
+    return tuple(errs)
+
+
+# ---------------------------------------------------------------------------------------- pack
+def cmd_pack(args) -> int:
+    from nnue.pipeline.formats import ReaderOptions
+    from nnue.pipeline.pack import pack
+
+    summary = pack(args.inputs, args.output, fmt=args.format, score_unit=args.score_unit,
+                   options=ReaderOptions(pgn_pov=args.pgn_pov), progress=not args.no_progress)
+    out = {"read": summary["read"], "packed": summary["packed"], "rejected": summary["rejected"],
+           "files": [{k: f[k] for k in ("path", "format", "read", "packed", "rejected")}
+                     for f in summary["files"]],
+           "skipped_already_packed": summary["skipped"], "dataset": str(args.output)}
+    if args.json:
+        print(json.dumps(out))
+    else:
+        rej = sum(summary["rejected"].values())
+        print(f"packed {out['packed']:,} of {out['read']:,} positions into {args.output} "
+              f"({rej:,} rejected, {len(summary['skipped'])} file(s) already packed)")
+        for reason, n in summary["rejected"].items():
+            print(f"  rejected {n:>9,}  {reason}")
+    return 0
+
+
+# ------------------------------------------------------------------------------------- inspect
+def _percentiles(a) -> dict:
+    import numpy as np
+
+    if len(a) == 0:
+        return {}
+    q = np.percentile(a, [0, 1, 25, 50, 75, 99, 100])
+    return {"min": float(q[0]), "p1": float(q[1]), "p25": float(q[2]), "median": float(q[3]),
+            "p75": float(q[4]), "p99": float(q[5]), "max": float(q[6]), "mean": float(np.mean(a))}
+
+
+def cmd_inspect(args) -> int:
+    import numpy as np
+    import pyarrow.parquet as pq
+
+    from nnue.pipeline import manifest as mf
+    from nnue.pipeline.board import unpack_fen
+    from nnue.pipeline.schema import FLAG_PLY_UNKNOWN, FLAG_SCORE_MATE, FLAG_SCORE_NONE
+
+    ds = Path(args.dataset)
+    m = mf.load(ds)
+    cols = ["score", "result", "ply", "piece_count", "in_check", "best_move_is_capture", "game_id", "flags"]
+    parts = [ds / f["part"] for f in sorted(m["files"].values(), key=lambda e: e["part"]) if f["packed"]]
+    arrays: dict[str, list] = {c: [] for c in cols}
+    fens = []
+    for p in parts:
+        pf = pq.ParquetFile(p)
+        for rg in range(pf.metadata.num_row_groups):
+            t = pf.read_row_group(rg, columns=cols + (["board"] if len(fens) < args.fens else []))
+            for c in cols:
+                arrays[c].append(t.column(c).to_numpy(zero_copy_only=False))
+            if len(fens) < args.fens:
+                need = args.fens - len(fens)
+                boards = t.column("board").slice(0, need).to_pylist()
+                sc, rs = t.column("score").to_pylist(), t.column("result").to_pylist()
+                fens += [(unpack_fen(b), sc[i], rs[i]) for i, b in enumerate(boards)]
+    a = {c: (np.concatenate(v) if v else np.zeros(0)) for c, v in arrays.items()}
+    flags = a["flags"].astype(np.int64)
+    scored = (flags & (FLAG_SCORE_NONE | FLAG_SCORE_MATE)) == 0
+    res_vals, res_counts = np.unique(a["result"], return_counts=True)
+    pc_vals, pc_counts = np.unique(a["piece_count"], return_counts=True)
+    totals = mf.totals(m)
+    report = {
+        "dataset": str(ds), "schema_version": m["schema_version"], "score_unit": m["score_unit"],
+        "files": len(m["files"]), "positions": int(len(a["score"])),
+        "games": int(len(np.unique(a["game_id"]))), "read": totals["read"],
+        "packed": totals["packed"], "rejected": totals["rejected"],
+        "score": _percentiles(a["score"][scored]),
+        "score_none": int(((flags & FLAG_SCORE_NONE) != 0).sum()),
+        "score_mate": int(((flags & FLAG_SCORE_MATE) != 0).sum()),
+        "result": {str(int(v)): int(n) for v, n in zip(res_vals, res_counts)},
+        "ply": _percentiles(a["ply"][(flags & FLAG_PLY_UNKNOWN) == 0]),
+        "ply_unknown": int(((flags & FLAG_PLY_UNKNOWN) != 0).sum()),
+        "piece_count": {str(int(v)): int(n) for v, n in zip(pc_vals, pc_counts)},
+        "in_check": int(np.asarray(a["in_check"], bool).sum()),
+        "best_move_is_capture": int(np.nan_to_num(a["best_move_is_capture"].astype(float)).sum()),
+        "fens": [{"fen": f, "score": s, "result": r} for f, s, r in fens],
+    }
+    if args.json:
+        print(json.dumps(report))
+        return 0
+    print(f"{ds}: {report['positions']:,} positions in {report['games']:,} games from "
+          f"{report['files']} file(s); score unit {report['score_unit']}")
+    print(f"  read {report['read']:,}, packed {report['packed']:,}, rejected "
+          f"{sum(report['rejected'].values()):,} {report['rejected'] or ''}")
+    s = report["score"]
+    if s:
+        print(f"  score (stm POV, excluding {report['score_none']:,} none and {report['score_mate']:,} "
+              f"mate): min {s['min']:.0f}  p1 {s['p1']:.0f}  median {s['median']:.0f}  "
+              f"p99 {s['p99']:.0f}  max {s['max']:.0f}  mean {s['mean']:.1f}")
+    print(f"  result (stm POV): " + "  ".join(f"{k}: {v:,}" for k, v in report["result"].items()))
+    if report["ply"]:
+        p = report["ply"]
+        print(f"  ply: min {p['min']:.0f}  median {p['median']:.0f}  max {p['max']:.0f}"
+              f"  (unknown: {report['ply_unknown']:,})")
+    print("  piece count: " + "  ".join(f"{k}:{v}" for k, v in report["piece_count"].items()))
+    print(f"  in check: {report['in_check']:,}   best move is a capture/promotion: "
+          f"{report['best_move_is_capture']:,}")
+    for f in report["fens"]:
+        print(f"{f['fen']} | score {f['score']} | result {f['result']}")
+    return 0
+
+
+# -------------------------------------------------------------------------------------- export
+def cmd_export(args) -> int:
+    from nnue.trainer.export import export
+
+    r = export(args.checkpoint, args.output, clip=args.clip, data_path=args.data,
+               max_positions=args.positions)
+    if args.json:
+        print(json.dumps(r, default=float))
+        return 0
+    c, a = r["cross_check"], r["audit"]
+    print(f"wrote {r['net']}, {r['bin']} and export.json")
+    print(f"  {r['architecture']['feature_set']} -> {r['architecture']['hidden']}x2 "
+          f"{r['architecture']['activation']} -> {r['architecture']['output_buckets']}")
+    print(f"  audit: accumulator worst case {a['accumulator_worst_case']} (limit {a['accumulator_limit']}), "
+          f"clipped {a['clipped'] or 'nothing'}")
+    if c["positions"]:
+        print(f"  float vs int on {c['positions']:,} validation positions: mean |Δ| "
+              f"{c['mean_abs_diff_cp']:.2f} cp, max |Δ| {c['max_abs_diff_cp']:.1f} cp, mean Δ "
+              f"{c['mean_signed_diff_cp']:+.2f} cp")
+    return 0
+
+
+# ---------------------------------------------------------------------------------------- eval
+def _read_fens(path: str) -> list[str]:
+    src = sys.stdin if path == "-" else open(path, encoding="utf-8")
+    with src:
+        fens = []
+        for line in src:
+            line = line.split("|")[0].split(";")[0].strip()
+            if line:
+                fens.append(" ".join(line.split()[:6]))
+        return fens
+
+
+def cmd_eval(args) -> int:
+    from nnue.inference import evaluate_fens, load
+
+    net = load(args.net)
+    fens = [args.fen] if args.fen else _read_fens(args.fens)
+    for v in evaluate_fens(net, fens):
+        print(v)
+    return 0
+
+
+# ------------------------------------------------------------------------------------ plumbing
+def _parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="nnue", description="nnue-forge: pack self-play dumps, train "
+                                "NNUE nets, export integer nets, evaluate them.")
+    sub = p.add_subparsers(dest="cmd", required=True, metavar="COMMAND")
+
+    s = sub.add_parser("pack", help="pack dumps into a Parquet dataset",
+                       description="Pack self-play dumps into a Parquet dataset (manifest, rejects). "
+                       "Files already in the dataset (same sha256) are skipped.")
+    s.add_argument("inputs", nargs="+", help="dump files or folders (.gz/.zst/.xz read transparently)")
+    s.add_argument("-o", "--output", required=True, help="dataset folder (created or appended to)")
+    s.add_argument("--format", default="auto", choices=["auto", "plain", "bullet-text", "pgn"])
+    s.add_argument("--score-unit", default="cp", choices=["cp", "sf-internal"],
+                   help="unit of the input scores: UCI centipawns (default) or Stockfish internal "
+                   "units (data from Stockfish's own generator; cp = 100·score/208 at stream time)")
+    s.add_argument("--pgn-pov", default="mover", choices=["mover", "white"],
+                   help="POV of PGN eval comments: mover (cutechess, fastchess) or white")
+    s.add_argument("--json", action="store_true", help="print one JSON object: read, packed, rejected")
+    s.add_argument("--no-progress", action="store_true", help="no progress bar on stderr")
+    s.set_defaults(func=cmd_pack)
+
+    s = sub.add_parser("inspect", help="dataset counts and distributions, FENs back out")
+    s.add_argument("dataset")
+    s.add_argument("--fens", type=int, default=0, metavar="N", help="print the first N positions as FEN")
+    s.add_argument("--json", action="store_true")
+    s.set_defaults(func=cmd_inspect)
+
+    sub.add_parser("train", help="train a net (Hydra overrides; 'nnue train --help' for Hydra's help)",
+                   add_help=False)
+
+    s = sub.add_parser("export", help="quantise a checkpoint into an integer net",
+                       description="Write NETDIR/net.safetensors, NETDIR/net.bin and NETDIR/export.json.")
+    s.add_argument("checkpoint", help="OUT/checkpoints/last.ckpt or a weights-*.safetensors file")
+    s.add_argument("-o", "--output", required=True, metavar="NETDIR")
+    s.add_argument("--clip", action="store_true", help="clip values that would overflow, and report them")
+    s.add_argument("--data", default=None, help="dataset for the float-vs-int cross-check "
+                   "(default: the checkpoint's training data)")
+    s.add_argument("--positions", type=int, default=20000, help="validation positions to cross-check")
+    s.add_argument("--json", action="store_true")
+    s.set_defaults(func=cmd_export)
+
+    s = sub.add_parser("eval", help="evaluate positions with an integer net",
+                       description="Print one integer per position: the eval in centipawns, side-to-move POV.")
+    s.add_argument("net", help="net.safetensors")
+    g = s.add_mutually_exclusive_group(required=True)
+    g.add_argument("--fens", metavar="FILE", help="one FEN per line ('-' = stdin); text after '|' or ';' is ignored")
+    g.add_argument("--fen", help="a single FEN")
+    s.set_defaults(func=cmd_eval)
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if argv and argv[0] == "train":
+        from nnue.trainer.train import main as train_main
+
+        sys.argv = ["nnue train", *argv[1:]]
+        train_main()
+        return 0
+    args = _parser().parse_args(argv)
+    try:
+        return args.func(args)
+    except _known_errors() as e:
+        msg = e.args[0] if isinstance(e, KeyError) and e.args else str(e)
+        print(f"nnue {args.cmd}: error: {msg}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    except BrokenPipeError:
+        return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

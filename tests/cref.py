@@ -1,0 +1,157 @@
+"""Test-side helpers around the independent C reference evaluator (tests/c/nnue_eval.c).
+
+Everything here is deliberately independent of the ``nnue`` package: the net.bin
+writer and the pure-Python evaluator follow the layout documented in nnue_eval.c,
+so that the exporter and the integer inference code can be checked against them.
+"""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+from pathlib import Path
+
+import numpy as np
+
+C_SOURCE = Path(__file__).resolve().parent / "c" / "nnue_eval.c"
+
+NUM_FEATURES = 768
+QA = 255
+QB = 64
+SCALE = 400
+ACTIVATIONS = ("crelu", "screlu", "pairwise_crelu")
+_PIECE_TYPES = "pnbrqk"
+
+
+def compile_c_eval(build_dir: Path) -> Path:
+    """Compile nnue_eval.c with gcc into ``build_dir`` and return the executable path.
+
+    Raises RuntimeError if gcc is not on PATH or the compilation fails.
+    """
+    gcc = shutil.which("gcc")
+    if gcc is None:
+        raise RuntimeError("gcc not found on PATH; cannot build the C reference evaluator")
+    build_dir = Path(build_dir)
+    build_dir.mkdir(parents=True, exist_ok=True)
+    exe = build_dir / "nnue_eval"
+    cmd = [gcc, "-O2", "-std=c99", "-Wall", "-Wextra", "-Werror", "-o", str(exe), str(C_SOURCE)]
+    proc = subprocess.run(cmd, capture_output=True, text=True)
+    if proc.returncode != 0:
+        raise RuntimeError(f"compiling {C_SOURCE} failed:\n{proc.stderr}")
+    return exe
+
+
+def run_c_eval(
+    exe: Path,
+    net_bin: Path,
+    hidden: int,
+    buckets: int,
+    activation: str,
+    fens: list[str],
+) -> list[int]:
+    """Evaluate ``fens`` with the compiled C program; returns one int (centipawns, stm POV) per FEN.
+
+    Raises subprocess.CalledProcessError if the program exits non-zero.
+    """
+    proc = subprocess.run(
+        [str(exe), str(net_bin), str(hidden), str(buckets), activation],
+        input="".join(f + "\n" for f in fens),
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    out = [int(x) for x in proc.stdout.split()]
+    if len(out) != len(fens):
+        raise RuntimeError(f"expected {len(fens)} evals from {exe}, got {len(out)}")
+    return out
+
+
+def write_net_bin(path: Path, l0w: np.ndarray, l0b: np.ndarray, l1w: np.ndarray, l1b: np.ndarray) -> None:
+    """Write a raw little-endian net.bin, zero-padded to a multiple of 64 bytes.
+
+    Args (all int16):
+        l0w: [F, H] feature weights, F = 768; row f holds the H weights of feature f.
+        l0b: [H] accumulator bias.
+        l1w: [B, L1IN] output weights per bucket (L1IN = 2H, or H for pairwise_crelu);
+             the first L1IN/2 weigh the side-to-move half.
+        l1b: [B] output bias.
+    """
+    parts = [np.asarray(a) for a in (l0w, l0b, l1w, l1b)]
+    for a in parts:
+        if a.dtype != np.int16:
+            raise TypeError(f"expected int16 arrays, got {a.dtype}")
+    if parts[0].ndim != 2 or parts[0].shape[0] != NUM_FEATURES:
+        raise ValueError(f"l0w must be [{NUM_FEATURES}, H], got {parts[0].shape}")
+    data = b"".join(np.ascontiguousarray(a, dtype="<i2").tobytes() for a in parts)
+    data += b"\0" * (-len(data) % 64)
+    Path(path).write_bytes(data)
+
+
+def _parse_fen(fen: str) -> tuple[list[tuple[int, int, int]], int]:
+    """Return ([(colour, type, square)], side_to_move) with white = 0, a1 = 0, P..K = 0..5."""
+    fields = fen.split()
+    pieces = []
+    for row, rank_str in enumerate(fields[0].split("/")):
+        rank, file = 7 - row, 0
+        for ch in rank_str:
+            if ch.isdigit():
+                file += int(ch)
+            else:
+                pieces.append((0 if ch.isupper() else 1, _PIECE_TYPES.index(ch.lower()), 8 * rank + file))
+                file += 1
+    stm = 1 if len(fields) > 1 and fields[1] == "b" else 0
+    return pieces, stm
+
+
+def _trunc_div(a: int, b: int) -> int:
+    """Integer division truncating toward zero (C semantics), for b > 0."""
+    q = abs(a) // b
+    return q if a >= 0 else -q
+
+
+def py_eval(
+    l0w: np.ndarray,
+    l0b: np.ndarray,
+    l1w: np.ndarray,
+    l1b: np.ndarray,
+    activation: str,
+    fen: str,
+) -> int:
+    """Pure-Python (Python int) reference eval of ``fen``, centipawns from the side to move's POV.
+
+    Shapes/dtypes as in write_net_bin: l0w [768, H], l0b [H], l1w [B, L1IN], l1b [B], int16.
+    All arithmetic uses unbounded Python ints; divisions truncate toward zero.
+    """
+    if activation not in ACTIVATIONS:
+        raise ValueError(f"unknown activation {activation!r}")
+    w0 = [[int(x) for x in row] for row in np.asarray(l0w).tolist()]
+    b0 = [int(x) for x in np.asarray(l0b).tolist()]
+    w1 = [[int(x) for x in row] for row in np.asarray(l1w).tolist()]
+    b1 = [int(x) for x in np.asarray(l1b).tolist()]
+    hidden, buckets = len(b0), len(b1)
+
+    pieces, stm = _parse_fen(fen)
+
+    def clamped_acc(persp: int) -> list[int]:
+        acc = list(b0)
+        for colour, ptype, sq in pieces:
+            f = (0 if colour == persp else 384) + 64 * ptype + (sq if persp == 0 else sq ^ 56)
+            acc = [a + w for a, w in zip(acc, w0[f])]
+        return [min(max(a, 0), QA) for a in acc]
+
+    v_stm, v_nstm = clamped_acc(stm), clamped_acc(1 - stm)
+    per_bucket = -(-32 // buckets)
+    bucket = min(max((len(pieces) - 2) // per_bucket, 0), buckets - 1)
+    w = w1[bucket]
+
+    if activation == "crelu":
+        out = sum(a * x for a, x in zip(v_stm + v_nstm, w))
+    elif activation == "screlu":
+        out = _trunc_div(sum(a * a * x for a, x in zip(v_stm + v_nstm, w)), QA)
+    else:
+        half = hidden // 2
+        p_stm = [v_stm[i] * v_stm[i + half] for i in range(half)]
+        p_nstm = [v_nstm[i] * v_nstm[i + half] for i in range(half)]
+        out = _trunc_div(sum(p * x for p, x in zip(p_stm + p_nstm, w)), QA)
+    out += b1[bucket]
+    return _trunc_div(out * SCALE, QA * QB)

@@ -1,0 +1,253 @@
+"""Post-training export: quantise a checkpoint into an integer net, audit it, cross-check it.
+
+Steps, in the visible chain bullet's saved format uses:
+
+1. load the float model (Lightning ``.ckpt`` or ``weights-*.safetensors``);
+2. quantise (:func:`quantise`): ``l0w = round(W·QA)``, ``l0b = round(b0·QA)``,
+   ``l1w = round(W1·QB)``, ``l1b = round(b1·QA·QB)``, all int16;
+3. audit (:func:`audit`): every value fits int16; per neuron, ``|l0b| + Σ of the max_active
+   largest |l0w|`` fits int16 (the accumulator can never overflow); for screlu/pairwise,
+   ``|l1w|·QA`` fits int16; the L1 sum's worst case against int32, and, where that bound is not
+   proven, the largest sum seen on real validation positions. A violation raises
+   :class:`ExportError` naming layer, neuron and value, unless ``clip=True``, which clips and
+   reports what it clipped;
+4. write ``net.safetensors``, ``net.bin`` and ``export.json`` (audit plus float-vs-integer
+   differences on validation positions: mean |Δcp|, max |Δcp|, mean signed Δcp).
+"""
+from __future__ import annotations
+
+import json
+import subprocess
+from pathlib import Path
+
+import numpy as np
+import torch
+from safetensors import safe_open
+
+from nnue.inference.net import INT32_MAX, IntegerNet, QuantScheme, forward_int
+from nnue.pipeline import manifest as mf
+from nnue.pipeline.batch import to_sparse_batch
+from nnue.pipeline.features import get_feature_set, parse_output_buckets
+
+from .metrics import spearman
+from .model import Arch, PerspectiveNet
+
+INT16_MAX = 32767
+
+
+class ExportError(ValueError):
+    """The net cannot be exported exactly; the message names layer, neuron and value."""
+
+
+def load_checkpoint(path: str | Path) -> tuple[PerspectiveNet, dict, dict, dict]:
+    """Load a float model from a Lightning ``.ckpt`` or a ``weights-*.safetensors`` file.
+
+    Returns (model in eval mode, hparams, data hparams (may be empty), progress dict).
+    Raises ExportError for an unreadable file.
+    """
+    path = Path(path)
+    if not path.exists():
+        raise ExportError(f"{path}: no such checkpoint")
+    if path.suffix == ".safetensors":
+        with safe_open(str(path), framework="pt") as f:
+            meta = f.metadata() or {}
+            state = {k: f.get_tensor(k) for k in f.keys()}
+        if "hparams" not in meta:
+            raise ExportError(f"{path}: safetensors file without 'hparams' metadata; not a weights checkpoint")
+        hp = json.loads(meta["hparams"])
+        data = json.loads(meta.get("data", "{}"))
+        progress = json.loads(meta.get("progress", "{}"))
+    else:
+        try:
+            ck = torch.load(path, map_location="cpu", weights_only=False)
+        except Exception as e:
+            raise ExportError(f"{path}: not a Lightning checkpoint: {e}") from None
+        hp = dict(ck.get("hyper_parameters", {}))
+        data = dict(ck.get("datamodule_hyper_parameters", {}))
+        state = {k.removeprefix("model."): v for k, v in ck["state_dict"].items() if k.startswith("model.")}
+        val = None
+        for cb in ck.get("callbacks", {}).values():
+            if isinstance(cb, dict) and cb.get("best_model_score") is not None:
+                val = float(cb["best_model_score"])
+        progress = {"epoch": ck.get("epoch"), "global_step": ck.get("global_step"), "val_loss": val}
+    fs = get_feature_set(hp["features"])
+    buckets = parse_output_buckets(hp["output_buckets"])
+    arch = Arch(fs.num_inputs, int(hp["hidden"]), hp["activation"], buckets.count)
+    model = PerspectiveNet(arch, backend="torch")
+    model.load_state_dict(state)
+    model.eval()
+    return model, hp, data, progress
+
+
+def quantise(model: PerspectiveNet, scheme: QuantScheme) -> dict[str, torch.Tensor]:
+    """Float state -> rounded integer tensors, int64 (range checked by :func:`audit`)."""
+    qa, qb = scheme.qa, scheme.qb
+    with torch.no_grad():
+        return {
+            "l0w": torch.round(model.ft.weight.double() * qa).long(),
+            "l0b": torch.round(model.ft.bias.double() * qa).long(),
+            "l1w": torch.round(model.l1.weight.double() * qb).long(),
+            "l1b": torch.round(model.l1.bias.double() * qa * qb).long(),
+        }
+
+
+def audit(q: dict[str, torch.Tensor], arch: Arch, scheme: QuantScheme, max_active: int,
+          clip: bool = False) -> tuple[dict[str, torch.Tensor], dict]:
+    """Check (or, with clip, repair) the static ranges of quantised tensors.
+
+    Returns (tensors, report). Raises ExportError listing the first violations otherwise.
+    """
+    q = {k: v.clone() for k, v in q.items()}
+    problems: list[str] = []
+    clipped: dict[str, int] = {}
+
+    def fit(name: str, limit: int):
+        t = q[name]
+        bad = t.abs() > limit
+        if bad.any():
+            i = int(bad.flatten().nonzero()[0])
+            problems.append(f"{name}: {int(bad.sum())} value(s) beyond ±{limit}, first at flat index "
+                            f"{i} = {int(t.flatten()[i])}")
+            if clip:
+                clipped[name] = clipped.get(name, 0) + int(bad.sum())
+                q[name] = t.clamp(-limit, limit)
+
+    for name in ("l0w", "l0b", "l1w", "l1b"):
+        fit(name, INT16_MAX)
+    # accumulator worst case per neuron: |bias| + the max_active largest |w| of that neuron
+    k = min(max_active, q["l0w"].shape[0])
+    worst = q["l0b"].abs() + q["l0w"].abs().topk(k, dim=0).values.sum(0)
+    bad = worst > INT16_MAX
+    if bad.any():
+        n = int(bad.nonzero()[0])
+        problems.append(f"l0 accumulator: {int(bad.sum())} neuron(s) can exceed int16; neuron {n} "
+                        f"worst case {int(worst[n])}")
+        if clip:
+            for n in bad.nonzero().flatten().tolist():
+                lim = max((INT16_MAX - int(q["l0b"][n].abs())) // k, 0)
+                col = q["l0w"][:, n]
+                clipped["l0w"] = clipped.get("l0w", 0) + int((col.abs() > lim).sum())
+                q["l0w"][:, n] = col.clamp(-lim, lim)
+            worst = q["l0b"].abs() + q["l0w"].abs().topk(k, dim=0).values.sum(0)
+    squared = arch.activation in ("screlu", "pairwise_crelu")
+    if squared:
+        lim = INT16_MAX // scheme.qa
+        fit("l1w", lim)
+    vmax = scheme.qa * scheme.qa if squared else scheme.qa
+    l1_worst = (q["l1w"].abs() * vmax).sum(1)
+    report = {
+        "accumulator_worst_case": int(worst.max()),
+        "accumulator_limit": INT16_MAX,
+        "l1_sum_worst_case": int(l1_worst.max()),
+        "l1_sum_worst_case_fits_int32": bool(l1_worst.max() <= INT32_MAX),
+        "clipped": clipped,
+        "problems": problems,
+    }
+    if problems and not clip:
+        raise ExportError("net would overflow its integer types (use --clip to clip instead):\n  "
+                          + "\n  ".join(problems))
+    return q, report
+
+
+def validation_boards(data: dict, limit: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """Up to ``limit`` validation positions of the training data (same split and filters).
+    Returns (boards (N, 32) uint8, scores (N,) float32 centipawns)."""
+    from nnue.pipeline.stream import Filters, PackedStream
+
+    paths = data.get("path")
+    if not paths:
+        return torch.zeros((0, 32), dtype=torch.uint8), torch.zeros(0)
+    paths = [paths] if isinstance(paths, str) else list(paths)
+    ds = PackedStream(paths, 8192, 0, "val", float(data.get("val_fraction", 0.05)),
+                      Filters(**dict(data.get("filters") or {})), drop_last=False)
+    boards, scores, n = [], [], 0
+    for b in ds:
+        boards.append(b["boards"])
+        scores.append(b["score"])
+        n += len(b["score"])
+        if n >= limit:
+            break
+    if not boards:
+        return torch.zeros((0, 32), dtype=torch.uint8), torch.zeros(0)
+    return torch.cat(boards)[:limit], torch.cat(scores)[:limit]
+
+
+def _git_commit() -> str | None:
+    try:
+        return subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True,
+                              cwd=Path(__file__).parent, timeout=5).stdout.strip() or None
+    except (OSError, subprocess.SubprocessError):
+        return None
+
+
+def export(ckpt: str | Path, out_dir: str | Path, clip: bool = False, data_path=None,
+           max_positions: int = 20000) -> dict:
+    """Export a checkpoint into ``out_dir`` (net.safetensors, net.bin, export.json).
+
+    data_path: dataset(s) for the cross-check, overriding the checkpoint's own. Returns the
+    export.json contents. Raises ExportError (overflow, bad checkpoint) and writes nothing then.
+    """
+    model, hp, data, progress = load_checkpoint(ckpt)
+    if data_path is not None:
+        data = dict(data, path=data_path)
+    scheme = QuantScheme(**(hp.get("quant") or {}))
+    fs = get_feature_set(hp["features"])
+    buckets = parse_output_buckets(hp["output_buckets"])
+    arch = model.arch
+    q, report = audit(quantise(model, scheme), arch, scheme, fs.max_active, clip)
+    paths = data.get("path")
+    manifest_hash = None
+    if paths:
+        first = paths if isinstance(paths, str) else list(paths)[0]
+        if (Path(first) / mf.MANIFEST).exists():
+            manifest_hash = mf.digest(first)
+    net = IntegerNet(
+        arch={"feature_set": fs.name, "feature_hash": fs.hash, "num_inputs": arch.num_inputs,
+              "hidden": arch.hidden, "activation": arch.activation, "output_buckets": buckets.name,
+              "num_buckets": arch.num_buckets, "l1_inputs": arch.l1_inputs},
+        scheme=scheme, l0w=q["l0w"].to(torch.int16), l0b=q["l0b"].to(torch.int16),
+        l1w=q["l1w"].to(torch.int16), l1b=q["l1b"].to(torch.int16),
+        provenance={"checkpoint": str(ckpt), "dataset_manifest_sha256": manifest_hash,
+                    "commit": _git_commit(), "epoch": progress.get("epoch"),
+                    "global_step": progress.get("global_step"), "val_loss": progress.get("val_loss")},
+    )
+    # cross-check on real validation positions: float eval vs integer eval, and int32 sums
+    boards, scores = validation_boards(data, max_positions)
+    cross = {"positions": int(boards.shape[0])}
+    if boards.shape[0]:
+        b = to_sparse_batch({"boards": boards, "score": scores, "result": scores}, fs, buckets)
+        with torch.no_grad():
+            float_cp = model(b.stm_indices, b.nstm_indices, b.bucket).double() * scheme.scale
+        try:
+            int_cp, parts = forward_int(net, b.stm_indices, b.nstm_indices, b.bucket, return_parts=True)
+        except OverflowError as e:
+            raise ExportError(f"integer eval overflows on a validation position: {e}") from None
+        d = int_cp.double() - float_cp
+        cross |= {
+            "mean_abs_diff_cp": float(d.abs().mean()), "max_abs_diff_cp": float(d.abs().max()),
+            "mean_signed_diff_cp": float(d.mean()),
+            "l1_sum_max_abs_seen": int(parts["sum"].abs().max()),
+            "spearman_int_vs_score": spearman(int_cp.numpy(), scores.numpy()),
+            "spearman_float_vs_score": spearman(float_cp.numpy(), scores.numpy()),
+        }
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    net.save(out_dir / "net.safetensors")
+    net.write_bin(out_dir / "net.bin")
+    result = {
+        "net": str(out_dir / "net.safetensors"), "bin": str(out_dir / "net.bin"),
+        "bin_layout": "l0w int16[F][H] | l0b int16[H] | l1w int16[B][L1] | l1b int16[B] | pad to 64 B",
+        "architecture": net.arch, "quantisation": scheme.to_dict(), "provenance": net.provenance,
+        "audit": report, "cross_check": cross,
+    }
+    from nnue.pipeline.manifest import atomic_write_bytes
+    atomic_write_bytes(out_dir / "export.json", (json.dumps(result, indent=1, default=float) + "\n").encode())
+    return result
+
+
+def float_evals(model: PerspectiveNet, boards: torch.Tensor, fs, buckets, scale: int) -> np.ndarray:
+    """Float evals in centipawns (stm POV) of packed boards: (N, 32) uint8 -> (N,) float64."""
+    b = to_sparse_batch({"boards": boards, "score": torch.zeros(len(boards)),
+                         "result": torch.zeros(len(boards))}, fs, buckets)
+    with torch.no_grad():
+        return (model(b.stm_indices, b.nstm_indices, b.bucket).double() * scale).numpy()

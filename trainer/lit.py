@@ -1,0 +1,86 @@
+"""LightningModule wrapping :class:`~nnue.trainer.model.PerspectiveNet`.
+
+Batches arrive packed (``boards`` (B, 32) uint8, ``score``, ``result``) and are expanded into a
+:class:`~nnue.pipeline.batch.SparseBatch` on the training device in ``on_after_batch_transfer``.
+After every optimiser step the weights are clamped to the quantisation scheme's limits, so that
+every trained net can be exported. Validation logs ``val_loss`` and ``val_spearman`` (net eval vs
+the dataset's scores).
+"""
+from __future__ import annotations
+
+import numpy as np
+import pytorch_lightning as pl
+import torch
+
+from nnue.inference.net import QuantScheme
+from nnue.pipeline.batch import SparseBatch, to_sparse_batch
+from nnue.pipeline.features import get_feature_set, parse_output_buckets
+
+from .loss import wdl_loss
+from .metrics import spearman
+from .model import Arch, PerspectiveNet
+
+
+class LitNNUE(pl.LightningModule):
+    """hidden/activation: the net; features: feature-set name; output_buckets: e.g.
+    "MaterialCount<8>"; quant: QuantScheme fields; loss: {"wdl_lambda", "power"};
+    optimizer/scheduler: factories (Hydra ``_partial_``) taking params / the optimiser;
+    backend: kernel backend (auto|torch)."""
+
+    def __init__(self, hidden: int, activation: str, features: str, output_buckets: str,
+                 quant: dict | None = None, loss: dict | None = None, optimizer=None,
+                 scheduler=None, backend: str = "auto"):
+        super().__init__()
+        self.save_hyperparameters(ignore=["optimizer", "scheduler"])
+        self.feature_set = get_feature_set(features)
+        self.buckets = parse_output_buckets(output_buckets)
+        self.scheme = QuantScheme(**(quant or {}))
+        self.loss_cfg = dict(wdl_lambda=0.1, power=2.0) | dict(loss or {})
+        self.arch = Arch(self.feature_set.num_inputs, hidden, activation, self.buckets.count)
+        self.model = PerspectiveNet(self.arch, backend)
+        self.optimizer_factory, self.scheduler_factory = optimizer, scheduler
+        self._val_pred: list[torch.Tensor] = []
+        self._val_score: list[torch.Tensor] = []
+
+    def on_after_batch_transfer(self, batch, dataloader_idx: int = 0) -> SparseBatch:
+        return to_sparse_batch(batch, self.feature_set, self.buckets)
+
+    def forward(self, b: SparseBatch) -> torch.Tensor:
+        return self.model(b.stm_indices, b.nstm_indices, b.bucket)
+
+    def _loss(self, b: SparseBatch):
+        y = self(b)
+        return y, wdl_loss(y, b.score, b.result, self.scheme.scale, **self.loss_cfg)
+
+    def training_step(self, b: SparseBatch, batch_idx: int):
+        _, loss = self._loss(b)
+        self.log("train_loss", loss, prog_bar=True, batch_size=len(b))
+        return loss
+
+    def on_train_batch_end(self, outputs, batch, batch_idx: int) -> None:
+        self.model.clip_weights(self.scheme.ft_clip, self.scheme.l1_clip)
+
+    def validation_step(self, b: SparseBatch, batch_idx: int):
+        y, loss = self._loss(b)
+        self.log("val_loss", loss, prog_bar=True, on_epoch=True, batch_size=len(b))
+        self._val_pred.append((y * self.scheme.scale).detach().cpu())
+        self._val_score.append(b.score.detach().cpu())
+
+    def on_validation_epoch_end(self) -> None:
+        if not self._val_pred and not self.trainer.sanity_checking:
+            import warnings
+            warnings.warn("validation split is empty: no val_loss; raise data.val_fraction", stacklevel=1)
+        if self._val_pred:
+            rho = spearman(torch.cat(self._val_pred).numpy(), torch.cat(self._val_score).numpy())
+            self.log("val_spearman", float(np.nan_to_num(rho)), prog_bar=True)
+        self._val_pred.clear()
+        self._val_score.clear()
+
+    def configure_optimizers(self):
+        if self.optimizer_factory is None:
+            raise ValueError("LitNNUE needs an optimizer factory (Hydra optimizer config)")
+        opt = self.optimizer_factory(self.parameters())
+        if self.scheduler_factory is None:
+            return opt
+        return {"optimizer": opt, "lr_scheduler": {"scheduler": self.scheduler_factory(opt),
+                                                   "interval": "epoch"}}
