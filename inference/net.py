@@ -19,13 +19,13 @@ int64 and raises :class:`OverflowError` if one leaves the int32 range, so it nev
 value an int32 engine would not compute.
 
 Files: ``net.safetensors`` (tensors ``l0w`` (F, H), ``l0b`` (H,), ``l1w`` (B, L1), ``l1b`` (B,),
-all int16; metadata below) and the raw ``net.bin`` (:func:`write_bin`).
+all int16; metadata: one key, ``nnue_forge``, holding a JSON object with ``format``,
+``format_version``, ``architecture``, ``feature_set``, ``feature_hash``, ``output_buckets``,
+``quantisation`` and ``provenance``) and the raw ``net.bin`` (:meth:`IntegerNet.write_bin`).
 """
 from __future__ import annotations
 
 import json
-import os
-import tempfile
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
@@ -34,10 +34,12 @@ import torch
 from safetensors import safe_open
 from safetensors.torch import save as st_save
 
+from nnue.pipeline.atomic import atomic_write_bytes
 from nnue.pipeline.features import FeatureSet, get_feature_set, parse_output_buckets
 
 FORMAT = "nnue-forge-integer-net"
 FORMAT_VERSION = 1
+META_KEY = "nnue_forge"
 INT32_MIN, INT32_MAX = -(1 << 31), (1 << 31) - 1
 
 
@@ -95,15 +97,19 @@ class IntegerNet:
     def buckets(self):
         return parse_output_buckets(self.arch["output_buckets"])
 
-    def metadata(self) -> dict[str, str]:
+    def header(self) -> dict:
+        """The metadata the file carries (one JSON object; see :func:`load`)."""
         return {
-            "format": FORMAT, "format_version": str(FORMAT_VERSION),
-            "architecture": json.dumps(self.arch, sort_keys=True),
+            "format": FORMAT, "format_version": FORMAT_VERSION, "architecture": self.arch,
             "feature_set": self.arch["feature_set"], "feature_hash": self.arch["feature_hash"],
-            "output_buckets": self.arch["output_buckets"],
-            "quantisation": json.dumps(self.scheme.to_dict(), sort_keys=True),
-            "provenance": json.dumps(self.provenance, sort_keys=True),
+            "output_buckets": self.arch["output_buckets"], "quantisation": self.scheme.to_dict(),
+            "provenance": self.provenance,
         }
+
+    def metadata(self) -> dict[str, str]:
+        # One key holding sorted JSON: safetensors stores metadata in a hash map whose order
+        # varies from call to call, so several keys would make identical nets differ in bytes.
+        return {META_KEY: json.dumps(self.header(), sort_keys=True)}
 
     def tensors(self) -> dict[str, torch.Tensor]:
         return {"l0w": self.l0w, "l0b": self.l0b, "l1w": self.l1w, "l1b": self.l1b}
@@ -111,7 +117,7 @@ class IntegerNet:
     def save(self, path: str | Path) -> None:
         """Write ``net.safetensors`` atomically (byte-identical for identical nets)."""
         data = st_save({k: v.contiguous() for k, v in self.tensors().items()}, self.metadata())
-        _atomic_write(Path(path), data)
+        atomic_write_bytes(Path(path), data)
 
     def raw_bytes(self) -> bytes:
         """The raw engine layout, little-endian, no header::
@@ -124,18 +130,7 @@ class IntegerNet:
         return raw + bytes(-len(raw) % 64)
 
     def write_bin(self, path: str | Path) -> None:
-        _atomic_write(Path(path), self.raw_bytes())
-
-
-def _atomic_write(path: Path, data: bytes) -> None:
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+        atomic_write_bytes(Path(path), self.raw_bytes())
 
 
 def load(path: str | Path, expect: dict | None = None) -> IntegerNet:
@@ -144,20 +139,25 @@ def load(path: str | Path, expect: dict | None = None) -> IntegerNet:
     path = Path(path)
     try:
         with safe_open(str(path), framework="pt") as f:
-            meta = f.metadata() or {}
+            raw_meta = f.metadata() or {}
             tensors = {k: f.get_tensor(k) for k in f.keys()}
     except Exception as e:  # safetensors raises its own error types
         raise NetFormatError(f"{path}: not a safetensors net: {e}") from None
+    try:
+        meta = json.loads(raw_meta[META_KEY])
+    except (KeyError, json.JSONDecodeError):
+        raise NetFormatError(f"{path}: field 'format' missing: not an integer net written by "
+                             f"nnue export (no {META_KEY!r} metadata)") from None
     if meta.get("format") != FORMAT:
         raise NetFormatError(f"{path}: field 'format' is {meta.get('format')!r}, expected {FORMAT!r}")
-    if meta.get("format_version") != str(FORMAT_VERSION):
+    if meta.get("format_version") != FORMAT_VERSION:
         raise NetFormatError(f"{path}: field 'format_version' is {meta.get('format_version')!r}, "
                              f"this build reads {FORMAT_VERSION}")
     for k, v in (expect or {}).items():
-        if meta.get(k) != str(v):
+        if str(meta.get(k)) != str(v):
             raise NetFormatError(f"{path}: field {k!r} is {meta.get(k)!r}, expected {v!r}")
-    arch = json.loads(meta["architecture"])
-    scheme = QuantScheme(**json.loads(meta["quantisation"]))
+    arch = meta["architecture"]
+    scheme = QuantScheme(**meta["quantisation"])
     fs = get_feature_set(arch["feature_set"])
     if fs.hash != arch["feature_hash"]:
         raise NetFormatError(f"{path}: field 'feature_hash' is {arch['feature_hash']}, but this build's "
@@ -170,7 +170,7 @@ def load(path: str | Path, expect: dict | None = None) -> IntegerNet:
             raise NetFormatError(f"{path}: tensor {k!r} should be int16 {shape}, found "
                                  f"{None if t is None else (t.dtype, tuple(t.shape))}")
     return IntegerNet(arch, scheme, tensors["l0w"], tensors["l0b"], tensors["l1w"], tensors["l1b"],
-                      json.loads(meta.get("provenance", "{}")))
+                      meta.get("provenance") or {})
 
 
 def accumulators(net: IntegerNet, indices: torch.Tensor) -> torch.Tensor:

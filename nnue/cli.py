@@ -38,7 +38,8 @@ def cmd_pack(args) -> int:
     out = {"read": summary["read"], "packed": summary["packed"], "rejected": summary["rejected"],
            "files": [{k: f[k] for k in ("path", "format", "read", "packed", "rejected")}
                      for f in summary["files"]],
-           "skipped_already_packed": summary["skipped"], "dataset": str(args.output)}
+           "skipped_already_packed": summary["skipped"], "ignored": summary["ignored"],
+           "dataset": str(args.output)}
     if args.json:
         print(json.dumps(out))
     else:
@@ -47,6 +48,8 @@ def cmd_pack(args) -> int:
               f"({rej:,} rejected, {len(summary['skipped'])} file(s) already packed)")
         for reason, n in summary["rejected"].items():
             print(f"  rejected {n:>9,}  {reason}")
+        for path in summary["ignored"]:
+            print(f"  ignored (no dump extension): {path}")
     return 0
 
 

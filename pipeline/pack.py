@@ -26,7 +26,8 @@ import pyarrow.parquet as pq
 
 from . import manifest as mf
 from .board import pack_board
-from .formats import FormatError, ReaderOptions, Record, Reject, detect_format, get_format, open_text
+from .formats import (FormatError, ReaderOptions, Record, Reject, detect_format, format_from_extension,
+                      get_format, open_text)
 from .schema import FLAG_PLY_UNKNOWN, FLAG_SCORE_MATE, FLAG_SCORE_NONE, SCHEMA
 
 ROW_GROUP = 65536
@@ -219,17 +220,19 @@ def pack_file(path: Path, fmt: str, dataset: Path, sha: str, score_unit: str,
     }
 
 
-def expand_inputs(inputs: Iterable[str | Path]) -> list[Path]:
-    """Files as given; folders expanded to the files they hold (sorted, hidden files skipped)."""
-    out = []
+def expand_inputs(inputs: Iterable[str | Path]) -> tuple[list[Path], list[Path]]:
+    """Files as given; folders expanded (recursively, sorted) to the files whose extension names
+    a dump format (``formats.EXTENSIONS``, compressed or not). Returns (files, ignored files)."""
+    out, ignored = [], []
     for p in map(Path, inputs):
         if p.is_dir():
-            out += sorted(q for q in p.rglob("*") if q.is_file() and not q.name.startswith("."))
+            for q in sorted(q for q in p.rglob("*") if q.is_file() and not q.name.startswith(".")):
+                (out if format_from_extension(q) else ignored).append(q)
         elif p.is_file():
             out.append(p)
         else:
             raise FileNotFoundError(f"{p}: no such file or folder")
-    return out
+    return out, ignored
 
 
 def pack(inputs: Iterable[str | Path], dataset: str | Path, fmt: str = "auto",
@@ -237,20 +240,22 @@ def pack(inputs: Iterable[str | Path], dataset: str | Path, fmt: str = "auto",
          progress: bool = True) -> dict:
     """Pack inputs into ``dataset`` (created if needed) and return a summary.
 
-    Returns {"read", "packed", "rejected": {reason: count}, "files": [...], "skipped": [...]}
+    Returns {"read", "packed", "rejected": {reason: count}, "files": [...], "skipped": [...]
+    (already in the dataset), "ignored": [...] (files in input folders with no dump extension)}
     for this run. Raises FormatError (bad format), ManifestError (unreadable dataset) or
     ValueError (mixed score units in one dataset).
     """
     if score_unit not in SCORE_UNITS:
         raise ValueError(f"score unit {score_unit!r} not one of {SCORE_UNITS}")
     dataset = Path(dataset)
-    files = expand_inputs(inputs)
+    files, ignored = expand_inputs(inputs)
     dataset.mkdir(parents=True, exist_ok=True)
     m = mf.load(dataset) if (dataset / mf.MANIFEST).exists() else mf.new()
     if m["score_unit"] not in (None, score_unit):
         raise ValueError(f"{dataset} holds scores in {m['score_unit']}, not {score_unit}")
     m["score_unit"] = score_unit
-    summary = {"read": 0, "packed": 0, "rejected": Counter(), "files": [], "skipped": []}
+    summary = {"read": 0, "packed": 0, "rejected": Counter(), "files": [], "skipped": [],
+               "ignored": [str(p) for p in ignored]}
     bar = None
     if progress:
         from tqdm import tqdm

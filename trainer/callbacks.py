@@ -7,16 +7,29 @@ from pathlib import Path
 import pytorch_lightning as pl
 from safetensors.torch import save as st_save
 
-from nnue.pipeline.manifest import atomic_write_bytes
+from nnue.pipeline.atomic import atomic_write_bytes
+
+
+def plain(obj):
+    """OmegaConf containers (and dicts/lists holding them) -> plain Python data."""
+    from omegaconf import DictConfig, ListConfig, OmegaConf
+
+    if isinstance(obj, (DictConfig, ListConfig)):
+        return OmegaConf.to_container(obj, resolve=True)
+    if isinstance(obj, dict):
+        return {k: plain(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [plain(v) for v in obj]
+    return obj
 
 
 def weights_metadata(lit, trainer: pl.Trainer | None) -> dict[str, str]:
     """Everything export needs besides the tensors: hparams, data location, progress."""
-    meta = {"hparams": json.dumps(dict(lit.hparams), default=str, sort_keys=True)}
+    meta = {"hparams": json.dumps(plain(dict(lit.hparams)), default=str, sort_keys=True)}
     if trainer is not None:
         dm = getattr(trainer, "datamodule", None)
         if dm is not None:
-            meta["data"] = json.dumps(dict(dm.hparams), default=str, sort_keys=True)
+            meta["data"] = json.dumps(plain(dict(dm.hparams)), default=str, sort_keys=True)
         val = trainer.callback_metrics.get("val_loss")
         meta["progress"] = json.dumps({"epoch": trainer.current_epoch, "global_step": trainer.global_step,
                                        "val_loss": None if val is None else float(val)})

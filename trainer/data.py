@@ -20,6 +20,9 @@ class NNUEDataModule(pl.LightningDataModule):
                  shuffle_buffer: int = 1 << 20, val_fraction: float = 0.05, num_workers: int = 0,
                  seed: int = 0, filters: dict | None = None):
         super().__init__()
+        from .callbacks import plain
+
+        path, filters = plain(path), plain(filters)
         self.save_hyperparameters()  # lands in checkpoints: export finds its validation data here
         self.paths = [str(path)] if isinstance(path, str) else [str(p) for p in path]
         self.batch_size, self.val_batch_size = batch_size, val_batch_size

@@ -20,12 +20,12 @@ import json
 import subprocess
 from pathlib import Path
 
-import numpy as np
 import torch
 from safetensors import safe_open
 
 from nnue.inference.net import INT32_MAX, IntegerNet, QuantScheme, forward_int
 from nnue.pipeline import manifest as mf
+from nnue.pipeline.atomic import atomic_write_bytes
 from nnue.pipeline.batch import to_sparse_batch
 from nnue.pipeline.features import get_feature_set, parse_output_buckets
 
@@ -240,14 +240,5 @@ def export(ckpt: str | Path, out_dir: str | Path, clip: bool = False, data_path=
         "architecture": net.arch, "quantisation": scheme.to_dict(), "provenance": net.provenance,
         "audit": report, "cross_check": cross,
     }
-    from nnue.pipeline.manifest import atomic_write_bytes
     atomic_write_bytes(out_dir / "export.json", (json.dumps(result, indent=1, default=float) + "\n").encode())
     return result
-
-
-def float_evals(model: PerspectiveNet, boards: torch.Tensor, fs, buckets, scale: int) -> np.ndarray:
-    """Float evals in centipawns (stm POV) of packed boards: (N, 32) uint8 -> (N,) float64."""
-    b = to_sparse_batch({"boards": boards, "score": torch.zeros(len(boards)),
-                         "result": torch.zeros(len(boards))}, fs, buckets)
-    with torch.no_grad():
-        return (model(b.stm_indices, b.nstm_indices, b.bucket).double() * scale).numpy()

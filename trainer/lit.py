@@ -16,6 +16,7 @@ from nnue.inference.net import QuantScheme
 from nnue.pipeline.batch import SparseBatch, to_sparse_batch
 from nnue.pipeline.features import get_feature_set, parse_output_buckets
 
+from .callbacks import plain
 from .loss import wdl_loss
 from .metrics import spearman
 from .model import Arch, PerspectiveNet
@@ -31,6 +32,7 @@ class LitNNUE(pl.LightningModule):
                  quant: dict | None = None, loss: dict | None = None, optimizer=None,
                  scheduler=None, backend: str = "auto"):
         super().__init__()
+        quant, loss = plain(quant), plain(loss)  # DictConfig -> dict, so checkpoints hold plain data
         self.save_hyperparameters(ignore=["optimizer", "scheduler"])
         self.feature_set = get_feature_set(features)
         self.buckets = parse_output_buckets(output_buckets)

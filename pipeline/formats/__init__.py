@@ -124,6 +124,14 @@ def get_format(name: str) -> FormatSpec:
     return FORMATS[name]
 
 
+EXTENSIONS = {".plain": "plain", ".pgn": "pgn", ".txt": "bullet-text"}
+
+
+def format_from_extension(path: str | Path) -> str | None:
+    """The format a file's extension names (compression suffix ignored), or None."""
+    return EXTENSIONS.get(Path(inner_name(path)).suffix.lower())
+
+
 def detect_format(path: str | Path) -> str:
     """Guess a file's format from its extension, then from the shape of its first lines.
 
@@ -131,11 +139,9 @@ def detect_format(path: str | Path) -> str:
     """
     if not FORMATS:
         FORMATS.update(_registry())
-    name = inner_name(path).lower()
-    by_ext = {".plain": "plain", ".pgn": "pgn", ".txt": "bullet-text"}
-    for ext, fmt in by_ext.items():
-        if name.endswith(ext):
-            return fmt
+    fmt = format_from_extension(path)
+    if fmt is not None:
+        return fmt
     try:
         with open_text(path) as f:
             head = f.read(4096)

@@ -1,0 +1,30 @@
+#!/usr/bin/env bash
+# The main job on the bundled sample: pack -> train -> export -> evaluate, then a summary.
+# Usage: scripts/demo.sh [OUT]   (default OUT=demo-out; any existing OUT is replaced)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+bash scripts/setup.sh
+OUT=${1:-demo-out}
+rm -rf "$OUT"
+export PATH="$PWD/.venv/bin:$PATH"
+
+echo "== pack data/sample -> $OUT/dataset"
+nnue pack data/sample -o "$OUT/dataset"
+nnue inspect "$OUT/dataset" --fens 2
+
+echo "== train (experiment=demo, CPU)"
+nnue train experiment=demo data.path="$OUT/dataset" paths.output_dir="$OUT/run" \
+  trainer.enable_progress_bar=false
+
+echo "== export $OUT/run/checkpoints/last.ckpt -> $OUT/net"
+nnue export "$OUT/run/checkpoints/last.ckpt" -o "$OUT/net"
+
+echo "== evaluate (centipawns, side to move)"
+printf '%s\n' \
+  "rnbqkbnr/pppppppp/8/8/8/8/PPPPPPPP/RNBQKBNR w KQkq - 0 1" \
+  "rnbqkbnr/pppppppp/8/8/8/8/PPPPPPPP/RNB1KBNR w KQkq - 0 1" \
+  "rnb1kbnr/pppppppp/8/8/8/8/PPPPPPPP/RNBQKBNR w KQkq - 0 1" \
+  "4k3/8/8/8/8/8/4P3/4K3 b - - 0 1" > "$OUT/fens.txt"
+paste -d ' ' <(nnue eval "$OUT/net/net.safetensors" --fens "$OUT/fens.txt") "$OUT/fens.txt"
+
+python -m nnue.trainer.report --run "$OUT/run" --net "$OUT/net"
