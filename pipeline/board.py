@@ -80,6 +80,10 @@ def pack_position(
                 raise ValueError(f"castling right on {_square_name(sq)}, which holds no rook")
             code = (code & 8) | CASTLING_ROOK
         nibbles[i >> 1] |= code << (4 * (i & 1))
+    if ep_square is not None and not 0 <= ep_square < 64:
+        raise ValueError(f"en-passant square {ep_square} not in 0..63")
+    if wdl not in (0, 1, 2):
+        raise ValueError(f"wdl {wdl} not in 0/1/2")
     stm_ep = (0x80 if black_to_move else 0) | (NO_EP if ep_square is None else ep_square)
     if not -32768 <= eval_white <= 32767:
         raise ValueError(f"eval {eval_white} does not fit int16")
@@ -127,7 +131,7 @@ def pack_fen(fen: str, eval_white: int = 0, wdl: int = 1) -> bytes:
     for r, row in enumerate(rows):
         rank, file = 7 - r, 0
         for ch in row:
-            if ch.isdigit():
+            if ch in "12345678":
                 file += int(ch)
             else:
                 idx = _LETTERS.find(ch.upper())
@@ -175,6 +179,8 @@ def unpack(packed: bytes) -> dict:
     if len(packed) != PACKED_SIZE:
         raise ValueError(f"packed board must be 32 bytes, got {len(packed)}")
     occ, nib, stm_ep, half, full, ev, wdl, _extra = _STRUCT.unpack(packed)
+    if occ.bit_count() > 32:
+        raise ValueError(f"occupancy has {occ.bit_count()} squares set; at most 32 fit a packed board")
     pieces: dict[int, int] = {}
     rooks = 0
     i = 0
@@ -186,6 +192,8 @@ def unpack(packed: bytes) -> dict:
         i += 1
         kind = code & 7
         if kind == CASTLING_ROOK:
+            if sq >> 3 != (7 if code & 8 else 0):
+                raise ValueError(f"castling rook code on {_square_name(sq)}, off its back rank")
             rooks |= 1 << sq
             code = (code & 8) | 3
         elif kind > 5:

@@ -116,6 +116,20 @@ def _game_id(sha: str, game: int) -> int:
     return int.from_bytes(hashlib.blake2b(f"{sha}:{game}".encode(), digest_size=8).digest(), "little")
 
 
+def _head(path: Path, n: int = 65536) -> str:
+    """The first ``n`` characters of a dump, decompressed ("" for an empty file)."""
+    with open_text(path) as f:
+        return f.read(n)
+
+
+def _reraise_with_path(items, path: Path, spec):
+    """Iterate a reader, turning its FormatError (wrong format) into one naming the file."""
+    try:
+        yield from items
+    except FormatError as e:
+        raise FormatError(f"{path}: {e}; expected {spec.doc}") from None
+
+
 def pack_file(path: Path, fmt: str, dataset: Path, sha: str, score_unit: str,
               options: ReaderOptions, progress=None) -> dict:
     """Pack one input into ``part-<sha16>.parquet`` and ``rejects-<sha16>.jsonl`` in ``dataset``.
@@ -124,6 +138,10 @@ def pack_file(path: Path, fmt: str, dataset: Path, sha: str, score_unit: str,
     (nothing is written in that case).
     """
     spec = get_format(fmt)
+    head = _head(path)
+    bad = next((i for i, ch in enumerate(head) if ch in "\x00\ufffd"), None)
+    if bad is not None:
+        raise FormatError(f"{path}: byte {bad} (decompressed) is not text; expected {spec.doc}")
     key = sha[:16]
     part = dataset / f"part-{key}.parquet"
     rejects_path = dataset / f"rejects-{key}.jsonl"
@@ -154,7 +172,7 @@ def pack_file(path: Path, fmt: str, dataset: Path, sha: str, score_unit: str,
                 rej.write(json.dumps({"source": str(path), "location": loc, "reason": reason,
                                       "detail": detail, "raw": raw}) + "\n")
 
-            for item in spec.read(stream, options):
+            for item in _reraise_with_path(spec.read(stream, options), path, spec):
                 read += 1
                 if progress is not None and read % 4096 == 0:
                     progress.update(4096)
@@ -202,8 +220,8 @@ def pack_file(path: Path, fmt: str, dataset: Path, sha: str, score_unit: str,
         writer.close()
         if progress is not None:
             progress.update(read % 4096)
-        if read == 0 and path.stat().st_size > 0:
-            raise FormatError(f"{path}: no {fmt} record found (byte 0); is it really {spec.doc}?")
+        if read == 0 and head.strip():
+            raise FormatError(f"{path}: no {fmt} record found (line 1); is it really {spec.doc}?")
         os.replace(tmp_part, part)
         os.replace(tmp_rej, rejects_path)
     except BaseException:

@@ -10,18 +10,25 @@ from __future__ import annotations
 import math
 from typing import Iterator
 
-from . import MATE_BOUND, VALUE_NONE, FormatSpec, ReaderOptions, Record, Reject, parse_result_token
+from . import MATE_BOUND, VALUE_NONE, FormatError, FormatSpec, ReaderOptions, Record, Reject, parse_result_token
 
 
 def read(stream, options: ReaderOptions) -> Iterator[Record | Reject]:
+    """One Record or Reject per non-empty line. Raises FormatError when the first non-empty
+    line is not bullet text (wrong format)."""
     game = -1
     prev_ply = prev_white_result = None
+    seen_any = False
     for lineno, line in enumerate(stream, 1):
         line = line.strip()
         if not line:
             continue
         loc = f"line {lineno}"
         parts = [p.strip() for p in line.split("|")]
+        if not seen_any and (len(parts) != 3 or "/" not in parts[0]):
+            raise FormatError(f"line {lineno}: expected bullet text 'FEN | score | result', "
+                              f"found {line[:40]!r}")
+        seen_any = True
         if len(parts) != 3:
             yield Reject(loc, "malformed record", f"expected 'FEN | score | result', found {len(parts)} field(s)", line)
             continue

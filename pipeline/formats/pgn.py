@@ -6,9 +6,10 @@ Scores come from move comments (FORMATS.md):
   ("mover", the default, as cutechess writes; "white" for files written by python-chess);
   ``+M16``/``-M16`` are mates, the number counting plies (the selfplay PGNs and their
   ``.plain`` twins agree on ±(32000 − 16)); ``{book}`` and moves without a comment carry no score.
-* lichess ``[%eval 0.20]`` / ``[%eval #-3]``: always white POV.
+* lichess ``[%eval 0.20]`` / ``[%eval #-3]``: always white POV, and the eval of the position
+  *after* the move it follows (so it scores the next record).
 
-The comment after a move is the eval of the position *before* that move. The result is the
+A cutechess comment after a move is the eval of the position *before* that move. The result is the
 game's ``Result`` tag; a game with ``*`` yields its positions as rejects. A move python-chess
 cannot play ends the game's mainline: that is reported as one reject naming the move.
 """
@@ -46,15 +47,11 @@ def _mate_cp(plies: int, positive: bool) -> int:
     return MATE - plies if positive else -(MATE - plies)
 
 
-def parse_comment(comment: str, white_to_move: bool, pov: str) -> tuple[int | None, bool]:
-    """Return (score in centipawns, side-to-move POV, or None; is_mate) from a move comment."""
-    m = _LICHESS.search(comment)
-    if m:
-        mate, num = m.group(1) == "#", float(m.group(2))
-        # lichess "#n" counts moves: the mating side needs 2n−1 plies, the mated side 2n
-        n = abs(int(num))
-        white_pov = _mate_cp(2 * n - 1 if num > 0 else 2 * n, num > 0) if mate else round(num * 100)
-        return (white_pov if white_to_move else -white_pov), mate
+def parse_cutechess(comment: str, white_to_move: bool, pov: str) -> tuple[int | None, bool]:
+    """cutechess/fastchess comment ``{+0.35/12 0.5s}`` of the position *before* the move.
+
+    Returns (centipawns, side-to-move POV, or None; is_mate). ``pov``: "mover" or "white".
+    """
     m = _CUTECHESS.match(comment)
     if not m:
         return None, False
@@ -66,6 +63,26 @@ def parse_comment(comment: str, white_to_move: bool, pov: str) -> tuple[int | No
     if pov == "white" and not white_to_move:
         score = -score
     return score, bool(m.group(2))
+
+
+def parse_lichess(comment: str, white_to_move: bool) -> tuple[int | None, bool]:
+    """lichess ``[%eval 0.20]`` / ``[%eval #-3]`` (white POV) of the position *after* the move.
+
+    white_to_move: side to move in that position. ``#n`` counts moves: the mating side needs
+    2n−1 plies when it is to move, 2n otherwise. Returns (centipawns stm POV or None, is_mate).
+    """
+    m = _LICHESS.search(comment)
+    if not m:
+        return None, False
+    num = float(m.group(2))
+    if m.group(1) == "#":
+        white_mates = num > 0
+        n = abs(int(num))
+        plies = 2 * n - 1 if white_mates == white_to_move else 2 * n
+        white_pov = _mate_cp(plies, white_mates)
+    else:
+        white_pov = round(num * 100)
+    return (white_pov if white_to_move else -white_pov), m.group(1) == "#"
 
 
 def read(stream, options: ReaderOptions) -> Iterator[Record | Reject]:
@@ -87,11 +104,15 @@ def read(stream, options: ReaderOptions) -> Iterator[Record | Reject]:
         except ValueError as e:
             yield Reject(f"line {start}", "bad FEN", f"FEN header: {e}", game.headers.get("FEN", ""))
             continue
+        after = (None, False)  # a lichess eval on the previous move: this position's score
         for node in game.mainline():
             move = node.move
             loc = f"line {start} game {game_no} ply {board.ply()}"
             white = board.turn == chess.WHITE
-            score, mate = parse_comment(node.comment, white, options.pgn_pov)
+            score, mate = parse_cutechess(node.comment, white, options.pgn_pov)
+            if score is None:
+                score, mate = after
+            after = parse_lichess(node.comment, not white)
             fen = board.fen()
             if result is None:
                 yield Reject(loc, "unknown game result", "Result tag is '*'", fen)

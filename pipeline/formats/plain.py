@@ -8,38 +8,50 @@ from __future__ import annotations
 
 from typing import Iterator
 
-from . import MATE_BOUND, VALUE_NONE, FormatSpec, ReaderOptions, Record, Reject
+from . import MATE_BOUND, VALUE_NONE, FormatError, FormatSpec, ReaderOptions, Record, Reject
 
 _KEYS = ("fen", "move", "score", "ply", "result")
 
 
 def read(stream, options: ReaderOptions) -> Iterator[Record | Reject]:
-    """Yield one Record or Reject per ``e``-terminated block; location is the ``fen`` line."""
+    """Yield one Record or Reject per ``e``-terminated block; location is the block's first line.
+
+    Raises FormatError when the first non-empty line is not a ``.plain`` key (wrong format).
+    """
     fields: dict[str, str] = {}
+    bad: str | None = None  # first problem seen in the current block
     start = 0
     game = -1
     prev_ply = prev_result = None
+    seen_any = False
+
+    def raw() -> str:
+        return " | ".join(f"{k} {v}" for k, v in fields.items())
+
     for lineno, line in enumerate(stream, 1):
         line = line.strip()
         if not line:
             continue
         if line == "e":
             loc = f"line {start or lineno}"
-            raw = " | ".join(f"{k} {v}" for k, v in fields.items())
             missing = [k for k in _KEYS if k not in fields]
-            cur, fields, start = fields, {}, 0
+            cur, cur_bad, text = fields, bad, raw()
+            fields, bad, start = {}, None, 0
+            if cur_bad:
+                yield Reject(loc, "malformed record", cur_bad, text)
+                continue
             if missing:
-                yield Reject(loc, "missing field", f"missing: {', '.join(missing)}", raw)
+                yield Reject(loc, "missing field", f"missing: {', '.join(missing)}", text)
                 continue
             try:
                 score = int(cur["score"])
                 ply = int(cur["ply"])
                 result = int(cur["result"])
             except ValueError:
-                yield Reject(loc, "number not an integer", "score, ply or result is not an integer", raw)
+                yield Reject(loc, "number not an integer", "score, ply or result is not an integer", text)
                 continue
             if result not in (-1, 0, 1):
-                yield Reject(loc, "result out of range", f"result {result} not in -1/0/1", raw)
+                yield Reject(loc, "result out of range", f"result {result} not in -1/0/1", text)
                 continue
             if not (prev_ply is not None and ply == prev_ply + 1 and result == -prev_result):
                 game += 1
@@ -52,23 +64,23 @@ def read(stream, options: ReaderOptions) -> Iterator[Record | Reject]:
             )
             continue
         key, _, value = line.partition(" ")
+        if not seen_any and key not in _KEYS:
+            raise FormatError(f"line {lineno}: expected a Stockfish .plain key (fen, move, score, ply, "
+                              f"result or e), found {line[:40]!r}")
+        seen_any = True
+        if key == "fen" and fields:  # a record without its closing "e"
+            yield Reject(f"line {start}", "malformed record", "record not terminated by 'e'", raw())
+            fields, bad = {}, None
+        if not fields and bad is None:
+            start = lineno
         if key not in _KEYS:
-            loc = f"line {lineno}"
-            yield Reject(loc, "malformed record", f"unexpected line {line[:60]!r}", line)
-            fields, start = {}, 0
+            bad = bad or f"line {lineno}: unexpected line {line[:60]!r}"
             continue
-        if key == "fen":
-            if fields:  # a record without its closing "e"
-                yield Reject(f"line {start}", "malformed record", "record not terminated by 'e'",
-                             " | ".join(f"{k} {v}" for k, v in fields.items()))
-                fields = {}
-            start = lineno
-        elif not fields:
-            start = lineno
+        if key in fields:
+            bad = bad or f"line {lineno}: repeated key {key!r}"
         fields[key] = value.strip()
-    if fields:
-        yield Reject(f"line {start}", "truncated record", "record at end of file has no 'e'",
-                     " | ".join(f"{k} {v}" for k, v in fields.items()))
+    if fields or bad:
+        yield Reject(f"line {start}", "truncated record", "record at end of file has no 'e'", raw())
 
 
 def sniff(head: str) -> bool:

@@ -226,10 +226,6 @@ def test_pack_position_rejects_bad_fields():
     assert unpack(pack_fen(chess.STARTING_FEN, eval_white=-32768))["eval_white"] == -32768
 
 
-@pytest.mark.xfail(strict=True, raises=pytest.fail.Exception,
-                   reason="library bug: pack_position() does not range-check ep_square/wdl; "
-                          "ep_square=200 is OR-ed into the stm/ep byte (0xC8: flips the side to move "
-                          "to black), wdl=7 is stored as is")
 @pytest.mark.parametrize("kw", [dict(ep_square=200), dict(wdl=7)], ids=["ep200", "wdl7"])
 def test_pack_position_rejects_out_of_range_ep_and_wdl(kw):
     with pytest.raises(ValueError):
@@ -274,9 +270,6 @@ def test_unpack_rejects_bad_ep_byte(stm_ep):
         unpack(bytes(packed))
 
 
-@pytest.mark.xfail(strict=True, raises=IndexError,
-                   reason="library bug: unpack() indexes past the 16 nibble bytes when the occupancy "
-                          "has more than 32 bits set and raises IndexError instead of ValueError")
 def test_unpack_rejects_occupancy_with_more_than_32_squares():
     packed = bytearray(pack_fen(chess.STARTING_FEN))
     packed[0:8] = struct.pack("<Q", (1 << 33) - 1)  # 33 occupied squares
