@@ -141,7 +141,7 @@ def cmd_export(args) -> int:
     from nnue.trainer.export import export
 
     r = export(args.checkpoint, args.output, clip=args.clip, data_path=args.data,
-               max_positions=args.positions)
+               max_positions=args.positions, bias_correction=not args.no_bias_correction)
     if args.json:
         print(json.dumps(r, default=float))
         return 0
@@ -217,7 +217,10 @@ def _parser() -> argparse.ArgumentParser:
     s.add_argument("--clip", action="store_true", help="clip values that would overflow, and report them")
     s.add_argument("--data", default=None, help="dataset for the float-vs-int cross-check "
                    "(default: the checkpoint's training data)")
-    s.add_argument("--positions", type=int, default=20000, help="validation positions to cross-check")
+    s.add_argument("--positions", type=int, default=20000,
+                   help="validation positions read: half calibrate the L1 bias correction, half cross-check")
+    s.add_argument("--no-bias-correction", action="store_true",
+                   help="round L1's bias as is, without folding in the mean rounding error of L1's weights")
     s.add_argument("--json", action="store_true")
     s.set_defaults(func=cmd_export)
 

@@ -56,6 +56,19 @@ def test_pack_train_export_eval(tmp_path):
     one = run("eval", net / "net.safetensors", "--fen", fens[1]).stdout.split()
     assert one == [lines[1]]
 
+    # the independent C evaluator reproduces `nnue eval` on the trained net, on 1,000 sample positions
+    import shutil
+
+    if shutil.which("gcc"):
+        from cref import compile_c_eval, run_c_eval
+
+        sample_fens = [ln[4:].strip() for ln in SAMPLE.read_text().splitlines() if ln.startswith("fen ")][::4][:1000]
+        (tmp_path / "sample_fens.txt").write_text("\n".join(sample_fens) + "\n")
+        ours = [int(v) for v in run("eval", net / "net.safetensors", "--fens", tmp_path / "sample_fens.txt").stdout.split()]
+        exe = compile_c_eval(tmp_path / "cbuild")
+        assert run_c_eval(exe, net / "net.bin", 32, 8, "screlu", sample_fens) == ours
+        assert len(ours) == 1000 and min(ours) < 0 < max(ours)
+
     rep = subprocess.run([sys.executable, "-m", "nnue.trainer.report", "--run", out, "--net", net, "--json"],
                          capture_output=True, text=True, check=True)
     r = json.loads(rep.stdout)

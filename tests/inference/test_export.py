@@ -18,7 +18,7 @@ ACTS = ["crelu", "screlu", "pairwise_crelu"]
 @pytest.mark.parametrize("act", ACTS)
 def test_export_files_and_round_trip(act, tmp_path, sample_dataset):
     ck = write_weights(make_model(act), tmp_path / "w.safetensors", sample_dataset)
-    r = export(ck, tmp_path / "net")
+    r = export(ck, tmp_path / "net", bias_correction=False)
     net = load(tmp_path / "net" / "net.safetensors")
     q = quantise(make_model(act), QuantScheme())
     for k in ("l0w", "l0b", "l1w", "l1b"):
@@ -37,7 +37,20 @@ def test_export_files_and_round_trip(act, tmp_path, sample_dataset):
     assert (tmp_path / "again.safetensors").read_bytes() == (tmp_path / "net" / "net.safetensors").read_bytes()
     meta = json.loads((tmp_path / "net" / "export.json").read_text())
     assert meta["architecture"]["activation"] == act and meta["quantisation"]["qa"] == 255
-    assert r["cross_check"]["positions"] > 300
+    assert r["cross_check"]["positions"] > 300 and not r["calibration"]["bias_correction"]
+
+
+def test_bias_correction_removes_the_mean_rounding_error(tmp_path, sample_dataset):
+    model = make_model("screlu", hidden=64, ft_scale=0.1, l1_scale=0.5, seed=3)
+    ck = write_weights(model, tmp_path / "w.safetensors", sample_dataset)
+    plain = export(ck, tmp_path / "plain", bias_correction=False, max_positions=4000)
+    fixed = export(ck, tmp_path / "fixed", max_positions=4000)
+    a, b = load(tmp_path / "plain" / "net.safetensors"), load(tmp_path / "fixed" / "net.safetensors")
+    assert torch.equal(a.l1w, b.l1w) and torch.equal(a.l0w, b.l0w)
+    assert fixed["calibration"]["bias_correction"] and fixed["calibration"]["positions"] > 100
+    # measured on positions the correction did not see
+    assert abs(fixed["cross_check"]["mean_signed_diff_cp"]) < 1.0
+    assert abs(fixed["cross_check"]["mean_signed_diff_cp"]) <= abs(plain["cross_check"]["mean_signed_diff_cp"]) + 0.1
 
 
 def test_float_and_integer_evals_agree(tmp_path, sample_dataset):

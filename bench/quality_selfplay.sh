@@ -1,0 +1,27 @@
+#!/usr/bin/env bash
+# Quality gate of the demo recipe on all of our own self-play (.plain, ~826k positions):
+# pack -> train (experiment=demo) -> export -> report. Prints the report JSON and keeps it in
+# bench/results/quality_selfplay.json. About 5 minutes on 2 cores.
+# Usage: bench/quality_selfplay.sh [WORK_DIR]   (default: a fresh temporary folder)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+bash scripts/setup.sh
+export PATH="$PWD/.venv/bin:$PATH"
+W=${1:-$(mktemp -d)}
+SP=../shared/data/selfplay
+nnue pack "$SP"/*.plain "$SP"/*.plain.zst -o "$W/dataset" --no-progress
+start=$(date +%s)
+nnue train experiment=demo data.path="$W/dataset" paths.output_dir="$W/run" trainer.enable_progress_bar=false
+train_s=$(( $(date +%s) - start ))
+nnue export "$W/run/checkpoints/last.ckpt" -o "$W/net"
+python -m nnue.trainer.report --run "$W/run" --net "$W/net" --json > "$W/report.json"
+python - "$W" "$train_s" <<'PY'
+import json, platform, sys, torch
+w, train_s = sys.argv[1], int(sys.argv[2])
+r = json.load(open(f"{w}/report.json"))
+r |= {"recipe": "experiment=demo on all ../shared/data/selfplay/*.plain[.zst]",
+      "train_seconds": train_s, "machine": f"{platform.machine()}, {torch.get_num_threads()} threads",
+      "target_spearman_net": 0.85}
+print(json.dumps(r, indent=1))
+json.dump(r, open("bench/results/quality_selfplay.json", "w"), indent=1)
+PY
