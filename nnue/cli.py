@@ -1,4 +1,4 @@
-"""The ``nnue`` command: pack, inspect, train, export, eval.
+"""The ``nnue`` command: pack, inspect, train, export, eval, bench.
 
 Every sub-command has ``--help`` and exits non-zero with a one-line reason on bad input
 (``nnue <cmd>: error: ...``); tracebacks are kept for bugs.
@@ -209,6 +209,8 @@ def _parser() -> argparse.ArgumentParser:
 
     sub.add_parser("train", help="train a net (Hydra overrides; 'nnue train --help' for Hydra's help)",
                    add_help=False)
+    sub.add_parser("bench", help="run a benchmark that prints JSON ('nnue bench --help' lists them)",
+                   add_help=False)
 
     s = sub.add_parser("export", help="quantise a checkpoint into an integer net",
                        description="Write NETDIR/net.safetensors, NETDIR/net.bin and NETDIR/export.json.")
@@ -234,8 +236,34 @@ def _parser() -> argparse.ArgumentParser:
     return p
 
 
+def bench_names() -> list[str]:
+    import pkgutil
+
+    import nnue.bench
+
+    return sorted(m.name.removeprefix("bench_") for m in pkgutil.iter_modules(nnue.bench.__path__)
+                  if m.name.startswith("bench_"))
+
+
+def run_bench(argv: list[str]) -> int:
+    """``nnue bench NAME [ARGS]``: run ``nnue.bench.bench_NAME.main(ARGS)`` (prints JSON)."""
+    import importlib
+
+    names = bench_names()
+    if not argv or argv[0] in ("-h", "--help"):
+        print("usage: nnue bench NAME [ARGS...]   (NAME --help for a benchmark's own options)\n\n"
+              "Run a benchmark; it prints one JSON object. Benchmarks: " + ", ".join(names))
+        return 0
+    if argv[0] not in names:
+        print(f"nnue bench: error: unknown benchmark {argv[0]!r}; known: {', '.join(names)}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    return int(importlib.import_module(f"nnue.bench.bench_{argv[0]}").main(argv[1:]) or 0)
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
+    if argv and argv[0] == "bench":
+        return run_bench(argv[1:])
     if argv and argv[0] == "train":
         from nnue.trainer.train import main as train_main
 

@@ -27,7 +27,7 @@ import pyarrow.parquet as pq
 from . import manifest as mf
 from .board import pack_board
 from .formats import (FormatError, ReaderOptions, Record, Reject, detect_format, format_from_extension,
-                      get_format, open_text)
+                      get_format, open_binary, open_text, read_exact)
 from .schema import FLAG_PLY_UNKNOWN, FLAG_SCORE_MATE, FLAG_SCORE_NONE, SCHEMA
 
 ROW_GROUP = 65536
@@ -116,8 +116,11 @@ def _game_id(sha: str, game: int) -> int:
     return int.from_bytes(hashlib.blake2b(f"{sha}:{game}".encode(), digest_size=8).digest(), "little")
 
 
-def _head(path: Path, n: int = 65536) -> str:
-    """The first ``n`` characters of a dump, decompressed ("" for an empty file)."""
+def _head(path: Path, binary: bool, n: int = 65536) -> str | bytes:
+    """The first ``n`` characters (or bytes) of a dump, decompressed (empty for an empty file)."""
+    if binary:
+        with open_binary(path) as f:
+            return read_exact(f, n)
     with open_text(path) as f:
         return f.read(n)
 
@@ -138,10 +141,11 @@ def pack_file(path: Path, fmt: str, dataset: Path, sha: str, score_unit: str,
     (nothing is written in that case).
     """
     spec = get_format(fmt)
-    head = _head(path)
-    bad = next((i for i, ch in enumerate(head) if ch in "\x00\ufffd"), None)
-    if bad is not None:
-        raise FormatError(f"{path}: byte {bad} (decompressed) is not text; expected {spec.doc}")
+    head = _head(path, spec.binary)
+    if not spec.binary:
+        bad = next((i for i, ch in enumerate(head) if ch in "\x00\ufffd"), None)
+        if bad is not None:
+            raise FormatError(f"{path}: byte {bad} (decompressed) is not text; expected {spec.doc}")
     key = sha[:16]
     part = dataset / f"part-{key}.parquet"
     rejects_path = dataset / f"rejects-{key}.jsonl"
@@ -166,7 +170,7 @@ def pack_file(path: Path, fmt: str, dataset: Path, sha: str, score_unit: str,
             v.clear()
 
     try:
-        with open_text(path) as stream, open(tmp_rej, "w") as rej:
+        with (open_binary if spec.binary else open_text)(path) as stream, open(tmp_rej, "w") as rej:
             def reject(loc, reason, detail, raw):
                 rejected[reason] += 1
                 rej.write(json.dumps({"source": str(path), "location": loc, "reason": reason,
@@ -220,7 +224,7 @@ def pack_file(path: Path, fmt: str, dataset: Path, sha: str, score_unit: str,
         writer.close()
         if progress is not None:
             progress.update(read % 4096)
-        if read == 0 and head.strip():
+        if read == 0 and (head if spec.binary else head.strip()):
             raise FormatError(f"{path}: no {fmt} record found (line 1); is it really {spec.doc}?")
         os.replace(tmp_part, part)
         os.replace(tmp_rej, rejects_path)

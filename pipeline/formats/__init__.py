@@ -72,12 +72,46 @@ class ReaderOptions:
 
 @dataclass(frozen=True)
 class FormatSpec:
+    """A dump format. read: (stream, options) -> Records/Rejects, over a text stream, or a
+    binary one when ``binary``. sniff: does this head (str for text formats, bytes for binary
+    ones) look like the format? record_size: bytes per record of fixed-record formats."""
+
     name: str
-    read: Callable[[io.TextIOBase, ReaderOptions], Iterator[Record | Reject]]
-    sniff: Callable[[str], bool]
+    read: Callable[..., Iterator[Record | Reject]]
+    sniff: Callable
     score_pov: str
     result_pov: str
     doc: str
+    binary: bool = False
+    record_size: int | None = None
+
+
+def open_binary(path: str | Path) -> io.BufferedIOBase:
+    """Open a dump as bytes, decompressing ``.gz``, ``.zst``, ``.xz`` and ``.bz2`` transparently."""
+    path = Path(path)
+    suffix = path.suffix.lower()
+    if suffix == ".gz":
+        return gzip.open(path, "rb")
+    if suffix == ".xz":
+        return lzma.open(path, "rb")
+    if suffix == ".bz2":
+        return bz2.open(path, "rb")
+    if suffix == ".zst":
+        import zstandard
+
+        return io.BufferedReader(zstandard.ZstdDecompressor().stream_reader(open(path, "rb"), closefd=True))
+    return open(path, "rb")
+
+
+def read_exact(stream, n: int) -> bytes:
+    """Read up to n bytes, looping over short reads of decompressing streams."""
+    out = bytearray()
+    while len(out) < n:
+        chunk = stream.read(n - len(out))
+        if not chunk:
+            break
+        out += chunk
+    return bytes(out)
 
 
 def open_text(path: str | Path) -> io.TextIOBase:
@@ -107,9 +141,10 @@ def inner_name(path: str | Path) -> str:
 
 
 def _registry() -> dict[str, FormatSpec]:
-    from . import bullet_text, pgn, plain
+    from . import binpack, bullet_text, bulletformat, epd, marlinformat, pgn, plain, sfbin, viriformat
 
-    specs = [plain.SPEC, bullet_text.SPEC, pgn.SPEC]
+    specs = [plain.SPEC, bullet_text.SPEC, pgn.SPEC, epd.SPEC, binpack.SPEC, sfbin.SPEC,
+             bulletformat.SPEC, marlinformat.SPEC, viriformat.SPEC]
     return {s.name: s for s in specs}
 
 
@@ -124,7 +159,9 @@ def get_format(name: str) -> FormatSpec:
     return FORMATS[name]
 
 
-EXTENSIONS = {".plain": "plain", ".pgn": "pgn", ".txt": "bullet-text"}
+EXTENSIONS = {".plain": "plain", ".pgn": "pgn", ".txt": "bullet-text", ".epd": "epd",
+              ".binpack": "binpack", ".bf": "bulletformat", ".marlin": "marlinformat",
+              ".vf": "viriformat", ".viri": "viriformat", ".bin": "bin-or-viriformat"}
 
 
 def format_from_extension(path: str | Path) -> str | None:
@@ -133,25 +170,42 @@ def format_from_extension(path: str | Path) -> str | None:
 
 
 def detect_format(path: str | Path) -> str:
-    """Guess a file's format from its extension, then from the shape of its first lines.
+    """Guess a file's format: ``BINP`` magic marks a binpack; then the extension; a ``.bin`` is
+    Stockfish ``.bin`` when its size is a multiple of 40 and its first record decodes, else
+    viriformat; otherwise text formats are recognised by the shape of their first lines.
 
     Raises FormatError naming the file when nothing matches.
     """
     if not FORMATS:
         FORMATS.update(_registry())
-    fmt = format_from_extension(path)
-    if fmt is not None:
-        return fmt
     try:
-        with open_text(path) as f:
-            head = f.read(4096)
+        with open_binary(path) as f:
+            head = read_exact(f, 4096)
     except (OSError, EOFError) as e:
         raise FormatError(f"{path}: cannot read: {e}") from e
+    if head.startswith(b"BINP"):
+        return "binpack"
+    fmt = format_from_extension(path)
+    if fmt == "bin-or-viriformat":
+        size = len(head) if len(head) < 4096 else _decompressed_size(path)
+        return "bin" if size % 40 == 0 and FORMATS["bin"].sniff(head) else "viriformat"
+    if fmt is not None:
+        return fmt
     for spec in FORMATS.values():
-        if spec.sniff(head):
+        if spec.binary:
+            continue
+        if spec.sniff(head.decode("utf-8", errors="replace")):
             return spec.name
     raise FormatError(f"{path}: format not recognised from its extension or first lines; "
                       f"pass --format ({', '.join(sorted(FORMATS))})")
+
+
+def _decompressed_size(path) -> int:
+    n = 0
+    with open_binary(path) as f:
+        while chunk := f.read(1 << 20):
+            n += len(chunk)
+    return n
 
 
 def parse_result_token(token: str) -> float | None:

@@ -1,0 +1,88 @@
+"""Helpers shared by the binary readers: fixed-size record iteration and bit readers."""
+from __future__ import annotations
+
+from typing import Iterator
+
+from . import Reject, read_exact
+
+CHUNK_RECORDS = 8192
+
+
+def fixed_records(stream, size: int) -> Iterator[tuple[int, bytes] | Reject]:
+    """Yield (byte offset, record bytes) for each ``size``-byte record; a trailing partial
+    record becomes one Reject ("truncated record") at its byte offset."""
+    offset = 0
+    while True:
+        block = read_exact(stream, size * CHUNK_RECORDS)
+        if not block:
+            return
+        whole = len(block) - len(block) % size
+        for i in range(0, whole, size):
+            yield offset + i, block[i:i + size]
+        if whole != len(block):
+            yield Reject(f"byte {offset + whole}", "truncated record",
+                         f"{len(block) - whole} trailing byte(s), records are {size} bytes", block[whole:].hex())
+            return
+        offset += len(block)
+
+
+class BitReaderLSB:
+    """Bits of a byte string, least significant bit of each byte first (Stockfish .bin)."""
+
+    def __init__(self, data: bytes):
+        self.value = int.from_bytes(data, "little")
+        self.pos = 0
+        self.limit = 8 * len(data)
+
+    def read(self, n: int) -> int:
+        if self.pos + n > self.limit:
+            raise ValueError(f"bit stream overrun at bit {self.pos}")
+        v = (self.value >> self.pos) & ((1 << n) - 1)
+        self.pos += n
+        return v
+
+
+class BitReaderMSB:
+    """Bits of a byte string, most significant bit of each byte first (binpack movetext)."""
+
+    def __init__(self, data: bytes, start: int = 0):
+        self.data = data
+        self.pos = 8 * start  # bit position from the start of data
+
+    def read(self, n: int) -> int:
+        if n == 0:
+            return 0
+        byte = self.pos >> 3
+        if (self.pos + n + 7) >> 3 > len(self.data):
+            raise ValueError(f"movetext overrun at byte {byte}")
+        window = int.from_bytes(self.data[byte:byte + 2].ljust(2, b"\0"), "big")
+        v = (window >> (16 - (self.pos & 7) - n)) & ((1 << n) - 1)
+        self.pos += n
+        return v
+
+    def read_vle16(self, block: int = 4) -> int:
+        """Variable-length unsigned: groups of ``block`` data bits, low group first, each followed
+        (as its high bit) by a "more follows" flag."""
+        v = shift = 0
+        while True:
+            g = self.read(block + 1)
+            v |= (g & ((1 << block) - 1)) << shift
+            if not g >> block:
+                return v & 0xFFFF
+            shift += block
+            if shift > 16:
+                raise ValueError("variable-length score longer than 16 bits")
+
+    def bytes_used(self) -> int:
+        return (self.pos + 7) >> 3
+
+
+def zigzag_decode(v: int) -> int:
+    """Binpack's unsigned-to-signed mapping: 2s for s ≥ 0, −2s−1 for s < 0."""
+    return -((v >> 1) + 1) if v & 1 else v >> 1
+
+
+def game_boundary(prev: tuple | None, ply: int | None, result: int | None) -> bool:
+    """A new game starts unless ply follows the previous record's by one and the stm result flips."""
+    return not (prev is not None and ply is not None and prev[0] is not None
+                and ply == prev[0] + 1 and result == -prev[1])

@@ -1,0 +1,79 @@
+"""bulletformat reader: 32-byte ``ChessBoard`` records (bullet's training format).
+
+The board is stored from the side to move's view (flipped when black is to move), with nibble
+bit 3 marking the opponent's pieces; score int16 and result (0 loss, 1 draw, 2 win) are side-to-
+move POV; side to move, castling rights, en passant and the move counters are not stored
+(FORMATS.md). So each record is read as the position *seen by the side to move*: the side to move
+plays white, which is exact for colour-symmetric feature sets and for the score and result, but
+the true colours are lost. Ply is unknown; each record counts as its own game (no game structure).
+"""
+from __future__ import annotations
+
+import struct
+from typing import Iterator
+
+from ..board import NO_EP, unpack_fen
+from . import MATE_BOUND, VALUE_NONE, FormatSpec, ReaderOptions, Record, Reject
+from ._binary import fixed_records
+
+SIZE = 32
+_TAIL = struct.Struct("<hBBB3s")
+
+
+def read(stream, options: ReaderOptions) -> Iterator[Record | Reject]:
+    for n, item in enumerate(fixed_records(stream, SIZE)):
+        if isinstance(item, Reject):
+            yield item
+            continue
+        offset, rec = item
+        loc = f"byte {offset}"
+        score, result, ksq, opp_ksq, _ = _TAIL.unpack(rec[24:])
+        if result > 2:
+            yield Reject(loc, "result out of range", f"result byte {result}", rec.hex())
+            continue
+        nibbles = [b >> s & 15 for b in rec[8:24] for s in (0, 4)][:bin(int.from_bytes(rec[:8], "little")).count("1")]
+        if any(c & 7 > 5 for c in nibbles):
+            yield Reject(loc, "malformed record", "piece type above 5 (K)", rec.hex())
+            continue
+        # bytes 0..23 are a marlinformat board with white (the side to move) to move
+        board = rec[:24] + bytes([NO_EP, 0, 1, 0, 0, 0, 1, 0])
+        try:
+            fen = unpack_fen(board).rsplit(" ", 2)[0] + " 0 1"
+        except ValueError as e:
+            yield Reject(loc, "malformed record", str(e), rec.hex())
+            continue
+        kings = _king_squares(rec)
+        if kings != (ksq, opp_ksq ^ 56):
+            yield Reject(loc, "king square mismatch", f"board kings {kings}, fields ({ksq}, {opp_ksq} ^ 56)",
+                         rec.hex())
+            continue
+        none = abs(score) == VALUE_NONE
+        yield Record(fen=fen, score=None if none else score, result=result - 1, ply=None, move=None,
+                     location=loc, game=n, score_is_mate=not none and abs(score) >= MATE_BOUND)
+
+
+def _king_squares(rec: bytes) -> tuple[int | None, int | None]:
+    """(own king square, opponent king square) from the board part of a record."""
+    occ = int.from_bytes(rec[:8], "little")
+    own = opp = None
+    i = 0
+    while occ:
+        sq = (occ & -occ).bit_length() - 1
+        occ &= occ - 1
+        code = rec[8 + (i >> 1)] >> (4 * (i & 1)) & 15
+        i += 1
+        if code & 7 == 5:
+            if code & 8:
+                opp = sq
+            else:
+                own = sq
+    return own, opp
+
+
+def sniff(head: bytes) -> bool:
+    return False  # no magic: chosen by extension (.bf) or --format
+
+
+SPEC = FormatSpec("bulletformat", read, sniff, score_pov="side to move (board seen from it)",
+                  result_pov="side to move (0/1/2)", doc="bulletformat ChessBoard, 32-byte records",
+                  binary=True, record_size=SIZE)
