@@ -1,4 +1,4 @@
-"""The ``nnue`` command: pack, inspect, train, export, eval, bench.
+"""The ``nnue`` command: pack, inspect, convert, train, export, eval, bench.
 
 Every sub-command has ``--help`` and exits non-zero with a one-line reason on bad input
 (``nnue <cmd>: error: ...``); tracebacks are kept for bugs.
@@ -136,6 +136,15 @@ def cmd_inspect(args) -> int:
     return 0
 
 
+# ------------------------------------------------------------------------------------- convert
+def cmd_convert(args) -> int:
+    from nnue.pipeline.convert import convert
+
+    r = convert(args.dataset, args.to, args.output)
+    print(json.dumps(r) if args.json else f"wrote {r['rows']:,} positions to {r['path']} ({r['format']})")
+    return 0
+
+
 # -------------------------------------------------------------------------------------- export
 def cmd_export(args) -> int:
     from nnue.trainer.export import export
@@ -191,7 +200,9 @@ def _parser() -> argparse.ArgumentParser:
                        "Files already in the dataset (same sha256) are skipped.")
     s.add_argument("inputs", nargs="+", help="dump files or folders (.gz/.zst/.xz read transparently)")
     s.add_argument("-o", "--output", required=True, help="dataset folder (created or appended to)")
-    s.add_argument("--format", default="auto", choices=["auto", "plain", "bullet-text", "pgn"])
+    s.add_argument("--format", default="auto",
+                   choices=["auto", "plain", "bullet-text", "pgn", "epd", "binpack", "bin", "bulletformat",
+                            "marlinformat", "viriformat"])
     s.add_argument("--score-unit", default="cp", choices=["cp", "sf-internal"],
                    help="unit of the input scores: UCI centipawns (default) or Stockfish internal "
                    "units (data from Stockfish's own generator; cp = 100·score/208 at stream time)")
@@ -206,6 +217,14 @@ def _parser() -> argparse.ArgumentParser:
     s.add_argument("--fens", type=int, default=0, metavar="N", help="print the first N positions as FEN")
     s.add_argument("--json", action="store_true")
     s.set_defaults(func=cmd_inspect)
+
+    s = sub.add_parser("convert", help="write a dataset back out as a dump for other trainers",
+                       description="Write every position of a dataset in another trainer's format.")
+    s.add_argument("dataset")
+    s.add_argument("--to", required=True, choices=["plain", "bullet-text", "bulletformat", "marlinformat"])
+    s.add_argument("-o", "--output", required=True, help="output file (written atomically)")
+    s.add_argument("--json", action="store_true")
+    s.set_defaults(func=cmd_convert)
 
     sub.add_parser("train", help="train a net (Hydra overrides; 'nnue train --help' for Hydra's help)",
                    add_help=False)

@@ -7,16 +7,25 @@ from __future__ import annotations
 
 import os
 import tempfile
+from contextlib import contextmanager
 from pathlib import Path
 
 
 def atomic_write_bytes(path: str | Path, data: bytes) -> None:
     """Write ``data`` to ``path`` atomically, with the permissions a plain ``open`` would give."""
+    with atomic_writer(path) as f:
+        f.write(data)
+
+
+@contextmanager
+def atomic_writer(path: str | Path):
+    """``with atomic_writer(p) as f: f.write(...)``: a binary file that appears under ``path``
+    only when the block ends without an exception (temporary file + fsync + rename)."""
     path = Path(path)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
         with os.fdopen(fd, "wb") as f:
-            f.write(data)
+            yield f
             f.flush()
             os.fsync(f.fileno())
         umask = os.umask(0)
