@@ -34,7 +34,8 @@ def cmd_pack(args) -> int:
     from nnue.pipeline.pack import pack
 
     summary = pack(args.inputs, args.output, fmt=args.format, score_unit=args.score_unit,
-                   options=ReaderOptions(pgn_pov=args.pgn_pov), progress=not args.no_progress)
+                   options=ReaderOptions(pgn_pov=args.pgn_pov), progress=not args.no_progress,
+                   workers=args.workers, dedup=args.dedup)
     out = {"read": summary["read"], "packed": summary["packed"], "rejected": summary["rejected"],
            "files": [{k: f[k] for k in ("path", "format", "read", "packed", "rejected")}
                      for f in summary["files"]],
@@ -208,6 +209,9 @@ def _parser() -> argparse.ArgumentParser:
                    "units (data from Stockfish's own generator; cp = 100·score/208 at stream time)")
     s.add_argument("--pgn-pov", default="mover", choices=["mover", "white"],
                    help="POV of PGN eval comments: mover (cutechess, fastchess) or white")
+    s.add_argument("--workers", type=int, default=1, metavar="N", help="pack N files in parallel processes")
+    s.add_argument("--dedup", action="store_true", help="reject positions already in the dataset or "
+                   "earlier in this run, counted as 'duplicate position' (files then run one at a time)")
     s.add_argument("--json", action="store_true", help="print one JSON object: read, packed, rejected")
     s.add_argument("--no-progress", action="store_true", help="no progress bar on stderr")
     s.set_defaults(func=cmd_pack)

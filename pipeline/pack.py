@@ -133,10 +133,15 @@ def _reraise_with_path(items, path: Path, spec):
         raise FormatError(f"{path}: {e}; expected {spec.doc}") from None
 
 
+DEDUP_KEY_BYTES = 25  # occupancy, piece nibbles, stm/ep: the position, not its counters or labels
+
+
 def pack_file(path: Path, fmt: str, dataset: Path, sha: str, score_unit: str,
-              options: ReaderOptions, progress=None) -> dict:
+              options: ReaderOptions, progress=None, seen: set | None = None) -> dict:
     """Pack one input into ``part-<sha16>.parquet`` and ``rejects-<sha16>.jsonl`` in ``dataset``.
 
+    seen: with dedup, the position keys (first 25 packed bytes) already in the dataset; a
+    position whose key is in it is rejected as "duplicate position", and new keys are added.
     Returns the manifest entry. Raises FormatError when the file is not in format ``fmt``
     (nothing is written in that case).
     """
@@ -202,6 +207,12 @@ def pack_file(path: Path, fmt: str, dataset: Path, sha: str, score_unit: str,
                 except RecordError as e:
                     reject(item.location, e.reason, e.detail, item.fen)
                     continue
+                if seen is not None:
+                    position_key = packed_board[:DEDUP_KEY_BYTES]
+                    if position_key in seen:
+                        reject(item.location, "duplicate position", "dedup: position already packed", item.fen)
+                        continue
+                    seen.add(position_key)
                 if game_cache[0] != item.game:
                     game_cache = (item.game, _game_id(sha, item.game))
                 flags = ((FLAG_SCORE_NONE if item.score is None else 0)
@@ -257,18 +268,41 @@ def expand_inputs(inputs: Iterable[str | Path]) -> tuple[list[Path], list[Path]]
     return out, ignored
 
 
+def _existing_keys(dataset: Path, m: dict) -> set:
+    """Position keys of every row already in the dataset (for dedup)."""
+    keys: set = set()
+    for entry in m["files"].values():
+        if entry["packed"]:
+            for b in pq.read_table(dataset / entry["part"], columns=["board"]).column("board").to_pylist():
+                keys.add(b[:DEDUP_KEY_BYTES])
+    return keys
+
+
+def _pack_one(args) -> dict:
+    """Worker entry for --workers: pack one file, no progress bar."""
+    return pack_file(*args)
+
+
 def pack(inputs: Iterable[str | Path], dataset: str | Path, fmt: str = "auto",
          score_unit: str = "cp", options: ReaderOptions = ReaderOptions(),
-         progress: bool = True) -> dict:
+         progress: bool = True, workers: int = 1, dedup: bool = False) -> dict:
     """Pack inputs into ``dataset`` (created if needed) and return a summary.
+
+    workers: files packed in parallel processes (one file per process at a time; the manifest
+    is updated by this process as each finishes). dedup: reject positions already in the
+    dataset or earlier in this run, as "duplicate position" (compares occupancy, pieces, side
+    to move and en passant; runs the files one after another, since the set of seen positions
+    is shared).
 
     Returns {"read", "packed", "rejected": {reason: count}, "files": [...], "skipped": [...]
     (already in the dataset), "ignored": [...] (files in input folders with no dump extension)}
     for this run. Raises FormatError (bad format), ManifestError (unreadable dataset) or
-    ValueError (mixed score units in one dataset).
+    ValueError (mixed score units in one dataset, bad workers).
     """
     if score_unit not in SCORE_UNITS:
         raise ValueError(f"score unit {score_unit!r} not one of {SCORE_UNITS}")
+    if workers < 1:
+        raise ValueError(f"workers must be at least 1, got {workers}")
     dataset = Path(dataset)
     files, ignored = expand_inputs(inputs)
     dataset.mkdir(parents=True, exist_ok=True)
@@ -278,26 +312,44 @@ def pack(inputs: Iterable[str | Path], dataset: str | Path, fmt: str = "auto",
     m["score_unit"] = score_unit
     summary = {"read": 0, "packed": 0, "rejected": Counter(), "files": [], "skipped": [],
                "ignored": [str(p) for p in ignored]}
+    todo = []
+    for path in files:
+        sha = mf.sha256_file(path)
+        if sha in m["files"] or any(sha == t[3] for t in todo):
+            summary["skipped"].append(str(path))
+            continue
+        todo.append((path, detect_format(path) if fmt == "auto" else fmt, dataset, sha, score_unit, options))
+    seen = _existing_keys(dataset, m) if dedup else None
+
+    def record(entry: dict) -> None:
+        m["files"][entry["sha256"]] = entry
+        mf.save(dataset, m)  # after each file: a crash keeps the finished ones
+        summary["read"] += entry["read"]
+        summary["packed"] += entry["packed"]
+        summary["rejected"].update(entry["rejected"])
+        summary["files"].append(entry)
+
     bar = None
     if progress:
         from tqdm import tqdm
         bar = tqdm(unit=" pos", unit_scale=True, file=sys.stderr, desc="pack", dynamic_ncols=True)
     try:
-        for path in files:
-            fmt_i = detect_format(path) if fmt == "auto" else fmt
-            sha = mf.sha256_file(path)
-            if sha in m["files"]:
-                summary["skipped"].append(str(path))
-                continue
-            if bar is not None:
-                bar.set_postfix_str(path.name)
-            entry = pack_file(path, fmt_i, dataset, sha, score_unit, options, bar)
-            m["files"][sha] = entry
-            mf.save(dataset, m)  # after each file: a crash keeps the finished ones
-            summary["read"] += entry["read"]
-            summary["packed"] += entry["packed"]
-            summary["rejected"].update(entry["rejected"])
-            summary["files"].append(entry)
+        if workers > 1 and len(todo) > 1 and not dedup:
+            from concurrent.futures import ProcessPoolExecutor, as_completed
+
+            with ProcessPoolExecutor(max_workers=workers) as pool:
+                futures = [pool.submit(_pack_one, t) for t in todo]
+                for fut in as_completed(futures):
+                    entry = fut.result()
+                    record(entry)
+                    if bar is not None:
+                        bar.update(entry["read"])
+                        bar.set_postfix_str(Path(entry["path"]).name)
+        else:
+            for t in todo:
+                if bar is not None:
+                    bar.set_postfix_str(t[0].name)
+                record(pack_file(*t, progress=bar, seen=seen))
     finally:
         if bar is not None:
             bar.close()
