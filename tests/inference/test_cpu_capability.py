@@ -1,0 +1,39 @@
+"""Integer evals are identical under every ATen CPU capability (default, AVX2, AVX-512)."""
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import torch
+from netfiles import make_model, write_weights
+
+from nnue.trainer.export import export
+
+SCRIPT = """
+import sys, torch
+from nnue.inference import evaluate, load
+from nnue.trainer.export import validation_boards
+net = load(sys.argv[1])
+boards, _ = validation_boards({"path": sys.argv[2], "val_fraction": 1.0}, 4000)
+print(torch.backends.cpu.get_cpu_capability())
+print(",".join(map(str, evaluate(net, boards).tolist())))
+"""
+
+
+def test_evals_identical_across_cpu_capabilities(tmp_path, sample_dataset):
+    ck = write_weights(make_model("screlu", hidden=64), tmp_path / "w.safetensors", sample_dataset)
+    export(ck, tmp_path / "net")
+    best = torch.backends.cpu.get_cpu_capability()
+    caps = ["default", "avx2"] + (["avx512"] if best.lower().startswith("avx512") else [])
+    outputs = {}
+    for cap in caps:
+        env = {"ATEN_CPU_CAPABILITY": cap, "PATH": "/usr/bin:/bin"}
+        r = subprocess.run([sys.executable, "-c", SCRIPT, str(tmp_path / "net" / "net.safetensors"),
+                            str(sample_dataset)], capture_output=True, text=True, env=env)
+        assert r.returncode == 0, r.stderr
+        reported, evals = r.stdout.split()
+        outputs[cap] = evals
+        if cap == "default":
+            assert reported == "DEFAULT"
+    assert len(set(outputs.values())) == 1, {k: v[:80] for k, v in outputs.items()}
+    assert len(outputs["default"].split(",")) > 2000
