@@ -173,19 +173,35 @@ def load(path: str | Path, expect: dict | None = None) -> IntegerNet:
                       meta.get("provenance") or {})
 
 
+def _as_float(net: IntegerNet, name: str, dtype: torch.dtype) -> torch.Tensor:
+    """A float copy of an int16 tensor of the net, made once and kept on the net."""
+    cache = net.__dict__.setdefault("_float_cache", {})
+    t = getattr(net, name)
+    key = (name, dtype)
+    hit = cache.get(key)
+    if hit is None or hit[0] is not t:
+        hit = cache[key] = (t, t.to(dtype))
+    return hit[1]
+
+
+def _accumulators_f32(net: IntegerNet, indices: torch.Tensor) -> torch.Tensor:
+    """Accumulators as exact integers held in float32: (N, A) indices -> (N, H) float32."""
+    if indices.shape[1] > 256:
+        raise ValueError("more than 256 active features would break the float32 exactness bound")
+    valid = indices >= 0
+    acc = torch.nn.functional.embedding_bag(indices.clamp(min=0).long(), _as_float(net, "l0w", torch.float32),
+                                            mode="sum", per_sample_weights=valid.float())
+    return acc.add_(_as_float(net, "l0b", torch.float32))
+
+
 def accumulators(net: IntegerNet, indices: torch.Tensor) -> torch.Tensor:
     """Integer feature transformer: (N, A) int32 indices, −1 padded -> (N, H) int32.
 
-    Runs as a float32 ``embedding_bag``: every partial sum of ≤ 32 int16 rows is below 2^24 in
-    magnitude, so float32 holds it exactly (DESIGN.md, "exact integer arithmetic").
+    Runs as a float32 ``embedding_bag``: every partial sum of ≤ 256 int16 rows (plus the bias)
+    is below 2^24 in magnitude, so float32 holds it exactly (DESIGN.md, "exact integer
+    arithmetic").
     """
-    if indices.shape[1] > 256:
-        raise ValueError("more than 256 active features would break the float32 exactness bound")
-    w = net.l0w.float()
-    valid = indices >= 0
-    acc = torch.nn.functional.embedding_bag(indices.clamp(min=0).long(), w, mode="sum",
-                                            per_sample_weights=valid.float())
-    return acc.to(torch.int32) + net.l0b.to(torch.int32)
+    return _accumulators_f32(net, indices).to(torch.int32)
 
 
 def _check_int32(t: torch.Tensor, what: str) -> None:
@@ -201,24 +217,40 @@ def forward_int(net: IntegerNet, stm: torch.Tensor, nstm: torch.Tensor, bucket: 
     POV; with return_parts, also a dict with ``acc`` (N, 2, H) int32 and ``sum`` (N,) int64,
     the L1 sum before the division (for the overflow audit).
     Raises OverflowError when an accumulator leaves int16 or a sum leaves int32.
+
+    Exactness: accumulators are float32 sums of int16 values below 2^24; activations (≤ QA²)
+    are exact in float32; the L1 products and sums run as float64 matrix products against every
+    bucket's weights, each product an integer of magnitude ≤ QA²·32767 < 2^31 and each sum of
+    L1 ≤ 4M of them below 2^53, so every value is represented exactly; the sums are converted
+    back to int64 before the integer (truncating) divisions. Tested bit-exact against the C
+    reference evaluator.
     """
     s = net.scheme
     qa = s.qa
-    accs = [accumulators(net, idx) for idx in (stm, nstm)]
-    for a in accs:
-        if a.numel() and (a.min() < -32768 or a.max() > 32767):
-            raise OverflowError(f"accumulator leaves int16 ({int(a.min())}..{int(a.max())})")
-    v = [a.clamp(0, qa).to(torch.int64) for a in accs]
     act = net.arch["activation"]
-    if act == "pairwise_crelu":
-        h = net.arch["hidden"] // 2
-        x = torch.cat([vi[:, :h] * vi[:, h:] for vi in v], 1)
-    elif act == "screlu":
-        x = torch.cat([vi * vi for vi in v], 1)
-    else:
-        x = torch.cat(v, 1)
-    w = net.l1w.to(torch.int64)[bucket]  # (N, L1)
-    total = (x * w).sum(1)
+    half = net.arch["l1_inputs"] // 2
+    if 2 * half > 1 << 22:
+        raise ValueError("L1 wider than 2^22 inputs would break the float64 exactness bound")
+    w = _as_float(net, "l1w", torch.float64)
+    total = None
+    accs = []
+    for p, idx in enumerate((stm, nstm)):
+        acc = _accumulators_f32(net, idx)  # exact integers in float32
+        if acc.numel() and (acc.min() < -32768 or acc.max() > 32767):
+            raise OverflowError(f"accumulator leaves int16 ({int(acc.min())}..{int(acc.max())})")
+        if return_parts:
+            accs.append(acc.to(torch.int32))
+        v = acc.clamp_(0, qa)
+        if act == "pairwise_crelu":
+            h = net.arch["hidden"] // 2
+            x = v[:, :h] * v[:, h:]  # ≤ QA² < 2^24: exact in float32
+        elif act == "screlu":
+            x = v.square_()
+        else:
+            x = v
+        part = x.double() @ w[:, p * half:(p + 1) * half].T  # (N, B), exact integers < 2^53
+        total = part if total is None else total.add_(part)
+    total = total.gather(1, bucket.view(-1, 1)).squeeze(1).to(torch.int64)
     _check_int32(total, "L1 sum")
     if act in ("screlu", "pairwise_crelu"):
         out = torch.div(total, qa, rounding_mode="trunc")
@@ -232,7 +264,7 @@ def forward_int(net: IntegerNet, stm: torch.Tensor, nstm: torch.Tensor, bucket: 
     return ev
 
 
-def evaluate(net: IntegerNet, boards: torch.Tensor, chunk: int = 8192) -> torch.Tensor:
+def evaluate(net: IntegerNet, boards: torch.Tensor, chunk: int = 1024) -> torch.Tensor:
     """Integer evals of packed boards: (N, 32) uint8 -> (N,) int64 centipawns, stm POV."""
     fs, buckets = net.features, net.buckets
     out = []
