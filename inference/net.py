@@ -276,14 +276,18 @@ def evaluate(net: IntegerNet, boards: torch.Tensor, chunk: int = 1024) -> torch.
 
 
 def boards_from_fens(fens: list[str]) -> torch.Tensor:
-    """FENs -> (N, 32) uint8 packed boards (no legality checks). Raises ValueError naming the
-    1-based position of a bad FEN."""
+    """FENs -> (N, 32) uint8 packed boards. Checks syntax and that each side has one king (no
+    further legality checks). Raises ValueError naming the 1-based position of a bad FEN."""
     from nnue.pipeline.board import pack_fen
 
     rows = []
     for i, fen in enumerate(fens, 1):
         try:
-            rows.append(pack_fen(fen))
+            packed = pack_fen(fen)
+            placement = fen.split()[0]
+            if placement.count("K") != 1 or placement.count("k") != 1:
+                raise ValueError("each side needs exactly one king")
+            rows.append(packed)
         except ValueError as e:
             raise ValueError(f"FEN {i} ({fen!r}): {e}") from None
     if not rows:

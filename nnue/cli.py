@@ -89,7 +89,9 @@ def cmd_inspect(args) -> int:
                 need = args.fens - len(fens)
                 boards = t.column("board").slice(0, need).to_pylist()
                 sc, rs = t.column("score").to_pylist(), t.column("result").to_pylist()
-                fens += [(unpack_fen(b), sc[i], rs[i]) for i, b in enumerate(boards)]
+                fl = t.column("flags").to_pylist()
+                fens += [(unpack_fen(b), None if fl[i] & FLAG_SCORE_NONE else sc[i], rs[i])
+                         for i, b in enumerate(boards)]
     a = {c: (np.concatenate(v) if v else np.zeros(0)) for c, v in arrays.items()}
     flags = a["flags"].astype(np.int64)
     scored = (flags & (FLAG_SCORE_NONE | FLAG_SCORE_MATE)) == 0
@@ -117,8 +119,9 @@ def cmd_inspect(args) -> int:
         return 0
     print(f"{ds}: {report['positions']:,} positions in {report['games']:,} games from "
           f"{report['files']} file(s); score unit {report['score_unit']}")
+    rej = f" {report['rejected']}" if report["rejected"] else ""
     print(f"  read {report['read']:,}, packed {report['packed']:,}, rejected "
-          f"{sum(report['rejected'].values()):,} {report['rejected'] or ''}")
+          f"{sum(report['rejected'].values()):,}{rej}")
     s = report["score"]
     if s:
         print(f"  score (stm POV, excluding {report['score_none']:,} none and {report['score_mate']:,} "
@@ -133,7 +136,8 @@ def cmd_inspect(args) -> int:
     print(f"  in check: {report['in_check']:,}   best move is a capture/promotion: "
           f"{report['best_move_is_capture']:,}")
     for f in report["fens"]:
-        print(f"{f['fen']} | score {f['score']} | result {f['result']}")
+        score = "none" if f["score"] is None else f["score"]
+        print(f"{f['fen']} | score {score} | result {f['result']}")
     return 0
 
 
@@ -156,11 +160,16 @@ def cmd_export(args) -> int:
         print(json.dumps(r, default=float))
         return 0
     c, a = r["cross_check"], r["audit"]
-    print(f"wrote {r['net']}, {r['bin']} and export.json")
+    print(f"wrote {r['net']}, {r['bin']} and {Path(r['net']).parent / 'export.json'}")
     print(f"  {r['architecture']['feature_set']} -> {r['architecture']['hidden']}x2 "
           f"{r['architecture']['activation']} -> {r['architecture']['output_buckets']}")
     print(f"  audit: accumulator worst case {a['accumulator_worst_case']} (limit {a['accumulator_limit']}), "
           f"clipped {a['clipped'] or 'nothing'}")
+    if not c["positions"]:
+        print("  warning: no validation positions found, so no bias correction and no float-vs-int "
+              "cross-check; pass --data DATASET", file=sys.stderr)
+    elif not r["calibration"]["bias_correction"] and not args.no_bias_correction:
+        print("  warning: too few validation positions for the bias correction", file=sys.stderr)
     if c["positions"]:
         print(f"  float vs int on {c['positions']:,} validation positions: mean |Δ| "
               f"{c['mean_abs_diff_cp']:.2f} cp, max |Δ| {c['max_abs_diff_cp']:.1f} cp, mean Δ "
@@ -191,6 +200,14 @@ def cmd_eval(args) -> int:
 
 
 # ------------------------------------------------------------------------------------ plumbing
+def _non_negative(text: str) -> int:
+    v = int(text)
+    if v < 0:
+        raise argparse.ArgumentTypeError(f"{v} is negative")
+    return v
+
+
+
 def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="nnue", description="nnue-forge: pack self-play dumps, train "
                                 "NNUE nets, export integer nets, evaluate them.")
@@ -199,7 +216,7 @@ def _parser() -> argparse.ArgumentParser:
     s = sub.add_parser("pack", help="pack dumps into a Parquet dataset",
                        description="Pack self-play dumps into a Parquet dataset (manifest, rejects). "
                        "Files already in the dataset (same sha256) are skipped.")
-    s.add_argument("inputs", nargs="+", help="dump files or folders (.gz/.zst/.xz read transparently)")
+    s.add_argument("inputs", nargs="+", help="dump files or folders (.gz/.zst/.xz/.bz2 read transparently)")
     s.add_argument("-o", "--output", required=True, help="dataset folder (created or appended to)")
     s.add_argument("--format", default="auto",
                    choices=["auto", "plain", "bullet-text", "pgn", "epd", "binpack", "bin", "bulletformat",
@@ -218,7 +235,7 @@ def _parser() -> argparse.ArgumentParser:
 
     s = sub.add_parser("inspect", help="dataset counts and distributions, FENs back out")
     s.add_argument("dataset")
-    s.add_argument("--fens", type=int, default=0, metavar="N", help="print the first N positions as FEN")
+    s.add_argument("--fens", type=_non_negative, default=0, metavar="N", help="print the first N positions as FEN")
     s.add_argument("--json", action="store_true")
     s.set_defaults(func=cmd_inspect)
 
@@ -283,11 +300,50 @@ def run_bench(argv: list[str]) -> int:
     return int(importlib.import_module(f"nnue.bench.bench_{argv[0]}").main(argv[1:]) or 0)
 
 
+def check_train_args(overrides: list[str]) -> str | None:
+    """Compose the training config as ``nnue train`` will and check its data, so that a bad
+    override, a missing ``data.path`` or an unreadable dataset is one line of error, not a
+    Hydra traceback and a half-made output folder. Returns the error text, or None."""
+    if any(a.startswith("-") for a in overrides):
+        return None  # Hydra's own flags (--help, --cfg, -m ...): let Hydra handle them
+    from hydra import compose, initialize_config_module
+    from hydra.core.global_hydra import GlobalHydra
+    from omegaconf import OmegaConf
+
+    from nnue.pipeline import manifest as mf
+
+    try:
+        GlobalHydra.instance().clear()
+        with initialize_config_module(config_module="nnue.conf", version_base="1.3"):
+            cfg = compose("train", overrides=overrides)
+        OmegaConf.resolve(cfg)
+        paths = cfg.data.path
+        for p in [paths] if isinstance(paths, str) else list(paths):
+            mf.load(p)
+        from nnue.trainer.model import PERSPECTIVE_ACTIVATIONS
+
+        if cfg.model.activation not in PERSPECTIVE_ACTIVATIONS:
+            return (f"model.activation={cfg.model.activation}: perspective nets support "
+                    f"{', '.join(PERSPECTIVE_ACTIVATIONS)}")
+    except Exception as e:  # Hydra/OmegaConf raise many types; all mean "bad arguments" here
+        msg = " ".join(str(e).split())
+        if "Missing mandatory value: data.path" in msg:
+            msg = "data.path is required (a dataset folder written by 'nnue pack')"
+        return msg
+    finally:
+        GlobalHydra.instance().clear()
+    return None
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     if argv and argv[0] == "bench":
         return run_bench(argv[1:])
     if argv and argv[0] == "train":
+        err = check_train_args(argv[1:])
+        if err:
+            print(f"nnue train: error: {err}", file=sys.stderr)
+            return EXIT_BAD_INPUT
         from nnue.trainer.train import main as train_main
 
         sys.argv = ["nnue train", *argv[1:]]

@@ -193,6 +193,8 @@ def pack_file(path: Path, fmt: str, dataset: Path, sha: str, score_unit: str,
                     score = 0 if item.score is None else item.score
                     if not -32767 <= score <= 32767:
                         raise RecordError("score out of int16 range", str(score))
+                    if item.result not in (-1, 0, 1):
+                        raise RecordError("result out of range", str(item.result))
                     if item.ply is not None and not 0 <= item.ply <= 65535:
                         raise RecordError("ply out of range", str(item.ply))
                     white = board.turn == chess.WHITE
@@ -305,7 +307,17 @@ def pack(inputs: Iterable[str | Path], dataset: str | Path, fmt: str = "auto",
         raise ValueError(f"workers must be at least 1, got {workers}")
     dataset = Path(dataset)
     files, ignored = expand_inputs(inputs)
+    created = not dataset.exists()
     dataset.mkdir(parents=True, exist_ok=True)
+    try:
+        return _pack_into(dataset, files, ignored, fmt, score_unit, options, progress, workers, dedup)
+    except BaseException:
+        if created and not any(dataset.iterdir()):
+            dataset.rmdir()  # a run that failed before writing anything leaves no empty folder
+        raise
+
+
+def _pack_into(dataset, files, ignored, fmt, score_unit, options, progress, workers, dedup) -> dict:
     m = mf.load(dataset) if (dataset / mf.MANIFEST).exists() else mf.new()
     if m["score_unit"] not in (None, score_unit):
         raise ValueError(f"{dataset} holds scores in {m['score_unit']}, not {score_unit}")

@@ -34,7 +34,7 @@ from nnue.pipeline.batch import to_sparse_batch
 from nnue.pipeline.features import get_feature_set, parse_output_buckets
 
 from .metrics import spearman
-from .model import Arch, PerspectiveNet
+from .model import Arch, PerspectiveNet, factor_map
 
 INT16_MAX = 32767
 
@@ -69,15 +69,13 @@ def load_checkpoint(path: str | Path) -> tuple[PerspectiveNet, dict, dict, dict]
         hp = dict(ck.get("hyper_parameters", {}))
         data = dict(ck.get("datamodule_hyper_parameters", {}))
         state = {k.removeprefix("model."): v for k, v in ck["state_dict"].items() if k.startswith("model.")}
-        val = None
-        for cb in ck.get("callbacks", {}).values():
-            if isinstance(cb, dict) and cb.get("best_model_score") is not None:
-                val = float(cb["best_model_score"])
-        progress = {"epoch": ck.get("epoch"), "global_step": ck.get("global_step"), "val_loss": val}
+        progress = {"epoch": ck.get("epoch"), "global_step": ck.get("global_step"),
+                    "val_loss": ck.get("nnue_forge", {}).get("val_loss")}
     fs = get_feature_set(hp["features"])
     buckets = parse_output_buckets(hp["output_buckets"])
     arch = Arch(fs.num_inputs, int(hp["hidden"]), hp["activation"], buckets.count)
-    model = PerspectiveNet(arch, backend="torch")
+    factors = factor_map(hp["features"], fs.num_inputs) if hp.get("factoriser") else None
+    model = PerspectiveNet(arch, backend="torch", factors=factors)
     model.load_state_dict(state)
     model.eval()
     return model, hp, data, progress
@@ -88,7 +86,7 @@ def quantise(model: PerspectiveNet, scheme: QuantScheme) -> dict[str, torch.Tens
     qa, qb = scheme.qa, scheme.qb
     with torch.no_grad():
         return {
-            "l0w": torch.round(model.ft.weight.double() * qa).long(),
+            "l0w": torch.round(model.folded_ft_weight().double() * qa).long(),
             "l0b": torch.round(model.ft.bias.double() * qa).long(),
             "l1w": torch.round(model.l1.weight.double() * qb).long(),
             "l1b": torch.round(model.l1.bias.double() * qa * qb).long(),
@@ -198,7 +196,8 @@ def correct_l1_bias(model: PerspectiveNet, q: dict[str, torch.Tensor], scheme: Q
     per-bucket correction in centipawns).
     """
     with torch.no_grad():
-        h = sparse_ft_pair(model.ft.weight, model.ft.bias, stm, nstm, model.arch.activation, "torch").double()
+        h = sparse_ft_pair(model.folded_ft_weight(), model.ft.bias, stm, nstm, model.arch.activation,
+                           "torch").double()
         dw = model.l1.weight.double() - q["l1w"].double() / scheme.qb
         bias = model.l1.bias.double().clone()
         shift = []

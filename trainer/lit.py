@@ -19,18 +19,19 @@ from nnue.pipeline.features import get_feature_set, parse_output_buckets
 from .callbacks import plain
 from .loss import wdl_loss
 from .metrics import spearman
-from .model import Arch, PerspectiveNet
+from .model import Arch, PerspectiveNet, factor_map
 
 
 class LitNNUE(pl.LightningModule):
     """hidden/activation: the net; features: feature-set name; output_buckets: e.g.
     "MaterialCount<8>"; quant: QuantScheme fields; loss: {"wdl_lambda", "power"};
     optimizer/scheduler: factories (Hydra ``_partial_``) taking params / the optimiser;
-    backend: kernel backend (auto|torch)."""
+    backend: kernel backend (auto|torch). factoriser: train virtual shared features beside the
+    real ones (:func:`~nnue.trainer.model.factor_map`), folded in at export."""
 
     def __init__(self, hidden: int, activation: str, features: str, output_buckets: str,
                  quant: dict | None = None, loss: dict | None = None, optimizer=None,
-                 scheduler=None, backend: str = "auto"):
+                 scheduler=None, backend: str = "auto", factoriser: bool = False):
         super().__init__()
         quant, loss = plain(quant), plain(loss)  # DictConfig -> dict, so checkpoints hold plain data
         self.save_hyperparameters(ignore=["optimizer", "scheduler"])
@@ -39,7 +40,8 @@ class LitNNUE(pl.LightningModule):
         self.scheme = QuantScheme(**(quant or {}))
         self.loss_cfg = dict(wdl_lambda=0.1, power=2.0) | dict(loss or {})
         self.arch = Arch(self.feature_set.num_inputs, hidden, activation, self.buckets.count)
-        self.model = PerspectiveNet(self.arch, backend)
+        factors = factor_map(features, self.feature_set.num_inputs) if factoriser else None
+        self.model = PerspectiveNet(self.arch, backend, factors)
         self.optimizer_factory, self.scheduler_factory = optimizer, scheduler
         self._val_pred: list[torch.Tensor] = []
         self._val_score: list[torch.Tensor] = []
@@ -77,6 +79,11 @@ class LitNNUE(pl.LightningModule):
             self.log("val_spearman", float(np.nan_to_num(rho)), prog_bar=True)
         self._val_pred.clear()
         self._val_score.clear()
+
+    def on_save_checkpoint(self, checkpoint: dict) -> None:
+        """Record this checkpoint's own validation loss (export writes it into the net's provenance)."""
+        val = self.trainer.callback_metrics.get("val_loss") if self.trainer is not None else None
+        checkpoint["nnue_forge"] = {"val_loss": None if val is None else float(val)}
 
     def configure_optimizers(self):
         if self.optimizer_factory is None:

@@ -51,22 +51,58 @@ class FeatureTransformer(nn.Module):
         self.bias = nn.Parameter(torch.empty(hidden).uniform_(-bound, bound))
 
 
+def factor_map(feature_set: str, num_inputs: int) -> torch.Tensor:
+    """The factoriser's virtual feature of every real feature: (num_inputs,) int64.
+
+    chess768: the (perspective-relative colour, piece type) group, ``i // 64`` — 12 virtual
+    features that count material, shared by every square, so that a small data set teaches the
+    net piece values before piece-square detail. Raises ValueError for other feature sets.
+    """
+    if feature_set == "chess768":
+        return torch.arange(num_inputs) // 64
+    raise ValueError(f"no factoriser defined for feature set {feature_set!r} (supported: chess768)")
+
+
 class PerspectiveNet(nn.Module):
-    def __init__(self, arch: Arch, backend: str = "auto"):
+    """factors: optional (num_inputs,) int64 map of each feature to a virtual feature
+    (:func:`factor_map`). The virtual weights ``ft.factor`` (V, H) are added to the real rows
+    of their group in every forward pass and folded into ``ft.weight`` at export
+    (:meth:`folded_ft_weight`): the exported net has the plain layout."""
+
+    def __init__(self, arch: Arch, backend: str = "auto", factors: torch.Tensor | None = None):
         super().__init__()
         assert arch.activation in ACTIVATIONS
         self.arch, self.backend = arch, backend
         self.ft = FeatureTransformer(arch.num_inputs, arch.hidden)
         self.l1 = nn.Linear(arch.l1_inputs, arch.num_buckets)
+        if factors is not None:
+            if factors.shape != (arch.num_inputs,):
+                raise ValueError(f"factor map must be ({arch.num_inputs},), got {tuple(factors.shape)}")
+            self.register_buffer("factor_map", factors.long(), persistent=False)
+            self.ft.factor = nn.Parameter(torch.zeros(int(factors.max()) + 1, arch.hidden))
+        else:
+            self.factor_map = None
+
+    def folded_ft_weight(self) -> torch.Tensor:
+        """The feature-transformer weights the net really uses: (F, H), virtual rows folded in."""
+        if self.factor_map is None:
+            return self.ft.weight
+        return self.ft.weight + self.ft.factor[self.factor_map]
 
     def forward(self, stm: torch.Tensor, nstm: torch.Tensor, bucket: torch.Tensor) -> torch.Tensor:
         """stm, nstm: (B, A) int32 −1-padded; bucket: (B,) int64 -> (B,) float eval / SCALE."""
-        h = sparse_ft_pair(self.ft.weight, self.ft.bias, stm, nstm, self.arch.activation, self.backend)
+        h = sparse_ft_pair(self.folded_ft_weight(), self.ft.bias, stm, nstm, self.arch.activation, self.backend)
         return self.l1(h).gather(1, bucket.view(-1, 1)).squeeze(1)
 
     @torch.no_grad()
     def clip_weights(self, ft_limit: float, l1_limit: float) -> None:
-        """Clamp weights in place so that they stay quantisable (limits from the QuantScheme)."""
-        self.ft.weight.clamp_(-ft_limit, ft_limit)
+        """Clamp weights in place so that they stay quantisable (limits from the QuantScheme):
+        with a factoriser it is the folded weight that must stay within ``ft_limit``."""
+        if self.factor_map is None:
+            self.ft.weight.clamp_(-ft_limit, ft_limit)
+        else:
+            self.ft.factor.clamp_(-ft_limit, ft_limit)
+            f = self.ft.factor[self.factor_map]
+            torch.clamp(self.ft.weight, -ft_limit - f, ft_limit - f, out=self.ft.weight)
         self.ft.bias.clamp_(-ft_limit, ft_limit)
         self.l1.weight.clamp_(-l1_limit, l1_limit)

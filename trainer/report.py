@@ -62,7 +62,16 @@ def main(argv=None) -> int:
     p.add_argument("--data", default=None, help="dataset to report on (default: the training data)")
     p.add_argument("--json", action="store_true")
     a = p.parse_args(argv)
-    r = report(a.run, a.net, a.data)
+    from nnue.inference.net import NetFormatError
+    from nnue.pipeline.manifest import ManifestError
+
+    from .export import ExportError
+
+    try:
+        r = report(a.run, a.net, a.data)
+    except (ExportError, ManifestError, NetFormatError, FileNotFoundError, ValueError) as e:
+        print(f"nnue report: error: {e}", file=sys.stderr)
+        return 2
     if a.json:
         print(json.dumps(r))
         return 0

@@ -80,6 +80,7 @@ def decode_stem(stem: bytes) -> tuple[chess.Board, chess.Move | None, int, int, 
     packed_move, score, ply_result, rule50 = _STEM_TAIL.unpack(stem[24:32])
     ply = ply_result & 0x3FFF
     result = zigzag_decode(ply_result >> 14)
+    # a result field of 3 decodes to -2: passed on, and pack rejects it as "result out of range"
     board.halfmove_clock = rule50
     board.fullmove_number = ply // 2 + 1
     move = _stem_move(packed_move)

@@ -15,13 +15,14 @@ cannot play ends the game's mainline: that is reported as one reject naming the 
 """
 from __future__ import annotations
 
+import logging
 import re
 from typing import Iterator
 
 import chess
 import chess.pgn
 
-from . import MATE, FormatSpec, ReaderOptions, Record, Reject
+from . import MATE, FormatError, FormatSpec, ReaderOptions, Record, Reject
 
 _CUTECHESS = re.compile(r"^\s*([+-]?)(M?)(\d+(?:\.\d+)?)/\d+")
 _LICHESS = re.compile(r"\[%eval\s+(#?)([+-]?\d+(?:\.\d+)?)\]")
@@ -86,6 +87,9 @@ def parse_lichess(comment: str, white_to_move: bool) -> tuple[int | None, bool]:
 
 
 def read(stream, options: ReaderOptions) -> Iterator[Record | Reject]:
+    """One Record per mainline position. Raises FormatError when the first game has neither
+    tags nor a playable move (the file is not PGN)."""
+    logging.getLogger("chess.pgn").setLevel(logging.CRITICAL)  # errors are rejects, not log lines
     counter = _LineCounter(stream)
     game_no = -1
     while True:
@@ -98,6 +102,9 @@ def read(stream, options: ReaderOptions) -> Iterator[Record | Reject]:
         if game is None:
             return
         game_no += 1
+        if game_no == 0 and game.errors and not game.variations and not _has_tags(game):
+            raise FormatError(f"line {start}: expected PGN tags or moves, found unreadable text "
+                              f"({game.errors[0]})")
         result = _RESULTS.get(game.headers.get("Result", "*"))
         try:
             board = game.board()
@@ -125,6 +132,13 @@ def read(stream, options: ReaderOptions) -> Iterator[Record | Reject]:
             board.push(move)
         for err in game.errors:
             yield Reject(f"line {start} game {game_no}", "PGN error, rest of game dropped", str(err))
+
+
+def _has_tags(game) -> bool:
+    """Does a parsed game carry any tag other than the seven-tag roster's defaults?"""
+    defaults = {"Event": "?", "Site": "?", "Date": "????.??.??", "Round": "?", "White": "?",
+                "Black": "?", "Result": "*"}
+    return any(defaults.get(k) != v for k, v in game.headers.items())
 
 
 def sniff(head: str) -> bool:
