@@ -1,17 +1,50 @@
 """Feature-transformer and activation ops with backend dispatch.
 
-``backend``: ``"auto"`` (Triton on CUDA once its kernels land, the torch reference otherwise),
-``"torch"`` (always the reference in :mod:`nnue.kernels.reference`). The reference is the CPU
-path and the oracle every other backend is tested against.
+``backend`` (config key ``model.backend``):
+
+* ``"auto"`` — the fused Triton kernels (:mod:`nnue.kernels.sparse_ft`,
+  :mod:`nnue.kernels.activations`) on CUDA tensors, the torch reference on CPU (and on CUDA if
+  Triton cannot be imported);
+* ``"triton"`` — always Triton: CUDA tensors, or CPU tensors under the Triton interpreter
+  (``TRITON_INTERPRET=1`` before the kernels are imported, as ``scripts/test.sh`` does); anything
+  else raises RuntimeError naming the fix;
+* ``"torch"`` — always the reference in :mod:`nnue.kernels.reference`.
+
+The reference is the CPU training path and the oracle every other backend is tested against.
+Parameters are plain tensors whatever the backend, so a net's state dict is the same whichever
+backend trained it (``tests/kernels/test_sparse_ft.py`` checks the round trip). The Triton modules
+are imported on first use, so CPU-only users never pay for them.
 """
 from __future__ import annotations
+
+import functools
 
 import torch
 
 from . import reference
 from .reference import ACTIVATIONS  # noqa: F401
 
-BACKENDS = ("auto", "torch")
+BACKENDS = ("auto", "triton", "torch")
+
+
+@functools.lru_cache(maxsize=None)
+def triton_available() -> bool:
+    """Whether ``import triton`` works here (it is a dependency, but not every platform has wheels)."""
+    try:
+        import triton  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
+def resolve_backend(backend: str, device: torch.device) -> str:
+    """The backend that runs for ``backend`` on tensors on ``device``: "triton" or "torch".
+    Raises ValueError on an unknown backend."""
+    if backend not in BACKENDS:
+        raise ValueError(f"backend {backend!r} not one of {BACKENDS}")
+    if backend == "auto":
+        return "triton" if device.type == "cuda" and triton_available() else "torch"
+    return backend
 
 
 def sparse_ft_pair(weight: torch.Tensor, bias: torch.Tensor, stm: torch.Tensor, nstm: torch.Tensor,
@@ -19,9 +52,29 @@ def sparse_ft_pair(weight: torch.Tensor, bias: torch.Tensor, stm: torch.Tensor, 
     """Both perspectives through the feature transformer and the activation, concatenated.
 
     weight (F, H), bias (H,), stm/nstm (B, A) int32 −1-padded -> (B, 2·H') with H' = H, or
-    H/2 for pairwise_crelu; the stm half comes first.
+    H/2 for pairwise_crelu; the stm half comes first. Raises ValueError on an unknown backend or
+    activation; the Triton path's other errors: :func:`nnue.kernels.sparse_ft.check_inputs`.
     """
-    if backend not in BACKENDS:
-        raise ValueError(f"backend {backend!r} not one of {BACKENDS}")
-    halves = [reference.activate(activation, reference.sparse_ft(weight, bias, idx)) for idx in (stm, nstm)]
-    return torch.cat(halves, dim=1)
+    if resolve_backend(backend, weight.device) == "torch":
+        return reference.sparse_ft_pair(weight, bias, stm, nstm, activation)
+    from . import sparse_ft
+    # Index lists from a feature encoder may be views; the copy (B·A int32) is noise next to the
+    # gather, and the kernel itself insists on contiguous inputs.
+    return sparse_ft.sparse_ft_pair(weight, bias, stm.contiguous(), nstm.contiguous(), activation)
+
+
+def activate(name: str, x: torch.Tensor, backend: str = "auto") -> torch.Tensor:
+    """Elementwise activation ``name`` (crelu, screlu, relu, hardswish, swish, none) of ``x``.
+    pairwise_crelu runs on the reference only (on Triton it is fused into sparse_ft_pair)."""
+    if resolve_backend(backend, x.device) == "torch" or (backend == "auto" and name == "pairwise_crelu"):
+        return reference.activate(name, x)
+    from . import activations
+    return activations.activate(name, x)
+
+
+def swiglu(a: torch.Tensor, b: torch.Tensor, backend: str = "auto") -> torch.Tensor:
+    """swish(a)·b elementwise."""
+    if resolve_backend(backend, a.device) == "torch":
+        return reference.swiglu(a, b)
+    from . import activations
+    return activations.swiglu(a, b)

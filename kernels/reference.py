@@ -4,6 +4,12 @@
   indices of each row (−1 = padding), via ``embedding_bag`` (sum mode, padding masked by
   per-sample weights, so the backward is a scatter-add into ``weight`` with no dense one-hot).
 * :func:`activate`: the activations of the glossary (DESIGN.md).
+* :func:`sparse_ft_pair`: both perspectives through :func:`sparse_ft` and :func:`activate`,
+  concatenated stm first: the spec of the fused Triton op (:mod:`nnue.kernels.sparse_ft`).
+* :func:`swiglu`: swish(a)·b, the spec of :func:`nnue.kernels.activations.swiglu`.
+
+The tests (``tests/kernels``) and benchmarks (``bench/bench_*.py``) import these as the oracle
+and the baseline, so neither can drift from the CPU training path.
 """
 from __future__ import annotations
 
@@ -50,3 +56,17 @@ def activate(name: str, x: torch.Tensor) -> torch.Tensor:
     if name == "none":
         return x
     raise ValueError(f"unknown activation {name!r}; known: {', '.join(ACTIVATIONS)}")
+
+
+def sparse_ft_pair(weight: torch.Tensor, bias: torch.Tensor, stm: torch.Tensor, nstm: torch.Tensor,
+                   activation: str) -> torch.Tensor:
+    """Both perspectives: ``cat([activate(sparse_ft(stm)), activate(sparse_ft(nstm))], 1)``.
+
+    weight (F, H), bias (H,), stm/nstm (B, A) −1-padded -> (B, 2·H), or (B, H) for pairwise_crelu.
+    """
+    return torch.cat([activate(activation, sparse_ft(weight, bias, idx)) for idx in (stm, nstm)], dim=1)
+
+
+def swiglu(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    """SwiGLU gate: swish(a)·b = a·σ(a)·b (Shazeer 2020, "GLU Variants Improve Transformer")."""
+    return a * torch.sigmoid(a) * b

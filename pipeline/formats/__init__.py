@@ -178,14 +178,16 @@ def detect_format(path: str | Path) -> str:
     """
     if not FORMATS:
         FORMATS.update(_registry())
+    fmt = format_from_extension(path)
     try:
         with open_binary(path) as f:
             head = read_exact(f, 4096)
     except (OSError, EOFError) as e:
+        if fmt is not None and fmt != "bin-or-viriformat":
+            return fmt  # unreadable here; the extension still names the format
         raise FormatError(f"{path}: cannot read: {e}") from e
     if head.startswith(b"BINP"):
         return "binpack"
-    fmt = format_from_extension(path)
     if fmt == "bin-or-viriformat":
         size = len(head) if len(head) < 4096 else _decompressed_size(path)
         return "bin" if size % 40 == 0 and FORMATS["bin"].sniff(head) else "viriformat"
