@@ -26,8 +26,9 @@ class LitNNUE(pl.LightningModule):
     """hidden/activation: the net; features: feature-set name; output_buckets: e.g.
     "MaterialCount<8>"; quant: QuantScheme fields; loss: {"wdl_lambda", "power"};
     optimizer/scheduler: factories (Hydra ``_partial_``) taking params / the optimiser;
-    backend: kernel backend (auto: Triton on CUDA, torch on CPU | triton | torch). factoriser: train virtual shared features beside the
-    real ones (:func:`~nnue.trainer.model.factor_map`), folded in at export."""
+    backend: kernel backend (auto: Triton on CUDA, torch on CPU | triton | torch).
+    factoriser: train virtual shared features beside the real ones
+    (:func:`~nnue.trainer.model.factor_map`), folded in at export."""
 
     def __init__(self, hidden: int, activation: str, features: str, output_buckets: str,
                  quant: dict | None = None, loss: dict | None = None, optimizer=None,
