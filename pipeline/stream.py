@@ -4,20 +4,46 @@
 position); :func:`nnue.pipeline.batch.to_sparse_batch` expands them into feature indices on the
 training device (DESIGN.md: ship packed boards as far as possible).
 
-Order of work per epoch: list every (file, row group) of every dataset; shard them over DDP ranks
-and DataLoader workers (disjoint, round-robin); visit them in a seeded random order; apply the
-train/validation split (by game id) and the filters (vectorised over the row group); push the
-surviving rows into a shuffle buffer; emit batches of a fixed size from the shuffled buffer.
-Memory is bounded by the shuffle buffer plus one row group, whatever the dataset size.
+Order of work per epoch: list every (file, row group) of every dataset (a *unit*); shard the
+units over DDP ranks and DataLoader workers (disjoint, round-robin); visit them in a seeded random
+order; apply the train/validation split (by game id) and the filters (vectorised over the row
+group); push the surviving rows into a shuffle buffer; emit batches of a fixed size from the
+shuffled buffer. Memory is bounded by the shuffle buffer plus one row group, whatever the dataset
+size (``tests/stream/test_loader.py`` measures it).
+
+**Interleaving** (``weights``): with one weight per dataset, each dataset is a *source* and the
+buffer is fed one unit at a time from the source furthest behind its share (fewest rows fed
+relative to its weight), so the rows that reach the buffer, and so the batches, follow the weights.
+A one-pass epoch ends when the first source runs out; without weights the datasets are pooled.
+
+**Epoch length.** By default an epoch is one pass over the shard. With ``positions_per_epoch``
+it is that many positions over all ranks: each rank yields ``positions_per_epoch // (world_size ·
+batch_size)`` batches, cycling its shard (a new shuffle each pass) as often as needed, and epoch
+e continues roughly where epoch e − 1 stopped (bullet's superbatches).
+
+**Equal batch counts under DDP** (no rank waits at the end of an epoch for a rank that has
+stopped): with ``world_size > 1`` every rank yields exactly the same number of batches per epoch,
+computed identically on every rank from what all ranks can see, never from the rows a rank
+happens to read: the ``positions_per_epoch`` count above, or for a one-pass epoch
+``floor(min over ranks of E_r / batch_size)``, where E_r is rank r's rows from the Parquet
+metadata times the share of rows that survive the split and filters, estimated on a seeded sample
+of row groups (:meth:`PackedStream.keep_fraction`). A rank with rows left over stops early; a rank
+that runs short starts its shard again. Within a rank the count is split over DataLoader workers
+in proportion to their rows.
+
+Sharding: a source's units go round-robin to the ``world_size · num_workers`` shards. With
+weighted sources or fixed-length epochs, a source with fewer units than shards is read whole by
+every shard (its rows repeat across ranks); a pooled one-pass epoch keeps every row exactly once.
 """
 from __future__ import annotations
 
 from collections import Counter
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterator, Sequence
 
 import numpy as np
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
 import torch
 
@@ -77,11 +103,10 @@ def filter_mask(cols: dict[str, np.ndarray], f: Filters, counts: Counter, rng: n
         counts[name] += int(hit.sum())
         keep &= ~mask
 
-    flags = cols["flags"]
     if f.skip_score_none:
-        drop("score_none", (flags & FLAG_SCORE_NONE) != 0)
+        drop("score_none", (cols["flags"] & FLAG_SCORE_NONE) != 0)
     if f.skip_mate:
-        drop("mate", (flags & FLAG_SCORE_MATE) != 0)
+        drop("mate", (cols["flags"] & FLAG_SCORE_MATE) != 0)
     if f.skip_in_check:
         drop("in_check", cols["in_check"])
     if f.skip_capture:
@@ -110,6 +135,29 @@ def dataset_parts(paths: Sequence[str | Path]) -> list[tuple[Path, float]]:
     return out
 
 
+@dataclass(frozen=True)
+class Unit:
+    """One row group: part file index (into ``PackedStream.parts``), row group, rows, source."""
+
+    file: int
+    row_group: int
+    rows: int
+    source: int
+
+
+def _largest_remainder(total: int, shares: Sequence[float]) -> list[int]:
+    """Split ``total`` into integers proportional to ``shares`` (deterministic)."""
+    s = float(sum(shares))
+    if s <= 0:
+        shares, s = [1.0] * len(shares), float(len(shares))
+    exact = [total * x / s for x in shares]
+    out = [int(np.floor(e)) for e in exact]
+    order = sorted(range(len(shares)), key=lambda i: (-(exact[i] - out[i]), i))
+    for i in order[:total - sum(out)]:
+        out[i] += 1
+    return out
+
+
 class PackedStream(torch.utils.data.IterableDataset):
     """Yields dicts ``{"boards": (B, 32) uint8, "score": (B,) float32 centipawns stm POV,
     "result": (B,) float32 in {0, 0.5, 1} stm POV}`` as CPU tensors.
@@ -117,94 +165,287 @@ class PackedStream(torch.utils.data.IterableDataset):
     paths: dataset folders. batch_size: rows per batch. shuffle_buffer: rows held for shuffling
     (0 = no shuffle, file order). split/val_fraction: see :func:`split_mask`. filters:
     :class:`Filters`. seed: base seed; epoch ``e`` uses ``seed + e`` (call :meth:`set_epoch`).
-    drop_last: drop the final partial batch. rank/world_size: DDP sharding.
+    drop_last: drop the final partial batch of a one-pass, single-process epoch.
+    rank/world_size: DDP sharding. weights: one positive weight per path to interleave the
+    datasets in those proportions (None: pool them). positions_per_epoch: fixed epoch length in
+    positions over all ranks (None: one pass). even_batches: with ``world_size > 1``, give
+    every rank the same number of batches (default; False: each rank reads its whole shard once,
+    for tools that do not synchronise ranks). See the module docstring for the rules.
     ``counts`` holds, after an epoch in this process, rows read and rows skipped per filter.
+    Raises ValueError on bad arguments, ManifestError on a folder that is not a dataset.
     """
 
     def __init__(self, paths: Sequence[str | Path], batch_size: int, shuffle_buffer: int = 1 << 20,
                  split: str = "train", val_fraction: float = 0.05, filters: Filters = Filters(),
-                 seed: int = 0, drop_last: bool = True, rank: int = 0, world_size: int = 1):
+                 seed: int = 0, drop_last: bool = True, rank: int = 0, world_size: int = 1,
+                 weights: Sequence[float] | None = None, positions_per_epoch: int | None = None,
+                 even_batches: bool = True):
         super().__init__()
         if batch_size <= 0:
             raise ValueError("batch_size must be positive")
-        self.parts = dataset_parts(paths)
+        if split not in ("train", "val", "all"):
+            raise ValueError(f"split {split!r} not one of train, val, all")
+        if not 0 <= rank < world_size:
+            raise ValueError(f"rank {rank} not in 0..world_size-1 ({world_size})")
+        paths = [paths] if isinstance(paths, (str, Path)) else list(paths)
+        if weights is not None:
+            weights = [float(w) for w in weights]
+            if len(weights) != len(paths) or min(weights) <= 0:
+                raise ValueError(f"weights must be one positive number per dataset path "
+                                 f"({len(paths)} paths, weights {weights})")
+        if positions_per_epoch is not None and positions_per_epoch < batch_size * world_size:
+            raise ValueError(f"positions_per_epoch {positions_per_epoch} is less than one batch per "
+                             f"rank ({batch_size} x {world_size})")
+        self.parts: list[tuple[Path, float]] = []
+        self.units: list[Unit] = []
+        for d, path in enumerate(paths):
+            source = d if weights is not None else 0
+            for part, scale in dataset_parts([path]):
+                meta = pq.ParquetFile(part).metadata
+                fi = len(self.parts)
+                self.parts.append((part, scale))
+                self.units += [Unit(fi, rg, meta.row_group(rg).num_rows, source)
+                               for rg in range(meta.num_row_groups)]
+        self.weights = np.array(weights if weights is not None else [1.0])
+        for d in range(len(self.weights) if weights is not None else 0):
+            if not self._source_units(d):
+                raise ValueError(f"dataset {paths[d]} holds no rows: it cannot be interleaved")
         self.batch_size, self.shuffle_buffer = batch_size, shuffle_buffer
         self.split, self.val_fraction, self.filters = split, val_fraction, filters
         self.seed, self.drop_last = seed, drop_last
         self.rank, self.world_size = rank, world_size
+        self.positions_per_epoch, self.even_batches = positions_per_epoch, even_batches
         self.epoch = 0
         self.counts: Counter = Counter()
-        self.units = []
-        for fi, (path, _) in enumerate(self.parts):
-            n = pq.ParquetFile(path).metadata.num_row_groups
-            self.units += [(fi, rg) for rg in range(n)]
+        self._keep: np.ndarray | None = None
+
+    # --- planning: which units, how many batches -----------------------------------------
 
     def set_epoch(self, epoch: int) -> None:
         self.epoch = epoch
 
-    def _my_units(self) -> list[tuple[int, int]]:
-        info = torch.utils.data.get_worker_info()
-        workers, wid = (info.num_workers, info.id) if info else (1, 0)
-        shards, shard = self.world_size * workers, self.rank * workers + wid
-        return [u for i, u in enumerate(self.units) if i % shards == shard]
+    @property
+    def num_sources(self) -> int:
+        return len(self.weights)
 
-    def _read_unit(self, unit, rng) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        fi, rg = unit
-        path, scale = self.parts[fi]
-        table = pq.ParquetFile(path).read_row_group(rg, columns=_COLUMNS)
-        cols = {c: table.column(c).to_numpy(zero_copy_only=False) for c in _COLUMNS if c != "board"}
-        for c in ("in_check", "best_move_is_capture"):
-            cols[c] = np.asarray(np.nan_to_num(cols[c].astype(float)), bool)  # nulls -> False
+    def _source_units(self, source: int) -> list[Unit]:
+        return [u for u in self.units if u.source == source]
+
+    @property
+    def fixed_length(self) -> bool:
+        """Whether an epoch has a batch count fixed in advance (then the shards cycle)."""
+        return self.positions_per_epoch is not None or (self.world_size > 1 and self.even_batches)
+
+    def shard_units(self, rank: int, wid: int = 0, workers: int = 1) -> list[list[Unit]]:
+        """Units of each source for DataLoader worker ``wid`` of ``workers`` on ``rank``:
+        round-robin; a source with fewer units than shards is read whole by every shard when
+        sources are weighted or the epoch has a fixed length (a one-pass, pooled epoch keeps
+        every row exactly once, so some shards may then have nothing)."""
+        shards, shard = self.world_size * workers, rank * workers + wid
+        share_small = self.num_sources > 1 or self.fixed_length
+        out = []
+        for d in range(self.num_sources):
+            units = self._source_units(d)
+            out.append(units if share_small and len(units) < shards else units[shard::shards])
+        return out
+
+    def keep_fraction(self) -> np.ndarray:
+        """Estimated share of each source's rows that survive the split and the filters, from
+        row groups chosen by the seed alone, so the same on every rank (at least 4 row groups and
+        131,072 rows, at most 16 row groups; no board column). Used only to size fixed-length
+        epochs, never to decide what a row is."""
+        if self._keep is None:
+            keep = []
+            for d in range(self.num_sources):
+                units = self._source_units(d)
+                order = np.random.default_rng([self.seed, 7919, d]).permutation(len(units))
+                kept = total = 0
+                for n_read, i in enumerate(order[:16]):
+                    if n_read >= 4 and total >= 131_072:
+                        break
+                    cols, score_cp = self._read_columns(units[i])
+                    mask = (split_mask(cols["game_id"], self.split, self.val_fraction)
+                            if self.split != "all" else np.ones(len(score_cp), bool))
+                    no_skip = Filters(**{**self.filters.__dict__, "random_skip": 0.0})
+                    mask = filter_mask(cols, no_skip, Counter(), np.random.default_rng(0), score_cp, mask)
+                    kept, total = kept + int(mask.sum()), total + len(mask)
+                keep.append(kept / max(total, 1) * (1.0 - self.filters.random_skip))
+            self._keep = np.array(keep)
+        return self._keep
+
+    def _expected_rows(self, units: list[list[Unit]]) -> float:
+        """Rows a shard yields before its first source runs out, by the estimate above."""
+        w = self.weights / self.weights.sum()
+        keep = self.keep_fraction()
+        return min(sum(u.rows for u in us) * keep[d] / w[d] for d, us in enumerate(units))
+
+    def batches_per_epoch(self) -> int | None:
+        """Batches every rank yields per epoch when that number is fixed (``positions_per_epoch``,
+        or DDP with ``even_batches``; the same number on every rank, whatever its shard and its
+        number of DataLoader workers); None for a one-pass epoch that ends when the data does."""
+        if self.positions_per_epoch is not None:
+            return self.positions_per_epoch // (self.batch_size * self.world_size)
+        if not self.fixed_length:
+            return None
+        rows = min(self._expected_rows(self.shard_units(r)) for r in range(self.world_size))
+        return int(rows // self.batch_size)
+
+    def _worker_quota(self, wid: int, workers: int) -> int | None:
+        total = self.batches_per_epoch()
+        if total is None or workers == 1:
+            return total
+        rows = [self._expected_rows(self.shard_units(self.rank, w, workers)) for w in range(workers)]
+        return _largest_remainder(total, rows)[wid]
+
+    def __len__(self) -> int:
+        n = self.batches_per_epoch()
+        if n is None:
+            raise TypeError("a one-pass epoch has no length known in advance")
+        return n
+
+    # --- reading --------------------------------------------------------------------------
+
+    def _columns(self) -> list[str]:
+        """The columns the split and the filters need, besides board, score and result."""
+        f, cols = self.filters, ["score", "result"]
+        cols += ["game_id"] if self.split != "all" else []
+        cols += ["flags"] if f.skip_score_none or f.skip_mate else []
+        cols += ["in_check"] if f.skip_in_check else []
+        cols += ["best_move_is_capture"] if f.skip_capture else []
+        cols += ["ply"] if f.min_ply else []
+        cols += ["piece_count"] if f.min_pieces else []
+        return cols
+
+    def _parquet(self, fi: int) -> pq.ParquetFile:
+        files = self.__dict__.setdefault("_files", {})  # per process: dropped when pickled
+        if fi not in files:
+            files[fi] = pq.ParquetFile(self.parts[fi][0])
+        return files[fi]
+
+    def __getstate__(self):
+        state = dict(self.__dict__)
+        state.pop("_files", None)
+        return state
+
+    def _read_columns(self, unit: Unit, with_board: bool = False):
+        """One row group's columns as numpy arrays (board: pyarrow) and its scores in cp."""
+        scale = self.parts[unit.file][1]
+        wanted = self._columns() + (["board"] if with_board else [])
+        table = self._parquet(unit.file).read_row_group(unit.row_group, columns=wanted, use_threads=False)
+        cols = {}
+        for c in wanted:
+            col = table.column(c)
+            if c == "board":
+                cols[c] = col
+            elif c in ("in_check", "best_move_is_capture"):  # nullable bools: null -> False
+                cols[c] = pc.fill_null(col, False).to_numpy(zero_copy_only=False)
+            else:
+                cols[c] = col.to_numpy()
         score_cp = cols["score"].astype(np.float32) * np.float32(scale)
-        self.counts["read"] += len(score_cp)
-        keep = split_mask(cols["game_id"], self.split, self.val_fraction)
-        self.counts["other_split"] += int((~keep).sum())
+        return cols, score_cp
+
+    def _read_unit(self, unit: Unit, rng) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        cols, score_cp = self._read_columns(unit, with_board=True)
+        n = len(score_cp)
+        self.counts["read"] += n
+        if self.split != "all":
+            keep = split_mask(cols["game_id"], self.split, self.val_fraction)
+            self.counts["other_split"] += int(n - keep.sum())
+        else:
+            keep = np.ones(n, bool)
         keep = filter_mask(cols, self.filters, self.counts, rng, score_cp, keep)
-        idx = np.nonzero(keep)[0]
-        boards = boards_from_bytes(table.column("board"))[idx]
-        result = (cols["result"][idx].astype(np.float32) + 1) / 2
-        return boards, score_cp[idx], result
+        boards = boards_from_bytes(cols["board"])
+        result = cols["result"]
+        if not keep.all():
+            idx = np.flatnonzero(keep)
+            boards, score_cp, result = np.take(boards, idx, axis=0), score_cp[idx], result[idx]
+        return boards, score_cp, (result.astype(np.float32) + 1) / 2
+
+    def _unit_sequence(self, units: list[Unit], d: int, wid: int, cyclic: bool, start: int):
+        """Units of one source in visiting order: seeded permutations, one per pass, from the
+        ``start``-th unit of the concatenated passes; endless when ``cyclic``."""
+        if not units:
+            return
+        n = len(units)
+        q, offset = divmod(start, n)
+        epoch_key = 0 if self.positions_per_epoch is not None else self.epoch
+        while True:
+            if self.shuffle_buffer:
+                order = np.random.default_rng([self.seed, epoch_key, self.rank, wid, d, q]).permutation(n)
+            else:
+                order = np.arange(n)
+            for i in order[offset:]:
+                yield units[i]
+            if not cyclic:
+                return
+            q, offset = q + 1, 0
 
     def __iter__(self) -> Iterator[dict[str, torch.Tensor]]:
         info = torch.utils.data.get_worker_info()
-        wid = info.id if info else 0
+        workers, wid = (info.num_workers, info.id) if info else (1, 0)
         rng = np.random.default_rng([self.seed, self.epoch, self.rank, wid])
-        units = self._my_units()
-        if self.shuffle_buffer:
-            units = [units[i] for i in rng.permutation(len(units))]
+        units = self.shard_units(self.rank, wid, workers)
+        quota = self._worker_quota(wid, workers)
+        if quota == 0 or not any(units):
+            return
+        cyclic = quota is not None
+        w = self.weights / self.weights.sum()
+        starts = [0] * len(units)
+        if self.positions_per_epoch is not None:  # continue where the previous epoch stopped
+            keep = self.keep_fraction()
+            for d, us in enumerate(units):
+                mean_rows = max(sum(u.rows for u in us) / max(len(us), 1) * keep[d], 1.0)
+                per_epoch = int(np.ceil(quota * self.batch_size * w[d] / mean_rows))
+                starts[d] = self.epoch * per_epoch
+        feeds = [self._unit_sequence(us, d, wid, cyclic, starts[d]) for d, us in enumerate(units)]
+        fed = np.zeros(len(units))
+        empty_run = [0] * len(units)
         buf: list[list[np.ndarray]] = [[], [], []]
-        held = 0
+        held = yielded = 0
         B = self.batch_size
-        for unit in units:
+        while True:
+            d = int(np.argmin(fed / w))
+            unit = next(feeds[d], None)
+            if unit is None:
+                break  # a one-pass source ran out: the epoch ends
             arrays = self._read_unit(unit, rng)
+            n = len(arrays[0])
+            empty_run[d] = empty_run[d] + 1 if n == 0 else 0
+            if empty_run[d] > len(units[d]):
+                raise RuntimeError(f"source {d} yields no rows after the split and filters")
+            fed[d] += n
             for b, a in zip(buf, arrays):
                 b.append(a)
-            held += len(arrays[0])
+            held += n
             if held >= max(self.shuffle_buffer, B):
-                keep_back = self.shuffle_buffer // 2
-                yield from self._emit(buf, rng, held - keep_back, final=False)
+                for batch in self._emit(buf, rng, held - self.shuffle_buffer // 2, final=False):
+                    yield batch
+                    yielded += 1
+                    if quota is not None and yielded >= quota:
+                        return
                 held = len(buf[0][0]) if buf[0] else 0
-        yield from self._emit(buf, rng, held, final=True)
+        if quota is None:
+            yield from self._emit(buf, rng, held, final=True)
 
     def _emit(self, buf, rng, n_out: int, final: bool):
         if not buf[0]:
             return
-        arrays = [np.concatenate(b) for b in buf]
+        arrays = [np.concatenate(b) if len(b) > 1 else b[0] for b in buf]
         if self.shuffle_buffer:
             perm = rng.permutation(len(arrays[0]))
-            arrays = [a[perm] for a in arrays]
+            arrays = [np.take(a, perm, axis=0) for a in arrays]  # take: ~30x faster than a[perm] on (N, 32)
         B = self.batch_size
         n_batches = n_out // B
         if final and not self.drop_last and n_out % B:
             n_batches += 1
         end = min(n_batches * B, len(arrays[0]))
-        for s in range(0, end, B):
-            yield {
-                "boards": torch.from_numpy(np.ascontiguousarray(arrays[0][s:s + B])),
-                "score": torch.from_numpy(arrays[1][s:s + B].copy()),
-                "result": torch.from_numpy(arrays[2][s:s + B].copy()),
-            }
-        for i, b in enumerate(buf):
+        for i, b in enumerate(buf):  # keep the rest before handing out views of this round
             b.clear()
             if not final and end < len(arrays[i]):
                 b.append(arrays[i][end:])
+        for s in range(0, end, B):
+            yield {
+                "boards": torch.from_numpy(np.ascontiguousarray(arrays[0][s:s + B])),
+                "score": torch.from_numpy(np.ascontiguousarray(arrays[1][s:s + B])),
+                "result": torch.from_numpy(np.ascontiguousarray(arrays[2][s:s + B])),
+            }

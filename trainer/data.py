@@ -1,7 +1,13 @@
-"""LightningDataModule over packed Parquet datasets (:class:`~nnue.pipeline.stream.PackedStream`)."""
+"""LightningDataModule over packed Parquet datasets (:class:`~nnue.pipeline.stream.PackedStream`).
+
+Batches stay packed (32 bytes a position) through the DataLoader; with CUDA the DataLoader pins
+them and Lightning copies them to the device with ``non_blocking=True``, so the copy of the next
+batch overlaps the current step; the LightningModule expands them into features on the device.
+"""
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable
+from pathlib import Path
 
 import pytorch_lightning as pl
 import torch
@@ -10,45 +16,99 @@ from torch.utils.data import DataLoader
 from nnue.pipeline.stream import Filters, PackedStream
 
 
+class EpochLoader(DataLoader):
+    """A DataLoader that tells its stream the epoch before every pass.
+
+    Lightning builds the loader once and calls ``set_epoch`` only on samplers, which a stream
+    does not have; without this every epoch would replay the first epoch's shuffle.
+    ``epoch``: returns the current epoch (the trainer's, so a resumed run continues its order).
+    """
+
+    def __init__(self, dataset: PackedStream, epoch: Callable[[], int], **kwargs):
+        super().__init__(dataset, batch_size=None, **kwargs)
+        self._epoch = epoch
+
+    def __iter__(self):
+        self.dataset.set_epoch(self._epoch())
+        return super().__iter__()
+
+
 class NNUEDataModule(pl.LightningDataModule):
-    """path: one dataset folder or a list. batch_size / val_batch_size: positions per batch.
-    shuffle_buffer: rows held for shuffling. val_fraction: share of games held out (by game id).
-    filters: :class:`~nnue.pipeline.stream.Filters` fields, applied to train and validation.
-    num_workers: DataLoader workers (row groups are sharded across them)."""
+    """path: one dataset folder or a list. weights: one positive weight per path to interleave
+    the training datasets in those proportions (None: pool them; validation always pools).
+    batch_size / val_batch_size: positions per batch (per rank). shuffle_buffer: rows held for shuffling. val_fraction: share of games
+    held out (by game id). filters: :class:`~nnue.pipeline.stream.Filters` fields, applied to
+    train and validation. num_workers: DataLoader workers (row groups are sharded across them).
+    positions_per_epoch: training epoch length in positions over all ranks, cycling the data as
+    needed (None: one pass). batches_per_superbatch: the same in steps, bullet-style: an epoch is
+    one superbatch of this many batches per rank (positions_per_epoch = batches_per_superbatch ·
+    batch_size · world_size; give one of the two). pin_memory: pin batches for the host-to-device
+    copy (None: when CUDA is available). Raises ValueError on inconsistent settings."""
 
     def __init__(self, path, batch_size: int = 16384, val_batch_size: int = 16384,
                  shuffle_buffer: int = 1 << 20, val_fraction: float = 0.05, num_workers: int = 0,
-                 seed: int = 0, filters: dict | None = None):
+                 seed: int = 0, filters: dict | None = None, weights: list[float] | None = None,
+                 positions_per_epoch: int | None = None, batches_per_superbatch: int | None = None,
+                 pin_memory: bool | None = None):
         super().__init__()
         from .callbacks import plain
 
-        path, filters = plain(path), plain(filters)
+        path, filters, weights = plain(path), plain(filters), plain(weights)
+        # absolute, so that export and report find the data from any working directory
+        path = str(Path(path).resolve()) if isinstance(path, str) else [str(Path(p).resolve()) for p in path]
         self.save_hyperparameters()  # lands in checkpoints: export finds its validation data here
         self.paths = [str(path)] if isinstance(path, str) else [str(p) for p in path]
+        if weights is not None and len(weights) != len(self.paths):
+            raise ValueError(f"data.weights has {len(weights)} entries for {len(self.paths)} paths")
+        self.weights = weights
         self.batch_size, self.val_batch_size = batch_size, val_batch_size
         self.shuffle_buffer, self.val_fraction = shuffle_buffer, val_fraction
         self.num_workers, self.seed = num_workers, seed
         self.filters = Filters(**dict(filters or {}))
+        self.positions_per_epoch, self.batches_per_superbatch = positions_per_epoch, batches_per_superbatch
+        self.pin_memory = torch.cuda.is_available() if pin_memory is None else pin_memory
         self.train_set: PackedStream | None = None
+        self.val_set: PackedStream | None = None
 
     def _rank(self) -> tuple[int, int]:
         t = self.trainer
         return (t.global_rank, t.world_size) if t is not None else (0, 1)
 
+    def _epoch(self) -> int:
+        return self.trainer.current_epoch if self.trainer is not None else 0
+
+    def train_positions_per_epoch(self, world_size: int) -> int | None:
+        """Positions per training epoch over all ranks, from either setting (None: one pass)."""
+        ppe, bps = self.positions_per_epoch, self.batches_per_superbatch
+        if bps is not None:
+            from_bps = bps * self.batch_size * world_size
+            if ppe is not None and ppe != from_bps:
+                raise ValueError(f"data.positions_per_epoch {ppe} disagrees with batches_per_superbatch "
+                                 f"{bps} x batch_size {self.batch_size} x world size {world_size}")
+            return from_bps
+        return ppe
+
     def setup(self, stage: str | None = None) -> None:
         rank, world = self._rank()
+        common = dict(val_fraction=self.val_fraction, filters=self.filters, seed=self.seed, rank=rank,
+                      world_size=world)
         self.train_set = PackedStream(self.paths, self.batch_size, self.shuffle_buffer, "train",
-                                      self.val_fraction, self.filters, self.seed, True, rank, world)
-        self.val_set = PackedStream(self.paths, self.val_batch_size, 0, "val", self.val_fraction,
-                                    self.filters, self.seed, False, rank, world)
+                                      drop_last=True, weights=self.weights,
+                                      positions_per_epoch=self.train_positions_per_epoch(world), **common)
+        # validation: every held-out game of every dataset, once (pooled, not weighted)
+        self.val_set = PackedStream(self.paths, self.val_batch_size, 0, "val", drop_last=False, **common)
 
-    def _loader(self, ds):
-        return DataLoader(ds, batch_size=None, num_workers=self.num_workers,
-                          pin_memory=torch.cuda.is_available(),
-                          persistent_workers=False)
+    def transfer_batch_to_device(self, batch, device: torch.device, dataloader_idx: int):
+        """Packed batch -> training device. From pinned memory to CUDA the copy is non-blocking,
+        so it overlaps the step already queued; the LightningModule then builds the features."""
+        non_blocking = torch.device(device).type == "cuda"
+        return {k: v.to(device, non_blocking=non_blocking) for k, v in batch.items()}
+
+    def _loader(self, ds: PackedStream) -> EpochLoader:
+        return EpochLoader(ds, self._epoch, num_workers=self.num_workers, pin_memory=self.pin_memory,
+                           persistent_workers=False)
 
     def train_dataloader(self):
-        self.train_set.set_epoch(self.trainer.current_epoch if self.trainer else 0)
         return self._loader(self.train_set)
 
     def val_dataloader(self):

@@ -116,7 +116,8 @@ def test_rank_shards_are_disjoint_and_cover(tmp_path):
     finally:
         pack_mod.ROW_GROUP = old
     shards = [_rows(PackedStream([tmp_path / "ds"], 64, shuffle_buffer=1024, split="all",
-                                 filters=NO_FILTERS, drop_last=False, rank=r, world_size=3))
+                                 filters=NO_FILTERS, drop_last=False, rank=r, world_size=3,
+                                 even_batches=False))
               for r in range(3)]
     sets = [Counter(b for b, _ in s) for s in shards]
     total = sum(sets, Counter())

@@ -1,0 +1,283 @@
+"""Every feature set: registry and names, golden indices, symmetries, and the tensor encoder
+against the python-chess reference (feature_reference.py) on real positions."""
+from __future__ import annotations
+
+import chess
+import pyarrow.parquet as pq
+import pytest
+import torch
+from feature_reference import KB768_RANKS_FILES_NAME, REFERENCES
+
+from nnue.pipeline.board import boards_from_bytes, pack_fen, unpack_fen
+from nnue.pipeline.features import get_feature_set, known_names
+from nnue.pipeline.features.kb768 import PRESETS, format_map, parse_map
+
+ALL = sorted(REFERENCES)
+KING_SETS = [n for n in ALL if n != "chess768"]
+FLIP_SETS = [n for n in ALL if n != "halfkp"]          # black's view flips ranks (s ^ 56)
+MIRRORED = ["halfkav2_hm", "kb768hm4", "kb768hm16"]     # own king on e–h mirrors the board
+
+# Pinned: a hash change means nets written before it no longer load. Change only with the indexing.
+HASHES = {
+    "chess768": "6df40d0f9a980a90",
+    "halfkp": "3ee847613c438255",
+    "halfkav2_hm": "1597e3c37bb1c37b",
+    "kb768hm4": "9630f603fa269bcc",
+    "kb768hm16": "5954ebd95aef3a5c",
+}
+SIZES = {"chess768": (768, 32), "halfkp": (41024, 30), "halfkav2_hm": (22528, 32),
+         "kb768hm4": (3072, 32), "kb768hm16": (12288, 32), KB768_RANKS_FILES_NAME: (3072, 32)}
+
+
+def packed(*fens: str) -> torch.Tensor:
+    return torch.tensor([list(pack_fen(f)) for f in fens], dtype=torch.uint8)
+
+
+def lists(name: str, fen: str) -> tuple[list[int], list[int]]:
+    stm, nstm = get_feature_set(name).encode(packed(fen))
+    return [v for v in stm[0].tolist() if v >= 0], [v for v in nstm[0].tolist() if v >= 0]
+
+
+# --- registry and names -------------------------------------------------------------------
+
+def test_registry_sizes_hashes_and_round_trip():
+    assert set(HASHES) <= set(known_names())
+    for name in ALL:
+        fs = get_feature_set(name)
+        assert (fs.num_inputs, fs.max_active) == SIZES[name]
+        assert get_feature_set(fs.name) == fs and fs.name == name  # the header's name finds it again
+        if name in HASHES:
+            assert fs.hash == HASHES[name]
+    assert len({get_feature_set(n).hash for n in ALL}) == len(ALL)
+
+
+def test_kb768_presets_equal_their_spelled_out_map():
+    for preset, explicit in PRESETS.items():
+        a, b = get_feature_set(preset), get_feature_set(explicit)
+        assert a.hash == b.hash and a.num_inputs == b.num_inputs and a.name != b.name
+        assert format_map(*parse_map(explicit)) == explicit
+        x = packed(chess.STARTING_FEN, "6k1/p7/8/8/3Q4/8/8/2K5 b - - 0 1")
+        assert all(torch.equal(u, v) for u, v in zip(a.encode(x), b.encode(x)))
+
+
+@pytest.mark.parametrize("bad", [
+    "kb768hm:0011/2222/3333/3333/3333/3333/3333",            # 7 ranks
+    "kb768hm:00112/2222/3333/3333/3333/3333/3333/3333",      # 5 files in a mirrored rank
+    "kb768:0011/2222/3333/3333/3333/3333/3333/3333",         # 4 files without mirroring
+    "kb768hm:0022/2222/3333/3333/3333/3333/3333/3333",       # bucket 1 unused
+    "kb768hm:00-1/2222/3333/3333/3333/3333/3333/3333",       # bad character
+    "kb768x4", "HalfKP", "",
+])
+def test_bad_names_raise_key_error(bad):
+    with pytest.raises(KeyError):
+        get_feature_set(bad)
+
+
+def test_explicit_map_grammar():
+    text = "0123456789abcdefghijklmnopqrstuvwxyzABCDEF" + "F" * 22  # 42 buckets over 64 squares
+    name = "kb768:" + "/".join(text[i:i + 8] for i in range(0, 64, 8))
+    mirrored, buckets = parse_map(name)
+    assert not mirrored and buckets[:12] == list(range(12)) and buckets[36:42] == list(range(36, 42))
+    assert format_map(mirrored, buckets) == name
+    fs = get_feature_set(name)
+    assert fs.num_inputs == 42 * 768 and get_feature_set(fs.name) is fs
+    with pytest.raises(ValueError):  # numbered 0..N-1, each used
+        parse_map("kb768:" + "/".join(["01234567"] * 7 + ["89abcdeF"]))
+    assert get_feature_set(KB768_RANKS_FILES_NAME).num_inputs == 4 * 768
+
+
+# --- golden indices, computed by hand from the formulas -----------------------------------
+
+# white: Kc1 Qd4; black: Kg8 pa7; black to move (stm = black). Pieces in square order:
+# c1 (2) K, d4 (27) Q, a7 (48) p, g8 (62) k.
+POS = "6k1/p7/8/8/3Q4/8/8/2K5 b - - 0 1"
+GOLDEN = {
+    # stm black: o(x) = x^63, king block 641·(62^63 = 1); nstm white: king block 641·2
+    #   Q: 1 + (27^63=36) + 64·9 + 641 = 1254 | p: 1 + (48^63=15) + 0 + 641 = 657
+    #   Q: 1 + 27 + 64·8 + 1282 = 1822       | p: 1 + 48 + 64·1 + 1282 = 1395
+    "halfkp": ([1254, 657], [1822, 1395]),
+    # stm black: king g8, file ≥ 4: o(x) = x^56, o(k) = 6 -> bucket 29 (base 20416)
+    #   K 58+640 | Q (27^56=35)+576 | p (48^56=8)+0 | k 6+640
+    # nstm white: king c1, file < 4: o(x) = x^7, o(k) = 5 -> bucket 30 (base 21120)
+    #   K 5+640 | Q 28+512 | p 55+64 | k 57+640
+    "halfkav2_hm": ([21114, 21027, 20424, 21062], [21765, 21660, 21239, 21817]),
+    # stm black: relative king g1 (6) -> mirrored entry b1 = bucket 0; flip 7, so r(s)^7 = s^63:
+    #   K 384+320+61 | Q 384+256+36 | p 0+0+15 | k 0+320+1
+    # nstm white: king c1 -> entry c1 = bucket 1 (base 768), no flip
+    "kb768hm4": ([384 + 320 + 61, 384 + 256 + 36, 0 + 0 + 15, 0 + 320 + 1],
+                 [768 + 0 + 320 + 2, 768 + 0 + 256 + 27, 768 + 384 + 0 + 48, 768 + 384 + 320 + 62]),
+    "chess768": ([384 + 320 + 58, 384 + 256 + 35, 0 + 0 + 8, 0 + 320 + 6],
+                 [0 + 320 + 2, 0 + 256 + 27, 384 + 0 + 48, 384 + 320 + 62]),
+}
+
+
+@pytest.mark.parametrize("name", sorted(GOLDEN))
+def test_golden_indices_both_perspectives(name):
+    assert lists(name, POS) == GOLDEN[name]
+
+
+def test_golden_kings_on_e_file():
+    # Ke1 Rh1 / ke8, white to move: no mirroring for either side, both kings in bucket 31
+    fen = "4k3/8/8/8/8/8/8/4K2R w - - 0 1"
+    assert lists("halfkav2_hm", fen) == ([4 + 640 + 21824, 7 + 384 + 21824, 60 + 640 + 21824],
+                                         [60 + 640 + 21824, 63 + 448 + 21824, 4 + 640 + 21824])
+    # HalfKP: white king e1 -> block 4·641; black king e8 -> (60^63 = 3)·641; rook h1
+    assert lists("halfkp", fen) == ([1 + 7 + 6 * 64 + 4 * 641], [1 + (7 ^ 63) + 7 * 64 + 3 * 641])
+
+
+def test_halfkp_start_position_has_30_features_without_kings():
+    stm, nstm = get_feature_set("halfkp").encode(packed(chess.STARTING_FEN))
+    assert stm.shape == (1, 30) and (stm >= 0).all() and (nstm >= 0).all()
+    assert stm[0, :2].tolist() == [1 + 0 + 64 * 6 + 641 * 4, 1 + 1 + 64 * 2 + 641 * 4]  # Ra1, Nb1
+
+
+# --- symmetries ---------------------------------------------------------------------------
+
+SYM_FENS = [
+    "r1bq1rk1/pppp1ppp/2n2n2/2b1p3/2B1P3/3P1N2/PPP2PPP/RNBQ1RK1 w - - 4 6",
+    "6k1/p7/8/8/3Q4/8/8/2K5 b - - 0 1",
+    "8/2k5/3p4/p2P1p2/P2P1P2/8/5K2/8 w - - 0 40",
+    "2kr3r/ppp2ppp/8/8/8/8/PPP2PPP/2KR3R b - - 0 20",
+]
+
+
+def _sorted_lists(name, board):
+    stm, nstm = get_feature_set(name).encode(packed(board.fen()))
+    return sorted(v for v in stm[0].tolist() if v >= 0), sorted(v for v in nstm[0].tolist() if v >= 0)
+
+
+@pytest.mark.parametrize("name", FLIP_SETS)
+def test_colour_flip_symmetry(name):
+    """The colour-flipped twin (ranks flipped, colours and side to move swapped) looks the same
+    to the side to move, and to the other side."""
+    for fen in SYM_FENS:
+        board = chess.Board(fen)
+        assert _sorted_lists(name, board) == _sorted_lists(name, board.mirror()), fen
+
+
+def test_halfkp_rotation_symmetry():
+    """HalfKP rotates black's view by 180°: its twin is the colour-swapped, rotated board."""
+    for fen in SYM_FENS:
+        board = chess.Board(fen)
+        twin = board.transform(chess.flip_horizontal).mirror()
+        assert _sorted_lists("halfkp", board) == _sorted_lists("halfkp", twin), fen
+        if fen != SYM_FENS[2]:  # the mirror twin differs once pieces are not left-right symmetric
+            assert _sorted_lists("halfkp", board) != _sorted_lists("halfkp", board.mirror())
+
+
+@pytest.mark.parametrize("name", MIRRORED)
+def test_horizontal_mirror_symmetry(name):
+    for fen in SYM_FENS:
+        board = chess.Board(fen)
+        assert _sorted_lists(name, board) == _sorted_lists(name, board.transform(chess.flip_horizontal)), fen
+
+
+def test_unmirrored_sets_see_the_mirror():
+    board = chess.Board(SYM_FENS[0])
+    twin = board.transform(chess.flip_horizontal)
+    for name in ("chess768", KB768_RANKS_FILES_NAME):
+        assert _sorted_lists(name, board) != _sorted_lists(name, twin)
+
+
+# --- against the reference on real positions ----------------------------------------------
+
+def _dataset_boards(path, n, step=1, chess960=False):
+    t = pq.read_table(next(path.glob("part-*.parquet")), columns=["board"])
+    boards = boards_from_bytes(t.column("board"))[:n:step].copy()
+    return boards, [chess.Board(unpack_fen(b.tobytes()), chess960=chess960) for b in boards]
+
+
+@pytest.fixture(scope="module")
+def selfplay_boards(selfplay_dataset):
+    return _dataset_boards(selfplay_dataset, 12000)
+
+
+@pytest.fixture(scope="module")
+def chess960_boards(tmp_path_factory):
+    from conftest import shared_file
+
+    from nnue.pipeline.pack import pack
+
+    out = tmp_path_factory.mktemp("ds960") / "dataset"
+    pack([shared_file("selfplay/sf15-960-xfen-s2.plain")], out, progress=False)
+    return _dataset_boards(out, 3000, step=2, chess960=True)
+
+
+def _check_against_reference(name, boards, parsed):
+    fs, ref = get_feature_set(name), REFERENCES[name]
+    stm, nstm = fs.encode(torch.from_numpy(boards))
+    assert stm.shape == (boards.shape[0], fs.max_active) and stm.dtype == torch.int32
+    assert int(stm.max()) < fs.num_inputs and int(nstm.max()) < fs.num_inputs
+    stm_l, nstm_l = stm.tolist(), nstm.tolist()
+    for i, board in enumerate(parsed):
+        r_stm, r_nstm = ref(board)
+        assert stm_l[i] == r_stm + [-1] * (fs.max_active - len(r_stm)), (name, board.fen())
+        assert nstm_l[i] == r_nstm + [-1] * (fs.max_active - len(r_nstm)), (name, board.fen())
+
+
+@pytest.mark.parametrize("name", ALL)
+def test_matches_reference_on_real_positions(name, selfplay_boards):
+    _check_against_reference(name, *selfplay_boards)
+
+
+@pytest.mark.parametrize("name", ALL)
+def test_matches_reference_chess960(name, chess960_boards):
+    """Castling rooks (nibble 6) are rooks for every set."""
+    _check_against_reference(name, *chess960_boards)
+
+
+# --- contract details ---------------------------------------------------------------------
+
+BIG = packed(*([chess.STARTING_FEN, POS] * 4100 + [chess.STARTING_FEN]))  # 8,201 rows: several CPU chunks, odd size
+
+
+@pytest.mark.parametrize("name", ALL)
+def test_empty_and_chunked_batches(name):
+    from nnue.pipeline.features.lookup import CPU_CHUNK
+
+    fs = get_feature_set(name)
+    stm, nstm = fs.encode(torch.zeros((0, 32), dtype=torch.uint8))
+    assert stm.shape == (0, fs.max_active) and nstm.dtype == torch.int32
+    assert BIG.shape[0] > 2 * CPU_CHUNK
+    stm, nstm = fs.encode(BIG)
+    two_stm, two_nstm = fs.encode(BIG[:2])  # the start position, then POS
+    assert stm.shape == (BIG.shape[0], fs.max_active) and stm.is_contiguous() and nstm.is_contiguous()
+    assert (stm[0::2] == two_stm[0]).all() and (stm[1::2] == two_stm[1]).all()
+    assert (nstm[0::2] == two_nstm[0]).all() and (nstm[1::2] == two_nstm[1]).all()
+
+
+@pytest.mark.parametrize("name", KING_SETS)
+def test_king_sets_reject_boards_without_one_king_a_side(name):
+    fs = get_feature_set(name)
+    with pytest.raises(ValueError, match="board 1"):
+        fs.encode(packed(chess.STARTING_FEN, "8/8/8/8/8/8/8/K7 w - - 0 1"))
+    bad = BIG.clone()
+    bad[5000] = packed("8/8/8/8/8/8/8/K7 w - - 0 1")[0]
+    with pytest.raises(ValueError, match="board 5000"):  # row numbers count across CPU chunks
+        fs.encode(bad)
+    with pytest.raises(ValueError):
+        fs.encode(packed("k7/8/8/8/8/8/8/KK6 w - - 0 1"))
+    with pytest.raises(ValueError):
+        fs.encode(torch.zeros((2, 31), dtype=torch.uint8))
+
+
+def test_chess768_needs_no_kings():
+    stm, _ = get_feature_set("chess768").encode(packed("8/8/8/8/8/8/8/K7 w - - 0 1"))
+    assert stm[0, :2].tolist() == [320, -1]
+
+
+def test_table_encoder_checks_its_formula():
+    from nnue.pipeline.features.lookup import KING, TableEncoder
+
+    def plain(g):
+        return torch.where(g.colour == g.p, 0, 384) + 64 * g.ptype + (g.s ^ (56 * g.p))
+
+    with pytest.raises(ValueError, match="num_inputs"):
+        TableEncoder(plain, 700, 32, king_relative=False)
+    with pytest.raises(ValueError, match="max_active"):
+        TableEncoder(plain, 768, 30, king_relative=False)
+    with pytest.raises(ValueError, match="kings"):  # leaving out anything but the kings
+        TableEncoder(lambda g: torch.where(g.ptype == 0, -1, plain(g)), 768, 32)
+    no_kings = TableEncoder(lambda g: torch.where(g.ptype == KING, -1, plain(g)), 768, 30)
+    stm, _ = no_kings(packed(chess.STARTING_FEN))
+    assert stm.shape == (1, 30) and 320 + 4 not in stm[0].tolist() and (stm >= 0).all()
