@@ -209,6 +209,22 @@ def unpack(packed: bytes) -> dict:
     )
 
 
+def placement_fen(letters: dict[int, str]) -> str:
+    """FEN placement field from {square (a1 = 0): piece letter (PNBRQK white, pnbrqk black)}."""
+    rows = []
+    for rank in range(7, -1, -1):
+        row, empty = "", 0
+        for file in range(8):
+            p = letters.get(8 * rank + file)
+            if p is None:
+                empty += 1
+            else:
+                row += (str(empty) if empty else "") + p
+                empty = 0
+        rows.append(row + (str(empty) if empty else ""))
+    return "/".join(rows)
+
+
 def unpack_fen(packed: bytes) -> str:
     """Decode 32 bytes back to a FEN string.
 
@@ -217,20 +233,8 @@ def unpack_fen(packed: bytes) -> str:
     """
     d = unpack(packed)
     pieces = d["pieces"]
-    rows = []
-    for rank in range(7, -1, -1):
-        row, empty = "", 0
-        for file in range(8):
-            code = pieces.get(8 * rank + file)
-            if code is None:
-                empty += 1
-                continue
-            if empty:
-                row += str(empty)
-                empty = 0
-            letter = _LETTERS[code & 7]
-            row += letter if code < 8 else letter.lower()
-        rows.append(row + (str(empty) if empty else ""))
+    placement = placement_fen({sq: _LETTERS[c & 7] if c < 8 else _LETTERS[c & 7].lower()
+                               for sq, c in pieces.items()})
     castle = ""
     for white in (True, False):
         home = 0 if white else 56
@@ -248,7 +252,7 @@ def unpack_fen(packed: bytes) -> str:
         castle += "".join(out)
     ep = "-" if d["ep_square"] is None else _square_name(d["ep_square"])
     turn = "b" if d["black_to_move"] else "w"
-    return f"{'/'.join(rows)} {turn} {castle or '-'} {ep} {d['halfmove']} {d['fullmove']}"
+    return f"{placement} {turn} {castle or '-'} {ep} {d['halfmove']} {d['fullmove']}"
 
 
 def boards_from_bytes(column) -> np.ndarray:

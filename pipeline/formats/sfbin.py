@@ -14,6 +14,7 @@ from __future__ import annotations
 import struct
 from typing import Iterator
 
+from ..board import placement_fen
 from . import MATE_BOUND, VALUE_NONE, FormatSpec, ReaderOptions, Record, Reject
 from ._binary import BitReaderLSB, fixed_records, game_boundary
 
@@ -61,18 +62,8 @@ def decode_position(data: bytes) -> tuple[str, int]:
     rule50 = r.read(6)
     fullmove = r.read(8) | r.read(8) << 8
     rule50 |= r.read(1) << 6
-    rows = []
-    for rank in range(7, -1, -1):
-        row, empty = "", 0
-        for file in range(8):
-            p = board.get(8 * rank + file)
-            if p is None:
-                empty += 1
-            else:
-                row += (str(empty) if empty else "") + p
-                empty = 0
-        rows.append(row + (str(empty) if empty else ""))
-    return f"{'/'.join(rows)} {'b' if black else 'w'} {castling} {ep} {rule50} {max(fullmove, 1)}", r.pos
+    return (f"{placement_fen(board)} {'b' if black else 'w'} {castling} {ep} {rule50} {max(fullmove, 1)}",
+            r.pos)
 
 
 def decode_move(m: int) -> str | None:
