@@ -11,7 +11,6 @@ complete, and the manifest is replaced last: an interrupted run leaves no file t
 """
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import sys
@@ -21,12 +20,14 @@ from pathlib import Path
 from typing import Iterable
 
 import chess
+import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
 from . import manifest as mf
 from .board import pack_board
-from .formats import (FormatError, ReaderOptions, Record, Reject, detect_format, format_from_extension,
+from .formats._binary import MASK64, splitmix64
+from .formats import (FormatError, PackedRows, ReaderOptions, Record, Reject, detect_format, format_from_extension,
                       get_format, open_binary, open_text, read_exact)
 from .schema import FLAG_PLY_UNKNOWN, FLAG_SCORE_MATE, FLAG_SCORE_NONE, SCHEMA
 
@@ -113,7 +114,24 @@ class FileResult:
 
 
 def _game_id(sha: str, game: int) -> int:
-    return int.from_bytes(hashlib.blake2b(f"{sha}:{game}".encode(), digest_size=8).digest(), "little")
+    """Stable uint64 id of game ordinal ``game`` of the input with this sha256 (SplitMix64)."""
+    return splitmix64((int(sha[:16], 16) + game) & MASK64)
+
+
+def game_ids(sha: str, games: np.ndarray) -> np.ndarray:
+    """:func:`_game_id` over an array of game ordinals: (n,) int64 -> (n,) uint64."""
+    with np.errstate(over="ignore"):
+        return splitmix64(np.uint64(int(sha[:16], 16)) + games.astype(np.uint64))
+
+
+def _offset_location(first: str, i: int, size: int = 32) -> str:
+    """Location of the i-th record of a run whose first record is at ``first`` ("byte N")."""
+    return f"byte {int(first.split()[1]) + i * size}"
+
+
+def _table(arrays: dict, n: int, key: str) -> pa.Table:
+    arrays = dict(arrays, source=pa.DictionaryArray.from_arrays(pa.array(np.zeros(n, np.int32)), pa.array([key])))
+    return pa.table({name: arrays[name] for name in SCHEMA.names}, schema=SCHEMA)
 
 
 def _head(path: Path, binary: bool, n: int = 65536) -> str | bytes:
@@ -159,33 +177,86 @@ def pack_file(path: Path, fmt: str, dataset: Path, sha: str, score_unit: str,
     cols = {name: [] for name in SCHEMA.names}
     read = packed = 0
     rejected: Counter[str] = Counter()
+    rej_file: list = [None]
+
+    def reject(loc, reason, detail, raw):
+        rejected[reason] += 1
+        rej_file[0].write(json.dumps({"source": str(path), "location": loc, "reason": reason,
+                                      "detail": detail, "raw": raw}) + "\n")
+
     # board and game_id are high-entropy: dictionary-encoding them costs read time and space
     writer = pq.ParquetWriter(tmp_part, SCHEMA, compression="zstd", use_dictionary=["source", "flags"])
     game_cache: tuple[int, int] = (-1, 0)
 
-    def flush():
+    segments: list[pa.Table] = []
+    pending = 0
+
+    def seal():
+        """Turn the rows gathered one by one into a table segment."""
+        nonlocal pending
         if not cols["board"]:
             return
-        arrays = {n: cols[n] for n in SCHEMA.names}
-        arrays["source"] = pa.DictionaryArray.from_arrays(
-            pa.array([0] * len(cols["board"]), pa.int32()), pa.array([key]))
-        table = pa.table({n: (arrays[n] if n == "source" else pa.array(arrays[n], SCHEMA.field(n).type))
-                          for n in SCHEMA.names}, schema=SCHEMA)
-        writer.write_table(table, row_group_size=ROW_GROUP)
+        n = len(cols["board"])
+        arrays = {name: pa.array(cols[name], SCHEMA.field(name).type) for name in SCHEMA.names if name != "source"}
+        segments.append(_table(arrays, n, key))
         for v in cols.values():
             v.clear()
 
+    def flush(force: bool = False):
+        nonlocal pending
+        seal()
+        if segments and (force or pending >= ROW_GROUP):
+            writer.write_table(pa.concat_tables(segments), row_group_size=ROW_GROUP)
+            segments.clear()
+            pending = 0
+
+    def add_rows(rows: PackedRows):
+        """Append a run of records validated in bulk (see formats.PackedRows)."""
+        nonlocal pending, packed
+        n = len(rows)
+        keep = None
+        if seen is not None:
+            keep = np.ones(n, dtype=bool)
+            for i, b in enumerate(rows.board):
+                position_key = b[:DEDUP_KEY_BYTES].tobytes()
+                if position_key in seen:
+                    keep[i] = False
+                    reject(_offset_location(rows.first, i), "duplicate position",
+                           "dedup: position already packed", b.tobytes().hex())
+                else:
+                    seen.add(position_key)
+        pick = (lambda a: a) if keep is None else (lambda a: a[keep])
+        board = np.ascontiguousarray(pick(rows.board))
+        m = board.shape[0]
+        seal()
+        arrays = {
+            "board": pa.FixedSizeBinaryArray.from_buffers(pa.binary(32), m, [None, pa.py_buffer(board.tobytes())]),
+            "score": pa.array(pick(rows.score), pa.int16()), "result": pa.array(pick(rows.result), pa.int8()),
+            "ply": pa.array(pick(rows.ply), pa.uint16()), "piece_count": pa.array(pick(rows.piece_count), pa.uint8()),
+            "in_check": pa.array(pick(rows.in_check), pa.bool_()), "best_move": pa.nulls(m, pa.uint16()),
+            "best_move_is_capture": pa.nulls(m, pa.bool_()),
+            "game_id": pa.array(game_ids(sha, pick(rows.game)), pa.uint64()),
+            "flags": pa.array(pick(rows.flags), pa.uint8()),
+        }
+        segments.append(_table(arrays, m, key))
+        pending += m
+        packed += m
+        if pending >= ROW_GROUP:
+            flush()
+
     try:
         with (open_binary if spec.binary else open_text)(path) as stream, open(tmp_rej, "w") as rej:
-            def reject(loc, reason, detail, raw):
-                rejected[reason] += 1
-                rej.write(json.dumps({"source": str(path), "location": loc, "reason": reason,
-                                      "detail": detail, "raw": raw}) + "\n")
-
+            rej_file[0] = rej
             for item in _reraise_with_path(spec.read(stream, options), path, spec):
+                if isinstance(item, PackedRows):
+                    read += len(item)
+                    if progress is not None:
+                        progress.update(len(item))
+                    add_rows(item)
+                    continue
                 read += 1
-                if progress is not None and read % 4096 == 0:
-                    progress.update(4096)
+                if progress is not None:
+                    progress.update(1)
                 if isinstance(item, Reject):
                     reject(item.location, item.reason, item.detail, item.raw)
                     continue
@@ -232,12 +303,11 @@ def pack_file(path: Path, fmt: str, dataset: Path, sha: str, score_unit: str,
                 cols["game_id"].append(game_cache[1])
                 cols["flags"].append(flags)
                 packed += 1
-                if len(cols["board"]) >= ROW_GROUP:
+                pending += 1
+                if pending >= ROW_GROUP:
                     flush()
-            flush()
+            flush(force=True)
         writer.close()
-        if progress is not None:
-            progress.update(read % 4096)
         if read == 0 and (head if spec.binary else head.strip()):
             raise FormatError(f"{path}: no {fmt} record found (line 1); is it really {spec.doc}?")
         os.replace(tmp_part, part)

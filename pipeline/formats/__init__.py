@@ -62,12 +62,35 @@ class Reject:
     raw: str = ""
 
 
+@dataclass
+class PackedRows:
+    """A run of consecutive records that a reader validated in bulk (fixed-record formats),
+    already in dataset form. board: (n, 32) uint8 marlinformat, eval field = score white POV
+    (0 when none); score: (n,) int16 stm POV (0 when none); result: (n,) int8 stm POV; ply:
+    (n,) uint16; piece_count: (n,) uint8; in_check: (n,) bool; game: (n,) int64 game ordinals;
+    flags: (n,) uint8 (schema FLAG_*); first: location of the first record ("byte N")."""
+
+    board: object
+    score: object
+    result: object
+    ply: object
+    piece_count: object
+    in_check: object
+    game: object
+    flags: object
+    first: str = ""
+
+    def __len__(self) -> int:
+        return len(self.score)
+
+
 @dataclass(frozen=True)
 class ReaderOptions:
     """Per-run reader options. pgn_pov: POV of PGN eval comments, "mover" (cutechess,
     fastchess) or "white" (python-chess, lichess)."""
 
     pgn_pov: str = "mover"
+    fast: bool = True  # fixed-record readers validate in bulk (PackedRows); False: one by one
 
 
 @dataclass(frozen=True)

@@ -86,3 +86,66 @@ def game_boundary(prev: tuple | None, ply: int | None, result: int | None) -> bo
     """A new game starts unless ply follows the previous record's by one and the stm result flips."""
     return not (prev is not None and ply is not None and prev[0] is not None
                 and ply == prev[0] + 1 and result == -prev[1])
+
+
+def fixed_blocks(stream, size: int, records: int = 65536):
+    """Yield (byte offset, (n, size) uint8 array) blocks of whole records; a trailing partial
+    record becomes one Reject ("truncated record") at its byte offset, as in fixed_records."""
+    import numpy as np
+
+    offset = 0
+    while True:
+        block = read_exact(stream, size * records)
+        if not block:
+            return
+        whole = len(block) - len(block) % size
+        if whole:
+            yield offset, np.frombuffer(block, dtype=np.uint8, count=whole).reshape(-1, size)
+        if whole != len(block):
+            yield Reject(f"byte {offset + whole}", "truncated record",
+                         f"{len(block) - whole} trailing byte(s), records are {size} bytes", block[whole:].hex())
+            return
+        offset += len(block)
+
+
+def emit_runs(offset: int, size: int, ok, rows_slow, rejects, make_rows, make_record):
+    """Yield, in record order, PackedRows for runs of ``ok`` records, one Record (via
+    make_record(i)) for each slow record and a Reject for each (i, reason, detail) in rejects.
+    ok, rows_slow: (n,) bool; make_rows(lo, hi) -> PackedRows for records lo..hi−1 (all ok)."""
+    import numpy as np
+
+    n = len(ok)
+    rej = {i: (reason, detail) for i, reason, detail in rejects}
+    special = np.nonzero(~ok)[0].tolist()
+    start = 0
+    for i in special + [n]:
+        if i > start:
+            yield make_rows(start, i)
+        if i == n:
+            break
+        if i in rej:
+            reason, detail = rej[i]
+            yield Reject(f"byte {offset + i * size}", reason, detail, "")
+        elif rows_slow[i]:
+            yield from make_record(i)
+        start = i + 1
+
+
+MASK64 = (1 << 64) - 1
+
+
+def splitmix64(x):
+    """SplitMix64 finaliser (Steele et al. 2014): a well-mixed 64-bit hash of x. Works on Python
+    ints and on NumPy uint64 arrays alike (wrapping arithmetic)."""
+    import numpy as np
+
+    if isinstance(x, np.ndarray):
+        with np.errstate(over="ignore"):
+            z = x + np.uint64(0x9E3779B97F4A7C15)
+            z = (z ^ (z >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
+            z = (z ^ (z >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
+            return z ^ (z >> np.uint64(31))
+    z = (x + 0x9E3779B97F4A7C15) & MASK64
+    z = ((z ^ (z >> 30)) * 0xBF58476D1CE4E5B9) & MASK64
+    z = ((z ^ (z >> 27)) * 0x94D049BB133111EB) & MASK64
+    return z ^ (z >> 31)

@@ -26,12 +26,14 @@ from nnue.pipeline.schema import FLAG_PLY_UNKNOWN, FLAG_SCORE_NONE
 
 
 def read_items(fmt: str, data_or_path) -> list[Record | Reject]:
-    """All items a reader yields for a file (Path) or for bytes."""
+    """All items a reader yields for a file (Path) or for bytes, record by record (the bulk
+    path of the fixed-record readers is checked against this one in test_fastcheck.py)."""
     spec = get_format(fmt)
+    opts = ReaderOptions(fast=False)
     if isinstance(data_or_path, Path):
         with open(data_or_path, "rb") as f:
-            return list(spec.read(f, ReaderOptions()))
-    return list(spec.read(io.BytesIO(data_or_path), ReaderOptions()))
+            return list(spec.read(f, opts))
+    return list(spec.read(io.BytesIO(data_or_path), opts))
 
 
 def run_pack(path: Path, dataset: Path, fmt: str = "auto") -> tuple[dict, list[dict], dict]:
