@@ -54,13 +54,28 @@ class FeatureTransformer(nn.Module):
 def factor_map(feature_set: str, num_inputs: int) -> torch.Tensor:
     """The factoriser's virtual feature of every real feature: (num_inputs,) int64.
 
-    chess768: the (perspective-relative colour, piece type) group, ``i // 64`` — 12 virtual
-    features that count material, shared by every square, so that a small data set teaches the
-    net piece values before piece-square detail. Raises ValueError for other feature sets.
+    * chess768: the (perspective-relative colour, piece type) group, ``i // 64``: 12 virtual
+      features that count material, shared by every square, so that a small data set teaches
+      the net piece values before piece-square detail;
+    * king-bucketed 768 (``kb768…``): the piece-square feature without its king bucket,
+      ``i % 768`` (bullet's usual factoriser);
+    * halfkp: the piece-square feature without the king square, ``i % 641``;
+    * halfkav2_hm: the piece-square feature without the king bucket, ``i % 704`` (nnue-pytorch's
+      virtual "A" features).
+
+    Raises ValueError for a feature set with no factoriser.
     """
+    i = torch.arange(num_inputs)
     if feature_set == "chess768":
-        return torch.arange(num_inputs) // 64
-    raise ValueError(f"no factoriser defined for feature set {feature_set!r} (supported: chess768)")
+        return i // 64
+    if feature_set.startswith("kb768"):
+        return i % 768
+    if feature_set == "halfkp":
+        return i % 641
+    if feature_set == "halfkav2_hm":
+        return i % 704
+    raise ValueError(f"no factoriser defined for feature set {feature_set!r} "
+                     "(chess768, kb768..., halfkp, halfkav2_hm)")
 
 
 class PerspectiveNet(nn.Module):

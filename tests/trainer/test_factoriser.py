@@ -26,7 +26,38 @@ def test_factor_map_groups_by_colour_and_piece_type():
     assert f.shape == (768,) and int(f.max()) == 11
     assert f[0].item() == 0 and f[64 * 5 + 63].item() == 5 and f[384].item() == 6
     with pytest.raises(ValueError):
-        factor_map("halfkp", 41024)
+        factor_map("nosuchset", 100)
+
+
+@pytest.mark.parametrize("name,period", [("kb768hm4", 768), ("halfkp", 641), ("halfkav2_hm", 704)])
+def test_king_sets_factorise_the_king_away(name, period):
+    from nnue.pipeline.features import get_feature_set
+
+    fs = get_feature_set(name)
+    f = factor_map(name, fs.num_inputs)
+    assert int(f.max()) == period - 1
+    # every feature that the encoder produces maps to the same virtual feature whichever king
+    # bucket it sits in: the virtual index is the king-independent part of the index
+    assert torch.equal(f[:period], torch.arange(period)) and torch.equal(f[period:2 * period], torch.arange(period))
+
+
+@pytest.mark.parametrize("name", ["kb768hm4", "halfkav2_hm"])
+def test_factorised_king_set_trains_and_folds(name, tmp_path, sample_dataset):
+    from nnue.pipeline.features import get_feature_set
+
+    fs = get_feature_set(name)
+    torch.manual_seed(0)
+    m = PerspectiveNet(Arch(fs.num_inputs, 8, "crelu", 8), backend="torch", factors=factor_map(name, fs.num_inputs))
+    with torch.no_grad():
+        m.ft.factor.uniform_(-0.3, 0.3)
+    hp = {"hidden": 8, "activation": "crelu", "features": name, "output_buckets": "MaterialCount<8>",
+          "factoriser": True}
+    save_file(m.state_dict(), str(tmp_path / "w.safetensors"),
+              {"hparams": json.dumps(hp), "data": json.dumps({"path": str(sample_dataset), "val_fraction": 0.3})})
+    r = export(tmp_path / "w.safetensors", tmp_path / "net", bias_correction=False)
+    net = load(tmp_path / "net" / "net.safetensors")
+    assert torch.equal(net.l0w.long(), torch.round(m.folded_ft_weight().double() * 255).long())
+    assert r["cross_check"]["positions"] > 100 and r["cross_check"]["max_abs_diff_cp"] < 30
 
 
 def test_folded_net_equals_factorised_net():
