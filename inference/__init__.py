@@ -1,6 +1,10 @@
-"""CPU inference of integer nets with torch integer ops (no Lightning, Hydra or pyarrow).
+"""CPU inference of integer nets with exact integer results (no Lightning, Hydra or pyarrow).
 
-Entry points: :func:`load`, :func:`evaluate` (packed boards), :func:`evaluate_fens`.
+Entry points: :func:`load`, :func:`evaluate` (packed boards), :func:`evaluate_fens`;
+:class:`IncrementalAccumulator` (push/pop moves on one position); :func:`evaluate_sparse`
+(the block-sparse L1 path, identical results).
 """
+from .incremental import IncrementalAccumulator  # noqa: F401
 from .net import (IntegerNet, NetFormatError, QuantScheme, boards_from_fens, evaluate,  # noqa: F401
                   evaluate_fens, forward_int, load)
+from .sparse_l1 import evaluate_sparse, forward_sparse  # noqa: F401

@@ -184,7 +184,7 @@ def _as_float(net: IntegerNet, name: str, dtype: torch.dtype) -> torch.Tensor:
     return hit[1]
 
 
-def _accumulators_f32(net: IntegerNet, indices: torch.Tensor) -> torch.Tensor:
+def accumulators_f32(net: IntegerNet, indices: torch.Tensor) -> torch.Tensor:
     """Accumulators as exact integers held in float32: (N, A) indices -> (N, H) float32."""
     if indices.shape[1] > 256:
         raise ValueError("more than 256 active features would break the float32 exactness bound")
@@ -201,10 +201,10 @@ def accumulators(net: IntegerNet, indices: torch.Tensor) -> torch.Tensor:
     is below 2^24 in magnitude, so float32 holds it exactly (DESIGN.md, "exact integer
     arithmetic").
     """
-    return _accumulators_f32(net, indices).to(torch.int32)
+    return accumulators_f32(net, indices).to(torch.int32)
 
 
-def _check_int32(t: torch.Tensor, what: str) -> None:
+def check_int32(t: torch.Tensor, what: str) -> None:
     if t.numel() and (t.min() < INT32_MIN or t.max() > INT32_MAX):
         raise OverflowError(f"{what} leaves the int32 range ({int(t.min())}..{int(t.max())})")
 
@@ -235,7 +235,7 @@ def forward_int(net: IntegerNet, stm: torch.Tensor, nstm: torch.Tensor, bucket: 
     total = None
     accs = []
     for p, idx in enumerate((stm, nstm)):
-        acc = _accumulators_f32(net, idx)  # exact integers in float32
+        acc = accumulators_f32(net, idx)  # exact integers in float32
         if acc.numel() and (acc.min() < -32768 or acc.max() > 32767):
             raise OverflowError(f"accumulator leaves int16 ({int(acc.min())}..{int(acc.max())})")
         if return_parts:
@@ -251,13 +251,13 @@ def forward_int(net: IntegerNet, stm: torch.Tensor, nstm: torch.Tensor, bucket: 
         part = x.double() @ w[:, p * half:(p + 1) * half].T  # (N, B), exact integers < 2^53
         total = part if total is None else total.add_(part)
     total = total.gather(1, bucket.view(-1, 1)).squeeze(1).to(torch.int64)
-    _check_int32(total, "L1 sum")
+    check_int32(total, "L1 sum")
     if act in ("screlu", "pairwise_crelu"):
         out = torch.div(total, qa, rounding_mode="trunc")
     else:
         out = total
     out = out + net.l1b.to(torch.int64)[bucket]
-    _check_int32(out, "L1 output")
+    check_int32(out, "L1 output")
     ev = torch.div(out * s.scale, qa * s.qb, rounding_mode="trunc")
     if return_parts:
         return ev, {"acc": torch.stack(accs, 1), "sum": total}
