@@ -15,7 +15,7 @@ import argparse
 import json
 
 import torch
-from bench_sparse_ft import DTYPES, copy_bandwidth, cpu_note, environment, measure, pick_device
+from nnue.bench.bench_sparse_ft import DTYPES, copy_bandwidth, cpu_note, environment, measure, pick_device
 
 from nnue.kernels import reference
 

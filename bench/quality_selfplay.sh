@@ -2,7 +2,7 @@
 # Quality gate of the demo recipe on all of our own self-play (.plain, ~826k positions):
 # pack -> train (experiment=demo) -> export -> report. Prints the report JSON; with SAVE=1 it
 # also replaces the tracked bench/results/quality_selfplay.json. 4-10 minutes on 2 cores (the
-# pack takes about 70 s, the training 1.5 min on an otherwise idle machine, much longer when busy).
+# pack takes about 70 s, the training about 30 s on an otherwise idle machine, longer when busy).
 # Usage: [SAVE=1] bash bench/quality_selfplay.sh [WORK_DIR]   (default: a fresh temporary folder)
 set -euo pipefail
 cd "$(dirname "$0")/.."

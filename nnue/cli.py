@@ -208,10 +208,17 @@ def _non_negative(text: str) -> int:
 
 
 
+class _OneLineParser(argparse.ArgumentParser):
+    """argparse, but a usage error is one line: ``nnue <cmd>: error: ...`` (status 2)."""
+
+    def error(self, message: str):
+        self.exit(EXIT_BAD_INPUT, f"{self.prog}: error: {message} (see '{self.prog} --help')\n")
+
+
 def _parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="nnue", description="nnue-forge: pack self-play dumps, train "
+    p = _OneLineParser(prog="nnue", description="nnue-forge: pack self-play dumps, train "
                                 "NNUE nets, export integer nets, evaluate them.")
-    sub = p.add_subparsers(dest="cmd", required=True, metavar="COMMAND")
+    sub = p.add_subparsers(dest="cmd", required=True, metavar="COMMAND", parser_class=_OneLineParser)
 
     s = sub.add_parser("pack", help="pack dumps into a Parquet dataset",
                        description="Pack self-play dumps into a Parquet dataset (manifest, rejects). "
@@ -320,13 +327,20 @@ def check_train_args(overrides: list[str]) -> str | None:
         paths = cfg.data.path
         for p in [paths] if isinstance(paths, str) else list(paths):
             mf.load(p)
-        from nnue.trainer.model import PERSPECTIVE_ACTIVATIONS
+        from nnue.kernels import BACKENDS
+        from nnue.pipeline.features import get_feature_set, parse_output_buckets
+        from nnue.trainer.model import Arch, factor_map
 
-        if cfg.model.activation not in PERSPECTIVE_ACTIVATIONS:
-            return (f"model.activation={cfg.model.activation}: perspective nets support "
-                    f"{', '.join(PERSPECTIVE_ACTIVATIONS)}")
+        m = cfg.model
+        fs = get_feature_set(m.features)
+        buckets = parse_output_buckets(m.output_buckets)
+        Arch(fs.num_inputs, int(m.hidden), m.activation, buckets.count)  # checks activation, hidden
+        if m.get("backend", "auto") not in BACKENDS:
+            return f"model.backend={m.backend}: one of {', '.join(BACKENDS)}"
+        if m.get("factoriser"):
+            factor_map(m.features, fs.num_inputs)
     except Exception as e:  # Hydra/OmegaConf raise many types; all mean "bad arguments" here
-        msg = " ".join(str(e).split())
+        msg = " ".join(str(e.args[0] if isinstance(e, KeyError) and e.args else e).split())
         if "Missing mandatory value: data.path" in msg:
             msg = "data.path is required (a dataset folder written by 'nnue pack')"
         return msg

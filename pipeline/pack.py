@@ -415,7 +415,8 @@ def _pack_into(dataset, files, ignored, fmt, score_unit, options, progress, work
     bar = None
     if progress:
         from tqdm import tqdm
-        bar = tqdm(unit=" pos", unit_scale=True, file=sys.stderr, desc="pack", dynamic_ncols=True)
+        # disable=None: no bar when stderr is not a terminal (logs stay readable)
+        bar = tqdm(unit=" pos", unit_scale=True, file=sys.stderr, desc="pack", dynamic_ncols=True, disable=None)
     try:
         if workers > 1 and len(todo) > 1 and not dedup:
             from concurrent.futures import ProcessPoolExecutor, as_completed

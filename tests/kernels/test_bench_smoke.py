@@ -5,18 +5,15 @@ meaningless, code paths the same as on CUDA: speedups, targets, the block-size s
 from __future__ import annotations
 
 import importlib
-from pathlib import Path
 
 import pytest
 from kernel_testing import INTERPRETED
 
-BENCH = Path(__file__).resolve().parents[2] / "bench"
-
 
 @pytest.fixture
-def bench(monkeypatch):
-    monkeypatch.syspath_prepend(str(BENCH))
-    return lambda name: importlib.import_module(name)
+def bench():
+    """The benchmarks as installed (``nnue bench NAME`` imports them the same way)."""
+    return lambda name: importlib.import_module(f"nnue.bench.{name}")
 
 
 def test_bench_sparse_ft_smoke(bench, tmp_path):
