@@ -20,7 +20,6 @@ Target (issue 6): ≤ 5 µs per incremental move.
 from __future__ import annotations
 
 import argparse
-import json
 import platform
 import statistics
 import sys
@@ -29,6 +28,8 @@ from pathlib import Path
 
 import numpy as np
 import torch
+
+from nnue.bench import emit
 
 REPO = Path(__file__).resolve().parents[1]
 SAMPLE = REPO / "data" / "sample" / "sf15-n5000-s1-sample.plain"
@@ -304,11 +305,7 @@ def main(argv=None) -> int:
         "target_met": inc["incremental_us_per_move"] <= 5.0,
         "notes": notes(inc, sparse),
     }
-    text = json.dumps(report, indent=1)
-    print(text)
-    if a.out:
-        Path(a.out).write_text(text + "\n")
-    return 0
+    return emit(report, a.out)
 
 
 if __name__ == "__main__":

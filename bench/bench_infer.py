@@ -19,6 +19,8 @@ from pathlib import Path
 
 import torch
 
+from nnue.bench import emit
+
 REPO = Path(__file__).resolve().parents[1]
 
 
@@ -91,11 +93,7 @@ def main(argv=None) -> int:
                   "feature transformer as an exact float32 embedding_bag and L1 as an exact float64 "
                   "matrix product, then int64 divisions. Incremental updates: nnue bench incremental."),
     }
-    text = json.dumps(report, indent=1)
-    print(text)
-    if a.out:
-        Path(a.out).write_text(text + "\n")
-    return 0
+    return emit(report, a.out)
 
 
 if __name__ == "__main__":

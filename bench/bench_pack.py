@@ -9,13 +9,14 @@ per core for text dumps, ≥ 5M pos/s per core for fixed-record binary formats.
 from __future__ import annotations
 
 import argparse
-import json
 import platform
 import statistics
 import sys
 import tempfile
 import time
 from pathlib import Path
+
+from nnue.bench import emit
 
 REPO = Path(__file__).resolve().parents[1]
 SHARED = REPO.parent / "shared" / "data"
@@ -107,11 +108,7 @@ def main(argv=None) -> int:
                   "FEN parsing (cProfile). The targets need the bulk path extended to .bin and "
                   "binpack (move legality in NumPy) and a compiled text parser; not built yet."),
     }
-    text = json.dumps(report, indent=1)
-    print(text)
-    if a.out:
-        Path(a.out).write_text(text + "\n")
-    return 0
+    return emit(report, a.out)
 
 
 if __name__ == "__main__":

@@ -127,7 +127,7 @@ def cmd_inspect(args) -> int:
         print(f"  score (stm POV, excluding {report['score_none']:,} none and {report['score_mate']:,} "
               f"mate): min {s['min']:.0f}  p1 {s['p1']:.0f}  median {s['median']:.0f}  "
               f"p99 {s['p99']:.0f}  max {s['max']:.0f}  mean {s['mean']:.1f}")
-    print(f"  result (stm POV): " + "  ".join(f"{k}: {v:,}" for k, v in report["result"].items()))
+    print("  result (stm POV): " + "  ".join(f"{k}: {v:,}" for k, v in report["result"].items()))
     if report["ply"]:
         p = report["ply"]
         print(f"  ply: min {p['min']:.0f}  median {p['median']:.0f}  max {p['max']:.0f}"

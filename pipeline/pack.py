@@ -193,7 +193,6 @@ def pack_file(path: Path, fmt: str, dataset: Path, sha: str, score_unit: str,
 
     def seal():
         """Turn the rows gathered one by one into a table segment."""
-        nonlocal pending
         if not cols["board"]:
             return
         n = len(cols["board"])
