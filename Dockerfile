@@ -20,6 +20,7 @@ COPY trainer trainer
 COPY kernels kernels
 COPY inference inference
 COPY conf conf
+COPY bench bench
 RUN pip install .
 COPY data/sample data/sample
 COPY scripts scripts
