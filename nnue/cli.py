@@ -55,17 +55,27 @@ def cmd_pack(args) -> int:
 
 
 # ------------------------------------------------------------------------------------- inspect
-def _percentiles(a) -> dict:
+def _hist_stats(counts, offset: int) -> dict:
+    """min, percentiles (nearest rank, 'inverted CDF') and mean of the values whose histogram is
+    ``counts`` (value = index + offset). Exact, whatever the number of rows."""
     import numpy as np
 
-    if len(a) == 0:
+    total = int(counts.sum())
+    if total == 0:
         return {}
-    q = np.percentile(a, [0, 1, 25, 50, 75, 99, 100])
-    return {"min": float(q[0]), "p1": float(q[1]), "p25": float(q[2]), "median": float(q[3]),
-            "p75": float(q[4]), "p99": float(q[5]), "max": float(q[6]), "mean": float(np.mean(a))}
+    values = np.arange(len(counts)) + offset
+    cdf = np.cumsum(counts)
+    out = {}
+    for name, q in (("min", 0), ("p1", 1), ("p25", 25), ("median", 50), ("p75", 75), ("p99", 99)):
+        out[name] = float(values[np.searchsorted(cdf, max(1, int(np.ceil(q / 100 * total))))])
+    out["max"] = float(values[np.nonzero(counts)[0][-1]])
+    out["mean"] = float((counts * values).sum() / total)
+    return out
 
 
 def cmd_inspect(args) -> int:
+    """Dataset statistics in one streaming pass (memory bounded by one row group: histograms of
+    the int16/uint16 columns give exact percentiles)."""
     import numpy as np
     import pyarrow.parquet as pq
 
@@ -77,14 +87,34 @@ def cmd_inspect(args) -> int:
     m = mf.load(ds)
     cols = ["score", "result", "ply", "piece_count", "in_check", "best_move_is_capture", "game_id", "flags"]
     parts = [ds / f["part"] for f in sorted(m["files"].values(), key=lambda e: e["part"]) if f["packed"]]
-    arrays: dict[str, list] = {c: [] for c in cols}
+    score_h = np.zeros(65536, np.int64)
+    ply_h = np.zeros(65536, np.int64)
+    pc_h = np.zeros(65, np.int64)
+    res_h = np.zeros(3, np.int64)
+    n = games = none = mate = ply_unknown = in_check = capture = 0
     fens = []
     for p in parts:
         pf = pq.ParquetFile(p)
+        last_game = None  # games are contiguous runs of one game id within a part file
         for rg in range(pf.metadata.num_row_groups):
             t = pf.read_row_group(rg, columns=cols + (["board"] if len(fens) < args.fens else []))
-            for c in cols:
-                arrays[c].append(t.column(c).to_numpy(zero_copy_only=False))
+            a = {c: t.column(c).to_numpy(zero_copy_only=False) for c in cols}
+            flags = a["flags"].astype(np.int64)
+            scored = (flags & (FLAG_SCORE_NONE | FLAG_SCORE_MATE)) == 0
+            score_h += np.bincount(a["score"][scored].astype(np.int64) + 32768, minlength=65536)
+            known = (flags & FLAG_PLY_UNKNOWN) == 0
+            ply_h += np.bincount(a["ply"][known].astype(np.int64), minlength=65536)
+            pc_h += np.bincount(a["piece_count"].astype(np.int64), minlength=65)
+            res_h += np.bincount(a["result"].astype(np.int64) + 1, minlength=3)
+            gid = a["game_id"]
+            games += int((gid[1:] != gid[:-1]).sum()) + int(len(gid) > 0 and gid[0] != last_game)
+            last_game = gid[-1] if len(gid) else last_game
+            n += len(gid)
+            none += int(((flags & FLAG_SCORE_NONE) != 0).sum())
+            mate += int(((flags & FLAG_SCORE_MATE) != 0).sum())
+            ply_unknown += int((~known).sum())
+            in_check += int(np.asarray(a["in_check"], bool).sum())
+            capture += int(np.nan_to_num(a["best_move_is_capture"].astype(float)).sum())
             if len(fens) < args.fens:
                 need = args.fens - len(fens)
                 boards = t.column("board").slice(0, need).to_pylist()
@@ -92,26 +122,16 @@ def cmd_inspect(args) -> int:
                 fl = t.column("flags").to_pylist()
                 fens += [(unpack_fen(b), None if fl[i] & FLAG_SCORE_NONE else sc[i], rs[i])
                          for i, b in enumerate(boards)]
-    a = {c: (np.concatenate(v) if v else np.zeros(0)) for c, v in arrays.items()}
-    flags = a["flags"].astype(np.int64)
-    scored = (flags & (FLAG_SCORE_NONE | FLAG_SCORE_MATE)) == 0
-    res_vals, res_counts = np.unique(a["result"], return_counts=True)
-    pc_vals, pc_counts = np.unique(a["piece_count"], return_counts=True)
     totals = mf.totals(m)
     report = {
         "dataset": str(ds), "schema_version": m["schema_version"], "score_unit": m["score_unit"],
-        "files": len(m["files"]), "positions": int(len(a["score"])),
-        "games": int(len(np.unique(a["game_id"]))), "read": totals["read"],
+        "files": len(m["files"]), "positions": n, "games": games, "read": totals["read"],
         "packed": totals["packed"], "rejected": totals["rejected"],
-        "score": _percentiles(a["score"][scored]),
-        "score_none": int(((flags & FLAG_SCORE_NONE) != 0).sum()),
-        "score_mate": int(((flags & FLAG_SCORE_MATE) != 0).sum()),
-        "result": {str(int(v)): int(n) for v, n in zip(res_vals, res_counts)},
-        "ply": _percentiles(a["ply"][(flags & FLAG_PLY_UNKNOWN) == 0]),
-        "ply_unknown": int(((flags & FLAG_PLY_UNKNOWN) != 0).sum()),
-        "piece_count": {str(int(v)): int(n) for v, n in zip(pc_vals, pc_counts)},
-        "in_check": int(np.asarray(a["in_check"], bool).sum()),
-        "best_move_is_capture": int(np.nan_to_num(a["best_move_is_capture"].astype(float)).sum()),
+        "score": _hist_stats(score_h, -32768), "score_none": none, "score_mate": mate,
+        "result": {str(v - 1): int(c) for v, c in enumerate(res_h) if c},
+        "ply": _hist_stats(ply_h, 0), "ply_unknown": ply_unknown,
+        "piece_count": {str(v): int(c) for v, c in enumerate(pc_h) if c},
+        "in_check": in_check, "best_move_is_capture": capture,
         "fens": [{"fen": f, "score": s, "result": r} for f, s, r in fens],
     }
     if args.json:
