@@ -12,12 +12,12 @@ and the JSON says so.
 from __future__ import annotations
 
 import argparse
-import json
 
 import torch
 from nnue.bench.bench_sparse_ft import DTYPES, copy_bandwidth, cpu_note, environment, measure, pick_device
 
 from nnue.kernels import reference
+from nnue.bench import emit
 
 NAMES = ("crelu", "screlu", "hardswish", "swish", "swiglu")
 GPU_SHAPE, CPU_SHAPE = (16384, 2048), (1024, 512)
@@ -91,11 +91,7 @@ def main(argv=None) -> dict:
                           for dt in a.dtypes.split(",") for name in a.names.split(",")]}
     if not on_gpu:
         result["note"] = cpu_note(f"shape {shape}", shape == GPU_SHAPE, backends)
-    text = json.dumps(result, indent=1)
-    print(text)
-    if a.out:
-        with open(a.out, "w") as f:
-            f.write(text + "\n")
+    emit(result, a.out)
     return result
 
 

@@ -17,7 +17,6 @@ and the JSON says so.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import platform
 import statistics
@@ -27,6 +26,7 @@ import time
 import torch
 
 from nnue.kernels import reference
+from nnue.bench import emit
 
 TARGET = dict(batch=16384, features=45056, hidden=1024, active=32)
 CPU_CASE = dict(batch=1024, features=45056, hidden=256, active=32)
@@ -267,11 +267,7 @@ def main(argv=None) -> dict:
         result["sweep_fp32"] = {act: sweep(case["batch"], case["features"], case["hidden"], case["active"], act,
                                            device, max(1, reps // 2), min(2, a.warmup))
                                for act in ("screlu", "pairwise_crelu")}
-    text = json.dumps(result, indent=1)
-    print(text)
-    if a.out:
-        with open(a.out, "w") as f:
-            f.write(text + "\n")
+    emit(result, a.out)
     return result
 
 

@@ -133,6 +133,18 @@ class IntegerNet:
         atomic_write_bytes(Path(path), self.raw_bytes())
 
 
+def make_arch(feature_set: str, hidden: int, activation: str, output_buckets: str) -> dict:
+    """The ``arch`` dict of an :class:`IntegerNet` (written into the header) for a perspective
+    net: feature set by name (its hash and input count looked up), H per perspective, the
+    activation and the output-bucket spec (e.g. "MaterialCount<8>"). Raises KeyError/ValueError
+    for unknown names."""
+    fs = get_feature_set(feature_set)
+    buckets = parse_output_buckets(output_buckets)
+    return {"feature_set": fs.name, "feature_hash": fs.hash, "num_inputs": fs.num_inputs,
+            "hidden": hidden, "activation": activation, "output_buckets": buckets.name,
+            "num_buckets": buckets.count, "l1_inputs": hidden if activation == "pairwise_crelu" else 2 * hidden}
+
+
 def load(path: str | Path, expect: dict | None = None) -> IntegerNet:
     """Load ``net.safetensors``. ``expect``: metadata fields that must match (e.g.
     ``{"feature_set": "chess768"}``). Raises NetFormatError naming the mismatching field."""

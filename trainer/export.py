@@ -26,7 +26,7 @@ from pathlib import Path
 import torch
 from safetensors import safe_open
 
-from nnue.inference.net import INT32_MAX, IntegerNet, QuantScheme, forward_int
+from nnue.inference.net import INT32_MAX, IntegerNet, QuantScheme, forward_int, make_arch
 from nnue.kernels import sparse_ft_pair
 from nnue.pipeline import manifest as mf
 from nnue.pipeline.atomic import atomic_write_bytes
@@ -243,9 +243,7 @@ def export(ckpt: str | Path, out_dir: str | Path, clip: bool = False, data_path=
         if (Path(first) / mf.MANIFEST).exists():
             manifest_hash = mf.digest(first)
     net = IntegerNet(
-        arch={"feature_set": fs.name, "feature_hash": fs.hash, "num_inputs": arch.num_inputs,
-              "hidden": arch.hidden, "activation": arch.activation, "output_buckets": buckets.name,
-              "num_buckets": arch.num_buckets, "l1_inputs": arch.l1_inputs},
+        arch=make_arch(fs.name, arch.hidden, arch.activation, buckets.name),
         scheme=scheme, l0w=q["l0w"].to(torch.int16), l0b=q["l0b"].to(torch.int16),
         l1w=q["l1w"].to(torch.int16), l1b=q["l1b"].to(torch.int16),
         provenance={"checkpoint": str(ckpt), "dataset_manifest_sha256": manifest_hash,

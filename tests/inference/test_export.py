@@ -9,7 +9,7 @@ import torch
 from netfiles import make_model, write_weights
 
 from nnue.inference import NetFormatError, evaluate, forward_int, load
-from nnue.inference.net import IntegerNet, QuantScheme
+from nnue.inference.net import IntegerNet, QuantScheme, make_arch
 from nnue.trainer.export import ExportError, audit, export, quantise
 
 ACTS = ["crelu", "screlu", "pairwise_crelu"]
@@ -131,8 +131,7 @@ def test_audit_refuses_screlu_output_weights_beyond_int16_product():
 def test_integer_eval_raises_on_int32_overflow():
     H = 64
     net = IntegerNet(
-        arch={"feature_set": "chess768", "feature_hash": "x", "num_inputs": 768, "hidden": H,
-              "activation": "screlu", "output_buckets": "MaterialCount<1>", "num_buckets": 1, "l1_inputs": 2 * H},
+        arch=make_arch("chess768", H, "screlu", "MaterialCount<1>"),
         scheme=QuantScheme(), l0w=torch.full((768, H), 1000, dtype=torch.int16),
         l0b=torch.zeros(H, dtype=torch.int16), l1w=torch.full((1, 2 * H), 32767, dtype=torch.int16),
         l1b=torch.zeros(1, dtype=torch.int16))

@@ -9,34 +9,14 @@ import numpy as np
 import pytest
 import torch
 from conftest import SAMPLE
+from netfiles import make_int_net
 
 from nnue.inference.incremental import IncrementalAccumulator, parse_move
-from nnue.inference.net import IntegerNet, QuantScheme, forward_int
+from nnue.inference.net import forward_int
 from nnue.pipeline.board import pack_board
-from nnue.pipeline.features import get_feature_set
 from nnue.pipeline.features.kb768 import PRESETS, expand_map, parse_map
 
 SETS = ["chess768", "kb768hm4", "halfkp", "halfkav2_hm"]
-
-
-def make_int_net(fs_name: str, act: str = "screlu", hidden: int = 64, buckets: int = 8,
-                 seed: int = 0, dead: float = 0.0) -> IntegerNet:
-    """A random integer net with an exported net's magnitudes: FT weights in ±150 (±0.6 at QA),
-    biases −100..250, L1 weights in ±128 (the screlu audit's limit), bucket biases ±3000.
-    Every accumulator fits int16 (250 + 32·150) and every L1 sum int32 (128 · 65025 · 128).
-    dead: fraction of neurons given a bias of −8000 (never active)."""
-    fs = get_feature_set(fs_name)
-    g = torch.Generator().manual_seed(seed)
-    l1_inputs = hidden if act == "pairwise_crelu" else 2 * hidden
-    l0w = torch.randint(-150, 151, (fs.num_inputs, hidden), generator=g).to(torch.int16)
-    l0b = torch.randint(-100, 251, (hidden,), generator=g).to(torch.int16)
-    l0b[: int(dead * hidden)] = -8000
-    l1w = torch.randint(-128, 129, (buckets, l1_inputs), generator=g).to(torch.int16)
-    l1b = torch.randint(-3000, 3001, (buckets,), generator=g).to(torch.int16)
-    arch = {"feature_set": fs.name, "feature_hash": fs.hash, "num_inputs": fs.num_inputs,
-            "hidden": hidden, "activation": act, "output_buckets": f"MaterialCount<{buckets}>",
-            "num_buckets": buckets, "l1_inputs": l1_inputs}
-    return IntegerNet(arch, QuantScheme(), l0w, l0b, l1w, l1b)
 
 
 @pytest.fixture(scope="module")

@@ -4,6 +4,7 @@ from __future__ import annotations
 import pytest
 import torch
 from conftest import SAMPLE
+from netfiles import make_int_net
 
 from nnue.inference.net import IntegerNet, QuantScheme, boards_from_fens, evaluate, forward_int
 from nnue.inference.sparse_l1 import (activations, block_stats, evaluate_sparse, forward_sparse,
@@ -12,24 +13,6 @@ from nnue.pipeline.features import get_feature_set
 
 ACTS = ["crelu", "screlu", "pairwise_crelu"]
 METHODS = ["gather", "compact"]
-
-
-def make_int_net(fs_name: str, act: str, hidden: int = 64, buckets: int = 8, seed: int = 0,
-                 dead: float = 0.0, bias: tuple[int, int] = (-100, 250)) -> IntegerNet:
-    """A random integer net with an exported net's magnitudes (see test_incremental.py);
-    dead: the fraction of neurons given a bias of −8000, so they never fire."""
-    fs = get_feature_set(fs_name)
-    g = torch.Generator().manual_seed(seed)
-    l1_inputs = hidden if act == "pairwise_crelu" else 2 * hidden
-    l0w = torch.randint(-150, 151, (fs.num_inputs, hidden), generator=g).to(torch.int16)
-    l0b = torch.randint(bias[0], bias[1] + 1, (hidden,), generator=g).to(torch.int16)
-    l0b[torch.randperm(hidden, generator=g)[: int(dead * hidden)]] = -8000
-    l1w = torch.randint(-128, 129, (buckets, l1_inputs), generator=g).to(torch.int16)
-    l1b = torch.randint(-3000, 3001, (buckets,), generator=g).to(torch.int16)
-    arch = {"feature_set": fs.name, "feature_hash": fs.hash, "num_inputs": fs.num_inputs,
-            "hidden": hidden, "activation": act, "output_buckets": f"MaterialCount<{buckets}>",
-            "num_buckets": buckets, "l1_inputs": l1_inputs}
-    return IntegerNet(arch, QuantScheme(), l0w, l0b, l1w, l1b)
 
 
 @pytest.fixture(scope="module")
