@@ -49,14 +49,21 @@ class NetFormatError(ValueError):
 
 @dataclass(frozen=True)
 class QuantScheme:
-    """Quantisation of a perspective net (bullet's conventions).
+    """Quantisation of an integer net: scales, dtypes, rounding and shifts of every layer.
 
-    qa: scale of L0 weights/biases and of the clipped activation (v ≤ qa). qb: scale of L1
-    weights. scale: eval scale to centipawns (eval_cp = y · scale). Biases of L1 are at qa·qb.
-    All stored tensors are int16, rounded to nearest (``torch.round``, half to even).
+    Perspective nets (bullet's conventions): qa: scale of L0 weights/biases and of the clipped
+    activation (v ≤ qa). qb: scale of L1 weights. scale: eval scale to centipawns (eval_cp =
+    y · scale). Biases of L1 are at qa·qb. All stored tensors are ``weight_dtype`` (int16),
+    rounded to nearest (``torch.round``, half to even); sums are ``sum_dtype`` (int32).
     ft_clip / l1_clip: float weight limits the trainer clamps to, chosen so that every
     quantised weight fits int16 and, for screlu/pairwise, ``v · l1w`` fits int16 at v = qa
     (|l1w| ≤ 127 -> |w| ≤ 127 / qb = 1.984).
+
+    Deep nets (:mod:`nnue.inference.deep`, Stockfish layer-stack style) add: ``l0_shift``, the
+    right shift that brings a product of two L0 activations (≤ qa²) back to u8 (qa = 255,
+    shift 8: ≤ 254); dense layers hold ``dense_weight_dtype`` (int8) weights at scale qb and
+    ``dense_bias_dtype`` (int32) biases at qa·qb, and hidden dense layers shift their int32
+    sums right by :attr:`dense_shift` = log2(qb) back to activation scale qa.
     """
 
     qa: int = 255
@@ -67,27 +74,28 @@ class QuantScheme:
     rounding: str = "nearest-even"
     weight_dtype: str = "int16"
     sum_dtype: str = "int32"
+    l0_shift: int = 8
+    dense_weight_dtype: str = "int8"
+    dense_bias_dtype: str = "int32"
+
+    @property
+    def dense_shift(self) -> int:
+        """Deep nets: the right shift after each hidden dense layer, log2(qb). Raises
+        ValueError when qb is not a power of two."""
+        if self.qb <= 0 or self.qb & (self.qb - 1):
+            raise ValueError(f"deep nets need qb to be a power of two, got {self.qb}")
+        return self.qb.bit_length() - 1
 
     def to_dict(self) -> dict:
         return asdict(self)
 
 
-@dataclass
-class IntegerNet:
-    """An exported integer perspective net.
+class NetFile:
+    """What every integer net shares: header, metadata, the ``.safetensors`` writer and the raw
+    ``.bin`` writer. Subclasses define ``arch``, ``scheme``, ``provenance``, :meth:`tensors`
+    (name -> tensor, in file order) and :meth:`raw_layout` (a one-line description)."""
 
-    arch: {"feature_set", "feature_hash", "num_inputs", "hidden", "activation",
-    "output_buckets", "num_buckets", "l1_inputs"}. l0w: (F, H) int16; l0b: (H,) int16;
-    l1w: (B, L1) int16 (first L1/2 weigh the stm half); l1b: (B,) int16.
-    """
-
-    arch: dict
-    scheme: QuantScheme
-    l0w: torch.Tensor
-    l0b: torch.Tensor
-    l1w: torch.Tensor
-    l1b: torch.Tensor
-    provenance: dict = field(default_factory=dict)
+    kind = "perspective"
 
     @property
     def features(self) -> FeatureSet:
@@ -112,7 +120,7 @@ class IntegerNet:
         return {META_KEY: json.dumps(self.header(), sort_keys=True)}
 
     def tensors(self) -> dict[str, torch.Tensor]:
-        return {"l0w": self.l0w, "l0b": self.l0b, "l1w": self.l1w, "l1b": self.l1b}
+        raise NotImplementedError
 
     def save(self, path: str | Path) -> None:
         """Write ``net.safetensors`` atomically (byte-identical for identical nets)."""
@@ -120,17 +128,49 @@ class IntegerNet:
         atomic_write_bytes(Path(path), data)
 
     def raw_bytes(self) -> bytes:
-        """The raw engine layout, little-endian, no header::
-
-            l0w int16[F][H] | l0b int16[H] | l1w int16[B][L1] | l1b int16[B] | zeros to 64 B
-        """
-        parts = [t.contiguous().numpy().astype("<i2").tobytes()
-                 for t in (self.l0w, self.l0b, self.l1w, self.l1b)]
-        raw = b"".join(parts)
+        """The raw engine layout (:meth:`raw_layout`): every tensor of :meth:`tensors` in order,
+        little-endian, row-major, no header, zero-padded to a multiple of 64 bytes."""
+        le = {torch.int8: "i1", torch.int16: "<i2", torch.int32: "<i4"}
+        raw = b"".join(t.contiguous().numpy().astype(le[t.dtype]).tobytes() for t in self.tensors().values())
         return raw + bytes(-len(raw) % 64)
 
     def write_bin(self, path: str | Path) -> None:
         atomic_write_bytes(Path(path), self.raw_bytes())
+
+
+@dataclass
+class IntegerNet(NetFile):
+    """An exported integer perspective net.
+
+    arch: {"kind": "perspective", "feature_set", "feature_hash", "num_inputs", "hidden",
+    "activation", "output_buckets", "num_buckets", "l1_inputs"}. l0w: (F, H) int16; l0b: (H,)
+    int16; l1w: (B, L1) int16 (first L1/2 weigh the stm half); l1b: (B,) int16.
+    """
+
+    arch: dict
+    scheme: QuantScheme
+    l0w: torch.Tensor
+    l0b: torch.Tensor
+    l1w: torch.Tensor
+    l1b: torch.Tensor
+    provenance: dict = field(default_factory=dict)
+
+    kind = "perspective"
+
+    def tensors(self) -> dict[str, torch.Tensor]:
+        return {"l0w": self.l0w, "l0b": self.l0b, "l1w": self.l1w, "l1b": self.l1b}
+
+    @staticmethod
+    def raw_layout() -> str:
+        return "l0w int16[F][H] | l0b int16[H] | l1w int16[B][L1] | l1b int16[B] | zeros to a multiple of 64 B"
+
+    @staticmethod
+    def tensor_specs(arch: dict) -> dict[str, tuple[torch.dtype, tuple]]:
+        """name -> (dtype, shape) of every tensor a net of ``arch`` holds."""
+        return {"l0w": (torch.int16, (arch["num_inputs"], arch["hidden"])),
+                "l0b": (torch.int16, (arch["hidden"],)),
+                "l1w": (torch.int16, (arch["num_buckets"], arch["l1_inputs"])),
+                "l1b": (torch.int16, (arch["num_buckets"],))}
 
 
 def make_arch(feature_set: str, hidden: int, activation: str, output_buckets: str) -> dict:
@@ -140,14 +180,18 @@ def make_arch(feature_set: str, hidden: int, activation: str, output_buckets: st
     for unknown names."""
     fs = get_feature_set(feature_set)
     buckets = parse_output_buckets(output_buckets)
-    return {"feature_set": fs.name, "feature_hash": fs.hash, "num_inputs": fs.num_inputs,
+    return {"kind": "perspective", "feature_set": fs.name, "feature_hash": fs.hash, "num_inputs": fs.num_inputs,
             "hidden": hidden, "activation": activation, "output_buckets": buckets.name,
             "num_buckets": buckets.count, "l1_inputs": hidden if activation == "pairwise_crelu" else 2 * hidden}
 
 
-def load(path: str | Path, expect: dict | None = None) -> IntegerNet:
-    """Load ``net.safetensors``. ``expect``: metadata fields that must match (e.g.
-    ``{"feature_set": "chess768"}``). Raises NetFormatError naming the mismatching field."""
+def load(path: str | Path, expect: dict | None = None) -> NetFile:
+    """Load ``net.safetensors``: an :class:`IntegerNet` (perspective) or a
+    :class:`~nnue.inference.deep.DeepIntegerNet` (``architecture.kind == "deep"``).
+
+    ``expect``: metadata fields that must match (e.g. ``{"feature_set": "chess768"}``). Raises
+    NetFormatError naming the mismatching field, or the tensor whose dtype/shape is wrong.
+    """
     path = Path(path)
     try:
         with safe_open(str(path), framework="pt") as f:
@@ -169,20 +213,28 @@ def load(path: str | Path, expect: dict | None = None) -> IntegerNet:
         if str(meta.get(k)) != str(v):
             raise NetFormatError(f"{path}: field {k!r} is {meta.get(k)!r}, expected {v!r}")
     arch = meta["architecture"]
-    scheme = QuantScheme(**meta["quantisation"])
+    try:
+        scheme = QuantScheme(**meta["quantisation"])
+    except TypeError as e:
+        raise NetFormatError(f"{path}: field 'quantisation' is not a scheme this build reads: {e}") from None
     fs = get_feature_set(arch["feature_set"])
     if fs.hash != arch["feature_hash"]:
         raise NetFormatError(f"{path}: field 'feature_hash' is {arch['feature_hash']}, but this build's "
                              f"{fs.name} hashes to {fs.hash}: the indexing differs")
-    shapes = {"l0w": (arch["num_inputs"], arch["hidden"]), "l0b": (arch["hidden"],),
-              "l1w": (arch["num_buckets"], arch["l1_inputs"]), "l1b": (arch["num_buckets"],)}
-    for k, shape in shapes.items():
+    kind = arch.get("kind", "perspective")
+    if kind == "deep":
+        from .deep import DeepIntegerNet as cls
+    elif kind == "perspective":
+        cls = IntegerNet
+    else:
+        raise NetFormatError(f"{path}: field 'architecture.kind' is {kind!r}, expected 'perspective' or 'deep'")
+    specs = cls.tensor_specs(arch)
+    for k, (dtype, shape) in specs.items():
         t = tensors.get(k)
-        if t is None or tuple(t.shape) != shape or t.dtype != torch.int16:
-            raise NetFormatError(f"{path}: tensor {k!r} should be int16 {shape}, found "
-                                 f"{None if t is None else (t.dtype, tuple(t.shape))}")
-    return IntegerNet(arch, scheme, tensors["l0w"], tensors["l0b"], tensors["l1w"], tensors["l1b"],
-                      meta.get("provenance") or {})
+        if t is None or tuple(t.shape) != shape or t.dtype != dtype:
+            raise NetFormatError(f"{path}: tensor {k!r} should be {str(dtype).removeprefix('torch.')} {shape}, "
+                                 f"found {None if t is None else (t.dtype, tuple(t.shape))}")
+    return cls(arch, scheme, *(tensors[k] for k in specs), provenance=meta.get("provenance") or {})
 
 
 def _as_float(net: IntegerNet, name: str, dtype: torch.dtype) -> torch.Tensor:
@@ -278,6 +330,10 @@ def forward_int(net: IntegerNet, stm: torch.Tensor, nstm: torch.Tensor, bucket: 
 
 def evaluate(net: IntegerNet, boards: torch.Tensor, chunk: int = 1024) -> torch.Tensor:
     """Integer evals of packed boards: (N, 32) uint8 -> (N,) int64 centipawns, stm POV."""
+    if net.kind == "deep":
+        from .deep import evaluate as evaluate_deep
+
+        return evaluate_deep(net, boards, chunk)
     fs, buckets = net.features, net.buckets
     out = []
     for s in range(0, boards.shape[0], chunk):

@@ -26,6 +26,7 @@ from pathlib import Path
 import torch
 from safetensors import safe_open
 
+from nnue.inference import deep as deep_int
 from nnue.inference.net import INT32_MAX, IntegerNet, QuantScheme, forward_int, make_arch
 from nnue.kernels import sparse_ft_pair
 from nnue.pipeline import manifest as mf
@@ -34,16 +35,17 @@ from nnue.pipeline.batch import to_sparse_batch
 from nnue.pipeline.features import get_feature_set, parse_output_buckets
 
 from .metrics import spearman
-from .model import Arch, PerspectiveNet, factor_map
+from .model import DeepArch, DeepNet, PerspectiveNet, build_model
 
 INT16_MAX = 32767
+INT8_MAX = 127
 
 
 class ExportError(ValueError):
     """The net cannot be exported exactly; the message names layer, neuron and value."""
 
 
-def load_checkpoint(path: str | Path) -> tuple[PerspectiveNet, dict, dict, dict]:
+def load_checkpoint(path: str | Path) -> tuple[PerspectiveNet | DeepNet, dict, dict, dict]:
     """Load a float model from a Lightning ``.ckpt`` or a ``weights-*.safetensors`` file.
 
     Returns (model in eval mode, hparams, data hparams (may be empty), progress dict).
@@ -73,49 +75,86 @@ def load_checkpoint(path: str | Path) -> tuple[PerspectiveNet, dict, dict, dict]
                     "val_loss": ck.get("nnue_forge", {}).get("val_loss")}
     fs = get_feature_set(hp["features"])
     buckets = parse_output_buckets(hp["output_buckets"])
-    arch = Arch(fs.num_inputs, int(hp["hidden"]), hp["activation"], buckets.count)
-    factors = factor_map(hp["features"], fs.num_inputs) if hp.get("factoriser") else None
-    model = PerspectiveNet(arch, backend="torch", factors=factors)
-    model.load_state_dict(state)
+    scheme = QuantScheme(**(hp.get("quant") or {}))
+    try:
+        model = build_model(hp.get("kind") or "perspective", hp["features"], fs.num_inputs, int(hp["hidden"]),
+                            hp["activation"], buckets.count, "torch", bool(hp.get("factoriser")),
+                            hp.get("deep"), product_scale=scheme.qa / (1 << scheme.l0_shift))
+        model.load_state_dict(state)
+    except (ValueError, RuntimeError) as e:
+        raise ExportError(f"{path}: checkpoint does not match its hparams: {e}") from None
     model.eval()
     return model, hp, data, progress
 
 
-def quantise(model: PerspectiveNet, scheme: QuantScheme) -> dict[str, torch.Tensor]:
-    """Float state -> rounded integer tensors, int64 (range checked by :func:`audit`)."""
+def quantise(model: PerspectiveNet | DeepNet, scheme: QuantScheme) -> dict[str, torch.Tensor]:
+    """Float state -> rounded integer tensors, int64 (range checked by :func:`audit`).
+
+    Perspective nets: l0 at QA, l1 weights at QB, l1 bias at QA·QB. Deep nets
+    (:mod:`nnue.inference.deep`): l0 at QA; l1, l2, out weights at QB (bucket-major,
+    (B, N_out, N_in)); their biases at QA·QB, plus QB/2 for l1 and l2 so that the floor shift
+    by log2(QB) rounds to nearest."""
     qa, qb = scheme.qa, scheme.qb
+    r = lambda t, k: torch.round(t.double() * k).long()  # noqa: E731
     with torch.no_grad():
-        return {
-            "l0w": torch.round(model.folded_ft_weight().double() * qa).long(),
-            "l0b": torch.round(model.ft.bias.double() * qa).long(),
-            "l1w": torch.round(model.l1.weight.double() * qb).long(),
-            "l1b": torch.round(model.l1.bias.double() * qa * qb).long(),
+        q = {"l0w": r(model.folded_ft_weight(), qa), "l0b": r(model.ft.bias, qa)}
+        if not isinstance(model, DeepNet):
+            return q | {"l1w": r(model.l1.weight, qb), "l1b": r(model.l1.bias, qa * qb)}
+        a = model.arch
+        B, N1, N2 = a.num_buckets, a.l1_outputs, a.l2_outputs
+        half = qb // 2
+        return q | {
+            "l1w": r(model.l1.weight, qb).view(B, N1, a.l1_inputs), "l1b": r(model.l1.bias, qa * qb).view(B, N1) + half,
+            "l2w": r(model.l2.weight, qb).view(B, N2, N1), "l2b": r(model.l2.bias, qa * qb).view(B, N2) + half,
+            "outw": r(model.out.weight, qb), "outb": r(model.out.bias, qa * qb),
         }
 
 
-def audit(q: dict[str, torch.Tensor], arch: Arch, scheme: QuantScheme, max_active: int,
+def _where(t: torch.Tensor, flat: int) -> str:
+    """A flat index of ``t`` as its (i, j, …) index."""
+    idx, rest = [], flat
+    for d in reversed(t.shape):
+        idx.append(rest % d)
+        rest //= d
+    return "[" + ", ".join(map(str, reversed(idx))) + "]"
+
+
+def audit(q: dict[str, torch.Tensor], arch, scheme: QuantScheme, max_active: int,
           clip: bool = False) -> tuple[dict[str, torch.Tensor], dict]:
     """Check (or, with clip, repair) the static ranges of quantised tensors.
 
-    Returns (tensors, report). Raises ExportError listing the first violations otherwise.
+    arch: :class:`~.model.Arch` or :class:`~.model.DeepArch`. Checks: every tensor fits its
+    dtype (int16; deep dense weights int8, their biases int32); per L0 neuron, ``|l0b| + Σ of
+    the max_active largest |l0w|`` fits int16; perspective screlu/pairwise: ``|l1w|·QA`` fits
+    int16; the worst-case sum of every later neuron (|bias| + Σ |w|·max input) against int32.
+    Returns (tensors, report). Raises ExportError naming layer, index and value otherwise.
     """
     q = {k: v.clone() for k, v in q.items()}
     problems: list[str] = []
     clipped: dict[str, int] = {}
+    deep = isinstance(arch, DeepArch)
 
-    def fit(name: str, limit: int):
+    def fit(name: str, lo: int, hi: int, why: str = ""):
         t = q[name]
-        bad = t.abs() > limit
+        bad = (t < lo) | (t > hi)
         if bad.any():
             i = int(bad.flatten().nonzero()[0])
-            problems.append(f"{name}: {int(bad.sum())} value(s) beyond ±{limit}, first at flat index "
-                            f"{i} = {int(t.flatten()[i])}")
+            problems.append(f"{name}: {int(bad.sum())} value(s) outside {lo}..{hi}{why}, first at "
+                            f"{_where(t, i)} = {int(t.flatten()[i])}")
             if clip:
                 clipped[name] = clipped.get(name, 0) + int(bad.sum())
-                q[name] = t.clamp(-limit, limit)
+                q[name] = t.clamp(lo, hi)
 
-    for name in ("l0w", "l0b", "l1w", "l1b"):
-        fit(name, INT16_MAX)
+    fit("l0w", -INT16_MAX, INT16_MAX, " (int16)")
+    fit("l0b", -INT16_MAX, INT16_MAX, " (int16)")
+    if deep:
+        for name in ("l1w", "l2w", "outw"):
+            fit(name, -INT8_MAX, INT8_MAX, " (int8)")
+        for name in ("l1b", "l2b", "outb"):
+            fit(name, -INT32_MAX, INT32_MAX, " (int32)")
+    else:
+        fit("l1w", -INT16_MAX, INT16_MAX, " (int16)")
+        fit("l1b", -INT16_MAX, INT16_MAX, " (int16)")
     # accumulator worst case per neuron: |bias| + the max_active largest |w| of that neuron
     k = min(max_active, q["l0w"].shape[0])
     worst = q["l0b"].abs() + q["l0w"].abs().topk(k, dim=0).values.sum(0)
@@ -131,20 +170,29 @@ def audit(q: dict[str, torch.Tensor], arch: Arch, scheme: QuantScheme, max_activ
                 clipped["l0w"] = clipped.get("l0w", 0) + int((col.abs() > lim).sum())
                 q["l0w"][:, n] = col.clamp(-lim, lim)
             worst = q["l0b"].abs() + q["l0w"].abs().topk(k, dim=0).values.sum(0)
-    squared = arch.activation in ("screlu", "pairwise_crelu")
-    if squared:
-        lim = INT16_MAX // scheme.qa
-        fit("l1w", lim)
-    vmax = scheme.qa * scheme.qa if squared else scheme.qa
-    l1_worst = (q["l1w"].abs() * vmax).sum(1)
-    report = {
-        "accumulator_worst_case": int(worst.max()),
-        "accumulator_limit": INT16_MAX,
-        "l1_sum_worst_case": int(l1_worst.max()),
-        "l1_sum_worst_case_fits_int32": bool(l1_worst.max() <= INT32_MAX),
-        "clipped": clipped,
-        "problems": problems,
-    }
+    report = {"accumulator_worst_case": int(worst.max()), "accumulator_limit": INT16_MAX}
+    if deep:
+        # every dense input is u8 (≤ 255): worst case |b| + 255·Σ|w| per neuron
+        for layer in ("l1", "l2", "out"):
+            w, b = q[layer + "w"], q[layer + "b"]
+            worst_sum = b.abs() + (w.abs() * 255).sum(-1)
+            bad = worst_sum > INT32_MAX
+            if bad.any():
+                i = int(bad.flatten().nonzero()[0])
+                problems.append(f"{layer} sum: {int(bad.sum())} neuron(s) can exceed int32; neuron "
+                                f"{_where(worst_sum, i)} worst case {int(worst_sum.flatten()[i])}")
+            report[f"{layer}_sum_worst_case"] = int(worst_sum.max())
+            report[f"{layer}_sum_worst_case_fits_int32"] = bool(worst_sum.max() <= INT32_MAX)
+    else:
+        squared = arch.activation in ("screlu", "pairwise_crelu")
+        if squared:
+            lim = INT16_MAX // scheme.qa
+            fit("l1w", -lim, lim, f" (v·w must fit int16 at v = QA = {scheme.qa})")
+        vmax = scheme.qa * scheme.qa if squared else scheme.qa
+        l1_worst = (q["l1w"].abs() * vmax).sum(1)
+        report |= {"l1_sum_worst_case": int(l1_worst.max()),
+                   "l1_sum_worst_case_fits_int32": bool(l1_worst.max() <= INT32_MAX)}
+    report |= {"clipped": clipped, "problems": problems}
     if problems and not clip:
         raise ExportError("net would overflow its integer types (use --clip to clip instead):\n  "
                           + "\n  ".join(problems))
@@ -209,13 +257,58 @@ def correct_l1_bias(model: PerspectiveNet, q: dict[str, torch.Tensor], scheme: Q
     return torch.round(bias * scheme.qa * scheme.qb).long(), shift
 
 
+def calibrate_output_bias(model: DeepNet, net: deep_int.DeepIntegerNet, scheme: QuantScheme,
+                          stm: torch.Tensor, nstm: torch.Tensor, bucket: torch.Tensor) -> tuple[torch.Tensor, list]:
+    """Deep nets: remove the mean offset between the integer and the float net, per output bucket.
+
+    The rounding of every layer, and the shifts between them, leave an error whose mean over
+    real positions is not zero; it reaches the eval through the output layer. Measured on
+    calibration positions: ``e_b = mean(out_int − y_float·QA·QB)`` over the positions of bucket
+    b, in output units; the bias becomes ``outb[b] − round(e_b)`` (empirical bias correction,
+    Nagel et al. 2019, section 4.2, applied to the last layer).
+
+    stm, nstm: (N, A) int32 calibration positions; bucket: (N,) int64. Returns (outb (B,) int64,
+    per-bucket correction in centipawns). Raises ExportError if the integer net overflows.
+    """
+    with torch.no_grad():
+        y = model(stm, nstm, bucket).double() * scheme.qa * scheme.qb
+    try:
+        _, parts = deep_int.forward_int(net, stm, nstm, bucket, return_parts=True)
+    except OverflowError as e:
+        raise ExportError(f"integer eval overflows on a calibration position: {e}") from None
+    err = parts["out"].double() - y
+    outb = net.outb.to(torch.int64).clone()
+    shift = []
+    for b in range(outb.shape[0]):
+        mask = bucket == b
+        e = round(float(err[mask].mean())) if mask.any() else 0
+        outb[b] -= e
+        shift.append(-e * scheme.scale / (scheme.qa * scheme.qb))
+    return outb, shift
+
+
+def _int_net(model, q: dict[str, torch.Tensor], scheme: QuantScheme, fs, buckets, provenance: dict):
+    """The integer net of quantised (and audited) tensors."""
+    a = model.arch
+    if isinstance(model, DeepNet):
+        arch = deep_int.make_deep_arch(fs.name, a.hidden, a.activation, buckets.name, a.l1_outputs,
+                                       a.l2_outputs, a.hidden_activation)
+        specs = deep_int.DeepIntegerNet.tensor_specs(arch)
+        return deep_int.DeepIntegerNet(arch, scheme, *(q[k].to(dt) for k, (dt, _) in specs.items()),
+                                       provenance=provenance)
+    arch = make_arch(fs.name, a.hidden, a.activation, buckets.name)
+    return IntegerNet(arch, scheme, *(q[k].to(torch.int16) for k in ("l0w", "l0b", "l1w", "l1b")),
+                      provenance=provenance)
+
+
 def export(ckpt: str | Path, out_dir: str | Path, clip: bool = False, data_path=None,
            max_positions: int = 20000, bias_correction: bool = True) -> dict:
     """Export a checkpoint into ``out_dir`` (net.safetensors, net.bin, export.json).
 
     data_path: dataset(s) for the cross-check, overriding the checkpoint's own. max_positions:
-    validation positions read; with bias_correction the even-numbered ones calibrate
-    :func:`correct_l1_bias` and the odd-numbered ones are the cross-check, else all are.
+    validation positions read; with bias_correction the even-numbered ones calibrate the bias
+    (perspective nets: :func:`correct_l1_bias`; deep nets: :func:`calibrate_output_bias`) and
+    the odd-numbered ones are the cross-check, else all are the cross-check.
     Returns the export.json contents. Raises ExportError (overflow, bad checkpoint) and writes
     nothing then.
     """
@@ -225,31 +318,34 @@ def export(ckpt: str | Path, out_dir: str | Path, clip: bool = False, data_path=
     scheme = QuantScheme(**(hp.get("quant") or {}))
     fs = get_feature_set(hp["features"])
     buckets = parse_output_buckets(hp["output_buckets"])
-    arch = model.arch
+    deep = isinstance(model, DeepNet)
     boards, scores = validation_boards(data, max_positions)
     q = quantise(model, scheme)
     calibration = {"bias_correction": False, "positions": 0}
+    cb = None
     if bias_correction and boards.shape[0] >= 2:
         cb = to_sparse_batch({"boards": boards[0::2], "score": scores[0::2], "result": scores[0::2]}, fs, buckets)
-        q["l1b"], shift = correct_l1_bias(model, q, scheme, cb.stm_indices, cb.nstm_indices, cb.bucket)
-        calibration = {"bias_correction": True, "positions": int(cb.score.shape[0]),
-                       "l1_bias_shift_cp": shift}
         boards, scores = boards[1::2], scores[1::2]
-    q, report = audit(q, arch, scheme, fs.max_active, clip)
+        calibration = {"bias_correction": True, "positions": int(cb.score.shape[0])}
+        if not deep:
+            q["l1b"], shift = correct_l1_bias(model, q, scheme, cb.stm_indices, cb.nstm_indices, cb.bucket)
+            calibration["l1_bias_shift_cp"] = shift
+    q, report = audit(q, model.arch, scheme, fs.max_active, clip)
     paths = data.get("path")
     manifest_hash = None
     if paths:
         first = paths if isinstance(paths, str) else list(paths)[0]
         if (Path(first) / mf.MANIFEST).exists():
             manifest_hash = mf.digest(first)
-    net = IntegerNet(
-        arch=make_arch(fs.name, arch.hidden, arch.activation, buckets.name),
-        scheme=scheme, l0w=q["l0w"].to(torch.int16), l0b=q["l0b"].to(torch.int16),
-        l1w=q["l1w"].to(torch.int16), l1b=q["l1b"].to(torch.int16),
-        provenance={"checkpoint": str(ckpt), "dataset_manifest_sha256": manifest_hash,
-                    "commit": _git_commit(), "epoch": progress.get("epoch"),
-                    "global_step": progress.get("global_step"), "val_loss": progress.get("val_loss")},
-    )
+    provenance = {"checkpoint": str(ckpt), "dataset_manifest_sha256": manifest_hash,
+                  "commit": _git_commit(), "epoch": progress.get("epoch"),
+                  "global_step": progress.get("global_step"), "val_loss": progress.get("val_loss")}
+    net = _int_net(model, q, scheme, fs, buckets, provenance)
+    if deep and cb is not None:
+        q["outb"], shift = calibrate_output_bias(model, net, scheme, cb.stm_indices, cb.nstm_indices, cb.bucket)
+        calibration["output_bias_shift_cp"] = shift
+        q, report = audit(q, model.arch, scheme, fs.max_active, clip)
+        net = _int_net(model, q, scheme, fs, buckets, provenance)
     # cross-check on real validation positions: float eval vs integer eval, and int32 sums
     cross = {"positions": int(boards.shape[0])}
     if boards.shape[0]:
@@ -257,26 +353,31 @@ def export(ckpt: str | Path, out_dir: str | Path, clip: bool = False, data_path=
         with torch.no_grad():
             float_cp = model(b.stm_indices, b.nstm_indices, b.bucket).double() * scheme.scale
         try:
-            int_cp, parts = forward_int(net, b.stm_indices, b.nstm_indices, b.bucket, return_parts=True)
+            fwd = deep_int.forward_int if deep else forward_int
+            int_cp, parts = fwd(net, b.stm_indices, b.nstm_indices, b.bucket, return_parts=True)
         except OverflowError as e:
             raise ExportError(f"integer eval overflows on a validation position: {e}") from None
         d = int_cp.double() - float_cp
         cross |= {
             "mean_abs_diff_cp": float(d.abs().mean()), "max_abs_diff_cp": float(d.abs().max()),
             "mean_signed_diff_cp": float(d.mean()),
-            "l1_sum_max_abs_seen": int(parts["sum"].abs().max()),
             "spearman_int_vs_score": spearman(int_cp.numpy(), scores.numpy()),
             "spearman_float_vs_score": spearman(float_cp.numpy(), scores.numpy()),
         }
+        sums = ("s1", "s2", "out") if deep else ("sum",)
+        names = {"s1": "l1_sum", "s2": "l2_sum", "out": "out_sum", "sum": "l1_sum"}
+        cross |= {f"{names[k]}_max_abs_seen": int(parts[k].abs().max()) for k in sums}
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     net.save(out_dir / "net.safetensors")
     net.write_bin(out_dir / "net.bin")
     result = {
         "net": str(out_dir / "net.safetensors"), "bin": str(out_dir / "net.bin"),
-        "bin_layout": "l0w int16[F][H] | l0b int16[H] | l1w int16[B][L1] | l1b int16[B] | pad to 64 B",
+        "bin_layout": net.raw_layout(),
         "architecture": net.arch, "quantisation": scheme.to_dict(), "provenance": net.provenance,
         "audit": report, "calibration": calibration, "cross_check": cross,
     }
+    if deep:
+        result["layers"] = net.layers()
     atomic_write_bytes(out_dir / "export.json", (json.dumps(result, indent=1, default=float) + "\n").encode())
     return result

@@ -1,4 +1,4 @@
-"""LightningModule wrapping :class:`~nnue.trainer.model.PerspectiveNet`.
+"""LightningModule wrapping :class:`~nnue.trainer.model.PerspectiveNet` or :class:`~nnue.trainer.model.DeepNet`.
 
 Batches arrive packed (``boards`` (B, 32) uint8, ``score``, ``result``) and are expanded into a
 :class:`~nnue.pipeline.batch.SparseBatch` on the training device in ``on_after_batch_transfer``.
@@ -19,7 +19,7 @@ from nnue.pipeline.features import get_feature_set, parse_output_buckets
 from .callbacks import plain
 from .loss import wdl_loss
 from .metrics import spearman
-from .model import Arch, PerspectiveNet, factor_map
+from .model import build_model
 
 
 class LitNNUE(pl.LightningModule):
@@ -28,21 +28,24 @@ class LitNNUE(pl.LightningModule):
     optimizer/scheduler: factories (Hydra ``_partial_``) taking params / the optimiser;
     backend: kernel backend (auto: Triton on CUDA, torch on CPU | triton | torch).
     factoriser: train virtual shared features beside the real ones
-    (:func:`~nnue.trainer.model.factor_map`), folded in at export."""
+    (:func:`~nnue.trainer.model.factor_map`), folded in at export. kind: "perspective" |
+    "deep"; deep: {"l1_outputs", "l2_outputs", "hidden_activation"} of a deep net."""
 
     def __init__(self, hidden: int, activation: str, features: str, output_buckets: str,
                  quant: dict | None = None, loss: dict | None = None, optimizer=None,
-                 scheduler=None, backend: str = "auto", factoriser: bool = False):
+                 scheduler=None, backend: str = "auto", factoriser: bool = False,
+                 kind: str = "perspective", deep: dict | None = None):
         super().__init__()
-        quant, loss = plain(quant), plain(loss)  # DictConfig -> dict, so checkpoints hold plain data
+        quant, loss, deep = plain(quant), plain(loss), plain(deep)  # DictConfig -> dict: checkpoints hold plain data
         self.save_hyperparameters(ignore=["optimizer", "scheduler"])
         self.feature_set = get_feature_set(features)
         self.buckets = parse_output_buckets(output_buckets)
         self.scheme = QuantScheme(**(quant or {}))
         self.loss_cfg = dict(wdl_lambda=0.1, power=2.0) | dict(loss or {})
-        self.arch = Arch(self.feature_set.num_inputs, hidden, activation, self.buckets.count)
-        factors = factor_map(features, self.feature_set.num_inputs) if factoriser else None
-        self.model = PerspectiveNet(self.arch, backend, factors)
+        self.model = build_model(kind, features, self.feature_set.num_inputs, hidden, activation,
+                                 self.buckets.count, backend, factoriser, deep,
+                                 product_scale=self.scheme.qa / (1 << self.scheme.l0_shift))
+        self.arch = self.model.arch
         self.optimizer_factory, self.scheduler_factory = optimizer, scheduler
         self._val_pred: list[torch.Tensor] = []
         self._val_score: list[torch.Tensor] = []

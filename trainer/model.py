@@ -121,3 +121,111 @@ class PerspectiveNet(nn.Module):
             torch.clamp(self.ft.weight, -ft_limit - f, ft_limit - f, out=self.ft.weight)
         self.ft.bias.clamp_(-ft_limit, ft_limit)
         self.l1.weight.clamp_(-l1_limit, l1_limit)
+
+
+HIDDEN_ACTIVATIONS = ("crelu", "screlu")
+
+
+@dataclass(frozen=True)
+class DeepArch:
+    """Architecture of a deep net (Stockfish-style layer stacks): the perspective feature
+    transformer (num_inputs F, hidden H per perspective, L0 activation), then per output bucket
+    L1 (l1_inputs → l1_outputs N1), L2 (N1 → l2_outputs N2) and out (N2 → 1), with
+    ``hidden_activation`` (crelu|screlu) after L1 and L2. ``product_scale`` multiplies every
+    squared/pairwise product (QA / 2^l0_shift = 255/256), matching the integer net's shifts
+    (:mod:`nnue.inference.deep`)."""
+
+    num_inputs: int
+    hidden: int
+    activation: str
+    num_buckets: int
+    l1_outputs: int = 16
+    l2_outputs: int = 32
+    hidden_activation: str = "crelu"
+    product_scale: float = 255 / 256
+
+    def __post_init__(self):
+        Arch(self.num_inputs, self.hidden, self.activation, self.num_buckets)  # same L0 checks
+        if self.hidden_activation not in HIDDEN_ACTIVATIONS:
+            raise ValueError(f"hidden activation {self.hidden_activation!r}: deep nets support "
+                             f"{', '.join(HIDDEN_ACTIVATIONS)}")
+        if min(self.l1_outputs, self.l2_outputs) < 1:
+            raise ValueError("l1_outputs and l2_outputs must be positive")
+
+    @property
+    def l1_inputs(self) -> int:
+        return self.hidden if self.activation == "pairwise_crelu" else 2 * self.hidden
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+class DeepNet(PerspectiveNet):
+    """Feature transformer → L0 activation → per output bucket: L1 → act → L2 → act → out.
+
+    Each bucketed layer is one ``nn.Linear`` holding every bucket's rows (``l1.weight``
+    (B·N1, L1), ``l2.weight`` (B·N2, N1), ``out.weight`` (B, N2)); a position uses the rows of
+    its bucket (nnue-pytorch's LayerStacks). Activations live in [0, 1]; squared and pairwise
+    products are multiplied by ``arch.product_scale`` so that the float net computes what the
+    integer net computes (:mod:`nnue.inference.deep`). Forward: (B,) float eval / SCALE.
+    """
+
+    def __init__(self, arch: DeepArch, backend: str = "auto", factors: torch.Tensor | None = None):
+        nn.Module.__init__(self)
+        assert arch.activation in ACTIVATIONS
+        self.arch, self.backend = arch, backend
+        B, N1, N2 = arch.num_buckets, arch.l1_outputs, arch.l2_outputs
+        self.ft = FeatureTransformer(arch.num_inputs, arch.hidden)
+        self.l1 = nn.Linear(arch.l1_inputs, B * N1)
+        self.l2 = nn.Linear(N1, B * N2)
+        self.out = nn.Linear(N2, B)
+        if factors is not None:
+            if factors.shape != (arch.num_inputs,):
+                raise ValueError(f"factor map must be ({arch.num_inputs},), got {tuple(factors.shape)}")
+            self.register_buffer("factor_map", factors.long(), persistent=False)
+            self.ft.factor = nn.Parameter(torch.zeros(int(factors.max()) + 1, arch.hidden))
+        else:
+            self.factor_map = None
+
+    def _hidden_act(self, y: torch.Tensor) -> torch.Tensor:
+        v = y.clamp(0.0, 1.0)
+        return v * v * self.arch.product_scale if self.arch.hidden_activation == "screlu" else v
+
+    @staticmethod
+    def _bucket_rows(y: torch.Tensor, bucket: torch.Tensor, width: int) -> torch.Tensor:
+        """(N, B·width) outputs of every bucket -> (N, width) of each position's bucket."""
+        n = y.shape[0]
+        return y.view(n, -1, width).gather(1, bucket.view(n, 1, 1).expand(n, 1, width)).squeeze(1)
+
+    def forward(self, stm: torch.Tensor, nstm: torch.Tensor, bucket: torch.Tensor) -> torch.Tensor:
+        """stm, nstm: (B, A) int32 −1-padded; bucket: (B,) int64 -> (B,) float eval / SCALE."""
+        a = self.arch
+        x0 = sparse_ft_pair(self.folded_ft_weight(), self.ft.bias, stm, nstm, a.activation, self.backend)
+        if a.activation != "crelu":
+            x0 = x0 * a.product_scale
+        x1 = self._hidden_act(self._bucket_rows(self.l1(x0), bucket, a.l1_outputs))
+        x2 = self._hidden_act(self._bucket_rows(self.l2(x1), bucket, a.l2_outputs))
+        return self.out(x2).gather(1, bucket.view(-1, 1)).squeeze(1)
+
+    @torch.no_grad()
+    def clip_weights(self, ft_limit: float, l1_limit: float) -> None:
+        """As :meth:`PerspectiveNet.clip_weights`, and every dense layer's weights within
+        ``l1_limit`` (int8 at QB: 127/64)."""
+        super().clip_weights(ft_limit, l1_limit)
+        self.l2.weight.clamp_(-l1_limit, l1_limit)
+        self.out.weight.clamp_(-l1_limit, l1_limit)
+
+
+def build_model(kind: str, feature_set: str, num_inputs: int, hidden: int, activation: str,
+                num_buckets: int, backend: str = "auto", factoriser: bool = False,
+                deep: dict | None = None, product_scale: float = 255 / 256) -> PerspectiveNet:
+    """The float model of a ``kind`` ("perspective" | "deep") net. deep: {"l1_outputs",
+    "l2_outputs", "hidden_activation"} for deep nets. Raises ValueError for an unknown kind."""
+    factors = factor_map(feature_set, num_inputs) if factoriser else None
+    if kind == "perspective":
+        return PerspectiveNet(Arch(num_inputs, hidden, activation, num_buckets), backend, factors)
+    if kind == "deep":
+        arch = DeepArch(num_inputs, hidden, activation, num_buckets, product_scale=product_scale,
+                        **dict(deep or {}))
+        return DeepNet(arch, backend, factors)
+    raise ValueError(f"model kind {kind!r}: expected 'perspective' or 'deep'")

@@ -1,0 +1,267 @@
+"""Deep integer nets: L0 → L1 → L2 → out with output buckets (Stockfish-style layer stacks).
+
+Integer formula (all integers; ``>>`` is an arithmetic shift, i.e. floor division by a power of
+two, also for negative values; QA = 255, QB = 64 = 2^6, l0_shift = 8 by default,
+:class:`~nnue.inference.net.QuantScheme`):
+
+1. feature transformer, per perspective p: ``acc_p = l0b + Σ l0w[f]`` over the active features
+   (int16, audited at export), ``v = clamp(acc, 0, QA)``;
+2. L0 activation, u8, stm half first then nstm half (L1 = 2H, or H for pairwise):
+
+   * crelu: ``x0 = v``;
+   * screlu: ``x0 = (v·v) >> l0_shift``;
+   * pairwise_crelu: ``x0[j] = (v[j]·v[j + H/2]) >> l0_shift`` for j < H/2;
+
+3. output bucket b (the net's output-bucket function); L1, int8 weights and int32 bias:
+   ``s1[n] = l1b[b][n] + Σ_j l1w[b][n][j]·x0[j]`` (int32), ``y1 = s1 >> log2(QB)``;
+4. hidden activation, u8: crelu ``x1 = clamp(y1, 0, QA)``; screlu
+   ``x1 = clamp(y1, 0, QA)² >> l0_shift``;
+5. L2, the same with ``l2w`` (B, N2, N1) int8, ``l2b`` (B, N2) int32: ``y2 = s2 >> log2(QB)``,
+   ``x2 = act(y2)``;
+6. output: ``out = outb[b] + Σ_j outw[b][j]·x2[j]`` (int32);
+   ``eval = out·SCALE / (QA·QB)``, computed in 64 bits, truncating toward zero: centipawns,
+   side-to-move POV.
+
+Float model it quantises (:class:`nnue.trainer.model.DeepNet`): activations in [0, 1], the
+products of step 2 and 4 multiplied by ``QA / 2^l0_shift`` (255/256) so that the float net
+computes what the integer net computes at scale QA (as nnue-pytorch multiplies its pairwise
+product by 127/128). Quantisation: ``l0w = round(W0·QA)``, ``l0b = round(b0·QA)``;
+``l1w = round(W1·QB)``, ``l1b = round(b1·QA·QB) + QB/2`` (the half makes the floor shift
+round to nearest), the same for L2; ``outw = round(Wo·QB)``, ``outb = round(bo·QA·QB)``.
+
+Raw layout (:meth:`DeepIntegerNet.raw_bytes`, little-endian, no header)::
+
+    l0w int16[F][H] | l0b int16[H] | l1w int8[B][N1][L1] | l1b int32[B][N1]
+    | l2w int8[B][N2][N1] | l2b int32[B][N2] | outw int8[B][N2] | outb int32[B] | zeros to 64 B
+
+Evaluation here is exact: the feature transformer runs as the exact float32 ``embedding_bag``
+of :func:`~nnue.inference.net.accumulators_f32`; the dense layers run as ``torch._int_mm``
+(int8 × int8 → int32) on ``x − 128`` (u8 → int8), corrected by ``128·Σ_j w[n][j]``: every
+product and partial sum of that matmul is below 2^14·K in magnitude, so int32 holds it for
+K < 2^17 inputs; the corrections and biases are added in int64 and every sum is checked
+against int32 (:class:`OverflowError` otherwise, never a wrapped value).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import torch
+
+from nnue.pipeline.features import get_feature_set, parse_output_buckets
+
+from .net import INT32_MAX, INT32_MIN, NetFile, QuantScheme, accumulators_f32
+
+L0_ACTIVATIONS = ("crelu", "screlu", "pairwise_crelu")
+HIDDEN_ACTIVATIONS = ("crelu", "screlu")
+
+
+def make_deep_arch(feature_set: str, hidden: int, activation: str, output_buckets: str,
+                   l1_outputs: int, l2_outputs: int, hidden_activation: str = "crelu") -> dict:
+    """The ``arch`` dict of a :class:`DeepIntegerNet` (written into the header).
+
+    hidden: H per perspective; activation: L0 activation (crelu|screlu|pairwise_crelu);
+    l1_outputs: N1; l2_outputs: N2; hidden_activation: crelu|screlu after L1 and L2.
+    Raises ValueError/KeyError for unknown names or impossible sizes."""
+    if activation not in L0_ACTIVATIONS:
+        raise ValueError(f"L0 activation {activation!r}: deep nets support {', '.join(L0_ACTIVATIONS)}")
+    if hidden_activation not in HIDDEN_ACTIVATIONS:
+        raise ValueError(f"hidden activation {hidden_activation!r}: deep nets support "
+                         f"{', '.join(HIDDEN_ACTIVATIONS)}")
+    if activation == "pairwise_crelu" and hidden % 2:
+        raise ValueError("pairwise_crelu needs an even hidden size")
+    if min(hidden, l1_outputs, l2_outputs) < 1:
+        raise ValueError("layer sizes must be positive")
+    fs = get_feature_set(feature_set)
+    buckets = parse_output_buckets(output_buckets)
+    l1_inputs = hidden if activation == "pairwise_crelu" else 2 * hidden
+    if l1_inputs >= 1 << 17:
+        raise ValueError("L1 wider than 2^17 inputs would break the int32 exactness bound")
+    return {"kind": "deep", "feature_set": fs.name, "feature_hash": fs.hash, "num_inputs": fs.num_inputs,
+            "hidden": hidden, "activation": activation, "output_buckets": buckets.name,
+            "num_buckets": buckets.count, "l1_inputs": l1_inputs, "l1_outputs": l1_outputs,
+            "l2_outputs": l2_outputs, "hidden_activation": hidden_activation}
+
+
+@dataclass
+class DeepIntegerNet(NetFile):
+    """An exported deep integer net (module docstring: formula and layout).
+
+    l0w: (F, H) int16; l0b: (H,) int16; l1w: (B, N1, L1) int8 (the first L1/2 inputs are the
+    stm half); l1b: (B, N1) int32; l2w: (B, N2, N1) int8; l2b: (B, N2) int32; outw: (B, N2)
+    int8; outb: (B,) int32.
+    """
+
+    arch: dict
+    scheme: QuantScheme
+    l0w: torch.Tensor
+    l0b: torch.Tensor
+    l1w: torch.Tensor
+    l1b: torch.Tensor
+    l2w: torch.Tensor
+    l2b: torch.Tensor
+    outw: torch.Tensor
+    outb: torch.Tensor
+    provenance: dict = field(default_factory=dict)
+
+    kind = "deep"
+
+    def tensors(self) -> dict[str, torch.Tensor]:
+        return {k: getattr(self, k) for k in ("l0w", "l0b", "l1w", "l1b", "l2w", "l2b", "outw", "outb")}
+
+    @staticmethod
+    def raw_layout() -> str:
+        return ("l0w int16[F][H] | l0b int16[H] | l1w int8[B][N1][L1] | l1b int32[B][N1] | "
+                "l2w int8[B][N2][N1] | l2b int32[B][N2] | outw int8[B][N2] | outb int32[B] | "
+                "zeros to a multiple of 64 B")
+
+    @staticmethod
+    def tensor_specs(arch: dict) -> dict[str, tuple[torch.dtype, tuple]]:
+        """name -> (dtype, shape) of every tensor a deep net of ``arch`` holds, in file order."""
+        F, H, B = arch["num_inputs"], arch["hidden"], arch["num_buckets"]
+        L1, N1, N2 = arch["l1_inputs"], arch["l1_outputs"], arch["l2_outputs"]
+        return {"l0w": (torch.int16, (F, H)), "l0b": (torch.int16, (H,)),
+                "l1w": (torch.int8, (B, N1, L1)), "l1b": (torch.int32, (B, N1)),
+                "l2w": (torch.int8, (B, N2, N1)), "l2b": (torch.int32, (B, N2)),
+                "outw": (torch.int8, (B, N2)), "outb": (torch.int32, (B,))}
+
+    def layers(self) -> list[dict]:
+        """Per-layer dtypes, scales and shifts (written into export.json)."""
+        s, a = self.scheme, self.arch
+        shift = s.dense_shift
+        act0 = {"crelu": "clamp(acc, 0, QA)", "screlu": f"clamp(acc, 0, QA)^2 >> {s.l0_shift}",
+                "pairwise_crelu": f"(v[j] * v[j + H/2]) >> {s.l0_shift}"}[a["activation"]]
+        acth = {"crelu": "clamp(y, 0, QA)", "screlu": f"clamp(y, 0, QA)^2 >> {s.l0_shift}"}[a["hidden_activation"]]
+        return [
+            {"layer": "l0", "weight": "int16", "bias": "int16", "scale": s.qa, "sum": "int16",
+             "activation": act0, "output": "u8"},
+            {"layer": "l1", "weight": "int8", "bias": "int32", "weight_scale": s.qb, "bias_scale": s.qa * s.qb,
+             "sum": "int32", "shift": shift, "activation": acth, "output": "u8"},
+            {"layer": "l2", "weight": "int8", "bias": "int32", "weight_scale": s.qb, "bias_scale": s.qa * s.qb,
+             "sum": "int32", "shift": shift, "activation": acth, "output": "u8"},
+            {"layer": "out", "weight": "int8", "bias": "int32", "weight_scale": s.qb, "bias_scale": s.qa * s.qb,
+             "sum": "int32", "eval": f"out * {s.scale} / ({s.qa} * {s.qb}), truncating"},
+        ]
+
+
+def _cached(net: DeepIntegerNet, name: str, make):
+    """A derived tensor of the net (e.g. transposed weights), made once and kept on the net."""
+    cache = net.__dict__.setdefault("_deep_cache", {})
+    src = getattr(net, name.split(":")[0])
+    hit = cache.get(name)
+    if hit is None or hit[0] is not src:
+        hit = cache[name] = (src, make(src))
+    return hit[1]
+
+
+def _check(t: torch.Tensor, what: str) -> None:
+    if t.numel() and (t.min() < INT32_MIN or t.max() > INT32_MAX):
+        raise OverflowError(f"{what} leaves the int32 range ({int(t.min())}..{int(t.max())})")
+
+
+def dense_int(x: torch.Tensor, w: torch.Tensor, b: torch.Tensor, bucket: torch.Tensor, what: str,
+              w_t: torch.Tensor | None = None, w_sum: torch.Tensor | None = None) -> torch.Tensor:
+    """One bucketed dense layer on u8 activations, exact: ``b[bucket] + w[bucket] @ x``.
+
+    x: (N, K) int32 with values in 0..255; w: (B, M, K) int8; b: (B, M) int32; bucket: (N,)
+    int64. Returns (N, M) int64, each value checked against int32 (OverflowError names
+    ``what``). w_t / w_sum: the cached (K, B·M) transposed weights and (B, M) row sums.
+
+    Runs every bucket's rows in one ``torch._int_mm`` on ``x − 128`` (int8) and adds
+    ``128·Σ_k w[m][k]`` back: ``Σ (x−128)·w + 128·Σ w = Σ x·w``.
+    """
+    B, M, K = w.shape
+    if w_t is None:
+        w_t = w.reshape(B * M, K).T.contiguous()
+    if w_sum is None:
+        w_sum = w.to(torch.int64).sum(2)
+    n = x.shape[0]
+    if n == 0:
+        return torch.zeros((0, M), dtype=torch.int64)
+    xs = (x - 128).to(torch.int8)
+    allb = torch._int_mm(xs, w_t).view(n, B, M)
+    sel = allb.gather(1, bucket.view(n, 1, 1).expand(n, 1, M)).squeeze(1).to(torch.int64)
+    s = sel + 128 * w_sum[bucket] + b.to(torch.int64)[bucket]
+    _check(s, what)
+    return s
+
+
+def _act(y: torch.Tensor, kind: str, qa: int, shift: int) -> torch.Tensor:
+    """u8 activation of an integer pre-activation: crelu clamp(y, 0, qa); screlu clamp² >> shift."""
+    v = y.clamp(0, qa)
+    return (v * v) >> shift if kind == "screlu" else v
+
+
+def l0_activations(net: DeepIntegerNet, acc_stm: torch.Tensor, acc_nstm: torch.Tensor) -> torch.Tensor:
+    """x0, the u8 input of L1: (N, H) int32 accumulators of both perspectives -> (N, L1) int32
+    in 0..255 (stm half first). Step 2 of the module docstring."""
+    s, act = net.scheme, net.arch["activation"]
+    halves = []
+    for acc in (acc_stm, acc_nstm):
+        v = acc.clamp(0, s.qa)
+        if act == "pairwise_crelu":
+            h = v.shape[1] // 2
+            halves.append((v[:, :h] * v[:, h:]) >> s.l0_shift)
+        elif act == "screlu":
+            halves.append((v * v) >> s.l0_shift)
+        else:
+            halves.append(v)
+    return torch.cat(halves, 1)
+
+
+def forward_from_accumulators(net: DeepIntegerNet, acc_stm: torch.Tensor, acc_nstm: torch.Tensor,
+                              bucket: torch.Tensor, return_parts: bool = False):
+    """Steps 2–6 of the module docstring: (N, H) int32 accumulators of each perspective and (N,)
+    int64 buckets -> (N,) int64 centipawns, stm POV. With return_parts, also a dict of the
+    integer sums ``s1`` (N, N1), ``s2`` (N, N2), ``out`` (N,) for the export's audit.
+    Raises OverflowError when a sum leaves int32."""
+    s = net.scheme
+    shift, hact = s.dense_shift, net.arch["hidden_activation"]
+    x0 = l0_activations(net, acc_stm, acc_nstm)
+    if x0.numel() and (x0.min() < 0 or x0.max() > 255):
+        raise OverflowError(f"L0 activation leaves u8 ({int(x0.min())}..{int(x0.max())}): "
+                            f"qa {s.qa} with l0_shift {s.l0_shift} does not fit")
+    w1t = _cached(net, "l1w:t", lambda w: w.reshape(-1, w.shape[2]).T.contiguous())
+    w1s = _cached(net, "l1w:sum", lambda w: w.to(torch.int64).sum(2))
+    s1 = dense_int(x0, net.l1w, net.l1b, bucket, "L1 sum", w1t, w1s)
+    x1 = _act(s1 >> shift, hact, s.qa, s.l0_shift).to(torch.int32)
+    w2t = _cached(net, "l2w:t", lambda w: w.reshape(-1, w.shape[2]).T.contiguous())
+    w2s = _cached(net, "l2w:sum", lambda w: w.to(torch.int64).sum(2))
+    s2 = dense_int(x1, net.l2w, net.l2b, bucket, "L2 sum", w2t, w2s)
+    x2 = _act(s2 >> shift, hact, s.qa, s.l0_shift).to(torch.int32)
+    out = dense_int(x2, net.outw.unsqueeze(1), net.outb.unsqueeze(1), bucket, "output sum").squeeze(1)
+    ev = torch.div(out * s.scale, s.qa * s.qb, rounding_mode="trunc")
+    if return_parts:
+        return ev, {"s1": s1, "s2": s2, "out": out}
+    return ev
+
+
+def forward_int(net: DeepIntegerNet, stm: torch.Tensor, nstm: torch.Tensor, bucket: torch.Tensor,
+                return_parts: bool = False):
+    """Exact integer eval from feature indices.
+
+    stm, nstm: (N, A) int32 −1-padded; bucket: (N,) int64. Returns (N,) int64 centipawns, stm
+    POV (with return_parts, also the dict of :func:`forward_from_accumulators` plus ``acc``
+    (N, 2, H) int32). Raises OverflowError when an accumulator leaves int16 or a sum int32.
+    """
+    accs = []
+    for idx in (stm, nstm):
+        acc = accumulators_f32(net, idx)  # exact integers in float32
+        if acc.numel() and (acc.min() < -32768 or acc.max() > 32767):
+            raise OverflowError(f"accumulator leaves int16 ({int(acc.min())}..{int(acc.max())})")
+        accs.append(acc.to(torch.int32))
+    res = forward_from_accumulators(net, accs[0], accs[1], bucket, return_parts)
+    if return_parts:
+        ev, parts = res
+        return ev, parts | {"acc": torch.stack(accs, 1)}
+    return res
+
+
+def evaluate(net: DeepIntegerNet, boards: torch.Tensor, chunk: int = 1024) -> torch.Tensor:
+    """Integer evals of packed boards: (N, 32) uint8 -> (N,) int64 centipawns, stm POV."""
+    fs, buckets = net.features, net.buckets
+    out = []
+    for s in range(0, boards.shape[0], chunk):
+        b = boards[s:s + chunk]
+        stm, nstm = fs.encode(b)
+        out.append(forward_int(net, stm, nstm, buckets.of(b)))
+    return torch.cat(out) if out else torch.zeros(0, dtype=torch.int64)
