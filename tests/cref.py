@@ -7,6 +7,7 @@ so that the exporter and the integer inference code can be checked against them.
 
 from __future__ import annotations
 
+import functools
 import shutil
 import subprocess
 from pathlib import Path
@@ -41,29 +42,123 @@ def compile_c_eval(build_dir: Path) -> Path:
     return exe
 
 
-def run_c_eval(
-    exe: Path,
-    net_bin: Path,
-    hidden: int,
-    buckets: int,
-    activation: str,
-    fens: list[str],
-) -> list[int]:
-    """Evaluate ``fens`` with the compiled C program; returns one int (centipawns, stm POV) per FEN.
+def c_perspective_args(features: str, output_buckets: str, hidden: int, activation: str) -> list[str]:
+    """Command-line arguments (after NET.bin) of the C evaluator for a perspective net."""
+    return ["--features", features, "--buckets", output_buckets, "--perspective", str(hidden), activation]
 
+
+def c_deep_args(features: str, output_buckets: str, hidden: int, activation: str,
+                l1_outputs: int, l2_outputs: int, hidden_activation: str) -> list[str]:
+    """Command-line arguments (after NET.bin) of the C evaluator for a deep net."""
+    return ["--features", features, "--buckets", output_buckets, "--deep", str(hidden), activation,
+            str(l1_outputs), str(l2_outputs), hidden_activation]
+
+
+def run_c(exe: Path, net_bin: Path, args: list[str], fens: list[str],
+          allow_overflow: bool = False) -> list[int | None]:
+    """Run the C evaluator with ``args`` (see c_perspective_args / c_deep_args) on ``fens``.
+
+    Returns one int per FEN (centipawns, stm POV); a position for which the C program reports
+    an int16/int32 overflow gives None if ``allow_overflow``, else RuntimeError.
     Raises subprocess.CalledProcessError if the program exits non-zero.
     """
     proc = subprocess.run(
-        [str(exe), str(net_bin), str(hidden), str(buckets), activation],
+        [str(exe), str(net_bin), *args],
         input="".join(f + "\n" for f in fens),
         capture_output=True,
         text=True,
         check=True,
     )
-    out = [int(x) for x in proc.stdout.split()]
-    if len(out) != len(fens):
-        raise RuntimeError(f"expected {len(fens)} evals from {exe}, got {len(out)}")
+    words = proc.stdout.split()
+    if len(words) != len(fens):
+        raise RuntimeError(f"expected {len(fens)} evals from {exe}, got {len(words)}")
+    out: list[int | None] = []
+    for fen, w in zip(fens, words):
+        if w == "overflow":
+            if not allow_overflow:
+                raise RuntimeError(f"C evaluator: integer overflow on {fen!r}")
+            out.append(None)
+        else:
+            out.append(int(w))
     return out
+
+
+def run_c_eval(
+    exe: Path,
+    net_bin: Path,
+    hidden: int,
+    buckets: int | str,
+    activation: str,
+    fens: list[str],
+    *,
+    features: str = "chess768",
+    deep: tuple[int, int, str] | None = None,
+    allow_overflow: bool = False,
+) -> list[int | None]:
+    """Evaluate ``fens`` with the compiled C program; returns one int (centipawns, stm POV) per FEN.
+
+    buckets: a count (MaterialCount<buckets>) or an output-bucket spec ("SFPieceCount<8>").
+    features: feature-set name. deep: (l1_outputs, l2_outputs, hidden_activation) for a deep
+    net, None for a perspective net. Overflow handling as in :func:`run_c`.
+    Raises subprocess.CalledProcessError if the program exits non-zero.
+    """
+    spec = f"MaterialCount<{buckets}>" if isinstance(buckets, int) else buckets
+    if deep is None:
+        args = c_perspective_args(features, spec, hidden, activation)
+    else:
+        args = c_deep_args(features, spec, hidden, activation, *deep)
+    return run_c(exe, net_bin, args, fens, allow_overflow)
+
+
+def c_args_for_arch(arch: dict) -> list[str]:
+    """C evaluator arguments for a perspective net's ``arch`` dict (keys feature_set,
+    output_buckets, hidden, activation)."""
+    return c_perspective_args(arch["feature_set"], arch["output_buckets"], arch["hidden"], arch["activation"])
+
+
+@functools.lru_cache(maxsize=None)
+def _all_fens(path: str) -> tuple[str, ...]:
+    with open(path) as fh:
+        return tuple(line[4:].strip() for line in fh if line.startswith("fen "))
+
+
+def piece_count(fen: str) -> int:
+    """Number of pieces (kings included) in a FEN's placement."""
+    return sum(ch.isalpha() for ch in fen.split()[0])
+
+
+def real_fens(path: str | Path, n: int, per_piece_count: int = 8) -> list[str]:
+    """About ``n`` FENs of a ``.plain`` file ("fen ..." lines): an even spread over the file,
+    plus up to ``per_piece_count`` more of every piece count the file holds (the first ones
+    the spread missed), so that every output bucket is reached. Deterministic."""
+    fens = _all_fens(str(path))
+    step = max(1, len(fens) // n)
+    picked = list(fens[::step][:n])
+    seen = set(picked)
+    extra: dict[int, int] = {}
+    for f in fens:
+        k = piece_count(f)
+        if f not in seen and extra.get(k, 0) < per_piece_count:
+            extra[k] = extra.get(k, 0) + 1
+            picked.append(f)
+            seen.add(f)
+    return picked
+
+
+#: hand-made positions beyond what self-play reaches: bare kings (2 pieces) on both sides to move,
+#: kings on every file half (mirroring), a king in each corner.
+EXTRA_FENS = [
+    "8/8/8/8/8/8/8/K6k w - - 0 1",
+    "8/8/8/8/8/8/8/K6k b - - 0 1",
+    "7k/8/8/8/8/8/8/K7 w - - 0 1",
+    "k7/8/8/8/8/8/8/7K b - - 0 1",
+    "8/8/3k4/8/8/4K3/8/8 w - - 0 1",
+    "8/8/4k3/8/8/3K4/8/8 b - - 0 1",
+    "4k3/8/8/8/8/8/4P3/4K3 b - - 0 1",
+    "rnbqkbnr/pppppppp/8/8/8/8/PPPPPPPP/RNBQKBNR w KQkq - 0 1",
+    "rnbqkbnr/pppppppp/8/8/8/8/PPPPPPPP/RNBQKBNR b KQkq - 0 1",
+    "QQQQQQQk/QQQQQQQQ/8/8/8/8/qqqqqqqq/qqqqqqqK w - - 0 1",
+]
 
 
 def write_net_bin(path: Path, l0w: np.ndarray, l0b: np.ndarray, l1w: np.ndarray, l1b: np.ndarray) -> None:

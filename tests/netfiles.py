@@ -9,7 +9,7 @@ from safetensors.torch import save_file
 
 from nnue.inference.net import IntegerNet, QuantScheme, make_arch
 from nnue.pipeline.features import get_feature_set
-from nnue.trainer.model import Arch, PerspectiveNet
+from nnue.trainer.model import Arch, DeepArch, DeepNet, PerspectiveNet
 
 
 def make_model(activation: str, hidden: int = 32, buckets: int = 8, seed: int = 0,
@@ -25,16 +25,40 @@ def make_model(activation: str, hidden: int = 32, buckets: int = 8, seed: int = 
     return m.eval()
 
 
-def write_weights(model: PerspectiveNet, path: Path, data_path=None, val_fraction: float = 0.2) -> Path:
-    """Write ``model`` as a weights checkpoint (the trainer's WeightsCheckpoint layout)."""
+def write_weights(model: PerspectiveNet, path: Path, data_path=None, val_fraction: float = 0.2,
+                  features: str = "chess768", output_buckets: str | None = None) -> Path:
+    """Write ``model`` (a PerspectiveNet or DeepNet) as a weights checkpoint (the trainer's
+    WeightsCheckpoint layout)."""
     a = model.arch
-    hp = {"hidden": a.hidden, "activation": a.activation, "features": "chess768",
-          "output_buckets": f"MaterialCount<{a.num_buckets}>", "quant": None, "loss": None}
+    hp = {"hidden": a.hidden, "activation": a.activation, "features": features,
+          "output_buckets": output_buckets or f"MaterialCount<{a.num_buckets}>", "quant": None, "loss": None}
+    if isinstance(model, DeepNet):
+        hp |= {"kind": "deep", "deep": {"l1_outputs": a.l1_outputs, "l2_outputs": a.l2_outputs,
+                                        "hidden_activation": a.hidden_activation}}
     meta = {"hparams": json.dumps(hp)}
     if data_path is not None:
         meta["data"] = json.dumps({"path": str(data_path), "val_fraction": val_fraction})
     save_file({k: v.contiguous() for k, v in model.state_dict().items()}, str(path), meta)
     return path
+
+
+def make_deep_model(activation: str = "pairwise_crelu", hidden: int = 32, buckets: int = 8, l1_outputs: int = 16,
+                    l2_outputs: int = 32, hidden_activation: str = "crelu", seed: int = 0, num_inputs: int = 768,
+                    ft_scale: float = 0.3, dense_scale: float = 0.5) -> DeepNet:
+    """A random float deep net whose hidden activations land in every regime (below 0, inside
+    [0, 1], clipped) and whose evals spread over both signs."""
+    torch.manual_seed(seed)
+    m = DeepNet(DeepArch(num_inputs, hidden, activation, buckets, l1_outputs, l2_outputs, hidden_activation),
+                backend="torch")
+    with torch.no_grad():
+        m.ft.weight.uniform_(-ft_scale, ft_scale)
+        m.ft.bias.uniform_(0.0, 0.6)
+        for layer in (m.l1, m.l2, m.out):
+            layer.weight.uniform_(-dense_scale, dense_scale)
+        m.l1.bias.uniform_(-0.3, 0.5)
+        m.l2.bias.uniform_(-0.3, 0.5)
+        m.out.bias.uniform_(-0.5, 0.5)
+    return m.eval()
 
 
 def make_int_net(fs_name: str, act: str = "screlu", hidden: int = 64, buckets: int = 8, seed: int = 0,
@@ -52,3 +76,114 @@ def make_int_net(fs_name: str, act: str = "screlu", hidden: int = 64, buckets: i
     l1w = torch.randint(-128, 129, (buckets, arch["l1_inputs"]), generator=g).to(torch.int16)
     l1b = torch.randint(-3000, 3001, (buckets,), generator=g).to(torch.int16)
     return IntegerNet(arch, QuantScheme(), l0w, l0b, l1w, l1b)
+
+
+def make_int_net_spec(fs_name: str, act: str = "screlu", hidden: int = 64, output_buckets: str = "MaterialCount<8>",
+                      seed: int = 0, ft: int = 150, bias: tuple[int, int] = (-100, 250), l1: int = 128,
+                      l1b: int = 3000) -> IntegerNet:
+    """Like :func:`make_int_net`, for any output-bucket spec ("SFPieceCount<8>", …) and chosen
+    magnitudes: FT weights uniform in ±ft, FT biases in ``bias``, L1 weights in ±l1, L1 biases in
+    ±l1b (all inclusive)."""
+    fs = get_feature_set(fs_name)
+    arch = make_arch(fs_name, hidden, act, output_buckets)
+    nb = arch["num_buckets"]
+    g = torch.Generator().manual_seed(seed)
+    l0w = torch.randint(-ft, ft + 1, (fs.num_inputs, hidden), generator=g).to(torch.int16)
+    l0b = torch.randint(bias[0], bias[1] + 1, (hidden,), generator=g).to(torch.int16)
+    l1w = torch.randint(-l1, l1 + 1, (nb, arch["l1_inputs"]), generator=g).to(torch.int16)
+    l1b_t = torch.randint(-l1b, l1b + 1, (nb,), generator=g).to(torch.int16)
+    return IntegerNet(arch, QuantScheme(), l0w, l0b, l1w, l1b_t)
+
+
+INT16_LIMIT = 32767
+
+
+def l1_weight_limit(act: str, qa: int = 255) -> int:
+    """The export audit's L1 weight limit: int16 for crelu, 32767 // QA (= 128) when the
+    activation squares (screlu, pairwise_crelu)."""
+    return INT16_LIMIT if act == "crelu" else INT16_LIMIT // qa
+
+
+def make_adversarial_int_net(fs_name: str, act: str, hidden: int, output_buckets: str = "MaterialCount<8>",
+                             seed: int = 0) -> IntegerNet:
+    """A perspective net with every weight class at the export audit's limits.
+
+    With k = the feature set's max_active and w = 32767 // k, neuron j is, by j mod 6:
+
+    0. saturating up: every l0w row +w, l0b = 32767 − k·w, so |l0b| + the k largest |l0w| is
+       exactly 32767 and a position with k active features (32 pieces; 30 for halfkp) drives
+       the accumulator to exactly +32767;
+    1. the mirror image, down to exactly −32767;
+    2. bias only: l0b = ±32767 (alternating), no weights;
+    3. random weights in ±w, l0b = ±(32767 − the k largest |l0w|) (exactly at the limit);
+    4. pawns at the limit: own-pawn rows +w, their-pawn rows −w (chess768-style colour halves of
+       every king bucket), other rows in ±20, l0b = 32767 − k·w: lands in [0, QA] when the pawn
+       counts balance;
+    5. small: rows in ±40, l0b in [−200, 400] (the linear range).
+
+    L1 weights are all ±limit (:func:`l1_weight_limit`); for neurons of a constant activation
+    (groups 0-2) the signs alternate so that their contribution cancels and the evals take both
+    signs; L1 biases are ±32767. H·2·QA²·128 (screlu), H·QA²·128 (pairwise) or
+    H·2·QA·32767 (crelu) must fit int32 for the net to pass the audit: H ≤ 128 (256 pairwise).
+    """
+    fs = get_feature_set(fs_name)
+    arch = make_arch(fs_name, hidden, act, output_buckets)
+    nb, n_in, k = arch["num_buckets"], fs.num_inputs, fs.max_active
+    w = INT16_LIMIT // k
+    g = torch.Generator().manual_seed(seed)
+    l0w = torch.zeros((n_in, hidden), dtype=torch.int32)
+    l0b = torch.zeros(hidden, dtype=torch.int32)
+    # which rows are own / their pawns: for chess768-style blocks of 768 (chess768, kb768) the
+    # pawn planes are 0..63 (own) and 384..447 (theirs); halfkp: planes 0 (own) and 1 (theirs) of
+    # 641-row king blocks, offset 1; halfkav2_hm: planes 0 and 1 of 704-row king blocks.
+    rows = torch.arange(n_in)
+    if fs_name == "halfkp":
+        plane = torch.where(rows % 641 == 0, -1, (rows % 641 - 1) // 64)
+        own, their = plane == 0, plane == 1
+    elif fs_name == "halfkav2_hm":
+        plane = (rows % 704) // 64
+        own, their = plane == 0, plane == 1
+    else:
+        r = rows % 768
+        own, their = r < 64, (r >= 384) & (r < 448)
+    bias_sign = 1
+    for j in range(hidden):
+        grp = j % 6
+        if grp == 0:
+            l0w[:, j] = w
+            l0b[j] = INT16_LIMIT - k * w
+        elif grp == 1:
+            l0w[:, j] = -w
+            l0b[j] = -(INT16_LIMIT - k * w)
+        elif grp == 2:
+            l0b[j] = INT16_LIMIT * bias_sign
+            bias_sign = -bias_sign
+        elif grp == 3:
+            col = torch.randint(-w, w + 1, (n_in,), generator=g, dtype=torch.int32)
+            l0w[:, j] = col
+            sign = 1 if torch.randint(0, 2, (1,), generator=g).item() else -1
+            l0b[j] = sign * (INT16_LIMIT - int(col.abs().topk(k).values.sum()))
+        elif grp == 4:
+            col = torch.randint(-20, 21, (n_in,), generator=g, dtype=torch.int32)
+            col[own] = w
+            col[their] = -w
+            l0w[:, j] = col
+            l0b[j] = INT16_LIMIT - int(col.abs().topk(k).values.sum())
+        else:
+            l0w[:, j] = torch.randint(-40, 41, (n_in,), generator=g, dtype=torch.int32)
+            l0b[j] = int(torch.randint(-200, 401, (1,), generator=g))
+    lim = l1_weight_limit(act)
+    l1 = arch["l1_inputs"]
+    half = l1 // 2
+    signs = torch.randint(0, 2, (nb, l1), generator=g) * 2 - 1
+    # L1 inputs whose activation is the same (QA or QA²) on every position with a few pieces:
+    # their signs alternate, so that their contributions cancel (per half)
+    up = torch.tensor([j % 6 == 0 or (j % 6 == 2 and int(l0b[j]) > 0) for j in range(hidden)])
+    const = up[: hidden // 2] & up[hidden // 2:] if act == "pairwise_crelu" else up
+    idx = const.nonzero().flatten()
+    alt = torch.tensor([1 if i % 2 == 0 else -1 for i in range(len(idx))])
+    for side in range(2):
+        signs[:, side * half + idx] = alt
+    l1w = (signs * lim).to(torch.int16)
+    l1b = ((torch.randint(0, 2, (nb,), generator=g) * 2 - 1) * INT16_LIMIT).to(torch.int16)
+    return IntegerNet(arch, QuantScheme(), l0w.to(torch.int16), l0b.to(torch.int16), l1w, l1b)

@@ -1,116 +1,503 @@
-/* Independent reference evaluator for the raw nnue-forge net.bin layout.
+/* Independent reference evaluator for nnue-forge's raw net.bin layouts.
  *
- * Usage: nnue_eval NET.bin H B ACTIVATION   (ACTIVATION: crelu|screlu|pairwise_crelu)
- * Reads FENs from stdin (one per line; only placement and side to move are
- * used) and prints one integer eval per line, centipawns from the side to
- * move's point of view.
+ * Written from the published formulas (feature index formulas, output-bucket formulas, the
+ * integer forward pass), not from the Python code, so that the exporter and the integer
+ * inference engine can be checked against it.  C99, no dependencies.
  *
- * Layout (little-endian int16, no header), F = 768, L1IN = 2H (H for pairwise):
- *   l0w[F][H], l0b[H], l1w[B][L1IN], l1b[B], zero padding to a multiple of 64 bytes.
+ * Usage:
+ *   nnue_eval NET.bin H B ACT
+ *       legacy form: chess768 inputs, MaterialCount<B> buckets, perspective net.
+ *   nnue_eval NET.bin --features NAME --buckets SPEC --perspective H ACT
+ *   nnue_eval NET.bin --features NAME --buckets SPEC --deep H ACT N1 N2 HACT
+ *
+ *   NAME: chess768 | halfkp | halfkav2_hm | kb768hm4 | kb768hm16 | kb768:<map> | kb768hm:<map>
+ *   SPEC: MaterialCount<N> | SFPieceCount<N>
+ *   ACT (first layer): crelu | screlu | pairwise_crelu;  HACT (hidden layers): crelu | screlu
+ *
+ * Reads FENs from stdin, one per line (only the placement and the side to move are used;
+ * blank lines are skipped) and prints one line per FEN: the eval in centipawns from the side
+ * to move's point of view, or the word "overflow" when an int16 accumulator or an int32 sum
+ * of an integer engine would overflow for that position (values here are computed in 64 bits
+ * and checked, so the word replaces what a 16/32-bit engine would get wrong).
+ *
+ * ---------------------------------------------------------------------------------------
+ * Board conventions: squares a1 = 0 .. h8 = 63 (sq = 8*rank + file); colours white = 0,
+ * black = 1; piece types P N B R Q K = 0..5; perspective p is a colour; "own king" is the king
+ * of colour p.  Features per perspective p, for every piece (c, t, s):
+ *
+ *   chess768:    (c == p ? 0 : 384) + 64 t + (p == white ? s : s ^ 56)
+ *   halfkp:      kings are not features; o(x) = x ^ (63 p) (rotation by 180 deg for black),
+ *                1 + o(s) + 64 (2 t + (c != p)) + 641 o(k)                         F = 41024
+ *   halfkav2_hm: o(x) = x ^ (56 p) ^ (file(k) < 4 ? 7 : 0); plane = 2 t + (c != p) with both
+ *                kings on plane 10; o(s) + 64 plane + 704 KB(o(k)), KB(x) for the oriented
+ *                king (always on files e-h) = 4 (7 - rank(x)) + (7 - file(x))       F = 22528
+ *   kb768:       r(x) = x ^ (56 p); m = 7 if mirrored and file(k) >= 4 else 0;
+ *                768 bucket(r(k)) + (c == p ? 0 : 384) + 64 t + (r(s) ^ m)          F = 768 NB
+ *                map text: 8 groups separated by '/', rank 1 (own back rank) first, 8 chars
+ *                (files a-h) or 4 chars (mirrored: files a-d; a king on file f >= 4 reads
+ *                file 7 - f); chars 0-9, a-z (10-35), A-Z (36-61).
+ *                kb768hm4  = kb768hm:0011/2222/3333/3333/3333/3333/3333/3333
+ *                kb768hm16 = kb768hm:0123/4567/8899/aabb/ccdd/ccdd/eeff/eeff
+ *
+ * Output bucket (pc = number of pieces, kings included), clamped to [0, N-1]:
+ *   MaterialCount<N>: floor((pc - 2) / ceil(32 / N));   SFPieceCount<N>: floor((pc - 1) / 4)
+ *
+ * QA = 255, QB = 64, SCALE = 400.  Accumulators: acc_p = l0b + sum of l0w rows of the active
+ * features of perspective p; v = clamp(acc, 0, QA).  "stm" = perspective of the side to move.
+ *
+ * Perspective net, layout (little endian, no header):
+ *   l0w int16[F][H] | l0b int16[H] | l1w int16[B][L1] | l1b int16[B] | zeros to 64 bytes,
+ *   L1 = 2H (H for pairwise_crelu); the first half of a bucket's weights weigh the stm half.
+ *   crelu:    out = sum v_stm l1w + sum v_nstm l1w' + l1b
+ *   screlu:   out = (sum v_stm^2 l1w + sum v_nstm^2 l1w') / QA + l1b
+ *   pairwise: q = v[i] v[i + H/2] (i < H/2) per perspective, out = (sum q l1w ...) / QA + l1b
+ *   eval = out SCALE / (QA QB); every division truncates toward zero.
+ *
+ * Deep net, layout (little endian, no header):
+ *   l0w int16[F][H] | l0b int16[H] | l1w int8[B][N1][L1] | l1b int32[B][N1] |
+ *   l2w int8[B][N2][N1] | l2b int32[B][N2] | outw int8[B][N2] | outb int32[B] | zeros to 64 B
+ *   x0 (L1 bytes, stm half first): crelu v; screlu (v v) >> 8; pairwise (v[j] v[j+H/2]) >> 8
+ *   s1 = l1b + l1w x0, y1 = floor(s1 / 64), x1 = act(y1); s2 = l2b + l2w x1, y2 = floor(s2 / 64),
+ *   x2 = act(y2); act: crelu clamp(y, 0, 255), screlu clamp(y, 0, 255)^2 >> 8;
+ *   out = outb + outw x2; eval = out 400 / (255 64), truncating toward zero.
  */
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#define F 768
 #define QA 255
 #define QB 64
 #define SCALE 400
+#define SHIFT_BITS 8
+#define HIDDEN_DIV 64
 
 enum { CRELU, SCRELU, PAIRWISE };
+enum { FS_CHESS768, FS_HALFKP, FS_HALFKA, FS_KB768 };
+enum { OB_MATERIAL, OB_SFPIECE };
 
-static int16_t *l0w, *l0b, *l1w, *l1b;
-static int H, B, ACT, L1IN;
+/* configuration */
+static int FS, MIRRORED, NB_KING;       /* feature set; kb768: mirrored, number of king buckets */
+static int KMAP[64];                    /* kb768: bucket of each relative king square */
+static long NF;                         /* number of features */
+static int OBKIND, B;                   /* output buckets */
+static int DEEP, H, ACT, L1, N1, N2, HACT;
+
+/* parameters */
+static int16_t *l0w, *l0b, *pl1w, *pl1b;            /* perspective */
+static int8_t *dl1w, *dl2w, *doutw;                  /* deep */
+static int32_t *dl1b, *dl2b, *doutb;
 
 static void die(const char *msg) { fprintf(stderr, "nnue_eval: %s\n", msg); exit(1); }
 
-static int16_t rd16(const unsigned char *p) { return (int16_t)(uint16_t)(p[0] | (p[1] << 8)); }
+static void *xmalloc(size_t n) {
+    void *p = malloc(n ? n : 1);
+    if (!p) die("out of memory");
+    return p;
+}
+
+/* ---------------------------------------------------------------- argument parsing */
+
+static int parse_act(const char *s, int allow_pairwise) {
+    if (!strcmp(s, "crelu")) return CRELU;
+    if (!strcmp(s, "screlu")) return SCRELU;
+    if (allow_pairwise && !strcmp(s, "pairwise_crelu")) return PAIRWISE;
+    die("unknown activation");
+    return -1;
+}
+
+static int parse_pos_int(const char *s) {
+    char *end;
+    long v = strtol(s, &end, 10);
+    if (*s == '\0' || *end != '\0' || v <= 0 || v > 1000000) die("expected a positive integer argument");
+    return (int)v;
+}
+
+static int map_digit(char ch) {
+    const char *digits = "0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ";
+    const char *p = ch ? strchr(digits, ch) : NULL;
+    if (!p) die("bad character in king-bucket map");
+    return (int)(p - digits);
+}
+
+static void parse_kb768_map(const char *text, int mirrored) {
+    int width = mirrored ? 4 : 8, used[64] = {0}, maxb = -1;
+    const char *c = text;
+    for (int rank = 0; rank < 8; rank++) {
+        if (rank > 0) {
+            if (*c != '/') die("king-bucket map needs 8 groups separated by '/'");
+            c++;
+        }
+        for (int f = 0; f < width; f++, c++) {
+            if (*c == '/' || *c == '\0') die("king-bucket map group has the wrong length");
+            int b = map_digit(*c);
+            if (mirrored) {
+                KMAP[8 * rank + f] = b;
+                KMAP[8 * rank + 7 - f] = b;
+            } else {
+                KMAP[8 * rank + f] = b;
+            }
+            used[b] = 1;
+            if (b > maxb) maxb = b;
+        }
+    }
+    if (*c != '\0') die("king-bucket map too long");
+    for (int b = 0; b <= maxb; b++)
+        if (!used[b]) die("king buckets must be numbered 0..N-1, each used");
+    NB_KING = maxb + 1;
+}
+
+static void parse_features(const char *name) {
+    if (!strcmp(name, "chess768")) { FS = FS_CHESS768; NF = 768; return; }
+    if (!strcmp(name, "halfkp")) { FS = FS_HALFKP; NF = 64L * 641; return; }
+    if (!strcmp(name, "halfkav2_hm")) { FS = FS_HALFKA; NF = 32L * 11 * 64; return; }
+    if (!strcmp(name, "kb768hm4")) name = "kb768hm:0011/2222/3333/3333/3333/3333/3333/3333";
+    else if (!strcmp(name, "kb768hm16")) name = "kb768hm:0123/4567/8899/aabb/ccdd/ccdd/eeff/eeff";
+    if (!strncmp(name, "kb768hm:", 8)) { MIRRORED = 1; parse_kb768_map(name + 8, 1); }
+    else if (!strncmp(name, "kb768:", 6)) { MIRRORED = 0; parse_kb768_map(name + 6, 0); }
+    else die("unknown feature set");
+    FS = FS_KB768;
+    NF = 768L * NB_KING;
+}
+
+static void parse_buckets(const char *spec) {
+    const char *lt = strchr(spec, '<');
+    size_t len = strlen(spec);
+    if (!lt || len < 3 || spec[len - 1] != '>') die("bad output-bucket spec");
+    if (!strncmp(spec, "MaterialCount<", 14) && lt == spec + 13) OBKIND = OB_MATERIAL;
+    else if (!strncmp(spec, "SFPieceCount<", 13) && lt == spec + 12) OBKIND = OB_SFPIECE;
+    else die("unknown output-bucket kind");
+    char num[16];
+    size_t n = len - 1 - (size_t)(lt + 1 - spec);
+    if (n == 0 || n >= sizeof num) die("bad output-bucket count");
+    memcpy(num, lt + 1, n);
+    num[n] = '\0';
+    B = parse_pos_int(num);
+    if (B > 32) die("output-bucket count must be 1..32");
+}
+
+/* ---------------------------------------------------------------- loading */
+
+static int16_t get16(const unsigned char *p) { return (int16_t)(uint16_t)(p[0] | (p[1] << 8)); }
+static int32_t get32(const unsigned char *p) {
+    return (int32_t)((uint32_t)p[0] | ((uint32_t)p[1] << 8) | ((uint32_t)p[2] << 16) | ((uint32_t)p[3] << 24));
+}
+
+static int16_t *take16(const unsigned char **p, long n) {
+    int16_t *a = xmalloc((size_t)n * sizeof *a);
+    for (long i = 0; i < n; i++) a[i] = get16(*p + 2 * i);
+    *p += 2 * n;
+    return a;
+}
+static int32_t *take32(const unsigned char **p, long n) {
+    int32_t *a = xmalloc((size_t)n * sizeof *a);
+    for (long i = 0; i < n; i++) a[i] = get32(*p + 4 * i);
+    *p += 4 * n;
+    return a;
+}
+static int8_t *take8(const unsigned char **p, long n) {
+    int8_t *a = xmalloc((size_t)n * sizeof *a);
+    for (long i = 0; i < n; i++) a[i] = (int8_t)(((*p)[i] ^ 0x80) - 0x80);
+    *p += n;
+    return a;
+}
 
 static void load(const char *path) {
-    long n = (long)F * H + H + (long)B * L1IN + B, bytes = 2 * n, padded = (bytes + 63) / 64 * 64;
+    long bytes = 2 * (NF * H + H);
+    if (DEEP)
+        bytes += (long)B * N1 * L1 + 4L * B * N1 + (long)B * N2 * N1 + 4L * B * N2 + (long)B * N2 + 4L * B;
+    else
+        bytes += 2 * ((long)B * L1 + B);
+    long padded = (bytes + 63) / 64 * 64;
     FILE *fp = fopen(path, "rb");
     if (!fp) die("cannot open net file");
-    fseek(fp, 0, SEEK_END);
+    if (fseek(fp, 0, SEEK_END) != 0) die("cannot seek net file");
     long size = ftell(fp);
     if (size != padded) {
         fprintf(stderr, "nnue_eval: %s has %ld bytes, expected %ld\n", path, size, padded);
         exit(1);
     }
     rewind(fp);
-    unsigned char *raw = malloc(bytes);
-    int16_t *all = malloc(n * sizeof(int16_t));
-    if (!raw || !all) die("out of memory");
-    if (fread(raw, 1, bytes, fp) != (size_t)bytes) die("short read");
+    unsigned char *raw = xmalloc((size_t)size);
+    if (fread(raw, 1, (size_t)size, fp) != (size_t)size) die("short read");
     fclose(fp);
-    for (long i = 0; i < n; i++) all[i] = rd16(raw + 2 * i);
-    free(raw);
-    l0w = all; l0b = l0w + (long)F * H; l1w = l0b + H; l1b = l1w + (long)B * L1IN;
-}
-
-/* Fills the clamped accumulator of one perspective; returns the piece count. */
-static int accumulate(const char *placement, int persp, int32_t *v) {
-    int rank = 7, file = 0, pieces = 0;
-    for (int i = 0; i < H; i++) v[i] = l0b[i];
-    for (const char *c = placement; *c && !strchr(" \t\r\n", *c); c++) {
-        if (*c == '/') { rank--; file = 0; continue; }
-        if (*c >= '1' && *c <= '8') { file += *c - '0'; continue; }
-        const char *types = "pnbrqk", *t = strchr(types, *c >= 'a' ? *c : *c + 32);
-        if (!t || !*t || rank < 0 || file > 7) die("bad FEN placement");
-        int colour = *c >= 'a', sq = 8 * rank + file++;
-        int f = (colour == persp ? 0 : 384) + 64 * (int)(t - types) + (persp == 0 ? sq : sq ^ 56);
-        for (int i = 0; i < H; i++) v[i] += l0w[(long)f * H + i];
-        pieces++;
+    for (long i = bytes; i < size; i++)
+        if (raw[i]) die("non-zero padding");
+    const unsigned char *p = raw;
+    l0w = take16(&p, NF * H);
+    l0b = take16(&p, H);
+    if (DEEP) {
+        dl1w = take8(&p, (long)B * N1 * L1);
+        dl1b = take32(&p, (long)B * N1);
+        dl2w = take8(&p, (long)B * N2 * N1);
+        dl2b = take32(&p, (long)B * N2);
+        doutw = take8(&p, (long)B * N2);
+        doutb = take32(&p, B);
+    } else {
+        pl1w = take16(&p, (long)B * L1);
+        pl1b = take16(&p, B);
     }
-    for (int i = 0; i < H; i++) v[i] = v[i] < 0 ? 0 : v[i] > QA ? QA : v[i];
-    return pieces;
+    free(raw);
 }
 
-/* Contribution of one perspective's clamped accumulator, weighted by w. */
-static int64_t layer1(const int32_t *v, const int16_t *w) {
-    int64_t sum = 0;
-    if (ACT == PAIRWISE)
-        for (int i = 0; i < H / 2; i++) sum += (int64_t)v[i] * v[i + H / 2] * w[i];
-    else
-        for (int i = 0; i < H; i++) sum += (int64_t)v[i] * (ACT == SCRELU ? v[i] : 1) * w[i];
-    return sum;
+/* ---------------------------------------------------------------- board and features */
+
+typedef struct {
+    int n;            /* number of pieces */
+    int colour[64], type[64], sq[64];
+    int king[2];      /* king square per colour, -1 if none */
+    int stm;
+} Board;
+
+/* Returns 0 on success. */
+static int parse_fen(const char *fen, Board *b) {
+    const char *types = "pnbrqk";
+    int rank = 7, file = 0;
+    const char *c = fen;
+    b->n = 0;
+    b->king[0] = b->king[1] = -1;
+    for (; *c && *c != ' ' && *c != '\t' && *c != '\n' && *c != '\r'; c++) {
+        if (*c == '/') {
+            if (file != 8) return 1;
+            rank--;
+            file = 0;
+            if (rank < 0) return 1;
+            continue;
+        }
+        if (*c >= '1' && *c <= '8') {
+            file += *c - '0';
+            if (file > 8) return 1;
+            continue;
+        }
+        char lower = (*c >= 'A' && *c <= 'Z') ? (char)(*c - 'A' + 'a') : *c;
+        const char *t = strchr(types, lower);
+        if (!t || !lower || file > 7 || b->n >= 64) return 1;
+        int colour = (*c >= 'a' && *c <= 'z') ? 1 : 0, type = (int)(t - types), sq = 8 * rank + file;
+        b->colour[b->n] = colour;
+        b->type[b->n] = type;
+        b->sq[b->n] = sq;
+        b->n++;
+        if (type == 5) {
+            if (b->king[colour] >= 0) return 1;
+            b->king[colour] = sq;
+        }
+        file++;
+    }
+    if (rank != 0 || file != 8) return 1;
+    while (*c == ' ' || *c == '\t') c++;
+    if (*c == 'w') b->stm = 0;
+    else if (*c == 'b') b->stm = 1;
+    else return 1;
+    return 0;
 }
 
-static long evaluate(const char *fen) {
-    const char *s = fen + strcspn(fen, " \t");
-    s += strspn(s, " \t");
-    int stm = *s == 'b';
-    int32_t *vs = malloc(H * sizeof(int32_t)), *vn = malloc(H * sizeof(int32_t));
-    if (!vs || !vn) die("out of memory");
-    int pieces = accumulate(fen, stm, vs);
-    accumulate(fen, 1 - stm, vn);
-    int per = (32 + B - 1) / B, bucket = (pieces - 2) / per;
+/* Feature index of piece i for perspective p, or -1 if the piece is not a feature. */
+static long feature(const Board *b, int i, int p) {
+    int c = b->colour[i], t = b->type[i], s = b->sq[i], k = b->king[p];
+    switch (FS) {
+    case FS_CHESS768:
+        return (c == p ? 0 : 384) + 64 * t + (p == 0 ? s : s ^ 56);
+    case FS_HALFKP: {
+        if (t == 5) return -1;
+        int rot = p == 0 ? 0 : 63;
+        return 1 + (s ^ rot) + 64 * (2 * t + (c != p)) + 641L * (k ^ rot);
+    }
+    case FS_HALFKA: {
+        int o = (p == 0 ? 0 : 56) ^ (k % 8 < 4 ? 7 : 0);
+        int ok = k ^ o;                      /* oriented king: files e-h */
+        int kb = 4 * (7 - ok / 8) + (7 - ok % 8);
+        int plane = t == 5 ? 10 : 2 * t + (c != p);
+        return (s ^ o) + 64 * plane + 704L * kb;
+    }
+    default: { /* FS_KB768 */
+        int r = p == 0 ? 0 : 56;
+        int m = (MIRRORED && k % 8 >= 4) ? 7 : 0;
+        return 768L * KMAP[k ^ r] + (c == p ? 0 : 384) + 64 * t + ((s ^ r) ^ m);
+    }
+    }
+}
+
+static int output_bucket(int pieces) {
+    int bucket;
+    if (OBKIND == OB_MATERIAL) {
+        int per = (32 + B - 1) / B, d = pieces - 2;
+        bucket = d >= 0 ? d / per : -1;  /* floor; any negative clamps to 0 */
+    } else {
+        int d = pieces - 1;
+        bucket = d >= 0 ? d / 4 : -1;
+    }
     if (bucket > B - 1) bucket = B - 1;
     if (bucket < 0) bucket = 0;
-    const int16_t *w = l1w + (long)bucket * L1IN;
-    int64_t out = layer1(vs, w) + layer1(vn, w + L1IN / 2);
-    if (ACT != CRELU) out /= QA;
-    out += l1b[bucket];
+    return bucket;
+}
+
+/* Accumulator of perspective p, clamped to [0, QA] into v. Returns 1 if it leaves int16. */
+static int accumulate(const Board *b, int p, int32_t *v) {
+    int64_t *acc = xmalloc((size_t)H * sizeof *acc);
+    int bad = 0;
+    for (int j = 0; j < H; j++) acc[j] = l0b[j];
+    for (int i = 0; i < b->n; i++) {
+        long f = feature(b, i, p);
+        if (f < 0) continue;
+        if (f >= NF) die("internal error: feature index out of range");
+        const int16_t *row = l0w + f * H;
+        for (int j = 0; j < H; j++) acc[j] += row[j];
+    }
+    for (int j = 0; j < H; j++) {
+        if (acc[j] < -32768 || acc[j] > 32767) bad = 1;
+        v[j] = acc[j] < 0 ? 0 : acc[j] > QA ? QA : (int32_t)acc[j];
+    }
+    free(acc);
+    return bad;
+}
+
+static int fits32(int64_t x) { return x >= INT32_MIN && x <= INT32_MAX; }
+
+/* floor(a / d) for d > 0, with no reliance on the sign behaviour of >> */
+static int64_t floor_div(int64_t a, int64_t d) {
+    int64_t q = a / d;
+    if (a % d != 0 && a < 0) q--;
+    return q;
+}
+
+/* ---------------------------------------------------------------- forward passes */
+
+/* Returns 0 and sets *eval, or 1 on overflow. */
+static int eval_perspective(const int32_t *vs, const int32_t *vn, int bucket, int64_t *eval) {
+    const int16_t *w = pl1w + (long)bucket * L1;
+    int half = L1 / 2;
+    const int32_t *vv[2] = {vs, vn};
+    int64_t sum = 0;
+    for (int side = 0; side < 2; side++) {
+        const int32_t *v = vv[side];
+        const int16_t *ws = w + side * half;
+        for (int i = 0; i < half; i++) {
+            int64_t x;
+            if (ACT == PAIRWISE) x = (int64_t)v[i] * v[i + H / 2];
+            else if (ACT == SCRELU) x = (int64_t)v[i] * v[i];
+            else x = v[i];
+            sum += x * ws[i];
+        }
+    }
+    if (!fits32(sum)) return 1;
+    int64_t out = ACT == CRELU ? sum : sum / QA;
+    out += pl1b[bucket];
+    if (!fits32(out)) return 1;
+    *eval = out * SCALE / (QA * QB);
+    return 0;
+}
+
+static int32_t hidden_act(int64_t y) {
+    int64_t c = y < 0 ? 0 : y > 255 ? 255 : y;
+    return HACT == SCRELU ? (int32_t)((c * c) >> SHIFT_BITS) : (int32_t)c;  /* c*c >= 0 */
+}
+
+static int eval_deep(const int32_t *vs, const int32_t *vn, int bucket, int64_t *eval) {
+    int32_t *x0 = xmalloc((size_t)L1 * sizeof *x0), *x1 = xmalloc((size_t)N1 * sizeof *x1),
+            *x2 = xmalloc((size_t)N2 * sizeof *x2);
+    int half = L1 / 2, bad = 0;
+    const int32_t *vv[2] = {vs, vn};
+    for (int side = 0; side < 2; side++) {
+        const int32_t *v = vv[side];
+        for (int i = 0; i < half; i++) {
+            int32_t x;
+            if (ACT == PAIRWISE) x = (v[i] * v[i + H / 2]) >> SHIFT_BITS;  /* operands >= 0 */
+            else if (ACT == SCRELU) x = (v[i] * v[i]) >> SHIFT_BITS;
+            else x = v[i];
+            x0[side * half + i] = x;
+        }
+    }
+    const int8_t *w1 = dl1w + (long)bucket * N1 * L1;
+    for (int n = 0; n < N1; n++) {
+        int64_t s = dl1b[(long)bucket * N1 + n];
+        for (int j = 0; j < L1; j++) s += (int64_t)w1[(long)n * L1 + j] * x0[j];
+        if (!fits32(s)) bad = 1;
+        x1[n] = hidden_act(floor_div(s, HIDDEN_DIV));
+    }
+    const int8_t *w2 = dl2w + (long)bucket * N2 * N1;
+    for (int n = 0; n < N2; n++) {
+        int64_t s = dl2b[(long)bucket * N2 + n];
+        for (int j = 0; j < N1; j++) s += (int64_t)w2[(long)n * N1 + j] * x1[j];
+        if (!fits32(s)) bad = 1;
+        x2[n] = hidden_act(floor_div(s, HIDDEN_DIV));
+    }
+    int64_t out = doutb[bucket];
+    for (int j = 0; j < N2; j++) out += (int64_t)doutw[(long)bucket * N2 + j] * x2[j];
+    if (!fits32(out)) bad = 1;
+    *eval = out * SCALE / (QA * QB);
+    free(x0); free(x1); free(x2);
+    return bad;
+}
+
+/* Prints the eval of one FEN (or "overflow"). */
+static void evaluate(const char *fen) {
+    Board b;
+    if (parse_fen(fen, &b)) die("bad FEN");
+    if (FS != FS_CHESS768 && (b.king[0] < 0 || b.king[1] < 0)) die("bad FEN: a king is missing");
+    int32_t *vs = xmalloc((size_t)H * sizeof *vs), *vn = xmalloc((size_t)H * sizeof *vn);
+    int bad = accumulate(&b, b.stm, vs);
+    bad |= accumulate(&b, 1 - b.stm, vn);
+    int bucket = output_bucket(b.n);
+    int64_t ev = 0;
+    bad |= DEEP ? eval_deep(vs, vn, bucket, &ev) : eval_perspective(vs, vn, bucket, &ev);
+    if (bad) printf("overflow\n");
+    else printf("%lld\n", (long long)ev);
     free(vs); free(vn);
-    return (long)(out * SCALE / (QA * QB));
+}
+
+static void usage(void) {
+    die("usage: nnue_eval NET.bin H B ACT\n"
+        "       nnue_eval NET.bin --features NAME --buckets SPEC --perspective H ACT\n"
+        "       nnue_eval NET.bin --features NAME --buckets SPEC --deep H ACT N1 N2 HACT");
 }
 
 int main(int argc, char **argv) {
-    if (argc != 5) die("usage: nnue_eval NET.bin H B crelu|screlu|pairwise_crelu");
-    H = atoi(argv[2]); B = atoi(argv[3]);
-    if (!strcmp(argv[4], "crelu")) ACT = CRELU;
-    else if (!strcmp(argv[4], "screlu")) ACT = SCRELU;
-    else if (!strcmp(argv[4], "pairwise_crelu")) ACT = PAIRWISE;
-    else die("unknown activation");
-    if (H <= 0 || B <= 0 || (ACT == PAIRWISE && H % 2)) die("bad H or B");
-    L1IN = ACT == PAIRWISE ? H : 2 * H;
+    if (argc == 5 && argv[2][0] != '-') {  /* legacy: NET H B ACT */
+        parse_features("chess768");
+        H = parse_pos_int(argv[2]);
+        B = parse_pos_int(argv[3]);
+        if (B > 32) die("output-bucket count must be 1..32");
+        OBKIND = OB_MATERIAL;
+        ACT = parse_act(argv[4], 1);
+        DEEP = 0;
+    } else {
+        int have_fs = 0, have_ob = 0, have_net = 0;
+        if (argc < 2) usage();
+        for (int i = 2; i < argc; i++) {
+            if (!strcmp(argv[i], "--features") && i + 1 < argc) {
+                parse_features(argv[++i]);
+                have_fs = 1;
+            } else if (!strcmp(argv[i], "--buckets") && i + 1 < argc) {
+                parse_buckets(argv[++i]);
+                have_ob = 1;
+            } else if (!strcmp(argv[i], "--perspective") && i + 2 < argc) {
+                DEEP = 0;
+                H = parse_pos_int(argv[++i]);
+                ACT = parse_act(argv[++i], 1);
+                have_net = 1;
+            } else if (!strcmp(argv[i], "--deep") && i + 5 < argc) {
+                DEEP = 1;
+                H = parse_pos_int(argv[++i]);
+                ACT = parse_act(argv[++i], 1);
+                N1 = parse_pos_int(argv[++i]);
+                N2 = parse_pos_int(argv[++i]);
+                HACT = parse_act(argv[++i], 0);
+                have_net = 1;
+            } else {
+                usage();
+            }
+        }
+        if (!have_fs || !have_ob || !have_net) usage();
+    }
+    if (ACT == PAIRWISE && H % 2) die("pairwise_crelu needs an even H");
+    L1 = ACT == PAIRWISE ? H : 2 * H;
     load(argv[1]);
-    char line[1024];
+    char line[4096];
     while (fgets(line, sizeof line, stdin)) {
         char *s = line;
         while (*s == ' ' || *s == '\t') s++;
         if (*s == '\n' || *s == '\r' || !*s) continue;
-        printf("%ld\n", evaluate(s));
+        evaluate(s);
     }
     return 0;
 }
