@@ -344,7 +344,10 @@ def export(ckpt: str | Path, out_dir: str | Path, clip: bool = False, data_path=
     if deep and cb is not None:
         q["outb"], shift = calibrate_output_bias(model, net, scheme, cb.stm_indices, cb.nstm_indices, cb.bucket)
         calibration["output_bias_shift_cp"] = shift
-        q, report = audit(q, model.arch, scheme, fs.max_active, clip)
+        q, again = audit(q, model.arch, scheme, fs.max_active, clip)  # the new outb must fit int32 too
+        for k, n in again["clipped"].items():
+            report["clipped"][k] = report["clipped"].get(k, 0) + n
+        report = again | {"clipped": report["clipped"], "problems": report["problems"] + again["problems"]}
         net = _int_net(model, q, scheme, fs, buckets, provenance)
     # cross-check on real validation positions: float eval vs integer eval, and int32 sums
     cross = {"positions": int(boards.shape[0])}

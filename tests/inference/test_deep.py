@@ -1,0 +1,216 @@
+"""Deep integer nets (L0 → L1 → L2 → out layer stacks): exact inference against a plain int64
+reference, files, overflow audit, export of a float DeepNet, float vs integer agreement."""
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+import torch
+from conftest import SAMPLE
+from netfiles import make_deep_model, write_weights
+
+from nnue.inference import NetFormatError, evaluate, load
+from nnue.inference.deep import DeepIntegerNet, forward_int, make_deep_arch
+from nnue.inference.net import QuantScheme, boards_from_fens
+from nnue.pipeline.features import get_feature_set, parse_output_buckets
+from nnue.trainer.export import ExportError, audit, export, quantise
+
+L0_ACTS = ["crelu", "screlu", "pairwise_crelu"]
+HIDDEN_ACTS = ["crelu", "screlu"]
+
+
+def sample_boards(n: int) -> torch.Tensor:
+    fens = [line[4:].strip() for line in open(SAMPLE) if line.startswith("fen ")]
+    step = max(1, len(fens) // n)
+    return boards_from_fens(fens[::step][:n])
+
+
+def random_deep_net(fs_name="chess768", act="pairwise_crelu", hact="crelu", hidden=24, n1=7, n2=5,
+                    buckets="MaterialCount<8>", seed=0, w8=(-128, 127), bias=200_000) -> DeepIntegerNet:
+    arch = make_deep_arch(fs_name, hidden, act, buckets, n1, n2, hact)
+    g = torch.Generator().manual_seed(seed)
+    F, B, L1 = arch["num_inputs"], arch["num_buckets"], arch["l1_inputs"]
+
+    def i8(*shape):
+        return torch.randint(w8[0], w8[1] + 1, shape, generator=g).to(torch.int8)
+
+    def i32(*shape):
+        return torch.randint(-bias, bias + 1, shape, generator=g).to(torch.int32)
+
+    return DeepIntegerNet(arch, QuantScheme(), torch.randint(-150, 151, (F, hidden), generator=g).to(torch.int16),
+                          torch.randint(-100, 250, (hidden,), generator=g).to(torch.int16),
+                          i8(B, n1, L1), i32(B, n1), i8(B, n2, n1), i32(B, n2), i8(B, n2), i32(B))
+
+
+def reference_eval(net: DeepIntegerNet, boards: torch.Tensor) -> list[int]:
+    """The module docstring's formula, one position at a time, in Python ints (no matmul)."""
+    s, a = net.scheme, net.arch
+    fs, bk = get_feature_set(a["feature_set"]), parse_output_buckets(a["output_buckets"])
+    stm, nstm = fs.encode(boards)
+    buckets = bk.of(boards).tolist()
+    l0w, l0b = net.l0w.long(), net.l0b.long()
+    H = a["hidden"]
+
+    def floor_shift(x, k):
+        return x // (1 << k)  # Python floor division: the arithmetic shift
+
+    def act(y, kind):
+        v = min(max(y, 0), s.qa)
+        return floor_shift(v * v, s.l0_shift) if kind == "screlu" else v
+
+    out = []
+    for i, b in enumerate(buckets):
+        x0 = []
+        for idx in (stm[i], nstm[i]):
+            acc = (l0b + l0w[idx[idx >= 0].long()].sum(0)).tolist()
+            v = [min(max(x, 0), s.qa) for x in acc]
+            if a["activation"] == "pairwise_crelu":
+                x0 += [floor_shift(v[j] * v[j + H // 2], s.l0_shift) for j in range(H // 2)]
+            elif a["activation"] == "screlu":
+                x0 += [floor_shift(x * x, s.l0_shift) for x in v]
+            else:
+                x0 += v
+        x = x0
+        for w, bias in ((net.l1w[b], net.l1b[b]), (net.l2w[b], net.l2b[b])):
+            sums = [int(bias[n]) + sum(int(w[n][j]) * x[j] for j in range(len(x))) for n in range(w.shape[0])]
+            x = [act(floor_shift(y, 6), a["hidden_activation"]) for y in sums]
+        o = int(net.outb[b]) + sum(int(net.outw[b][j]) * x[j] for j in range(len(x)))
+        q = abs(o * s.scale) // (s.qa * s.qb)
+        out.append(q if o >= 0 else -q)
+    return out
+
+
+@pytest.mark.parametrize("act", L0_ACTS)
+@pytest.mark.parametrize("hact", HIDDEN_ACTS)
+def test_forward_equals_python_reference(act, hact):
+    net = random_deep_net(act=act, hact=hact, hidden=24 if act == "pairwise_crelu" else 13, seed=len(act + hact))
+    boards = sample_boards(150)
+    ours = evaluate(net, boards).tolist()
+    assert ours == reference_eval(net, boards)
+    assert min(ours) < 0 < max(ours)
+
+
+def test_forward_equals_reference_other_feature_sets_and_buckets():
+    for fs_name, buckets in (("halfkav2_hm", "SFPieceCount<8>"), ("kb768hm4", "MaterialCount<4>"), ("halfkp", "MaterialCount<1>")):
+        net = random_deep_net(fs_name, "screlu", "screlu", hidden=9, n1=4, n2=3, buckets=buckets, seed=3)
+        boards = sample_boards(60)
+        assert evaluate(net, boards).tolist() == reference_eval(net, boards), fs_name
+
+
+def test_hidden_layers_hit_every_regime_and_batches_agree():
+    net = random_deep_net(seed=11)
+    boards = sample_boards(500)
+    fs, bk = net.features, net.buckets
+    stm, nstm = fs.encode(boards)
+    ev, parts = forward_int(net, stm, nstm, bk.of(boards), return_parts=True)
+    y1 = parts["s1"] >> 6
+    assert (y1 < 0).any() and ((y1 > 0) & (y1 < 255)).any() and (y1 > 255).any()
+    # chunking and odd batch sizes change nothing; the empty batch is fine
+    assert torch.equal(evaluate(net, boards, chunk=37), ev)
+    assert torch.equal(evaluate(net, boards[:1]), ev[:1])
+    assert evaluate(net, boards[:0]).shape == (0,)
+
+
+def test_sums_beyond_int32_raise():
+    net = random_deep_net(seed=5)
+    net.l1b.fill_(2**31 - 10)
+    with pytest.raises(OverflowError, match="L1 sum.*int32"):
+        evaluate(net, sample_boards(20))
+
+
+def test_file_round_trip_raw_layout_and_header_checks(tmp_path):
+    net = random_deep_net(seed=2)
+    net.save(tmp_path / "a.safetensors")
+    back = load(tmp_path / "a.safetensors")
+    assert isinstance(back, DeepIntegerNet) and back.arch == net.arch
+    for k, t in net.tensors().items():
+        assert torch.equal(getattr(back, k), t) and getattr(back, k).dtype == t.dtype, k
+    back.save(tmp_path / "b.safetensors")
+    assert (tmp_path / "a.safetensors").read_bytes() == (tmp_path / "b.safetensors").read_bytes()
+    # raw layout, field by field
+    raw = net.raw_bytes()
+    a = net.arch
+    F, H, B, L1, N1, N2 = (a[k] for k in ("num_inputs", "hidden", "num_buckets", "l1_inputs", "l1_outputs", "l2_outputs"))
+    off = 0
+
+    def take(dtype, count):
+        nonlocal off
+        arr = np.frombuffer(raw, dtype=dtype, count=count, offset=off)
+        off += arr.nbytes
+        return arr
+
+    assert np.array_equal(take("<i2", F * H), net.l0w.flatten().numpy())
+    assert np.array_equal(take("<i2", H), net.l0b.numpy())
+    assert np.array_equal(take("i1", B * N1 * L1), net.l1w.flatten().numpy())
+    assert np.array_equal(take("<i4", B * N1), net.l1b.flatten().numpy())
+    assert np.array_equal(take("i1", B * N2 * N1), net.l2w.flatten().numpy())
+    assert np.array_equal(take("<i4", B * N2), net.l2b.flatten().numpy())
+    assert np.array_equal(take("i1", B * N2), net.outw.flatten().numpy())
+    assert np.array_equal(take("<i4", B), net.outb.numpy())
+    assert len(raw) % 64 == 0 and raw[off:] == bytes(len(raw) - off)
+    # a tensor with the wrong dtype is refused, naming it
+    bad = random_deep_net(seed=2)
+    bad.l1w = bad.l1w.to(torch.int16)
+    bad.save(tmp_path / "bad.safetensors")
+    with pytest.raises(NetFormatError, match="l1w.*int8"):
+        load(tmp_path / "bad.safetensors")
+    with pytest.raises(NetFormatError, match="feature_set"):
+        load(tmp_path / "a.safetensors", expect={"feature_set": "halfkp"})
+
+
+@pytest.mark.parametrize("act,hact", [("pairwise_crelu", "crelu"), ("screlu", "screlu"), ("crelu", "crelu")])
+def test_export_float_deep_net(act, hact, tmp_path, sample_dataset):
+    model = make_deep_model(act, hidden=32, hidden_activation=hact, seed=7)
+    ck = write_weights(model, tmp_path / "w.safetensors", sample_dataset, val_fraction=1.0)
+    r = export(ck, tmp_path / "net", max_positions=4000)
+    net = load(tmp_path / "net" / "net.safetensors")
+    assert isinstance(net, DeepIntegerNet) and net.arch["hidden_activation"] == hact
+    meta = json.loads((tmp_path / "net" / "export.json").read_text())
+    assert [x["layer"] for x in meta["layers"]] == ["l0", "l1", "l2", "out"]
+    assert meta["bin_layout"].startswith("l0w int16[F][H]") and "l1w int8[B][N1][L1]" in meta["bin_layout"]
+    assert (tmp_path / "net" / "net.bin").read_bytes() == net.raw_bytes()
+    # weights are the rounded float weights; hidden biases carry the rounding half
+    q = quantise(model, QuantScheme())
+    assert torch.equal(net.l1w, q["l1w"].to(torch.int8)) and torch.equal(net.l2b, q["l2b"].to(torch.int32))
+    assert torch.equal(q["l1b"], torch.round(model.l1.bias.double() * 255 * 64).long().view(8, 16) + 32)
+    cross = r["cross_check"]
+    assert cross["positions"] > 1000
+    # float and integer agree: no systematic bias, small spread (the evals spread over hundreds of cp)
+    assert abs(cross["mean_signed_diff_cp"]) < 1.0, cross
+    assert cross["mean_abs_diff_cp"] < 8.0, cross
+    assert cross["spearman_int_vs_score"] == pytest.approx(cross["spearman_float_vs_score"], abs=0.02)
+
+
+def test_audit_refuses_int8_overflow_and_clip_repairs(tmp_path, sample_dataset):
+    model = make_deep_model(seed=1)
+    with torch.no_grad():
+        model.out.weight[3, 5] = 2.5  # 160 at QB = 64: beyond int8
+    q = quantise(model, QuantScheme())
+    with pytest.raises(ExportError, match=r"outw.*int8.*\[3, 5\] = 160"):
+        audit(q, model.arch, QuantScheme(), 32)
+    fixed, report = audit(q, model.arch, QuantScheme(), 32, clip=True)
+    assert report["clipped"] == {"outw": 1} and int(fixed["outw"][3, 5]) == 127
+    # the export refuses it too, and writes nothing
+    ck = write_weights(model, tmp_path / "w.safetensors", sample_dataset)
+    with pytest.raises(ExportError, match="outw"):
+        export(ck, tmp_path / "net")
+    assert not (tmp_path / "net" / "net.safetensors").exists()
+    assert export(ck, tmp_path / "net", clip=True)["audit"]["clipped"] == {"outw": 1}
+
+
+def test_float_deep_net_matches_integer_formula_closely():
+    """Without calibration, the float net's activations (with the 255/256 product scale) track
+    the integer net's layer by layer: the evals agree within a few centipawns."""
+    model = make_deep_model("screlu", hidden=16, hidden_activation="screlu", seed=4, dense_scale=0.3)
+    q = quantise(model, QuantScheme())
+    arch = make_deep_arch("chess768", 16, "screlu", "MaterialCount<8>", 16, 32, "screlu")
+    specs = DeepIntegerNet.tensor_specs(arch)
+    net = DeepIntegerNet(arch, QuantScheme(), *(q[k].to(dt) for k, (dt, _) in specs.items()))
+    boards = sample_boards(400)
+    fs, bk = net.features, net.buckets
+    stm, nstm = fs.encode(boards)
+    with torch.no_grad():
+        f = model(stm, nstm, bk.of(boards)).double() * 400
+    d = evaluate(net, boards).double() - f
+    assert f.std() > 50 and d.abs().mean() < 3.0 and d.abs().max() < 25, (float(d.abs().mean()), float(d.abs().max()))
