@@ -169,6 +169,12 @@ def _net_cache(net: IntegerNet) -> dict:
         w = net.l0w.numpy().astype(np.int32)  # int32 rows: numpy adds them without a cast
         act = net.arch["activation"]
         half = net.arch["l1_inputs"] // 2
+        if net.kind == "deep":  # layers after L0 run through nnue.inference.deep
+            cache = {"key": key, "arch": dict(net.arch), "scheme": net.scheme, "w": w,
+                     "b": net.l0b.numpy().astype(np.int32), "act": act, "hidden": H,
+                     "buckets": net.buckets.of_piece_count(torch.arange(33)).tolist()}
+            net.__dict__["_incremental_cache"] = cache
+            return cache
         l1 = net.l1w.numpy().astype(np.int64)
         # per bucket: weights in (white, black) order for white to move, and swapped for black,
         # so the activations of the white-first accumulator dot them without a reorder
@@ -607,7 +613,8 @@ class IncrementalAccumulator:
 
     def evaluate(self) -> int:
         """The integer eval of the current position (centipawns, side to move's POV): the value
-        ``nnue.inference.net.forward_int`` gives for the full position. Raises OverflowError
+        ``nnue.inference.net.forward_int`` (deep nets: ``nnue.inference.deep.forward_int``) gives
+        for the full position. Raises OverflowError
         where it does (an accumulator outside int16, an L1 sum or output outside int32)."""
         c = self._c
         s = self.net.scheme
@@ -616,6 +623,13 @@ class IncrementalAccumulator:
         lo, hi = acc.min(), acc.max()
         if lo < -32768 or hi > 32767:
             raise OverflowError(f"accumulator leaves int16 ({int(lo)}..{int(hi)})")
+        if self.net.kind == "deep":
+            from .deep import forward_from_accumulators
+
+            a = torch.from_numpy(acc)
+            bucket = torch.tensor([c["buckets"][self.count]])
+            return int(forward_from_accumulators(self.net, a[self.stm:self.stm + 1], a[1 - self.stm:2 - self.stm],
+                                                 bucket)[0])
         v = self._v
         np.maximum(acc, 0, out=v)
         np.minimum(v, qa, out=v)

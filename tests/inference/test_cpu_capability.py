@@ -5,7 +5,8 @@ import subprocess
 import sys
 
 import torch
-from netfiles import make_model, write_weights
+import pytest
+from netfiles import make_deep_model, make_model, write_weights
 
 from nnue.trainer.export import export
 
@@ -20,8 +21,10 @@ print(",".join(map(str, evaluate(net, boards).tolist())))
 """
 
 
-def test_evals_identical_across_cpu_capabilities(tmp_path, sample_dataset):
-    ck = write_weights(make_model("screlu", hidden=64), tmp_path / "w.safetensors", sample_dataset)
+@pytest.mark.parametrize("kind", ["perspective", "deep"])
+def test_evals_identical_across_cpu_capabilities(kind, tmp_path, sample_dataset):
+    model = make_model("screlu", hidden=64) if kind == "perspective" else make_deep_model("pairwise_crelu", 64)
+    ck = write_weights(model, tmp_path / "w.safetensors", sample_dataset)
     export(ck, tmp_path / "net")
     best = torch.backends.cpu.get_cpu_capability()
     caps = ["default", "avx2"] + (["avx512"] if best.lower().startswith("avx512") else [])

@@ -214,3 +214,37 @@ def test_float_deep_net_matches_integer_formula_closely():
         f = model(stm, nstm, bk.of(boards)).double() * 400
     d = evaluate(net, boards).double() - f
     assert f.std() > 50 and d.abs().mean() < 3.0 and d.abs().max() < 25, (float(d.abs().mean()), float(d.abs().max()))
+
+
+@pytest.mark.parametrize("fs_name", ["chess768", "kb768hm4", "halfkav2_hm"])
+def test_incremental_accumulator_evaluates_deep_nets(fs_name):
+    """Push and pop through a random game: after every step the incremental eval of a deep net
+    equals the batch eval of the same position (king-bucket refreshes included)."""
+    import chess
+
+    from nnue.inference.incremental import IncrementalAccumulator
+    from nnue.pipeline.board import pack_board
+
+    net = random_deep_net(fs_name, "screlu", "crelu", hidden=16, seed=9, w8=(-30, 30), bias=20_000)
+    # a random legal game from the sample's first position (captures, king moves, refreshes)
+    board = chess.Board(next(line[4:].strip() for line in open(SAMPLE) if line.startswith("fen ")))
+    inc = IncrementalAccumulator(net, pack_board(board))
+    packed, evals = [pack_board(board)], [inc.evaluate()]
+    rng = np.random.default_rng(0)
+    for _ in range(60):
+        legal = list(board.legal_moves)
+        if not legal:
+            break
+        m = legal[rng.integers(len(legal))]
+        board.push(m)
+        inc.push(m.uci())
+        packed.append(pack_board(board))
+        evals.append(inc.evaluate())
+    while board.move_stack:
+        board.pop()
+        inc.pop()
+        packed.append(pack_board(board))
+        evals.append(inc.evaluate())
+    boards = torch.frombuffer(bytearray(b"".join(packed)), dtype=torch.uint8).view(-1, 32)
+    assert evals == evaluate(net, boards).tolist()
+    assert len(set(evals)) > 10
