@@ -181,8 +181,10 @@ def cmd_export(args) -> int:
         return 0
     c, a = r["cross_check"], r["audit"]
     print(f"wrote {r['net']}, {r['bin']} and {Path(r['net']).parent / 'export.json'}")
-    print(f"  {r['architecture']['feature_set']} -> {r['architecture']['hidden']}x2 "
-          f"{r['architecture']['activation']} -> {r['architecture']['output_buckets']}")
+    arch = r["architecture"]
+    layers = (f" -> {arch['l1_outputs']} {arch['hidden_activation']} -> {arch['l2_outputs']} "
+              f"{arch['hidden_activation']} -> 1" if arch.get("kind") == "deep" else "")
+    print(f"  {arch['feature_set']} -> {arch['hidden']}x2 {arch['activation']}{layers} -> {arch['output_buckets']}")
     print(f"  audit: accumulator worst case {a['accumulator_worst_case']} (limit {a['accumulator_limit']}), "
           f"clipped {a['clipped'] or 'nothing'}")
     if not c["positions"]:

@@ -248,3 +248,17 @@ def test_incremental_accumulator_evaluates_deep_nets(fs_name):
     boards = torch.frombuffer(bytearray(b"".join(packed)), dtype=torch.uint8).view(-1, 32)
     assert evals == evaluate(net, boards).tolist()
     assert len(set(evals)) > 10
+
+
+def test_cli_export_and_eval_of_a_deep_net(tmp_path, sample_dataset, capsys):
+    from nnue.cli import main as cli_main
+
+    ck = write_weights(make_deep_model("screlu", hidden=16, seed=2), tmp_path / "w.safetensors", sample_dataset)
+    assert cli_main(["export", str(ck), "-o", str(tmp_path / "net")]) == 0
+    out = capsys.readouterr().out
+    assert "chess768 -> 16x2 screlu -> 16 crelu -> 32 crelu -> 1 -> MaterialCount<8>" in out
+    assert "float vs int on" in out
+    fen = "rnbqkbnr/pppppppp/8/8/8/8/PPPPPPPP/RNBQKBNR w KQkq - 0 1"
+    assert cli_main(["eval", str(tmp_path / "net" / "net.safetensors"), "--fen", fen]) == 0
+    net = load(tmp_path / "net" / "net.safetensors")
+    assert int(capsys.readouterr().out.split()[-1]) == evaluate(net, boards_from_fens([fen])).item()
