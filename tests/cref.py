@@ -111,8 +111,14 @@ def run_c_eval(
 
 
 def c_args_for_arch(arch: dict) -> list[str]:
-    """C evaluator arguments for a perspective net's ``arch`` dict (keys feature_set,
-    output_buckets, hidden, activation)."""
+    """C evaluator arguments for a net's ``arch`` dict: keys feature_set, output_buckets,
+    hidden, activation; a deep net (``kind == "deep"``) also l1_outputs, l2_outputs,
+    hidden_activation."""
+    if arch.get("kind", "perspective") == "deep":
+        return c_deep_args(arch["feature_set"], arch["output_buckets"], arch["hidden"], arch["activation"],
+                           arch["l1_outputs"], arch["l2_outputs"], arch["hidden_activation"])
+    if arch.get("kind", "perspective") != "perspective":
+        raise ValueError(f"unknown net kind {arch.get('kind')!r}")
     return c_perspective_args(arch["feature_set"], arch["output_buckets"], arch["hidden"], arch["activation"])
 
 

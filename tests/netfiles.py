@@ -187,3 +187,92 @@ def make_adversarial_int_net(fs_name: str, act: str, hidden: int, output_buckets
     l1w = (signs * lim).to(torch.int16)
     l1b = ((torch.randint(0, 2, (nb,), generator=g) * 2 - 1) * INT16_LIMIT).to(torch.int16)
     return IntegerNet(arch, QuantScheme(), l0w.to(torch.int16), l0b.to(torch.int16), l1w, l1b)
+
+
+def make_deep_int_net(fs_name: str, act: str = "screlu", hidden: int = 32, output_buckets: str = "MaterialCount<8>",
+                      l1_outputs: int = 16, l2_outputs: int = 32, hidden_activation: str = "crelu", seed: int = 0,
+                      ft: int = 150, bias: tuple[int, int] = (-100, 250), spread: float = 1.5):
+    """A random deep integer net (:class:`~nnue.inference.deep.DeepIntegerNet`) whose hidden
+    pre-activations y = s >> 6 of L1 and L2 land in every regime: below 0, inside [0, 255] and
+    clipped above 255.
+
+    FT weights in ±ft, FT biases in ``bias`` (as :func:`make_int_net`). Each dense layer's int8
+    weights are uniform in ±R, R chosen from the fan-in K so that the sum's spread is about
+    ``spread`` · 64 · 255 (R = spread · 64 · 255 / (√K · 0.58 · 128), at most 127); its int32
+    biases uniform in ±64 · 255 · spread/2 (plus 64·128, the middle of the range). Output
+    weights in ±127, output biases in ±64·255.
+    """
+    import math
+
+    from nnue.inference.deep import DeepIntegerNet, make_deep_arch
+
+    arch = make_deep_arch(fs_name, hidden, act, output_buckets, l1_outputs, l2_outputs, hidden_activation)
+    F, B, L1 = arch["num_inputs"], arch["num_buckets"], arch["l1_inputs"]
+    g = torch.Generator().manual_seed(seed)
+
+    def dense(m: int, k: int):
+        r = max(1, min(127, round(spread * 64 * 255 / (math.sqrt(k) * 0.58 * 128))))
+        w = torch.randint(-r, r + 1, (B, m, k), generator=g).to(torch.int8)
+        half = int(64 * 255 * spread / 2)
+        b = (torch.randint(-half, half + 1, (B, m), generator=g) + 64 * 128).to(torch.int32)
+        return w, b
+
+    l0w = torch.randint(-ft, ft + 1, (F, hidden), generator=g).to(torch.int16)
+    l0b = torch.randint(bias[0], bias[1] + 1, (hidden,), generator=g).to(torch.int16)
+    l1w, l1b = dense(l1_outputs, L1)
+    l2w, l2b = dense(l2_outputs, l1_outputs)
+    outw = torch.randint(-127, 128, (B, l2_outputs), generator=g).to(torch.int8)
+    outb = torch.randint(-64 * 255, 64 * 255 + 1, (B,), generator=g).to(torch.int32)
+    return DeepIntegerNet(arch, QuantScheme(), l0w, l0b, l1w, l1b, l2w, l2b, outw, outb)
+
+
+INT32_LIMIT = (1 << 31) - 1
+
+
+def make_adversarial_deep_int_net(fs_name: str, act: str = "screlu", hidden: int = 48,
+                                  output_buckets: str = "MaterialCount<8>", l1_outputs: int = 16,
+                                  l2_outputs: int = 32, hidden_activation: str = "crelu", seed: int = 0):
+    """A deep integer net at the limits of its integer types.
+
+    L0: :func:`make_adversarial_int_net`'s feature transformer (every neuron's worst-case
+    accumulator exactly 32767; real 32-piece positions reach ±32767). Dense layers: half of the
+    int8 weights at −128 or +127, the rest uniform in a range that keeps the sums spread over
+    every activation regime (as :func:`make_deep_int_net`). Hidden biases by neuron n mod 3:
+    0 — ±(2^31 − 1 − Σ_j |w[n][j]|·255), so the neuron's worst-case sum is exactly the int32
+    limit; 1 — uniform in ±4·64·255 (large: usually clipped or dead); 2 — centred as in
+    :func:`make_deep_int_net`. Output weights all −128 or +127; output biases uniform in
+    ±N2·128·255 (evals of both signs)."""
+    import math
+
+    from nnue.inference.deep import DeepIntegerNet, make_deep_arch
+
+    base = make_adversarial_int_net(fs_name, act, hidden, output_buckets, seed)
+    arch = make_deep_arch(fs_name, hidden, act, output_buckets, l1_outputs, l2_outputs, hidden_activation)
+    B, L1 = arch["num_buckets"], arch["l1_inputs"]
+    g = torch.Generator().manual_seed(seed + 1)
+
+    def extremes(*shape):
+        return torch.where(torch.rand(shape, generator=g) < 0.5, -128, 127)
+
+    def dense(m: int, k: int):
+        r = max(1, min(127, round(1.5 * 64 * 255 / (math.sqrt(k) * 0.58 * 128))))
+        w = torch.randint(-r, r + 1, (B, m, k), generator=g)
+        w = torch.where(torch.rand((B, m, k), generator=g) < 0.5, extremes(B, m, k), w)
+        worst = w.abs().sum(2) * 255
+        sign = extremes(B, m).sign()
+        b = torch.empty((B, m), dtype=torch.int64)
+        for n in range(m):
+            if n % 3 == 0:
+                b[:, n] = sign[:, n] * (INT32_LIMIT - worst[:, n])
+            elif n % 3 == 1:
+                b[:, n] = torch.randint(-4 * 64 * 255, 4 * 64 * 255 + 1, (B,), generator=g)
+            else:
+                b[:, n] = torch.randint(-64 * 255 * 3 // 4, 64 * 255 * 3 // 4 + 1, (B,), generator=g) + 64 * 128
+        return w.to(torch.int8), b.to(torch.int32)
+
+    l1w, l1b = dense(l1_outputs, L1)
+    l2w, l2b = dense(l2_outputs, l1_outputs)
+    outw = extremes(B, l2_outputs).to(torch.int8)
+    lim = l2_outputs * 128 * 255
+    outb = torch.randint(-lim, lim + 1, (B,), generator=g).to(torch.int32)
+    return DeepIntegerNet(arch, QuantScheme(), base.l0w, base.l0b, l1w, l1b, l2w, l2b, outw, outb)
