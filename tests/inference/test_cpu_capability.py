@@ -21,9 +21,12 @@ print(",".join(map(str, evaluate(net, boards).tolist())))
 """
 
 
-@pytest.mark.parametrize("kind", ["perspective", "deep"])
-def test_evals_identical_across_cpu_capabilities(kind, tmp_path, sample_dataset):
-    model = make_model("screlu", hidden=64) if kind == "perspective" else make_deep_model("pairwise_crelu", 64)
+@pytest.mark.parametrize("kind,act", [("perspective", "screlu"), ("perspective", "crelu"),
+                                      ("perspective", "pairwise_crelu"), ("deep", "pairwise_crelu"),
+                                      ("deep", "screlu")])
+def test_evals_identical_across_cpu_capabilities(kind, act, tmp_path, sample_dataset):
+    model = (make_model(act, hidden=64) if kind == "perspective"
+             else make_deep_model(act, 64, hidden_activation="screlu" if act == "screlu" else "crelu"))
     ck = write_weights(model, tmp_path / "w.safetensors", sample_dataset)
     export(ck, tmp_path / "net")
     best = torch.backends.cpu.get_cpu_capability()
