@@ -81,6 +81,8 @@ def load_checkpoint(path: str | Path) -> tuple[PerspectiveNet | DeepNet, dict, d
                             hp["activation"], buckets.count, "torch", bool(hp.get("factoriser")),
                             hp.get("deep"), product_scale=scheme.qa / (1 << scheme.l0_shift))
         model.load_state_dict(state)
+        if hp.get("qat"):
+            model.enable_qat(scheme)  # the function the net was trained as
     except (ValueError, RuntimeError) as e:
         raise ExportError(f"{path}: checkpoint does not match its hparams: {e}") from None
     model.eval()
@@ -327,7 +329,11 @@ def export(ckpt: str | Path, out_dir: str | Path, clip: bool = False, data_path=
         cb = to_sparse_batch({"boards": boards[0::2], "score": scores[0::2], "result": scores[0::2]}, fs, buckets)
         boards, scores = boards[1::2], scores[1::2]
         calibration = {"bias_correction": True, "positions": int(cb.score.shape[0])}
-        if not deep:
+        if not deep and model.qat is not None:
+            # trained on the rounded weights already: there is no rounding error to correct
+            calibration["bias_correction"] = False
+            calibration["skipped"] = "qat: the net was trained on its quantised weights"
+        elif not deep:
             q["l1b"], shift = correct_l1_bias(model, q, scheme, cb.stm_indices, cb.nstm_indices, cb.bucket)
             calibration["l1_bias_shift_cp"] = shift
     q, report = audit(q, model.arch, scheme, fs.max_active, clip)

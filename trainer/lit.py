@@ -29,12 +29,18 @@ class LitNNUE(pl.LightningModule):
     backend: kernel backend (auto: Triton on CUDA, torch on CPU | triton | torch).
     factoriser: train virtual shared features beside the real ones
     (:func:`~nnue.trainer.model.factor_map`), folded in at export. kind: "perspective" |
-    "deep"; deep: {"l1_outputs", "l2_outputs", "hidden_activation"} of a deep net."""
+    "deep"; deep: {"l1_outputs", "l2_outputs", "hidden_activation"} of a deep net.
+    qat: train quantisation-aware (:func:`~nnue.trainer.model.fake_quant` on the scheme's
+    grids). act_l1: weight of the L1 penalty on the L0 activations (``act_l1 · mean(x0)``,
+    x0 in [0, 1]) that pushes them to zero, for the block-sparse L1 path of inference; logged
+    with ``l0_density`` (fraction of nonzero activations) and ``val_block_sparsity`` (fraction
+    of all-zero blocks of 4)."""
 
     def __init__(self, hidden: int, activation: str, features: str, output_buckets: str,
                  quant: dict | None = None, loss: dict | None = None, optimizer=None,
                  scheduler=None, backend: str = "auto", factoriser: bool = False,
-                 kind: str = "perspective", deep: dict | None = None):
+                 kind: str = "perspective", deep: dict | None = None, qat: bool = False,
+                 act_l1: float = 0.0):
         super().__init__()
         quant, loss, deep = plain(quant), plain(loss), plain(deep)  # DictConfig -> dict: checkpoints hold plain data
         self.save_hyperparameters(ignore=["optimizer", "scheduler"])
@@ -46,6 +52,9 @@ class LitNNUE(pl.LightningModule):
                                  self.buckets.count, backend, factoriser, deep,
                                  product_scale=self.scheme.qa / (1 << self.scheme.l0_shift))
         self.arch = self.model.arch
+        if qat:
+            self.model.enable_qat(self.scheme)
+        self.act_l1 = float(act_l1)
         self.optimizer_factory, self.scheduler_factory = optimizer, scheduler
         self._val_pred: list[torch.Tensor] = []
         self._val_score: list[torch.Tensor] = []
@@ -57,20 +66,28 @@ class LitNNUE(pl.LightningModule):
         return self.model(b.stm_indices, b.nstm_indices, b.bucket)
 
     def _loss(self, b: SparseBatch):
-        y = self(b)
-        return y, wdl_loss(y, b.score, b.result, self.scheme.scale, **self.loss_cfg)
+        y, h = self.model.forward_with_activations(b.stm_indices, b.nstm_indices, b.bucket)
+        return y, h, wdl_loss(y, b.score, b.result, self.scheme.scale, **self.loss_cfg)
 
     def training_step(self, b: SparseBatch, batch_idx: int):
-        _, loss = self._loss(b)
+        _, h, loss = self._loss(b)
         self.log("train_loss", loss, prog_bar=True, batch_size=len(b))
+        if self.act_l1:
+            self.log("train_l0_density", (h.detach() > 0).float().mean(), batch_size=len(b))
+            loss = loss + self.act_l1 * h.mean()
         return loss
 
     def on_train_batch_end(self, outputs, batch, batch_idx: int) -> None:
         self.model.clip_weights(self.scheme.ft_clip, self.scheme.l1_clip)
 
     def validation_step(self, b: SparseBatch, batch_idx: int):
-        y, loss = self._loss(b)
+        y, h, loss = self._loss(b)
         self.log("val_loss", loss, prog_bar=True, on_epoch=True, batch_size=len(b))
+        h = h.detach()
+        self.log("val_l0_density", (h > 0).float().mean(), on_epoch=True, batch_size=len(b))
+        if h.shape[1] >= 4:
+            blocks = h[:, : h.shape[1] // 4 * 4].reshape(h.shape[0], -1, 4)
+            self.log("val_block_sparsity", (blocks == 0).all(-1).float().mean(), on_epoch=True, batch_size=len(b))
         self._val_pred.append((y * self.scheme.scale).detach().cpu())
         self._val_score.append(b.score.detach().cpu())
 

@@ -78,11 +78,48 @@ def factor_map(feature_set: str, num_inputs: int) -> torch.Tensor:
                      "(chess768, kb768..., halfkp, halfkav2_hm)")
 
 
+def fake_quant(t: torch.Tensor, scale: float, mode: str = "round") -> torch.Tensor:
+    """Quantisation-aware training: ``t`` on the grid of 1/scale in the forward pass, identity
+    in the backward (straight-through estimator, Bengio et al. 2013).
+
+    mode "round": ``round(t·scale)/scale`` (weights, biases, and hidden pre-activations whose
+    integer bias carries the rounding half); "floor": ``floor(t·scale + 1e-3)/scale``, the
+    integer net's right shifts of products (the 1e-3 absorbs float error: the true fractions
+    are multiples of 1/256)."""
+    q = t * scale
+    q = torch.round(q) if mode == "round" else torch.floor(q + 1e-3)
+    return t + (q / scale - t).detach()
+
+
 class PerspectiveNet(nn.Module):
     """factors: optional (num_inputs,) int64 map of each feature to a virtual feature
     (:func:`factor_map`). The virtual weights ``ft.factor`` (V, H) are added to the real rows
     of their group in every forward pass and folded into ``ft.weight`` at export
-    (:meth:`folded_ft_weight`): the exported net has the plain layout."""
+    (:meth:`folded_ft_weight`): the exported net has the plain layout.
+
+    ``qat``: a :class:`~nnue.inference.net.QuantScheme` to train quantisation-aware
+    (:meth:`enable_qat`): every weight and bias goes through :func:`fake_quant` on the grid
+    export rounds it to, so the loss sees the integer net's weights; None (default) trains in
+    plain float."""
+
+    qat = None
+
+    def enable_qat(self, scheme) -> None:
+        """Train on fake-quantised weights (and, in deep nets, activations) of ``scheme``."""
+        self.qat = scheme
+
+    def _ft_params(self) -> tuple[torch.Tensor, torch.Tensor]:
+        w, b = self.folded_ft_weight(), self.ft.bias
+        if self.qat is not None:
+            w, b = fake_quant(w, self.qat.qa), fake_quant(b, self.qat.qa)
+        return w, b
+
+    def _dense(self, layer: nn.Linear, x: torch.Tensor) -> torch.Tensor:
+        """A dense layer (weights at QB, bias at QA·QB under QAT)."""
+        w, b = layer.weight, layer.bias
+        if self.qat is not None:
+            w, b = fake_quant(w, self.qat.qb), fake_quant(b, self.qat.qa * self.qat.qb)
+        return torch.nn.functional.linear(x, w, b)
 
     def __init__(self, arch: Arch, backend: str = "auto", factors: torch.Tensor | None = None):
         super().__init__()
@@ -106,8 +143,15 @@ class PerspectiveNet(nn.Module):
 
     def forward(self, stm: torch.Tensor, nstm: torch.Tensor, bucket: torch.Tensor) -> torch.Tensor:
         """stm, nstm: (B, A) int32 −1-padded; bucket: (B,) int64 -> (B,) float eval / SCALE."""
-        h = sparse_ft_pair(self.folded_ft_weight(), self.ft.bias, stm, nstm, self.arch.activation, self.backend)
-        return self.l1(h).gather(1, bucket.view(-1, 1)).squeeze(1)
+        return self.forward_with_activations(stm, nstm, bucket)[0]
+
+    def forward_with_activations(self, stm: torch.Tensor, nstm: torch.Tensor,
+                                 bucket: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """(eval / SCALE (B,), the L0 activations (B, L1) in [0, 1], stm half first): the
+        activations for the L1 activation penalty and the sparsity metrics."""
+        w, b = self._ft_params()
+        h = sparse_ft_pair(w, b, stm, nstm, self.arch.activation, self.backend)
+        return self._dense(self.l1, h).gather(1, bucket.view(-1, 1)).squeeze(1), h
 
     @torch.no_grad()
     def clip_weights(self, ft_limit: float, l1_limit: float) -> None:
@@ -188,8 +232,14 @@ class DeepNet(PerspectiveNet):
             self.factor_map = None
 
     def _hidden_act(self, y: torch.Tensor) -> torch.Tensor:
+        qa = None if self.qat is None else self.qat.qa
+        if qa is not None:
+            y = fake_quant(y, qa)  # y1 = s1 >> 6, the bias carrying the rounding half
         v = y.clamp(0.0, 1.0)
-        return v * v * self.arch.product_scale if self.arch.hidden_activation == "screlu" else v
+        if self.arch.hidden_activation != "screlu":
+            return v
+        v = v * v * self.arch.product_scale
+        return v if qa is None else fake_quant(v, qa, "floor")
 
     @staticmethod
     def _bucket_rows(y: torch.Tensor, bucket: torch.Tensor, width: int) -> torch.Tensor:
@@ -197,15 +247,20 @@ class DeepNet(PerspectiveNet):
         n = y.shape[0]
         return y.view(n, -1, width).gather(1, bucket.view(n, 1, 1).expand(n, 1, width)).squeeze(1)
 
-    def forward(self, stm: torch.Tensor, nstm: torch.Tensor, bucket: torch.Tensor) -> torch.Tensor:
-        """stm, nstm: (B, A) int32 −1-padded; bucket: (B,) int64 -> (B,) float eval / SCALE."""
+    def forward_with_activations(self, stm: torch.Tensor, nstm: torch.Tensor,
+                                 bucket: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """stm, nstm: (B, A) int32 −1-padded; bucket: (B,) int64 -> (eval / SCALE (B,), the L0
+        activations x0 (B, L1))."""
         a = self.arch
-        x0 = sparse_ft_pair(self.folded_ft_weight(), self.ft.bias, stm, nstm, a.activation, self.backend)
+        w, b = self._ft_params()
+        x0 = sparse_ft_pair(w, b, stm, nstm, a.activation, self.backend)
         if a.activation != "crelu":
             x0 = x0 * a.product_scale
-        x1 = self._hidden_act(self._bucket_rows(self.l1(x0), bucket, a.l1_outputs))
-        x2 = self._hidden_act(self._bucket_rows(self.l2(x1), bucket, a.l2_outputs))
-        return self.out(x2).gather(1, bucket.view(-1, 1)).squeeze(1)
+            if self.qat is not None:
+                x0 = fake_quant(x0, self.qat.qa, "floor")  # (v·v) >> 8
+        x1 = self._hidden_act(self._bucket_rows(self._dense(self.l1, x0), bucket, a.l1_outputs))
+        x2 = self._hidden_act(self._bucket_rows(self._dense(self.l2, x1), bucket, a.l2_outputs))
+        return self._dense(self.out, x2).gather(1, bucket.view(-1, 1)).squeeze(1), x0
 
     @torch.no_grad()
     def clip_weights(self, ft_limit: float, l1_limit: float) -> None:
