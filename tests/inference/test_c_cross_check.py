@@ -61,13 +61,29 @@ def fens():
     return real + EXTRA_FENS
 
 
+@pytest.fixture(scope="module")
+def boards(fens):
+    """``fens`` packed once (what evaluate_fens packs on each call)."""
+    return boards_from_fens(fens)
+
+
+def _c(c_eval, net: IntegerNet, fens, tmp_path, allow_overflow: bool = False):
+    """The C evals of ``net`` (written as net.bin) on ``fens``."""
+    net.write_bin(tmp_path / "net.bin")
+    return run_c(c_eval, tmp_path / "net.bin", c_args_for_arch(net.arch), fens, allow_overflow)
+
+
+def _same(fens, ours, theirs):
+    bad = [(f, o, t) for f, o, t in zip(fens, ours, theirs) if o != t]
+    assert len(ours) == len(theirs) == len(fens)
+    assert not bad, f"{len(bad)} of {len(fens)} differ, first (fen, python, C): {bad[:3]}"
+
+
 def _cross_check(c_eval, net: IntegerNet, fens, tmp_path):
     """C eval of net.bin == evaluate_fens, exactly; returns the evals."""
-    net.write_bin(tmp_path / "net.bin")
-    theirs = run_c(c_eval, tmp_path / "net.bin", c_args_for_arch(net.arch), fens)
+    theirs = _c(c_eval, net, fens, tmp_path)
     ours = evaluate_fens(net, fens)
-    bad = [(f, o, t) for f, o, t in zip(fens, ours, theirs) if o != t]
-    assert not bad, f"{len(bad)} of {len(fens)} differ, first (fen, python, C): {bad[:3]}"
+    _same(fens, ours, theirs)
     return ours
 
 
@@ -91,37 +107,45 @@ def test_c_reference_equals_nnue_eval(act, hidden, c_eval, tmp_path, sample_data
     assert min(ours) < 0 < max(ours)
 
 
+def _ids(cases):
+    out = []
+    for i, c in enumerate(cases):
+        v = c.values if hasattr(c, "values") else c
+        out.append(f"{v[0].split(':')[0]}-{v[1]}-{v[3]}-{i}")
+    return out
+
+
 # (feature set, activation, H, output buckets): every feature set, every activation and both
-# bucket kinds (with bucket counts that clamp: SFPieceCount<4>, and uneven: MaterialCount<5>, <3>)
+# bucket kinds (with bucket counts that clamp: SFPieceCount<4>, and uneven: MaterialCount<5>, <3>);
+# the default run covers each feature set, activation and bucket kind, `-m slow` the rest
 CASES = [
     ("chess768", "crelu", 33, "MaterialCount<8>"),
     ("chess768", "pairwise_crelu", 48, "SFPieceCount<8>"),
-    ("chess768", "screlu", 16, "MaterialCount<1>"),
+    pytest.param("chess768", "screlu", 16, "MaterialCount<1>", marks=pytest.mark.slow),
     ("halfkp", "screlu", 16, "MaterialCount<8>"),
     ("halfkp", "pairwise_crelu", 24, "SFPieceCount<8>"),
-    ("halfkp", "crelu", 8, "MaterialCount<5>"),
+    pytest.param("halfkp", "crelu", 8, "MaterialCount<5>", marks=pytest.mark.slow),
     ("halfkav2_hm", "crelu", 32, "SFPieceCount<8>"),
     ("halfkav2_hm", "screlu", 40, "MaterialCount<5>"),
-    ("halfkav2_hm", "pairwise_crelu", 32, "MaterialCount<8>"),
+    pytest.param("halfkav2_hm", "pairwise_crelu", 32, "MaterialCount<8>", marks=pytest.mark.slow),
     ("kb768hm4", "pairwise_crelu", 64, "MaterialCount<8>"),
-    ("kb768hm4", "screlu", 32, "SFPieceCount<4>"),
+    pytest.param("kb768hm4", "screlu", 32, "SFPieceCount<4>", marks=pytest.mark.slow),
     ("kb768hm16", "crelu", 32, "MaterialCount<3>"),
     ("kb768hm16", "screlu", 48, "SFPieceCount<8>"),
     (KB768_EXPLICIT, "pairwise_crelu", 32, "SFPieceCount<8>"),
-    (KB768_EXPLICIT, "crelu", 24, "MaterialCount<8>"),
+    pytest.param(KB768_EXPLICIT, "crelu", 24, "MaterialCount<8>", marks=pytest.mark.slow),
     (KB768HM_EXPLICIT, "screlu", 32, "MaterialCount<8>"),
 ]
 
 
-@pytest.mark.parametrize("fs_name,act,hidden,spec", CASES, ids=[f"{c[0].split(':')[0]}-{c[1]}-{c[3]}-{i}"
-                                                                for i, c in enumerate(CASES)])
-def test_every_feature_set_and_bucket_kind(fs_name, act, hidden, spec, c_eval, fens, tmp_path):
+@pytest.mark.parametrize("fs_name,act,hidden,spec", CASES, ids=_ids(CASES))
+def test_every_feature_set_and_bucket_kind(fs_name, act, hidden, spec, c_eval, fens, boards, tmp_path):
     net = make_int_net_spec(fs_name, act, hidden, spec, seed=hidden + len(fs_name))
     ours = _cross_check(c_eval, net, fens, tmp_path)
     assert min(ours) < 0 < max(ours)
     assert len(set(ours)) > len(ours) // 20  # position-dependent, not a few saturated values
     # every output bucket is exercised
-    reached = set(net.buckets.of(boards_from_fens(fens)).tolist())
+    reached = set(net.buckets.of(boards).tolist())
     assert reached == set(range(net.arch["num_buckets"]))
 
 
@@ -168,8 +192,9 @@ def _audit_bounds(net: IntegerNet) -> tuple[int, int, int]:
     return acc_worst, int(l1.max()), int((l1 * vmax).sum(1).max())
 
 
-def _parts(net: IntegerNet, fens):
-    b = boards_from_fens(fens)
+def _parts(net: IntegerNet, fens_or_boards):
+    """forward_int with its parts: (evals, accumulators (N, 2, H), L1 sums, L1 outputs)."""
+    b = boards_from_fens(fens_or_boards) if isinstance(fens_or_boards, list) else fens_or_boards
     stm, nstm = net.features.encode(b)
     bucket = net.buckets.of(b)
     ev, parts = forward_int(net, stm, nstm, bucket, return_parts=True)
@@ -181,20 +206,19 @@ def _parts(net: IntegerNet, fens):
 ADVERSARIAL = [
     ("chess768", "crelu", 128, "MaterialCount<8>"),
     ("chess768", "screlu", 128, "SFPieceCount<8>"),
-    ("chess768", "pairwise_crelu", 256, "MaterialCount<8>"),
+    pytest.param("chess768", "pairwise_crelu", 256, "MaterialCount<8>", marks=pytest.mark.slow),
     ("halfkp", "screlu", 60, "MaterialCount<8>"),
-    ("halfkp", "crelu", 48, "SFPieceCount<8>"),
+    pytest.param("halfkp", "crelu", 48, "SFPieceCount<8>", marks=pytest.mark.slow),
     ("halfkav2_hm", "pairwise_crelu", 96, "SFPieceCount<8>"),
-    ("halfkav2_hm", "crelu", 72, "MaterialCount<4>"),
+    pytest.param("halfkav2_hm", "crelu", 72, "MaterialCount<4>", marks=pytest.mark.slow),
     ("kb768hm16", "screlu", 96, "MaterialCount<8>"),
-    ("kb768hm4", "pairwise_crelu", 128, "SFPieceCount<8>"),
+    pytest.param("kb768hm4", "pairwise_crelu", 128, "SFPieceCount<8>", marks=pytest.mark.slow),
     (KB768_EXPLICIT, "screlu", 48, "MaterialCount<8>"),
 ]
 
 
-@pytest.mark.parametrize("fs_name,act,hidden,spec", ADVERSARIAL,
-                         ids=[f"{c[0].split(':')[0]}-{c[1]}-{c[3]}" for c in ADVERSARIAL])
-def test_adversarial_limits(fs_name, act, hidden, spec, c_eval, fens, tmp_path):
+@pytest.mark.parametrize("fs_name,act,hidden,spec", ADVERSARIAL, ids=_ids(ADVERSARIAL))
+def test_adversarial_limits(fs_name, act, hidden, spec, c_eval, fens, boards, tmp_path):
     net = make_adversarial_int_net(fs_name, act, hidden, spec, seed=hidden)
     # the net is exactly at the audit's limits, and passes it
     acc_worst, l1_max, l1_worst = _audit_bounds(net)
@@ -202,9 +226,9 @@ def test_adversarial_limits(fs_name, act, hidden, spec, c_eval, fens, tmp_path):
     assert l1_max == l1_weight_limit(act)
     assert int(net.l1b.abs().min()) == INT16_LIMIT
     assert l1_worst <= INT32_MAX
-    ours = _cross_check(c_eval, net, fens, tmp_path)
-    ev, acc, total, out = _parts(net, fens)
-    assert ev.tolist() == ours
+    ev, acc, total, out = _parts(net, boards)  # the path evaluate_fens takes, with its parts
+    ours = ev.tolist()
+    _same(fens, ours, _c(c_eval, net, fens, tmp_path))
     # real positions drive accumulators to exactly ±32767 (32 pieces; 30 non-king for halfkp)
     assert int(acc.max()) == INT16_LIMIT and int(acc.min()) == -INT16_LIMIT
     # evals of both signs; the truncating divisions see negative non-multiples
