@@ -38,12 +38,12 @@ def fens() -> list[str]:
 def random_net(seed: int, hidden: int, buckets: int, activation: str):
     """Random int16 net (l0w [768, H], l0b [H], l1w [B, L1IN], l1b [B]) whose accumulators fit int16.
 
-    With at most 32 active features, |acc| <= 1000 + 32 * 1000 < 32767.
+    With at most 32 active features, |acc| <= 767 + 32 * 1000 = 32767.
     """
     rng = np.random.default_rng(seed)
     l1in = hidden if activation == "pairwise_crelu" else 2 * hidden
     l0w = rng.integers(-1000, 1001, size=(NUM_FEATURES, hidden)).astype(np.int16)
-    l0b = rng.integers(-1000, 1001, size=hidden).astype(np.int16)
+    l0b = rng.integers(-767, 768, size=hidden).astype(np.int16)
     l1w = rng.integers(-127, 128, size=(buckets, l1in)).astype(np.int16)
     l1b = rng.integers(-20000, 20001, size=buckets).astype(np.int16)
     return l0w, l0b, l1w, l1b
