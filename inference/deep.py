@@ -193,7 +193,8 @@ def _act(y: torch.Tensor, kind: str, qa: int, shift: int) -> torch.Tensor:
 
 def l0_activations(net: DeepIntegerNet, acc_stm: torch.Tensor, acc_nstm: torch.Tensor) -> torch.Tensor:
     """x0, the u8 input of L1: (N, H) int32 accumulators of both perspectives -> (N, L1) int32
-    in 0..255 (stm half first). Step 2 of the module docstring."""
+    in 0..255 (stm half first). Step 2 of the module docstring. Raises OverflowError when the
+    scheme's qa and l0_shift let a value leave u8."""
     s, act = net.scheme, net.arch["activation"]
     halves = []
     for acc in (acc_stm, acc_nstm):
@@ -205,7 +206,11 @@ def l0_activations(net: DeepIntegerNet, acc_stm: torch.Tensor, acc_nstm: torch.T
             halves.append((v * v) >> s.l0_shift)
         else:
             halves.append(v)
-    return torch.cat(halves, 1)
+    x0 = torch.cat(halves, 1)
+    if x0.numel() and x0.max() > 255:
+        raise OverflowError(f"L0 activation leaves u8 (up to {int(x0.max())}): qa {s.qa} with "
+                            f"l0_shift {s.l0_shift} does not fit")
+    return x0
 
 
 def forward_from_accumulators(net: DeepIntegerNet, acc_stm: torch.Tensor, acc_nstm: torch.Tensor,
@@ -214,15 +219,20 @@ def forward_from_accumulators(net: DeepIntegerNet, acc_stm: torch.Tensor, acc_ns
     int64 buckets -> (N,) int64 centipawns, stm POV. With return_parts, also a dict of the
     integer sums ``s1`` (N, N1), ``s2`` (N, N2), ``out`` (N,) for the export's audit.
     Raises OverflowError when a sum leaves int32."""
-    s = net.scheme
-    shift, hact = s.dense_shift, net.arch["hidden_activation"]
     x0 = l0_activations(net, acc_stm, acc_nstm)
-    if x0.numel() and (x0.min() < 0 or x0.max() > 255):
-        raise OverflowError(f"L0 activation leaves u8 ({int(x0.min())}..{int(x0.max())}): "
-                            f"qa {s.qa} with l0_shift {s.l0_shift} does not fit")
     w1t = _cached(net, "l1w:t", lambda w: w.reshape(-1, w.shape[2]).T.contiguous())
     w1s = _cached(net, "l1w:sum", lambda w: w.to(torch.int64).sum(2))
     s1 = dense_int(x0, net.l1w, net.l1b, bucket, "L1 sum", w1t, w1s)
+    return forward_after_l1(net, s1, bucket, return_parts)
+
+
+def forward_after_l1(net: DeepIntegerNet, s1: torch.Tensor, bucket: torch.Tensor, return_parts: bool = False):
+    """Steps 4–6 of the module docstring from the L1 sums ``s1`` (N, N1) int64 (bias included,
+    checked against int32): -> (N,) int64 centipawns (and the parts dict, as
+    :func:`forward_from_accumulators`). The block-sparse L1 path
+    (:mod:`nnue.inference.sparse_l1`) computes ``s1`` its own way and finishes here."""
+    s = net.scheme
+    shift, hact = s.dense_shift, net.arch["hidden_activation"]
     x1 = _act(s1 >> shift, hact, s.qa, s.l0_shift).to(torch.int32)
     w2t = _cached(net, "l2w:t", lambda w: w.reshape(-1, w.shape[2]).T.contiguous())
     w2s = _cached(net, "l2w:sum", lambda w: w.to(torch.int64).sum(2))

@@ -19,6 +19,12 @@ zeros), and a block whose activations are all zero adds nothing to the sum, so i
 Both are exact: the returned evals equal ``forward_int``'s (``torch.equal``), with the same
 ``OverflowError`` checks (accumulator outside int16, L1 sum or output outside int32).
 :func:`block_stats` reports the block sparsity: the fraction of all-zero blocks.
+
+Deep nets (:mod:`nnue.inference.deep`) take the same two paths for their L1, the layer that
+sees the sparse u8 inputs x0 (Stockfish's sparse-input affine transform): "gather" takes each
+position's nonzero blocks against the N1 rows of its bucket (int64 products), "compact" runs
+the deep net's exact ``torch._int_mm`` on the live block columns only; L2 and out follow as in
+:func:`nnue.inference.deep.forward_after_l1`.
 """
 from __future__ import annotations
 
@@ -123,10 +129,54 @@ def l1_sum(net: IntegerNet, x: torch.Tensor, bucket: torch.Tensor, block: int = 
     return (xs @ ws.T).gather(1, bucket.view(-1, 1)).squeeze(1).to(torch.int64)
 
 
+def _deep_weights(net, block: int) -> torch.Tensor:
+    """A deep net's L1 weights as (B, 2·nb, N1, block) int64 blocks matching :func:`_blocks`."""
+    cache = net.__dict__.setdefault("_sparse_l1_cache", {})
+    key = ("deep", block)
+    hit = cache.get(key)
+    if hit is None or hit[0] is not net.l1w:
+        B, N1, L1 = net.l1w.shape
+        w = _blocks(net.l1w.to(torch.int64).view(B * N1, 2, L1 // 2), block)   # (B·N1, C, block)
+        w = w.view(B, N1, -1, block).permute(0, 2, 1, 3).contiguous()          # (B, C, N1, block)
+        hit = cache[key] = (net.l1w, w)
+    return hit[1]
+
+
+def deep_l1_sum(net, x: torch.Tensor, bucket: torch.Tensor, block: int = 4,
+                method: str = "gather") -> torch.Tensor:
+    """A deep net's L1 sums, bias included, skipping all-zero blocks: x (N, 2, L1/2) int32 u8
+    inputs x0 (stm, nstm), bucket (N,) int64 -> (N, N1) int64, checked against int32."""
+    from .deep import dense_int
+
+    if method not in METHODS:
+        raise ValueError(f"method {method!r}: expected one of {', '.join(METHODS)}")
+    n = x.shape[0]
+    xb = _blocks(x, block)                          # (N, C, block)
+    cols = xb.shape[1]
+    nz = _nonzero_blocks(xb)
+    w = _deep_weights(net, block)                   # (B, C, N1, block)
+    B, _, N1, _ = w.shape
+    bias = net.l1b.to(torch.int64)
+    if method == "gather":
+        rows, js = nz.nonzero(as_tuple=True)
+        xs = xb.reshape(-1, block).index_select(0, rows * cols + js).to(torch.int64)     # (M, block)
+        ws = w.reshape(-1, N1, block).index_select(0, bucket.index_select(0, rows) * cols + js)
+        prod = (ws * xs.unsqueeze(1)).sum(-1)                                             # (M, N1)
+        total = torch.zeros(n, N1, dtype=torch.int64).index_add_(0, rows, prod) + bias[bucket]
+    else:
+        live = nz.any(0).nonzero().squeeze(1)
+        xs = xb.index_select(1, live).reshape(n, -1)
+        ws = w.index_select(1, live).permute(0, 2, 1, 3).reshape(B, N1, -1).to(torch.int8)
+        total = dense_int(xs, ws, net.l1b, bucket, "L1 sum")
+    check_int32(total, "L1 sum")
+    return total
+
+
 def forward_sparse(net: IntegerNet, stm: torch.Tensor, nstm: torch.Tensor, bucket: torch.Tensor,
                    block: int = 4, method: str = "gather", return_stats: bool = False):
-    """:func:`~nnue.inference.net.forward_int` with a block-sparse L1: same arguments, same
-    (N,) int64 evals, same OverflowErrors. With return_stats also :func:`block_stats`' dict."""
+    """:func:`~nnue.inference.net.forward_int` (deep nets: :func:`nnue.inference.deep.forward_int`)
+    with a block-sparse L1: same arguments, same (N,) int64 evals, same OverflowErrors. With
+    return_stats also :func:`block_stats`' dict."""
     s = net.scheme
     accs = []
     for idx in (stm, nstm):
@@ -134,6 +184,13 @@ def forward_sparse(net: IntegerNet, stm: torch.Tensor, nstm: torch.Tensor, bucke
         if acc.numel() and (acc.min() < -32768 or acc.max() > 32767):
             raise OverflowError(f"accumulator leaves int16 ({int(acc.min())}..{int(acc.max())})")
         accs.append(acc)
+    if net.kind == "deep":
+        from .deep import forward_after_l1, l0_activations
+
+        x = l0_activations(net, accs[0].to(torch.int32), accs[1].to(torch.int32))
+        x = x.view(x.shape[0], 2, -1)
+        ev = forward_after_l1(net, deep_l1_sum(net, x, bucket, block, method), bucket)
+        return (ev, block_stats(x, block)) if return_stats else ev
     x = activations(net, torch.stack(accs, 1))
     total = l1_sum(net, x, bucket, block, method)
     check_int32(total, "L1 sum")
