@@ -5,13 +5,32 @@ evals/s per core of ``nnue.inference.evaluate``'s integer path (feature encoding
 the float torch model on the same positions and net (768×2 → H SCReLU, 8 output buckets), with
 medians of several runs and their ratio. Targets (issue 6): ≥ 1M evals/s per core in batch, ≥ 3×
 the float path, ≤ 5 µs per incremental move (measured by ``nnue bench incremental``).
+
+Both paths run with one thread (``torch.set_num_threads(1)``), in alternating rounds (``--block``
+timed runs of the integer path after one untimed run, then the same for the float path, and
+again), so that a change in the machine's load during the run hits both alike while each path
+is timed in its steady state, as a batch evaluator runs (timing single runs alternately charges
+the integer path ~10 % for the float path's cache and page-fault traffic). The report gives each
+path's median, quartiles and extremes of wall time, its median CPU time and minor page faults
+per run, and the ratio of the medians. The integer evals are checked against ``forward_int``
+first.
+
+Page faults: the float path allocates ~24 MB of temporaries per 4,096 positions; with glibc's
+default malloc settings the freed memory often goes back to the kernel and the next run faults
+it in again (a few µs per 4 KiB page on a VM), so the float path's time is bimodal and depends on
+the process's allocation history. ``allocator_neutral`` repeats the measurement in a child
+process with ``GLIBC_TUNABLES`` that keep freed memory (trim and mmap thresholds of 1 GiB), which
+takes page faults out of both paths (``--no-neutral`` skips it).
 """
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import platform
+import resource
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
@@ -24,18 +43,26 @@ from nnue.bench import emit
 REPO = Path(__file__).resolve().parents[1]
 
 
+def _spread(ts: list[float]) -> dict:
+    q = statistics.quantiles(ts, n=4) if len(ts) > 1 else [ts[0]] * 3
+    return {"median_s": statistics.median(ts), "q1_s": q[0], "q3_s": q[2], "min_s": min(ts), "max_s": max(ts)}
+
+
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(prog="nnue bench infer", description=__doc__.split("\n\n")[0])
     p.add_argument("--batch", type=int, default=4096)
-    p.add_argument("--runs", type=int, default=7)
+    p.add_argument("--runs", type=int, default=21, help="timed runs per path")
+    p.add_argument("--block", type=int, default=3, help="timed runs per path and round")
     p.add_argument("--hidden", type=int, default=256)
     p.add_argument("--out", default=None)
     p.add_argument("--json", action="store_true", help="(accepted; output is always JSON)")
+    p.add_argument("--no-neutral", action="store_true", help="skip the allocator-neutral child run")
     a = p.parse_args(argv)
     torch.set_num_threads(1)
     torch.manual_seed(0)
 
-    from nnue.inference import evaluate, load
+    from nnue.inference import evaluate, forward_int, load
+    from nnue.inference.net import _STEP, _l1_plan
     from nnue.pipeline.batch import to_sparse_batch
     from nnue.pipeline.pack import pack
     from nnue.trainer.export import export, validation_boards
@@ -62,38 +89,79 @@ def main(argv=None) -> int:
     reps = -(-a.batch // len(boards))
     boards = boards.repeat(reps, 1)[: a.batch]
 
-    def time_it(fn) -> list[float]:
-        fn()
-        out = []
-        for _ in range(a.runs):
-            t = time.perf_counter()
-            fn()
-            out.append(time.perf_counter() - t)
-        return out
-
     def float_path():
         b = to_sparse_batch({"boards": boards, "score": torch.zeros(len(boards)),
                              "result": torch.zeros(len(boards))}, net.features, net.buckets)
         with torch.no_grad():
             return model(b.stm_indices, b.nstm_indices, b.bucket)
 
-    t_int = time_it(lambda: evaluate(net, boards))
-    t_float = time_it(float_path)
-    ips = a.batch / statistics.median(t_int)
-    fps = a.batch / statistics.median(t_float)
+    def int_path():
+        return evaluate(net, boards)
+
+    stm, nstm = net.features.encode(boards)
+    assert torch.equal(int_path(), forward_int(net, stm, nstm, net.buckets.of(boards)))
+    paths = {"int": int_path, "float": float_path}
+    wall = {k: [] for k in paths}
+    cpu = {k: [] for k in paths}
+    faults = {k: [] for k in paths}
+    for f in paths.values():  # warm-up: caches, the int8 self-check, allocator
+        f()
+        f()
+    while len(wall["int"]) < a.runs:
+        for k, f in paths.items():
+            f()  # untimed: the first run after the other path
+            for _ in range(min(a.block, a.runs - len(wall[k]))):
+                flt = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
+                c, t = time.process_time(), time.perf_counter()
+                f()
+                wall[k].append(time.perf_counter() - t)
+                cpu[k].append(time.process_time() - c)
+                faults[k].append(resource.getrusage(resource.RUSAGE_SELF).ru_minflt - flt)
+    t_int, t_float = statistics.median(wall["int"]), statistics.median(wall["float"])
+    ips, fps = a.batch / t_int, a.batch / t_float
+    plan = _l1_plan(net)
     report = {
         "benchmark": "infer", "net": f"chess768 -> {a.hidden}x2 screlu -> MaterialCount<8>",
-        "batch": a.batch, "runs": a.runs, "threads": torch.get_num_threads(),
+        "batch": a.batch, "runs": a.runs, "block": a.block, "threads": torch.get_num_threads(),
         "cpu_capability": torch.backends.cpu.get_cpu_capability(), "machine": platform.machine(),
         "int_evals_per_s": round(ips), "float_evals_per_s": round(fps), "int_over_float": round(ips / fps, 3),
-        "int_median_s": statistics.median(t_int), "float_median_s": statistics.median(t_float),
+        "int_median_s": t_int, "float_median_s": t_float,
+        "int_wall": _spread(wall["int"]), "float_wall": _spread(wall["float"]),
+        "int_cpu_median_s": statistics.median(cpu["int"]),
+        "float_cpu_median_s": statistics.median(cpu["float"]),
+        "int_page_faults_median": statistics.median(faults["int"]),
+        "float_page_faults_median": statistics.median(faults["float"]),
+        "int_l1_path": plan["mode"] + (" (one-column products)" if plan.get("gemv") else ""),
+        "int_step": _STEP,
         "incremental_us_per_move": None,
         "targets": {"int_evals_per_s": 1_000_000, "int_over_float": 3.0, "incremental_us_per_move": 5.0},
-        "notes": ("Both paths include feature encoding from packed boards. The integer path runs the "
-                  "feature transformer as an exact float32 embedding_bag and L1 as an exact float64 "
-                  "matrix product, then int64 divisions. Incremental updates: nnue bench incremental."),
+        "notes": ("Both paths include feature encoding from packed boards; one thread; alternating "
+                  "rounds of --block timed runs per path. The integer path (inference/net.py) sorts "
+                  "the positions by piece count, runs the feature transformer as an exact float32 "
+                  "embedding_bag per step of positions (bags as wide as the step's largest piece "
+                  "count), and L1 as exact int8 torch._int_mm products on byte digits of the "
+                  "activations (only the columns of the step's buckets), then int64 checks and "
+                  "divisions. Incremental updates: nnue bench incremental."),
     }
+    if not a.no_neutral:
+        report["allocator_neutral"] = _neutral_run(a)
     return emit(report, a.out)
+
+
+def _neutral_run(a) -> dict:
+    """The same measurement in a child process whose glibc malloc keeps freed memory."""
+    env = dict(os.environ, GLIBC_TUNABLES="glibc.malloc.trim_threshold=1073741824:"
+                                          "glibc.malloc.mmap_threshold=1073741824")
+    args = ["--batch", str(a.batch), "--runs", str(a.runs), "--block", str(a.block), "--hidden",
+            str(a.hidden), "--no-neutral"]
+    r = subprocess.run([sys.executable, "-c", "import sys; from nnue.bench.bench_infer import main; "
+                        "sys.exit(main(sys.argv[1:]))", *args], env=env, capture_output=True, text=True)
+    if r.returncode:
+        return {"error": r.stderr.strip().splitlines()[-1:] or ["failed"]}
+    child = json.loads(r.stdout)
+    keys = ("int_evals_per_s", "float_evals_per_s", "int_over_float", "int_page_faults_median",
+            "float_page_faults_median")
+    return {"glibc_tunables": env["GLIBC_TUNABLES"], **{k: child[k] for k in keys}}
 
 
 if __name__ == "__main__":

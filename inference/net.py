@@ -237,40 +237,347 @@ def load(path: str | Path, expect: dict | None = None) -> NetFile:
     return cls(arch, scheme, *(tensors[k] for k in specs), provenance=meta.get("provenance") or {})
 
 
+def _cached(net, key, sources: tuple[torch.Tensor, ...], build):
+    """A value derived from some of the net's tensors, built once and kept on the net; rebuilt
+    when one of ``sources`` is replaced or modified in place (tensor ``_version``)."""
+    cache = net.__dict__.setdefault("_float_cache", {})
+    stamp = tuple(t._version for t in sources)
+    hit = cache.get(key)
+    if hit is None or len(hit[0]) != len(sources) or any(a is not b for a, b in zip(hit[0], sources)) \
+            or hit[1] != stamp:
+        hit = cache[key] = (sources, stamp, build(*sources))
+    return hit[2]
+
+
 def _as_float(net: IntegerNet, name: str, dtype: torch.dtype) -> torch.Tensor:
     """A float copy of an int16 tensor of the net, made once and kept on the net."""
-    cache = net.__dict__.setdefault("_float_cache", {})
-    t = getattr(net, name)
-    key = (name, dtype)
-    hit = cache.get(key)
-    if hit is None or hit[0] is not t:
-        hit = cache[key] = (t, t.to(dtype))
-    return hit[1]
+    return _cached(net, ("float", name, dtype), (getattr(net, name),), lambda t: t.to(dtype))
+
+
+# Exact integer evaluation. Every value below is an integer; the heavy steps run on float or
+# int8 kernels only where a bound proves them exact (each function states its bound):
+#
+# 1. feature transformer: one float32 embedding_bag per step of positions over the rows of
+#    _ft_table (a zero row for the −1 padding, the bias row once per bag): a bag sums at most
+#    A + 1 ≤ 257 int16 values, every partial sum is below 257·2^15 < 2^24, and float32 holds
+#    every integer below 2^24, so no addition rounds whatever order the kernel adds in;
+# 2. L1 sums of every bucket needed (see _l1_plan): int8 torch._int_mm on byte digits of the
+#    activations and int8 digits of the weights (int32 partial sums below K·2^13 < 2^31,
+#    recombined in int64), or float64 (products < 2^31, sums < 2^53);
+# 3. the position's own bucket, the int32 checks and the truncating divisions, in int64.
+
+# Positions per step of forward_int / evaluate. Measured on the bench machine (one core): 512
+# keeps the step's temporaries (1 MiB of float32 accumulators at H = 256) in L2 and recycled by
+# the allocator; 1024 makes glibc hand back and re-fault pages (~1,500 page faults per 4,096
+# evals, +50 % time), 256 and below pay the per-op dispatch more often.
+_STEP = 512
+# XOR with this int16 (bytes 0x80, 0x80) subtracts 128 from both bytes of a uint16 modulo 256:
+# each byte b becomes the int8 b − 128.
+_XOR_8080 = 0x8080 - 0x10000
+# A step computes its L1 columns one matrix-vector product each (torch._int_mm with one column)
+# when it needs at most this many, else one product with every column: measured here (oneDNN,
+# AVX-512 VNNI, K' = 1024, 512 rows) 14 µs for one column against 70 µs for 2 to 16.
+_GEMV_MAX_COLS = 4
+
+
+def _ft_table(net) -> torch.Tensor:
+    """(F + 2, H) float32: row 0 zeros (where −1 padding points), row f + 1 = ``l0w[f]``, row
+    F + 1 = ``l0b``, so that a bag of (indices + 1) and F + 1 sums an accumulator, bias included."""
+    def build(l0w, l0b):
+        h = l0w.shape[1]
+        return torch.cat((torch.zeros(1, h), l0w.float(), l0b.float().view(1, h))).contiguous()
+    return _cached(net, "ft_table", (net.l0w, net.l0b), build)
+
+
+_OFFSETS: dict[tuple[int, int], torch.Tensor] = {}
+
+
+def _eb(table: torch.Tensor, bags: torch.Tensor) -> torch.Tensor:
+    """Sum of the rows of ``table`` named by each row of ``bags`` (2-D, equal-width bags):
+    ``torch.embedding_bag`` (mode sum) with cached int32 offsets, as
+    ``F.embedding_bag(bags, table, mode="sum")`` computes it, less the per-call Python work."""
+    nb, w = bags.shape
+    if w == 0:
+        return torch.zeros((nb, table.shape[1]))
+    offsets = _OFFSETS.get((nb, w))
+    if offsets is None:
+        offsets = torch.arange(0, nb * w, w, dtype=torch.int32)
+        if nb == 2 * _STEP:  # full steps only: the cache stays small (≤ 257 widths)
+            _OFFSETS[(nb, w)] = offsets
+    return torch.embedding_bag(table, bags.reshape(-1), offsets, False, 0)[0]
+
+
+def _bags(stm: torch.Tensor, nstm: torch.Tensor, bias_row: int | None = None) -> torch.Tensor:
+    """(m, w) −1-padded index lists of both perspectives -> (2m, w (+ 1)) int32 bags of
+    :func:`_ft_table` rows: row 2i = stm[i] + 1, row 2i + 1 = nstm[i] + 1, each led by
+    ``bias_row`` when given."""
+    m, w = stm.shape
+    b = 0 if bias_row is None else 1
+    idx = torch.empty((m, 2, w + b), dtype=torch.int32)
+    if b:
+        idx[:, :, 0] = bias_row
+    torch.add(stm, 1, out=idx[:, 0, b:])
+    torch.add(nstm, 1, out=idx[:, 1, b:])
+    return idx.view(2 * m, w + b)
+
+
+def _check_indices(net, *lists: torch.Tensor) -> None:
+    f = net.l0w.shape[0]
+    for t in lists:
+        if t.numel() and int(t.max()) >= f:
+            raise IndexError(f"feature index {int(t.max())} out of range for {f} inputs")
 
 
 def accumulators_f32(net: IntegerNet, indices: torch.Tensor) -> torch.Tensor:
-    """Accumulators as exact integers held in float32: (N, A) indices -> (N, H) float32."""
+    """Accumulators as exact integers held in float32: (N, A) indices, −1 padded (any negative
+    value is padding) -> (N, H) float32, bias included.
+
+    One ``embedding_bag`` over the rows of :func:`_ft_table` (the zero row for padding, the bias
+    row in every bag): each partial sum adds at most A + 1 ≤ 257 int16 values and stays below
+    2^24 in magnitude, so float32 holds it exactly in any summation order."""
     if indices.shape[1] > 256:
         raise ValueError("more than 256 active features would break the float32 exactness bound")
-    valid = indices >= 0
-    acc = torch.nn.functional.embedding_bag(indices.clamp(min=0).long(), _as_float(net, "l0w", torch.float32),
-                                            mode="sum", per_sample_weights=valid.float())
-    return acc.add_(_as_float(net, "l0b", torch.float32))
+    _check_indices(net, indices)
+    table = _ft_table(net)
+    n, a = indices.shape
+    idx = torch.empty((n, a + 1), dtype=torch.int32)
+    idx[:, 0] = table.shape[0] - 1
+    torch.add(indices.clamp(min=-1), 1, out=idx[:, 1:])
+    return _eb(table, idx) if n else torch.zeros((0, table.shape[1]))
+
+
+_accumulators_f32 = accumulators_f32  # the name bench/bench_incremental.py imports
 
 
 def accumulators(net: IntegerNet, indices: torch.Tensor) -> torch.Tensor:
     """Integer feature transformer: (N, A) int32 indices, −1 padded -> (N, H) int32.
 
-    Runs as a float32 ``embedding_bag``: every partial sum of ≤ 256 int16 rows (plus the bias)
-    is below 2^24 in magnitude, so float32 holds it exactly (DESIGN.md, "exact integer
-    arithmetic").
+    Runs as a float32 ``embedding_bag`` (:func:`accumulators_f32`): every partial sum of ≤ 257
+    int16 values (the rows and the bias) is below 2^24 in magnitude, so float32 holds it exactly
+    (DESIGN.md, "exact integer arithmetic").
     """
     return accumulators_f32(net, indices).to(torch.int32)
 
 
 def check_int32(t: torch.Tensor, what: str) -> None:
-    if t.numel() and (t.min() < INT32_MIN or t.max() > INT32_MAX):
-        raise OverflowError(f"{what} leaves the int32 range ({int(t.min())}..{int(t.max())})")
+    if t.numel():
+        lo, hi = torch.aminmax(t)
+        if lo < INT32_MIN or hi > INT32_MAX:
+            raise OverflowError(f"{what} leaves the int32 range ({int(lo)}..{int(hi)})")
+
+
+def _acc_int16_proven(net, width: int) -> bool:
+    """True when no accumulator of at most ``width`` active features can leave int16, whatever
+    the features (repeats included): |l0b[h]| + width·max_f |l0w[f][h]| ≤ 32767 for every
+    neuron h. The per-step range check is skipped then (the export audit's bound, with the 32
+    largest rows, is tighter, but needs to know which rows can meet)."""
+    def build(l0w, l0b):
+        colmax = (l0w.to(torch.int64).abs().amax(0) if l0w.shape[0]
+                  else torch.zeros_like(l0b, dtype=torch.int64))
+        return {"colmax": colmax, "absb": l0b.to(torch.int64).abs(), "by_width": {}}
+    c = _cached(net, "acc_bound", (net.l0w, net.l0b), build)
+    ok = c["by_width"].get(width)
+    if ok is None:
+        ok = c["by_width"][width] = not c["absb"].numel() or \
+            bool((c["absb"] + width * c["colmax"]).max() <= 32767)
+    return ok
+
+
+def _check_acc_int16(acc: torch.Tensor) -> None:
+    if acc.numel():
+        lo, hi = torch.aminmax(acc)
+        if lo < -32768 or hi > 32767:
+            raise OverflowError(f"accumulator leaves int16 ({int(lo)}..{int(hi)})")
+
+
+_INT_MM_OK: dict[tuple, bool] = {}
+
+
+def _int_mm_is_exact(k2: int, cols: int) -> bool:
+    """Whether ``torch._int_mm`` computes (M, k2) × (k2, cols) int8 products exactly here:
+    checked once per shape, for several row counts, on the extreme inputs of the int8 L1 path
+    (inputs −128 and 127 against digits −64 and 64: the largest pair sums a saturating u8×s8
+    kernel could see) and on random ones, against float64 (exact: |sum| ≤ k2·2^14 < 2^53).
+    Not a formality: with ONEDNN_MAX_CPU_ISA=AVX512_CORE (AVX-512 without VNNI) this torch's
+    one-column product returns wrong sums for positive digits, while 16 columns are exact."""
+    key = (k2, cols, torch.get_num_threads(),
+           torch.backends.mkldnn.is_available() and torch.backends.mkldnn.enabled)
+    ok = _INT_MM_OK.get(key)
+    if ok is None:
+        ok = True
+        g = torch.Generator().manual_seed(0)
+        try:
+            for m in (1, 2, 5, 64, 333, _STEP):
+                mats = [(torch.full((m, k2), a, dtype=torch.int8),
+                         torch.full((k2, cols), d, dtype=torch.int8)) for a in (-128, 127) for d in (-64, 64)]
+                mats.append((torch.randint(-128, 128, (m, k2), generator=g, dtype=torch.int8),
+                             torch.randint(-64, 65, (k2, cols), generator=g, dtype=torch.int8)))
+                for a, d in mats:
+                    ref = (a.double() @ d.double()).to(torch.int64)
+                    ok = ok and torch.equal(torch._int_mm(a, d).to(torch.int64), ref)
+        except RuntimeError:  # no int8 product on this build
+            ok = False
+        _INT_MM_OK[key] = ok
+    return ok
+
+
+def _weight_digits(w: torch.Tensor) -> list[torch.Tensor]:
+    """int64 weights -> digits d_j with w = Σ_j 128^j·d_j, every |d_j| ≤ 64: [w] itself when
+    every |w| ≤ 64, else balanced base 128 (each d_j in [−64, 63]; 2 digits for |w| ≤ 8191,
+    3 for any int16). Exact integer arithmetic."""
+    if not w.numel() or int(w.abs().max()) <= 64:
+        return [w]
+    digits = []
+    while bool((w != 0).any()):
+        d = torch.remainder(w + 64, 128) - 64
+        digits.append(d)
+        w = torch.div(w - d, 128, rounding_mode="floor")  # exact: w − d ≡ 0 (mod 128)
+    return digits
+
+
+def _l1_plan(net) -> dict:
+    """How this net's L1 sums are computed: ``mode`` "int8" (preferred) or "f64".
+
+    The L1 input x (N, K) is crelu v ≤ QA, screlu v² ≤ QA², pairwise v·v' ≤ QA² (v = the
+    clamped accumulator), stm half first; the sum of bucket b is Σ_k x_k·l1w[b][k].
+
+    "int8" (when QA ≤ 255, 0 < K < 2^17, a little-endian machine, and :func:`_int_mm_is_exact`
+    for the shapes used): x is held as uint16 (≤ 255² < 2^16; the int16 product v·v wraps to
+    exactly those bits) and split into bytes x = 256·hi + lo, each made int8 by − 128 (one XOR
+    with 0x8080: the int16 tensor viewed as int8 is then lo − 128, hi − 128 for each k, i.e. K'
+    = 2K interleaved inputs). The weights are split into digits d_j (:func:`_weight_digits`,
+    |d_j| ≤ 64). ``w8`` (K', C) int8 holds, for byte i (lo, hi; only lo when x ≤ 255), digit j
+    and bucket b, column c = (i·n_w + j)·B + b with d_j[b][k] on row 2k + i, zeros elsewhere;
+    with Out = x8 @ w8 (int32),
+
+        Σ_k x_k·l1w[b][k] = Σ_{i,j} 256^i·128^j·(Out[:, c] + 128·Σ_k d_j[b][k])
+
+    (the second term undoes the − 128; ``scales`` holds 256^i·128^j per column group, ``const``
+    the whole second term per bucket). ``gemv``: whether one-column products are exact too
+    (steps that need few columns use them). Exactness: an Out entry sums K products with
+    |x_byte − 128| ≤ 128 and |d| ≤ 64, so every partial sum is below K·2^13 < 2^31 (int32 is
+    exact for K < 2^18; we require K < 2^17); the recombination is int64. A u8×s8 kernel
+    without VNNI (x86 oneDNN adds 128 to the int8 source and sums adjacent pairs in int16 with
+    saturation) sees pair sums of at most 2·255·64 = 32640 < 2^15: no saturation; the first use
+    checks the products on extreme inputs anyway and falls back to "f64" if one differs.
+
+    "f64": x as float64 against every bucket's float64 weights: each product |x·w| ≤ QA²·32767
+    < 2^31, each sum of K < 2^22 of them below 2^53, so every value is an exact integer.
+    """
+    def build(l1w):
+        import sys
+
+        act, qa = net.arch["activation"], net.scheme.qa
+        nb, k = l1w.shape
+        plan = {"mode": "f64", "buckets": nb}
+        if qa <= 255 and 0 < k < 1 << 17 and nb > 0 and sys.byteorder == "little":
+            n_act = 1 if (qa if act == "crelu" else qa * qa) <= 255 else 2
+            digits = _weight_digits(l1w.to(torch.int64))
+            groups = n_act * len(digits)
+            w8 = torch.zeros((k, 2, n_act, len(digits), nb), dtype=torch.int8)
+            scales, const = [], torch.zeros(nb, dtype=torch.int64)
+            for i in range(n_act):
+                for j, d in enumerate(digits):
+                    w8[:, i, i, j, :] = d.T.to(torch.int8)
+                    scales.append(256 ** i * 128 ** j)
+                    const += scales[-1] * 128 * d.sum(1)
+            w8 = w8.view(2 * k, groups * nb)
+            if _int_mm_is_exact(2 * k, w8.shape[1]):
+                plan.update(mode="int8", w8=w8, groups=groups, gemv=_int_mm_is_exact(2 * k, 1),
+                            w8_cols=[w8[:, c:c + 1].contiguous() for c in range(w8.shape[1])],
+                            scales=torch.tensor(scales, dtype=torch.int64).view(groups, 1), const=const)
+        if plan["mode"] == "f64":
+            if k > 1 << 22:
+                raise ValueError("L1 wider than 2^22 inputs would break the float64 exactness bound")
+            plan["w64"] = l1w.to(torch.float64)
+        return plan
+    return _cached(net, ("l1_plan", net.arch["activation"], net.scheme.qa), (net.l1w,), build)
+
+
+def _l1_input_i16(act: str, qa: int, acc: torch.Tensor) -> torch.Tensor:
+    """(2m, H) accumulators, float32 or int16 (exact integers within int16; rows stm, nstm of
+    each position) -> (m, K) int16 L1 inputs as uint16 bits: crelu v = clamp(acc, 0, QA),
+    screlu v², pairwise v[:H/2]·v[H/2:] (the int16 products wrap to the uint16 bits of values
+    ≤ 255²). An int16 ``acc`` is overwritten."""
+    v = (acc if acc.dtype == torch.int16 else acc.to(torch.int16)).clamp_(0, qa)
+    if act == "screlu":
+        v.mul_(v)
+    elif act == "pairwise_crelu":
+        h = v.shape[1] // 2
+        v = v[:, :h] * v[:, h:]
+    return v.view(acc.shape[0] // 2, -1)
+
+
+def _l1_input_f64(act: str, qa: int, acc: torch.Tensor) -> torch.Tensor:
+    """(2m, H) accumulators (float32 or int16) -> (m, K) float64 L1 inputs (exact: values ≤
+    QA² < 2^53)."""
+    v = acc.clamp(0, qa).double()
+    if act == "screlu":
+        v.mul_(v)
+    elif act == "pairwise_crelu":
+        h = v.shape[1] // 2
+        v = v[:, :h] * v[:, h:]
+    return v.view(acc.shape[0] // 2, -1)
+
+
+class _L1:
+    """The L1 sums of a batch, filled step by step (:meth:`step`), read once (:meth:`sums`)."""
+
+    def __init__(self, net, n: int):
+        self.plan = plan = _l1_plan(net)
+        self.act, self.qa = net.arch["activation"], net.scheme.qa
+        nb = plan["buckets"]
+        if plan["mode"] == "int8":
+            # column-major, (C, N, 1): one column of a step is a contiguous (m, 1) target
+            self.out = torch.empty((plan["w8"].shape[1], n, 1), dtype=torch.int32)
+        else:
+            self.out = torch.empty((n, nb), dtype=torch.float64)
+
+    def step(self, acc: torch.Tensor, s: int, b_lo: int, b_hi: int, first: list[int] | None = None) -> None:
+        """Positions s.. s + m: (2m, H) accumulators (float32, or int16 that may be overwritten),
+        bias included; their buckets lie in [b_lo, b_hi]
+        (only those columns are computed when that is cheaper; the others stay unset). first:
+        when the batch is sorted by bucket, first[b] = index of its first position of bucket
+        >= b (B + 1 entries); then each bucket's columns are computed on its rows only."""
+        plan, m = self.plan, acc.shape[0] // 2
+        if plan["mode"] != "int8":
+            torch.mm(_l1_input_f64(self.act, self.qa, acc), plan["w64"].T, out=self.out[s:s + m])
+            return
+        x8 = _l1_input_i16(self.act, self.qa, acc).bitwise_xor_(_XOR_8080).view(torch.int8)
+        nb, groups, out = plan["buckets"], plan["groups"], self.out
+        if plan["gemv"] and groups * (b_hi - b_lo + 1) <= (2 * _GEMV_MAX_COLS if first else _GEMV_MAX_COLS):
+            w8_cols = plan["w8_cols"]
+            for b in range(b_lo, b_hi + 1):
+                r0, r1 = (max(first[b], s), min(first[b + 1], s + m)) if first else (s, s + m)
+                if r1 > r0:
+                    rows = x8[r0 - s:r1 - s]
+                    for c in range(b, groups * nb, nb):
+                        torch._int_mm(rows, w8_cols[c], out=out[c, r0:r1])
+        else:
+            out[:, s:s + m, 0] = torch._int_mm(x8, plan["w8"]).T
+
+    def sums(self, bucket: torch.Tensor) -> torch.Tensor:
+        """(N,) int64: each position's L1 sum in its own bucket ``bucket`` (N,) int64."""
+        plan, n = self.plan, bucket.shape[0]
+        if plan["mode"] != "int8":
+            return self.out.gather(1, bucket.view(n, 1)).view(n).to(torch.int64)
+        g = plan["groups"]
+        sel = self.out.view(g, plan["buckets"], n).gather(1, bucket.view(1, 1, n).expand(g, 1, n))
+        return (sel.view(g, n).to(torch.int64) * plan["scales"]).sum(0) + plan["const"][bucket]
+
+
+def _finish(net, total: torch.Tensor, bucket: torch.Tensor) -> torch.Tensor:
+    """L1 sums (N,) int64 -> evals: the int32 checks and the truncating divisions of the module
+    docstring's formula, in int64."""
+    s = net.scheme
+    check_int32(total, "L1 sum")
+    if net.arch["activation"] in ("screlu", "pairwise_crelu"):
+        out = torch.div(total, s.qa, rounding_mode="trunc")
+    else:
+        out = total
+    out = out + _cached(net, "l1b:i64", (net.l1b,), lambda t: t.to(torch.int64))[bucket]
+    check_int32(out, "L1 output")
+    return torch.div(out * s.scale, s.qa * s.qb, rounding_mode="trunc")
 
 
 def forward_int(net: IntegerNet, stm: torch.Tensor, nstm: torch.Tensor, bucket: torch.Tensor,
@@ -282,65 +589,140 @@ def forward_int(net: IntegerNet, stm: torch.Tensor, nstm: torch.Tensor, bucket: 
     the L1 sum before the division (for the overflow audit).
     Raises OverflowError when an accumulator leaves int16 or a sum leaves int32.
 
-    Exactness: accumulators are float32 sums of int16 values below 2^24; activations (≤ QA²)
-    are exact in float32; the L1 products and sums run as float64 matrix products against every
-    bucket's weights, each product an integer of magnitude ≤ QA²·32767 < 2^31 and each sum of
-    L1 ≤ 4M of them below 2^53, so every value is represented exactly; the sums are converted
-    back to int64 before the integer (truncating) divisions. Tested bit-exact against the C
-    reference evaluator.
+    Exactness, step by step (each bound is what keeps its step exact):
+
+    * accumulators: one float32 ``embedding_bag`` per step of ``_STEP`` positions over
+      :func:`_ft_table` (bags of :func:`_bags`): each partial sum adds at most A + 1 ≤ 257 int16
+      values, below 2^24, which float32 holds exactly. They are range-checked against int16
+      unless :func:`_acc_int16_proven` shows that no A features can leave it;
+    * L1 (:func:`_l1_plan`): int8 ``torch._int_mm`` on byte digits of the activations and digits
+      |d| ≤ 64 of the weights (int32 partial sums below K·2^13, recombined in int64), or float64
+      (products < 2^31, sums < 2^53);
+    * each position's own bucket, then the int32 checks and truncating divisions in int64.
+
+    Tested bit-exact against an int64 reference (tests/inference/test_forward_int_paths.py) and
+    the C reference evaluator.
     """
-    s = net.scheme
-    qa = s.qa
-    act = net.arch["activation"]
-    half = net.arch["l1_inputs"] // 2
-    if 2 * half > 1 << 22:
-        raise ValueError("L1 wider than 2^22 inputs would break the float64 exactness bound")
-    w = _as_float(net, "l1w", torch.float64)
-    total = None
-    accs = []
-    for p, idx in enumerate((stm, nstm)):
-        acc = accumulators_f32(net, idx)  # exact integers in float32
-        if acc.numel() and (acc.min() < -32768 or acc.max() > 32767):
-            raise OverflowError(f"accumulator leaves int16 ({int(acc.min())}..{int(acc.max())})")
+    width = max(stm.shape[1], nstm.shape[1])
+    if width > 256:
+        raise ValueError("more than 256 active features would break the float32 exactness bound")
+    _check_indices(net, stm, nstm)
+    n = stm.shape[0]
+    stm, nstm = (torch.nn.functional.pad(t.clamp(min=-1), (0, width - t.shape[1]), value=-1)
+                 for t in (stm, nstm))
+    table = _ft_table(net)
+    proven = _acc_int16_proven(net, width)
+    l1 = _L1(net, n)
+    accs = torch.empty((n, 2, net.l0w.shape[1]), dtype=torch.int32) if return_parts else None
+    for s in range(0, n, _STEP):
+        e = min(n, s + _STEP)
+        acc = _eb(table, _bags(stm[s:e], nstm[s:e], table.shape[0] - 1))
+        if not proven:
+            _check_acc_int16(acc)
         if return_parts:
-            accs.append(acc.to(torch.int32))
-        v = acc.clamp_(0, qa)
-        if act == "pairwise_crelu":
-            h = net.arch["hidden"] // 2
-            x = v[:, :h] * v[:, h:]  # ≤ QA² < 2^24: exact in float32
-        elif act == "screlu":
-            x = v.square_()
-        else:
-            x = v
-        part = x.double() @ w[:, p * half:(p + 1) * half].T  # (N, B), exact integers < 2^53
-        total = part if total is None else total.add_(part)
-    total = total.gather(1, bucket.view(-1, 1)).squeeze(1).to(torch.int64)
-    check_int32(total, "L1 sum")
-    if act in ("screlu", "pairwise_crelu"):
-        out = torch.div(total, qa, rounding_mode="trunc")
-    else:
-        out = total
-    out = out + net.l1b.to(torch.int64)[bucket]
-    check_int32(out, "L1 output")
-    ev = torch.div(out * s.scale, qa * s.qb, rounding_mode="trunc")
+            accs[s:e] = acc.view(e - s, 2, -1)
+        lo, hi = torch.aminmax(bucket[s:e])
+        l1.step(acc, s, int(lo), int(hi))
+    total = l1.sums(bucket)
+    ev = _finish(net, total, bucket)
     if return_parts:
-        return ev, {"acc": torch.stack(accs, 1), "sum": total}
+        return ev, {"acc": accs, "sum": total}
     return ev
 
 
+def _bag_table(net, enc) -> torch.Tensor | None:
+    """For a :class:`~nnue.pipeline.features.lookup.TableEncoder`: its table mapped to rows of
+    :func:`_ft_table` (feature f -> f + 1, padding −1 -> the zero row 0). None when the table
+    reaches past the net's inputs (the generic path then raises the IndexError)."""
+    def build(table, l0w):
+        return None if table.numel() and int(table.max()) >= l0w.shape[0] else table + 1
+    return _cached(net, ("bag_table", id(enc)), (enc.table_cpu, net.l0w), build)
+
+
 def evaluate(net: IntegerNet, boards: torch.Tensor, chunk: int = 1024) -> torch.Tensor:
-    """Integer evals of packed boards: (N, 32) uint8 -> (N,) int64 centipawns, stm POV."""
+    """Integer evals of packed boards: (N, 32) uint8 -> (N,) int64 centipawns, stm POV.
+
+    The values of :func:`forward_int` on the encoded boards (the same steps, the same exactness
+    argument), computed faster:
+
+    * positions are taken in order of piece count (a stable sort; the evals are put back in the
+      input order at the end). A step's bags are then only as wide as its largest piece count
+      (a feature set has at most one feature per piece and perspective, and pads at the end:
+      true of every table-encoded set by construction, checked per step for any other, which
+      falls back to the full width), and its positions fall in one or two output buckets
+      (bucket functions grow with the piece count), whose L1 columns alone are computed;
+    * for a table-encoded feature set (all of them) a step's bags come straight from the
+      lookup keys (``TableEncoder.lookup_keys``) through a copy of the table that points at the
+      rows of :func:`_ft_table`: one ``index_select`` per step (per step, not per batch:
+      whole-batch buffers of a few MB fall out of L2 and cost more);
+    * the bias is not a bag row: when :func:`_acc_int16_proven` holds for the step's width, the
+      bias-free sums (|Σ rows| ≤ w·max|l0w| ≤ 32767 − |l0b|) are converted to int16 and the
+      int16 bias added (no wrap: the biased sum is within int16 too); otherwise it is added in
+      float32 (exact, below 2^24) and the sums are range-checked.
+
+    ``chunk``: positions per feature-encoding call (for perspective nets rounded to steps, at
+    least 4096; deep nets use it as given)."""
     if net.kind == "deep":
         from .deep import evaluate as evaluate_deep
 
         return evaluate_deep(net, boards, chunk)
+    from nnue.pipeline.features.board_tensor import piece_count
+    from nnue.pipeline.features.lookup import TableEncoder
+
     fs, buckets = net.features, net.buckets
-    out = []
-    for s in range(0, boards.shape[0], chunk):
-        b = boards[s:s + chunk]
-        stm, nstm = fs.encode(b)
-        out.append(forward_int(net, stm, nstm, buckets.of(b)))
-    return torch.cat(out) if out else torch.zeros(0, dtype=torch.int64)
+    n = boards.shape[0]
+    pieces = piece_count(boards)  # also validates shape and dtype
+    if n == 0:
+        return torch.zeros(0, dtype=torch.int64)
+    pieces, order = torch.sort(pieces, stable=True)
+    boards = boards.index_select(0, order)
+    bucket = buckets.of_piece_count(pieces)  # = buckets.of(boards), non-decreasing
+    enc = fs.encode
+    bag_table = _bag_table(net, enc) if isinstance(enc, TableEncoder) else None
+    table = _ft_table(net)
+    l1 = _L1(net, n)
+    # every step's last piece count and first and last bucket, in one read each
+    starts = list(range(0, n, _STEP))
+    ends = starts[1:] + [n]
+    last = torch.tensor(ends) - 1
+    widths, b_hi = pieces[last].tolist(), bucket[last].tolist()
+    b_lo = bucket[torch.tensor(starts)].tolist()
+    first = torch.searchsorted(bucket, torch.arange(buckets.count + 1)).tolist()
+    per_encode = max(chunk, 4096) // _STEP * _STEP
+    proven: dict[int, bool] = {}
+    bias16, bias32 = net.l0b.view(1, -1), table[-1]
+    for i, s in enumerate(starts):
+        e, m = ends[i], ends[i] - starts[i]
+        if s % per_encode == 0:  # encode the next per_encode positions
+            s0, b = s, boards[s:s + per_encode]
+            if bag_table is not None:
+                keys, offsets = enc.lookup_keys(b)
+                a = keys.shape[1]
+                keys, offsets = keys.unsqueeze(1), offsets.unsqueeze(2)
+            else:
+                stm, nstm = enc(b)
+                _check_indices(net, stm, nstm)
+                a = stm.shape[1]
+        w = min(a, widths[i])
+        if bag_table is not None:
+            key = torch.empty((m, 2, w), dtype=torch.int32)
+            torch.add(keys[s - s0:e - s0, :, :w], offsets[s - s0:e - s0], out=key)
+            bags = bag_table.index_select(0, key.view(-1)).view(2 * m, w)
+        else:
+            st, ns = stm[s - s0:e - s0], nstm[s - s0:e - s0]
+            if w < a and (int(st[:, w:].max()) >= 0 or int(ns[:, w:].max()) >= 0):
+                w = a
+            bags = _bags(st[:, :w], ns[:, :w])
+        acc = _eb(table, bags)  # bias not included
+        if w not in proven:
+            proven[w] = _acc_int16_proven(net, w)
+        if proven[w]:  # |Σ rows| + |l0b| ≤ 32767: int16 holds the sum and the biased sum
+            acc = acc.to(torch.int16).add_(bias16)
+        else:
+            _check_acc_int16(acc.add_(bias32))
+        l1.step(acc, s, b_lo[i], b_hi[i], first)
+    ev = _finish(net, l1.sums(bucket), bucket)
+    return torch.empty_like(ev).index_copy_(0, order, ev)
 
 
 def boards_from_fens(fens: list[str]) -> torch.Tensor:

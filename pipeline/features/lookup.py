@@ -15,6 +15,11 @@ Indices come out in ascending order of the piece's absolute square (a1 = 0 .. h8
 −1 padding. A set whose kings are not features (HalfKP) drops the two king slots from the keys
 before the lookup (:func:`drop_king_slots`), so its lists are 30 wide and padded at the end. All
 of it is torch ops on the boards' device; no per-position Python.
+
+:meth:`TableEncoder.lookup_keys` stops before step 3: it returns the keys and the two table
+offsets, for a caller that gathers from its own copy of the table, only the columns it needs
+(integer inference: the rows of its feature-transformer table, as wide as a step's largest
+piece count).
 """
 from __future__ import annotations
 
@@ -113,10 +118,10 @@ class TableEncoder:
                 out[:, start:start + CPU_CHUNK] = self._encode(boards[start:start + CPU_CHUNK], start)
         return out[0], out[1]
 
-    def _encode(self, boards: torch.Tensor, first_row: int) -> torch.Tensor:
-        """(B, 32) uint8 -> (2, B, max_active) int32: stm lists, then nstm lists."""
-        table, king_values = self._device_tables(boards.device)
-        n = boards.shape[0]
+    def _keys(self, boards: torch.Tensor, first_row: int) -> tuple[torch.Tensor, torch.Tensor]:
+        """(B, 32) uint8 -> (slot keys (B, max_active), table offsets (2, B)), int32: entry
+        ``off[p] + keys`` of the table is the list of perspective p (0 stm, 1 nstm)."""
+        _, king_values = self._device_tables(boards.device)
         keys = slot_keys(boards)
         btm = black_to_move(boards).to(torch.int32)
         if self.king_relative:
@@ -127,8 +132,30 @@ class TableEncoder:
                 keys = drop_king_slots(keys, kw, kb)
         else:
             off = torch.stack((btm, 1 - btm)) * NUM_KEYS
+        return keys, off
+
+    def _encode(self, boards: torch.Tensor, first_row: int) -> torch.Tensor:
+        """(B, 32) uint8 -> (2, B, max_active) int32: stm lists, then nstm lists."""
+        table, _ = self._device_tables(boards.device)
+        n = boards.shape[0]
+        keys, off = self._keys(boards, first_row)
         idx = keys.unsqueeze(0) + off.unsqueeze(2)                             # (2, B, width)
         return table.index_select(0, idx.view(-1)).view(2, n, keys.shape[1])
+
+    def lookup_keys(self, boards: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """Where the feature lists come from, for callers that gather from their own copy of the
+        table: (B, 32) uint8 -> ``(keys, offsets)``, keys (B, max_active) int32 and offsets
+        (B, 2) int32, such that ``table[offsets[i, p] + keys[i]]`` is the list of perspective p
+        (0 stm, 1 nstm) of board i that :meth:`__call__` returns (−1 padding included, at the
+        end), ``table`` being :attr:`table_cpu` or its copy on the boards' device. Same checks
+        and errors as :meth:`__call__`."""
+        check_boards(boards)
+        n = boards.shape[0]
+        if boards.device.type != "cpu" or n <= CPU_CHUNK:
+            keys, off = self._keys(boards, 0)
+            return keys, off.T
+        parts = [self._keys(boards[start:start + CPU_CHUNK], start) for start in range(0, n, CPU_CHUNK)]
+        return torch.cat([k for k, _ in parts]), torch.cat([o for _, o in parts], 1).T
 
 
 def _king_values() -> torch.Tensor:
