@@ -36,10 +36,13 @@ Raw layout (:meth:`DeepIntegerNet.raw_bytes`, little-endian, no header)::
 
 Evaluation here is exact: the feature transformer runs as the exact float32 ``embedding_bag``
 of :func:`~nnue.inference.net.accumulators_f32`; the dense layers run as ``torch._int_mm``
-(int8 × int8 → int32) on ``x − 128`` (u8 → int8), corrected by ``128·Σ_j w[n][j]``: every
-product and partial sum of that matmul is below 2^14·K in magnitude, so int32 holds it for
-K < 2^17 inputs; the corrections and biases are added in int64 and every sum is checked
-against int32 (:class:`OverflowError` otherwise, never a wrapped value).
+(int8 × int8 → int32) on ``x − 128`` (u8 → int8) against the weights split into digits of
+|d| ≤ 64 (``w = d0 + 128·d1``), corrected by ``128·Σ_j w[n][j]``: every partial sum of such a
+product is below 2^13·K, so int32 holds it for K < 2^17 inputs, and a saturating u8×s8 kernel
+(x86 without VNNI) never saturates (:func:`dense_int`; full-range int8 weights do saturate
+there: measured under ``ONEDNN_MAX_CPU_ISA=AVX2``). The corrections and biases are added in
+int64 and every sum is checked against int32 (:class:`OverflowError` otherwise, never a wrapped
+value).
 """
 from __future__ import annotations
 
@@ -49,7 +52,8 @@ import torch
 
 from nnue.pipeline.features import get_feature_set, parse_output_buckets
 
-from .net import INT32_MAX, INT32_MIN, NetFile, QuantScheme, accumulators_f32
+from .net import (INT32_MAX, INT32_MIN, NetFile, QuantScheme, _cached, _int_mm_is_exact, _weight_digits,
+                  accumulators_f32)
 
 L0_ACTIVATIONS = ("crelu", "screlu", "pairwise_crelu")
 HIDDEN_ACTIVATIONS = ("crelu", "screlu")
@@ -143,44 +147,66 @@ class DeepIntegerNet(NetFile):
         ]
 
 
-def _cached(net: DeepIntegerNet, name: str, make):
-    """A derived tensor of the net (e.g. transposed weights), made once and kept on the net."""
-    cache = net.__dict__.setdefault("_deep_cache", {})
-    src = getattr(net, name.split(":")[0])
-    hit = cache.get(name)
-    if hit is None or hit[0] is not src:
-        hit = cache[name] = (src, make(src))
-    return hit[1]
-
-
 def _check(t: torch.Tensor, what: str) -> None:
     if t.numel() and (t.min() < INT32_MIN or t.max() > INT32_MAX):
         raise OverflowError(f"{what} leaves the int32 range ({int(t.min())}..{int(t.max())})")
 
 
+def dense_plan(w: torch.Tensor) -> dict:
+    """How :func:`dense_int` multiplies by the int8 weights ``w`` (B, M, K): mode "int8" with
+    ``mats``, the weight digits (:func:`nnue.inference.net._weight_digits`: w = d0 + 128·d1,
+    |d| ≤ 64) as (K, B·M) int8 matrices, when ``torch._int_mm`` is exact for these shapes here
+    (:func:`nnue.inference.net._int_mm_is_exact`); else mode "f64" with the (K, B·M) float64
+    weights. ``w_sum``: (B, M) int64 row sums."""
+    B, M, K = w.shape
+    flat = w.reshape(B * M, K).to(torch.int64)
+    plan = {"w_sum": flat.sum(1).view(B, M), "shape": (B, M, K)}
+    if 0 < K < 1 << 17 and B * M > 0 and _int_mm_is_exact(K, B * M):
+        digits = _weight_digits(flat)
+        plan |= {"mode": "int8", "mats": [d.T.to(torch.int8).contiguous() for d in digits]}
+    else:
+        plan |= {"mode": "f64", "w64": flat.T.double().contiguous()}
+    return plan
+
+
+def _layer_plan(net: DeepIntegerNet, name: str) -> dict:
+    """:func:`dense_plan` of the net's layer ``name`` ("l1w", "l2w", "outw"), cached on the net."""
+    def build(w):
+        return dense_plan(w.unsqueeze(1) if w.dim() == 2 else w)
+    return _cached(net, ("deep_plan", name), (getattr(net, name),), build)
+
+
 def dense_int(x: torch.Tensor, w: torch.Tensor, b: torch.Tensor, bucket: torch.Tensor, what: str,
-              w_t: torch.Tensor | None = None, w_sum: torch.Tensor | None = None) -> torch.Tensor:
+              plan: dict | None = None) -> torch.Tensor:
     """One bucketed dense layer on u8 activations, exact: ``b[bucket] + w[bucket] @ x``.
 
     x: (N, K) int32 with values in 0..255; w: (B, M, K) int8; b: (B, M) int32; bucket: (N,)
     int64. Returns (N, M) int64, each value checked against int32 (OverflowError names
-    ``what``). w_t / w_sum: the cached (K, B·M) transposed weights and (B, M) row sums.
+    ``what``). plan: :func:`dense_plan` of ``w`` (made here when not given).
 
-    Runs every bucket's rows in one ``torch._int_mm`` on ``x − 128`` (int8) and adds
-    ``128·Σ_k w[m][k]`` back: ``Σ (x−128)·w + 128·Σ w = Σ x·w``.
+    int8 mode: every bucket's rows in one ``torch._int_mm`` per weight digit d on ``x − 128``
+    (int8): ``Σ_k x·w = Σ_j 128^j·Σ_k (x−128)·d_j + 128·Σ_k w``. Each int32 partial sum is below
+    K·128·64 = K·2^13 < 2^31; the digits' |d| ≤ 64 also keep the adjacent-pair sums of a
+    saturating u8×s8 kernel (x86 without VNNI) at 2·255·64 = 32640 < 2^15, where full-range
+    int8 weights would saturate. f64 mode: |x·w| ≤ 255·128 and K < 2^17 terms: every sum is an
+    exact integer below 2^53.
     """
     B, M, K = w.shape
-    if w_t is None:
-        w_t = w.reshape(B * M, K).T.contiguous()
-    if w_sum is None:
-        w_sum = w.to(torch.int64).sum(2)
+    plan = plan if plan is not None else dense_plan(w)
     n = x.shape[0]
     if n == 0:
         return torch.zeros((0, M), dtype=torch.int64)
-    xs = (x - 128).to(torch.int8)
-    allb = torch._int_mm(xs, w_t).view(n, B, M)
-    sel = allb.gather(1, bucket.view(n, 1, 1).expand(n, 1, M)).squeeze(1).to(torch.int64)
-    s = sel + 128 * w_sum[bucket] + b.to(torch.int64)[bucket]
+    if plan["mode"] == "int8":
+        xs = (x - 128).to(torch.int8)
+        allb = None
+        for j, mat in enumerate(plan["mats"]):
+            part = torch._int_mm(xs, mat).to(torch.int64)
+            allb = part if allb is None else allb.add_(part, alpha=128 ** j)
+        allb = allb.add_((128 * plan["w_sum"]).view(1, B * M))
+    else:
+        allb = (x.double() @ plan["w64"]).to(torch.int64)
+    sel = allb.view(n, B, M).gather(1, bucket.view(n, 1, 1).expand(n, 1, M)).squeeze(1)
+    s = sel + b.to(torch.int64)[bucket]
     _check(s, what)
     return s
 
@@ -220,9 +246,7 @@ def forward_from_accumulators(net: DeepIntegerNet, acc_stm: torch.Tensor, acc_ns
     integer sums ``s1`` (N, N1), ``s2`` (N, N2), ``out`` (N,) for the export's audit.
     Raises OverflowError when a sum leaves int32."""
     x0 = l0_activations(net, acc_stm, acc_nstm)
-    w1t = _cached(net, "l1w:t", lambda w: w.reshape(-1, w.shape[2]).T.contiguous())
-    w1s = _cached(net, "l1w:sum", lambda w: w.to(torch.int64).sum(2))
-    s1 = dense_int(x0, net.l1w, net.l1b, bucket, "L1 sum", w1t, w1s)
+    s1 = dense_int(x0, net.l1w, net.l1b, bucket, "L1 sum", _layer_plan(net, "l1w"))
     return forward_after_l1(net, s1, bucket, return_parts)
 
 
@@ -234,11 +258,10 @@ def forward_after_l1(net: DeepIntegerNet, s1: torch.Tensor, bucket: torch.Tensor
     s = net.scheme
     shift, hact = s.dense_shift, net.arch["hidden_activation"]
     x1 = _act(s1 >> shift, hact, s.qa, s.l0_shift).to(torch.int32)
-    w2t = _cached(net, "l2w:t", lambda w: w.reshape(-1, w.shape[2]).T.contiguous())
-    w2s = _cached(net, "l2w:sum", lambda w: w.to(torch.int64).sum(2))
-    s2 = dense_int(x1, net.l2w, net.l2b, bucket, "L2 sum", w2t, w2s)
+    s2 = dense_int(x1, net.l2w, net.l2b, bucket, "L2 sum", _layer_plan(net, "l2w"))
     x2 = _act(s2 >> shift, hact, s.qa, s.l0_shift).to(torch.int32)
-    out = dense_int(x2, net.outw.unsqueeze(1), net.outb.unsqueeze(1), bucket, "output sum").squeeze(1)
+    out = dense_int(x2, net.outw.unsqueeze(1), net.outb.unsqueeze(1), bucket, "output sum",
+                    _layer_plan(net, "outw")).squeeze(1)
     ev = torch.div(out * s.scale, s.qa * s.qb, rounding_mode="trunc")
     if return_parts:
         return ev, {"s1": s1, "s2": s2, "out": out}

@@ -748,3 +748,19 @@ def boards_from_fens(fens: list[str]) -> torch.Tensor:
 def evaluate_fens(net: IntegerNet, fens: list[str]) -> list[int]:
     """Integer evals (centipawns, side-to-move POV) of FENs."""
     return evaluate(net, boards_from_fens(fens)).tolist()
+
+
+def evaluate_boards(net: NetFile, boards) -> list[int]:
+    """Integer evals (centipawns, side-to-move POV) of python-chess boards (any objects with a
+    ``fen()`` method; python-chess itself is not imported). Raises ValueError naming the
+    1-based position of a board that cannot be packed."""
+    return evaluate_fens(net, [b.fen() for b in boards])
+
+
+def evaluate_dataset(net: NetFile, batches, chunk: int = 65536):
+    """Integer evals of a packed dataset, streamed: ``batches`` yields (N, 32) uint8 packed
+    boards (e.g. the ``boards`` of :class:`nnue.pipeline.stream.PackedStream` batches, or
+    row groups of the Parquet ``board`` column); yields (N,) int64 centipawn tensors, stm POV,
+    one per input batch, in order. Memory stays bounded by one batch."""
+    for boards in batches:
+        yield evaluate(net, boards, chunk)

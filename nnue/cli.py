@@ -214,10 +214,55 @@ def _read_fens(path: str) -> list[str]:
 def cmd_eval(args) -> int:
     from nnue.inference import evaluate_fens, load
 
+    if not args.dataset and (args.limit is not None or args.summary):
+        raise ValueError("--limit and --summary go with --dataset")
     net = load(args.net)
+    if args.dataset:
+        return _eval_dataset(net, args)
     fens = [args.fen] if args.fen else _read_fens(args.fens)
     for v in evaluate_fens(net, fens):
         print(v)
+    return 0
+
+
+def _eval_dataset(net, args) -> int:
+    """Every row of a packed dataset in file order (no filters, no split): one eval per line, or
+    with --summary one JSON object (positions, evals/s of the evaluation alone, mean eval,
+    Spearman ρ of the evals with the score column, rows without a score counting as 0)."""
+    import time
+
+    import numpy as np
+
+    from nnue.inference import evaluate
+    from nnue.pipeline.stream import Filters, PackedStream
+    from nnue.trainer.metrics import spearman
+
+    no_filters = Filters(skip_in_check=False, skip_capture=False, skip_score_none=False, skip_mate=False)
+    ds = PackedStream([args.dataset], 65536, 0, "all", 0.0, no_filters, drop_last=False)
+    limit = args.limit if args.limit is not None else None
+    evals, scores, n, spent = [], [], 0, 0.0
+    for b in ds:
+        boards, score = b["boards"], b["score"]
+        if limit is not None:
+            boards, score = boards[: limit - n], score[: limit - n]
+        t = time.perf_counter()
+        ev = evaluate(net, boards)
+        spent += time.perf_counter() - t
+        n += len(ev)
+        if args.summary:
+            evals.append(ev.numpy())
+            scores.append(score.numpy())
+        else:
+            sys.stdout.write("".join(f"{v}\n" for v in ev.tolist()))
+        if limit is not None and n >= limit:
+            break
+    if args.summary:
+        ev = np.concatenate(evals) if evals else np.zeros(0, np.int64)
+        sc = np.concatenate(scores) if scores else np.zeros(0, np.float32)
+        print(json.dumps({"positions": int(n), "evals_per_s": round(n / spent) if spent else None,
+                          "mean_eval_cp": float(ev.mean()) if n else None,
+                          "spearman_with_score": spearman(ev, sc) if n > 1 else None,
+                          "architecture": net.arch}, default=float))
     return 0
 
 
@@ -301,6 +346,11 @@ def _parser() -> argparse.ArgumentParser:
     g = s.add_mutually_exclusive_group(required=True)
     g.add_argument("--fens", metavar="FILE", help="one FEN per line ('-' = stdin); text after '|' or ';' is ignored")
     g.add_argument("--fen", help="a single FEN")
+    g.add_argument("--dataset", metavar="DIR", help="a packed dataset (nnue pack): every row, in file order")
+    s.add_argument("--limit", type=_non_negative, help="with --dataset: the first N rows only")
+    s.add_argument("--summary", action="store_true",
+                   help="with --dataset: one JSON line (positions, evals/s, mean, Spearman with the score) "
+                        "instead of the evals")
     s.set_defaults(func=cmd_eval)
     return p
 
