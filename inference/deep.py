@@ -161,9 +161,11 @@ def dense_plan(w: torch.Tensor) -> dict:
     B, M, K = w.shape
     flat = w.reshape(B * M, K).to(torch.int64)
     plan = {"w_sum": flat.sum(1).view(B, M), "shape": (B, M, K)}
-    if 0 < K < 1 << 17 and B * M > 0 and _int_mm_is_exact(K, B * M):
+    if 0 < K < 1 << 17 and B * M > 0 and _int_mm_is_exact(K, B * M) and _int_mm_is_exact(K, M):
         digits = _weight_digits(flat)
-        plan |= {"mode": "int8", "mats": [d.T.to(torch.int8).contiguous() for d in digits]}
+        plan |= {"mode": "int8", "mats": [d.T.to(torch.int8).contiguous() for d in digits],
+                 "bucket_mats": [[d.view(B, M, K)[b].T.to(torch.int8).contiguous() for d in digits]
+                                 for b in range(B)]}
     else:
         plan |= {"mode": "f64", "w64": flat.T.double().contiguous()}
     return plan
@@ -177,12 +179,14 @@ def _layer_plan(net: DeepIntegerNet, name: str) -> dict:
 
 
 def dense_int(x: torch.Tensor, w: torch.Tensor, b: torch.Tensor, bucket: torch.Tensor, what: str,
-              plan: dict | None = None) -> torch.Tensor:
+              plan: dict | None = None, bucket_range: tuple[int, int] | None = None) -> torch.Tensor:
     """One bucketed dense layer on u8 activations, exact: ``b[bucket] + w[bucket] @ x``.
 
     x: (N, K) int32 with values in 0..255; w: (B, M, K) int8; b: (B, M) int32; bucket: (N,)
     int64. Returns (N, M) int64, each value checked against int32 (OverflowError names
-    ``what``). plan: :func:`dense_plan` of ``w`` (made here when not given).
+    ``what``). plan: :func:`dense_plan` of ``w`` (made here when not given). bucket_range:
+    (lo, hi) when every bucket lies in lo..hi (positions sorted by piece count): only those
+    buckets' rows are multiplied, one product per bucket, instead of all B.
 
     int8 mode: every bucket's rows in one ``torch._int_mm`` per weight digit d on ``x − 128``
     (int8): ``Σ_k x·w = Σ_j 128^j·Σ_k (x−128)·d_j + 128·Σ_k w``. Each int32 partial sum is below
@@ -196,6 +200,19 @@ def dense_int(x: torch.Tensor, w: torch.Tensor, b: torch.Tensor, bucket: torch.T
     n = x.shape[0]
     if n == 0:
         return torch.zeros((0, M), dtype=torch.int64)
+    if plan["mode"] == "int8" and bucket_range is not None and bucket_range[1] - bucket_range[0] < 2:
+        xs = (x - 128).to(torch.int8)
+        sel = None
+        for bk in range(bucket_range[0], bucket_range[1] + 1):
+            part = None
+            for j, mat in enumerate(plan["bucket_mats"][bk]):
+                p = torch._int_mm(xs, mat).to(torch.int64)
+                part = p if part is None else part.add_(p, alpha=128 ** j)
+            part = part.add_(128 * plan["w_sum"][bk])
+            sel = part if sel is None else torch.where((bucket == bk).view(n, 1), part, sel)
+        s = sel + b.to(torch.int64)[bucket]
+        _check(s, what)
+        return s
     if plan["mode"] == "int8":
         xs = (x - 128).to(torch.int8)
         allb = None
@@ -240,17 +257,19 @@ def l0_activations(net: DeepIntegerNet, acc_stm: torch.Tensor, acc_nstm: torch.T
 
 
 def forward_from_accumulators(net: DeepIntegerNet, acc_stm: torch.Tensor, acc_nstm: torch.Tensor,
-                              bucket: torch.Tensor, return_parts: bool = False):
+                              bucket: torch.Tensor, return_parts: bool = False,
+                              bucket_range: tuple[int, int] | None = None):
     """Steps 2–6 of the module docstring: (N, H) int32 accumulators of each perspective and (N,)
     int64 buckets -> (N,) int64 centipawns, stm POV. With return_parts, also a dict of the
     integer sums ``s1`` (N, N1), ``s2`` (N, N2), ``out`` (N,) for the export's audit.
-    Raises OverflowError when a sum leaves int32."""
+    Raises OverflowError when a sum leaves int32. bucket_range: see :func:`dense_int`."""
     x0 = l0_activations(net, acc_stm, acc_nstm)
-    s1 = dense_int(x0, net.l1w, net.l1b, bucket, "L1 sum", _layer_plan(net, "l1w"))
-    return forward_after_l1(net, s1, bucket, return_parts)
+    s1 = dense_int(x0, net.l1w, net.l1b, bucket, "L1 sum", _layer_plan(net, "l1w"), bucket_range)
+    return forward_after_l1(net, s1, bucket, return_parts, bucket_range)
 
 
-def forward_after_l1(net: DeepIntegerNet, s1: torch.Tensor, bucket: torch.Tensor, return_parts: bool = False):
+def forward_after_l1(net: DeepIntegerNet, s1: torch.Tensor, bucket: torch.Tensor, return_parts: bool = False,
+                     bucket_range: tuple[int, int] | None = None):
     """Steps 4–6 of the module docstring from the L1 sums ``s1`` (N, N1) int64 (bias included,
     checked against int32): -> (N,) int64 centipawns (and the parts dict, as
     :func:`forward_from_accumulators`). The block-sparse L1 path
@@ -258,10 +277,10 @@ def forward_after_l1(net: DeepIntegerNet, s1: torch.Tensor, bucket: torch.Tensor
     s = net.scheme
     shift, hact = s.dense_shift, net.arch["hidden_activation"]
     x1 = _act(s1 >> shift, hact, s.qa, s.l0_shift).to(torch.int32)
-    s2 = dense_int(x1, net.l2w, net.l2b, bucket, "L2 sum", _layer_plan(net, "l2w"))
+    s2 = dense_int(x1, net.l2w, net.l2b, bucket, "L2 sum", _layer_plan(net, "l2w"), bucket_range)
     x2 = _act(s2 >> shift, hact, s.qa, s.l0_shift).to(torch.int32)
     out = dense_int(x2, net.outw.unsqueeze(1), net.outb.unsqueeze(1), bucket, "output sum",
-                    _layer_plan(net, "outw")).squeeze(1)
+                    _layer_plan(net, "outw"), bucket_range).squeeze(1)
     ev = torch.div(out * s.scale, s.qa * s.qb, rounding_mode="trunc")
     if return_parts:
         return ev, {"s1": s1, "s2": s2, "out": out}
@@ -290,11 +309,20 @@ def forward_int(net: DeepIntegerNet, stm: torch.Tensor, nstm: torch.Tensor, buck
 
 
 def evaluate(net: DeepIntegerNet, boards: torch.Tensor, chunk: int = 1024) -> torch.Tensor:
-    """Integer evals of packed boards: (N, 32) uint8 -> (N,) int64 centipawns, stm POV."""
-    fs, buckets = net.features, net.buckets
-    out = []
-    for s in range(0, boards.shape[0], chunk):
-        b = boards[s:s + chunk]
-        stm, nstm = fs.encode(b)
-        out.append(forward_int(net, stm, nstm, buckets.of(b)))
-    return torch.cat(out) if out else torch.zeros(0, dtype=torch.int64)
+    """Integer evals of packed boards: (N, 32) uint8 -> (N,) int64 centipawns, stm POV.
+
+    The feature transformer runs as in :func:`nnue.inference.net.evaluate` (positions sorted by
+    piece count, steps of 512, bags from the lookup keys; ``_sorted_steps``), then steps 2–6 of
+    the module docstring on each step's accumulators; the evals go back to input order."""
+    from .net import _sorted_steps
+
+    n = boards.shape[0]
+    if n == 0:
+        _sorted_steps(net, boards, chunk)  # validates shape and dtype
+        return torch.zeros(0, dtype=torch.int64)
+    order, bucket, _, steps = _sorted_steps(net, boards, chunk)
+    ev = torch.empty(n, dtype=torch.int64)
+    for s, e, acc, b_lo, b_hi in steps:
+        acc = acc.view(e - s, 2, -1).to(torch.int32)
+        ev[s:e] = forward_from_accumulators(net, acc[:, 0], acc[:, 1], bucket[s:e], bucket_range=(b_lo, b_hi))
+    return torch.empty_like(ev).index_copy_(0, order, ev)

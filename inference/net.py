@@ -666,63 +666,84 @@ def evaluate(net: IntegerNet, boards: torch.Tensor, chunk: int = 1024) -> torch.
         from .deep import evaluate as evaluate_deep
 
         return evaluate_deep(net, boards, chunk)
+    if boards.shape[0] == 0:
+        _sorted_steps(net, boards, chunk)  # validates shape and dtype
+        return torch.zeros(0, dtype=torch.int64)
+    order, bucket, first, steps = _sorted_steps(net, boards, chunk)
+    l1 = _L1(net, boards.shape[0])
+    for s, e, acc, b_lo, b_hi in steps:
+        l1.step(acc, s, b_lo, b_hi, first)
+    ev = _finish(net, l1.sums(bucket), bucket)
+    return torch.empty_like(ev).index_copy_(0, order, ev)
+
+
+def _sorted_steps(net, boards: torch.Tensor, chunk: int):
+    """The feature-transformer half of :func:`evaluate`, shared with deep nets.
+
+    boards: (N, 32) uint8. Returns ``(order, bucket, first, steps)``: ``order`` (N,) int64, the
+    stable sort of the positions by piece count; ``bucket`` (N,) int64, the output buckets in
+    that order (non-decreasing); ``first`` (buckets + 1) list, where each bucket starts; and
+    ``steps``, a generator of ``(s, e, acc, b_lo, b_hi)``: the sorted positions s..e (at most
+    ``_STEP``), their accumulators ``acc`` (2·(e − s), H), rows 2i stm and 2i + 1 nstm, bias
+    included, exact integers as int16 (when proven in range) or float32 (range-checked), and
+    the step's first and last bucket. Raises what the encoder raises (bad boards), IndexError
+    for features beyond the net's inputs, OverflowError for an accumulator outside int16."""
     from nnue.pipeline.features.board_tensor import piece_count
     from nnue.pipeline.features.lookup import TableEncoder
 
     fs, buckets = net.features, net.buckets
     n = boards.shape[0]
     pieces = piece_count(boards)  # also validates shape and dtype
-    if n == 0:
-        return torch.zeros(0, dtype=torch.int64)
     pieces, order = torch.sort(pieces, stable=True)
     boards = boards.index_select(0, order)
     bucket = buckets.of_piece_count(pieces)  # = buckets.of(boards), non-decreasing
-    enc = fs.encode
-    bag_table = _bag_table(net, enc) if isinstance(enc, TableEncoder) else None
-    table = _ft_table(net)
-    l1 = _L1(net, n)
-    # every step's last piece count and first and last bucket, in one read each
-    starts = list(range(0, n, _STEP))
-    ends = starts[1:] + [n]
-    last = torch.tensor(ends) - 1
-    widths, b_hi = pieces[last].tolist(), bucket[last].tolist()
-    b_lo = bucket[torch.tensor(starts)].tolist()
     first = torch.searchsorted(bucket, torch.arange(buckets.count + 1)).tolist()
-    per_encode = max(chunk, 4096) // _STEP * _STEP
-    proven: dict[int, bool] = {}
-    bias16, bias32 = net.l0b.view(1, -1), table[-1]
-    for i, s in enumerate(starts):
-        e, m = ends[i], ends[i] - starts[i]
-        if s % per_encode == 0:  # encode the next per_encode positions
-            s0, b = s, boards[s:s + per_encode]
+
+    def steps():
+        enc = fs.encode
+        bag_table = _bag_table(net, enc) if isinstance(enc, TableEncoder) else None
+        table = _ft_table(net)
+        # every step's last piece count and first and last bucket, in one read each
+        starts = list(range(0, n, _STEP))
+        ends = starts[1:] + [n]
+        last = torch.tensor(ends) - 1
+        widths, b_hi = pieces[last].tolist(), bucket[last].tolist()
+        b_lo = bucket[torch.tensor(starts)].tolist()
+        per_encode = max(chunk, 4096) // _STEP * _STEP
+        proven: dict[int, bool] = {}
+        bias16, bias32 = net.l0b.view(1, -1), table[-1]
+        for i, s in enumerate(starts):
+            e, m = ends[i], ends[i] - starts[i]
+            if s % per_encode == 0:  # encode the next per_encode positions
+                s0, b = s, boards[s:s + per_encode]
+                if bag_table is not None:
+                    keys, offsets = enc.lookup_keys(b)
+                    a = keys.shape[1]
+                    keys, offsets = keys.unsqueeze(1), offsets.unsqueeze(2)
+                else:
+                    stm, nstm = enc(b)
+                    _check_indices(net, stm, nstm)
+                    a = stm.shape[1]
+            w = min(a, widths[i])
             if bag_table is not None:
-                keys, offsets = enc.lookup_keys(b)
-                a = keys.shape[1]
-                keys, offsets = keys.unsqueeze(1), offsets.unsqueeze(2)
+                key = torch.empty((m, 2, w), dtype=torch.int32)
+                torch.add(keys[s - s0:e - s0, :, :w], offsets[s - s0:e - s0], out=key)
+                bags = bag_table.index_select(0, key.view(-1)).view(2 * m, w)
             else:
-                stm, nstm = enc(b)
-                _check_indices(net, stm, nstm)
-                a = stm.shape[1]
-        w = min(a, widths[i])
-        if bag_table is not None:
-            key = torch.empty((m, 2, w), dtype=torch.int32)
-            torch.add(keys[s - s0:e - s0, :, :w], offsets[s - s0:e - s0], out=key)
-            bags = bag_table.index_select(0, key.view(-1)).view(2 * m, w)
-        else:
-            st, ns = stm[s - s0:e - s0], nstm[s - s0:e - s0]
-            if w < a and (int(st[:, w:].max()) >= 0 or int(ns[:, w:].max()) >= 0):
-                w = a
-            bags = _bags(st[:, :w], ns[:, :w])
-        acc = _eb(table, bags)  # bias not included
-        if w not in proven:
-            proven[w] = _acc_int16_proven(net, w)
-        if proven[w]:  # |Σ rows| + |l0b| ≤ 32767: int16 holds the sum and the biased sum
-            acc = acc.to(torch.int16).add_(bias16)
-        else:
-            _check_acc_int16(acc.add_(bias32))
-        l1.step(acc, s, b_lo[i], b_hi[i], first)
-    ev = _finish(net, l1.sums(bucket), bucket)
-    return torch.empty_like(ev).index_copy_(0, order, ev)
+                st, ns = stm[s - s0:e - s0], nstm[s - s0:e - s0]
+                if w < a and (int(st[:, w:].max()) >= 0 or int(ns[:, w:].max()) >= 0):
+                    w = a
+                bags = _bags(st[:, :w], ns[:, :w])
+            acc = _eb(table, bags)  # bias not included
+            if w not in proven:
+                proven[w] = _acc_int16_proven(net, w)
+            if proven[w]:  # |Σ rows| + |l0b| ≤ 32767: int16 holds the sum and the biased sum
+                acc = acc.to(torch.int16).add_(bias16)
+            else:
+                _check_acc_int16(acc.add_(bias32))
+            yield s, e, acc, b_lo[i], b_hi[i]
+
+    return order, bucket, first, steps()
 
 
 def boards_from_fens(fens: list[str]) -> torch.Tensor:

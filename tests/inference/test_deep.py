@@ -280,3 +280,23 @@ def test_block_sparse_l1_equals_dense(method, act):
         assert torch.equal(ev, evaluate(net, boards))
         if dead:
             assert stats["sparsity"] > 0.4
+
+
+def test_dense_int_paths_agree():
+    """dense_int: the per-bucket products of a sorted step (bucket_range), the all-bucket
+    product and a plain int64 reference agree, for weights needing one and two digits."""
+    from nnue.inference.deep import dense_int, dense_plan
+
+    g = torch.Generator().manual_seed(3)
+    for lim in (64, 128):
+        w = torch.randint(-lim, min(lim, 127) + 1, (5, 9, 37), generator=g).to(torch.int8)
+        b = torch.randint(-10**6, 10**6, (5, 9), generator=g).to(torch.int32)
+        x = torch.randint(0, 256, (301, 37), generator=g).to(torch.int32)
+        x[:7] = 255
+        x[7:14] = 0
+        plan = dense_plan(w)
+        for lo, hi in ((2, 2), (3, 4), (0, 4)):
+            bucket = torch.randint(lo, hi + 1, (301,), generator=g)
+            ref = b.long()[bucket] + torch.einsum("nk,nmk->nm", x.long(), w.long()[bucket])
+            assert torch.equal(dense_int(x, w, b, bucket, "t", plan), ref)
+            assert torch.equal(dense_int(x, w, b, bucket, "t", plan, bucket_range=(lo, hi)), ref)
