@@ -54,6 +54,9 @@ def main(argv=None) -> int:
     p.add_argument("--runs", type=int, default=21, help="timed runs per path")
     p.add_argument("--block", type=int, default=3, help="timed runs per path and round")
     p.add_argument("--hidden", type=int, default=256)
+    p.add_argument("--arch", choices=("perspective", "deep"), default="perspective",
+                   help="perspective: 768x2 -> H SCReLU -> 8 buckets (issue 6's targets); deep: "
+                        "768x2 -> H pairwise CReLU -> 16 -> 32 -> 1 CReLU layer stacks, 8 buckets")
     p.add_argument("--out", default=None)
     p.add_argument("--json", action="store_true", help="(accepted; output is always JSON)")
     p.add_argument("--no-neutral", action="store_true", help="skip the allocator-neutral child run")
@@ -66,19 +69,25 @@ def main(argv=None) -> int:
     from nnue.pipeline.batch import to_sparse_batch
     from nnue.pipeline.pack import pack
     from nnue.trainer.export import export, validation_boards
-    from nnue.trainer.model import Arch, PerspectiveNet
+    from nnue.trainer.model import Arch, DeepArch, DeepNet, PerspectiveNet
 
     with tempfile.TemporaryDirectory() as tmp:
         tmp = Path(tmp)
         pack([REPO / "data" / "sample"], tmp / "ds", progress=False)
-        model = PerspectiveNet(Arch(768, a.hidden, "screlu", 8), backend="torch").eval()
+        deep = a.arch == "deep"
+        act = "pairwise_crelu" if deep else "screlu"
+        hp = {"hidden": a.hidden, "activation": act, "features": "chess768",
+              "output_buckets": "MaterialCount<8>", "quant": None}
+        if deep:
+            hp |= {"kind": "deep", "deep": {"l1_outputs": 16, "l2_outputs": 32, "hidden_activation": "crelu"}}
+            model = DeepNet(DeepArch(768, a.hidden, act, 8, 16, 32, "crelu"), backend="torch").eval()
+        else:
+            model = PerspectiveNet(Arch(768, a.hidden, act, 8), backend="torch").eval()
         with torch.no_grad():
             model.ft.weight.uniform_(-0.3, 0.3)
             model.l1.weight.uniform_(-1, 1)
         from safetensors.torch import save_file
 
-        hp = {"hidden": a.hidden, "activation": "screlu", "features": "chess768",
-              "output_buckets": "MaterialCount<8>", "quant": None}
         save_file(model.state_dict(), str(tmp / "w.safetensors"),
                   {"hparams": json.dumps(hp), "data": json.dumps({"path": str(tmp / "ds"), "val_fraction": 1.0})})
         export(tmp / "w.safetensors", tmp / "net", clip=True)
@@ -99,7 +108,11 @@ def main(argv=None) -> int:
         return evaluate(net, boards)
 
     stm, nstm = net.features.encode(boards)
-    assert torch.equal(int_path(), forward_int(net, stm, nstm, net.buckets.of(boards)))
+    if net.kind == "deep":
+        from nnue.inference.deep import forward_int as forward_deep
+        assert torch.equal(int_path(), forward_deep(net, stm, nstm, net.buckets.of(boards)))
+    else:
+        assert torch.equal(int_path(), forward_int(net, stm, nstm, net.buckets.of(boards)))
     paths = {"int": int_path, "float": float_path}
     wall = {k: [] for k in paths}
     cpu = {k: [] for k in paths}
@@ -119,9 +132,11 @@ def main(argv=None) -> int:
                 faults[k].append(resource.getrusage(resource.RUSAGE_SELF).ru_minflt - flt)
     t_int, t_float = statistics.median(wall["int"]), statistics.median(wall["float"])
     ips, fps = a.batch / t_int, a.batch / t_float
-    plan = _l1_plan(net)
+    plan = _l1_plan(net) if net.kind == "perspective" else {"mode": "int8 digits (inference/deep.py)"}
+    label = (f"chess768 -> {a.hidden}x2 pairwise_crelu -> 16 crelu -> 32 crelu -> 1, MaterialCount<8>"
+             if net.kind == "deep" else f"chess768 -> {a.hidden}x2 screlu -> MaterialCount<8>")
     report = {
-        "benchmark": "infer", "net": f"chess768 -> {a.hidden}x2 screlu -> MaterialCount<8>",
+        "benchmark": "infer", "arch": net.kind, "net": label,
         "batch": a.batch, "runs": a.runs, "block": a.block, "threads": torch.get_num_threads(),
         "cpu_capability": torch.backends.cpu.get_cpu_capability(), "machine": platform.machine(),
         "int_evals_per_s": round(ips), "float_evals_per_s": round(fps), "int_over_float": round(ips / fps, 3),
@@ -141,7 +156,12 @@ def main(argv=None) -> int:
                   "embedding_bag per step of positions (bags as wide as the step's largest piece "
                   "count), and L1 as exact int8 torch._int_mm products on byte digits of the "
                   "activations (only the columns of the step's buckets), then int64 checks and "
-                  "divisions. Incremental updates: nnue bench incremental."),
+                  "divisions. Incremental updates: nnue bench incremental."
+                  if net.kind == "perspective" else
+                  "Deep net (--arch deep): the same sorted steps and feature transformer, then "
+                  "inference/deep.py's layers: u8 activations, int8 torch._int_mm per weight digit "
+                  "(|d| <= 64), only the buckets of each step; int64 checks and shifts. The float path "
+                  "is trainer.model.DeepNet's forward."),
     }
     if not a.no_neutral:
         report["allocator_neutral"] = _neutral_run(a)
@@ -153,7 +173,7 @@ def _neutral_run(a) -> dict:
     env = dict(os.environ, GLIBC_TUNABLES="glibc.malloc.trim_threshold=1073741824:"
                                           "glibc.malloc.mmap_threshold=1073741824")
     args = ["--batch", str(a.batch), "--runs", str(a.runs), "--block", str(a.block), "--hidden",
-            str(a.hidden), "--no-neutral"]
+            str(a.hidden), "--arch", a.arch, "--no-neutral"]
     r = subprocess.run([sys.executable, "-c", "import sys; from nnue.bench.bench_infer import main; "
                         "sys.exit(main(sys.argv[1:]))", *args], env=env, capture_output=True, text=True)
     if r.returncode:

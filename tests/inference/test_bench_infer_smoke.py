@@ -1,0 +1,18 @@
+"""`nnue bench infer` runs end to end at toy sizes for both architectures (timings meaningless)."""
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from nnue.bench import bench_infer
+
+
+@pytest.mark.parametrize("arch", ["perspective", "deep"])
+def test_bench_infer_smoke(arch, tmp_path):
+    out = tmp_path / "infer.json"
+    bench_infer.main(["--batch", "64", "--runs", "2", "--block", "1", "--hidden", "16", "--no-neutral",
+                      "--arch", arch, "--out", str(out)])
+    r = json.loads(out.read_text())
+    assert r["arch"] == arch and r["int_evals_per_s"] > 0 and r["float_evals_per_s"] > 0
+    assert ("16 crelu -> 32 crelu" in r["net"]) == (arch == "deep")
