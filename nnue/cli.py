@@ -232,6 +232,7 @@ def _eval_dataset(net, args) -> int:
     import time
 
     import numpy as np
+    import torch
 
     from nnue.inference import evaluate
     from nnue.pipeline.stream import Filters, PackedStream
@@ -262,6 +263,7 @@ def _eval_dataset(net, args) -> int:
         print(json.dumps({"positions": int(n), "evals_per_s": round(n / spent) if spent else None,
                           "mean_eval_cp": float(ev.mean()) if n else None,
                           "spearman_with_score": spearman(ev, sc) if n > 1 else None,
+                          "cpu_capability": torch.backends.cpu.get_cpu_capability(),
                           "architecture": net.arch}, default=float))
     return 0
 

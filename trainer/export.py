@@ -356,7 +356,7 @@ def export(ckpt: str | Path, out_dir: str | Path, clip: bool = False, data_path=
         report = again | {"clipped": report["clipped"], "problems": report["problems"] + again["problems"]}
         net = _int_net(model, q, scheme, fs, buckets, provenance)
     # cross-check on real validation positions: float eval vs integer eval, and int32 sums
-    cross = {"positions": int(boards.shape[0])}
+    cross = {"positions": int(boards.shape[0]), "cpu_capability": torch.backends.cpu.get_cpu_capability()}
     if boards.shape[0]:
         b = to_sparse_batch({"boards": boards, "score": scores, "result": scores}, fs, buckets)
         with torch.no_grad():

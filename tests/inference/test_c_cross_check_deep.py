@@ -237,3 +237,22 @@ def test_int32_boundaries(act, hact, layer, side, c_eval, fens, tmp_path):
     past.write_bin(tmp_path / "past.bin")
     assert run_c(c_eval, tmp_path / "past.bin", c_args_for_arch(past.arch), some, allow_overflow=True) == \
         [None] * len(some)
+
+
+@pytest.mark.parametrize("act,hact", [("pairwise_crelu", "crelu"), ("screlu", "screlu")])
+def test_exported_deep_net_equals_c(act, hact, c_eval, fens, boards, tmp_path, sample_dataset):
+    """A float DeepNet through `export` (quantise, audit, output-bias calibration): the net.bin
+    it writes, read by C, gives the evals of the net.safetensors it writes, read by Python."""
+    from netfiles import make_deep_model, write_weights
+
+    from nnue.inference import load
+    from nnue.trainer.export import export
+
+    model = make_deep_model(act, hidden=32, hidden_activation=hact, seed=13, dense_scale=1.5)
+    ck = write_weights(model, tmp_path / "w.safetensors", sample_dataset, val_fraction=1.0)
+    export(ck, tmp_path / "net", max_positions=2000)
+    net = load(tmp_path / "net" / "net.safetensors")
+    assert (tmp_path / "net" / "net.bin").read_bytes() == net.raw_bytes()
+    theirs = run_c(c_eval, tmp_path / "net" / "net.bin", c_args_for_arch(net.arch), fens)
+    ours = evaluate(net, boards).tolist()
+    assert ours == theirs and min(ours) < 0 < max(ours)

@@ -53,6 +53,7 @@ def test_cli_eval_dataset_every_row_in_file_order(net_file, sample_dataset, caps
     assert cli_main(["eval", str(path), "--dataset", str(sample_dataset), "--summary"]) == 0
     summary = json.loads(capsys.readouterr().out)
     assert summary["positions"] == 4015 and summary["mean_eval_cp"] == pytest.approx(np.mean(expected))
+    assert summary["cpu_capability"] == torch.backends.cpu.get_cpu_capability()
     # the streamed helper yields the same values batch by batch
     streamed = torch.cat(list(evaluate_dataset(net, [boards[:1000], boards[1000:]])))
     assert streamed.tolist() == expected
