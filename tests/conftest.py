@@ -35,3 +35,40 @@ def selfplay_dataset(tmp_path_factory) -> Path:
     out = tmp_path_factory.mktemp("selfplay") / "dataset"
     pack([shared_file("selfplay/sf15-n5000-s1.plain")], out, progress=False)
     return out
+
+
+# -- the C cross-checks (tests/inference/test_c_cross_check*.py) ------------------------------
+CROSS_CHECK_FENS = "selfplay/sf15-n2000-s11.plain"
+N_CROSS_CHECK = 10_000
+
+
+@pytest.fixture(scope="session")
+def c_eval(tmp_path_factory):
+    """tests/c/nnue_eval.c compiled with gcc (skips without gcc)."""
+    import shutil
+
+    from cref import compile_c_eval
+
+    if shutil.which("gcc") is None:
+        pytest.skip("gcc not installed")
+    return compile_c_eval(tmp_path_factory.mktemp("cbuild"))
+
+
+@pytest.fixture(scope="session")
+def fens():
+    """≥ 10,000 real positions spread over a 225k-position self-play file, every piece count
+    (3..32) the file holds at least 8 times, plus hand-made extremes (bare kings, …)."""
+    from cref import EXTRA_FENS, piece_count, real_fens
+
+    real = real_fens(shared_file(CROSS_CHECK_FENS), N_CROSS_CHECK)
+    assert len(real) >= N_CROSS_CHECK
+    assert {piece_count(f) for f in real} == set(range(3, 33))
+    return real + EXTRA_FENS
+
+
+@pytest.fixture(scope="session")
+def boards(fens):
+    """``fens`` packed once (what evaluate_fens packs on each call)."""
+    from nnue.inference.net import boards_from_fens
+
+    return boards_from_fens(fens)

@@ -171,7 +171,7 @@ HIDDEN_ACTIVATIONS = ("crelu", "screlu")
 
 
 @dataclass(frozen=True)
-class DeepArch:
+class DeepArch(Arch):
     """Architecture of a deep net (Stockfish-style layer stacks): the perspective feature
     transformer (num_inputs F, hidden H per perspective, L0 activation), then per output bucket
     L1 (l1_inputs → l1_outputs N1), L2 (N1 → l2_outputs N2) and out (N2 → 1), with
@@ -179,29 +179,18 @@ class DeepArch:
     squared/pairwise product (QA / 2^l0_shift = 255/256), matching the integer net's shifts
     (:mod:`nnue.inference.deep`)."""
 
-    num_inputs: int
-    hidden: int
-    activation: str
-    num_buckets: int
     l1_outputs: int = 16
     l2_outputs: int = 32
     hidden_activation: str = "crelu"
     product_scale: float = 255 / 256
 
     def __post_init__(self):
-        Arch(self.num_inputs, self.hidden, self.activation, self.num_buckets)  # same L0 checks
+        super().__post_init__()  # the L0 checks
         if self.hidden_activation not in HIDDEN_ACTIVATIONS:
             raise ValueError(f"hidden activation {self.hidden_activation!r}: deep nets support "
                              f"{', '.join(HIDDEN_ACTIVATIONS)}")
         if min(self.l1_outputs, self.l2_outputs) < 1:
             raise ValueError("l1_outputs and l2_outputs must be positive")
-
-    @property
-    def l1_inputs(self) -> int:
-        return self.hidden if self.activation == "pairwise_crelu" else 2 * self.hidden
-
-    def to_dict(self) -> dict:
-        return asdict(self)
 
 
 class DeepNet(PerspectiveNet):

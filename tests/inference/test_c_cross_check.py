@@ -8,14 +8,12 @@ Python encoders, so an indexing, bucketing or arithmetic slip on either side sho
 from __future__ import annotations
 
 import io
-import shutil
 from contextlib import redirect_stdout
 
 import pytest
 import torch
 from conftest import shared_file
-from cref import (EXTRA_FENS, c_args_for_arch, compile_c_eval, piece_count, real_fens, run_c,
-                  run_c_eval)
+from cref import c_args_for_arch, piece_count, real_fens, run_c, run_c_eval
 from netfiles import (INT16_LIMIT, l1_weight_limit, make_adversarial_int_net, make_int_net_spec,
                       make_model, write_weights)
 
@@ -24,7 +22,6 @@ from nnue.inference.net import (INT32_MAX, INT32_MIN, IntegerNet, QuantScheme, b
                                 evaluate_fens, forward_int, make_arch)
 from nnue.trainer.export import export
 
-SELFPLAY = "selfplay/sf15-n2000-s11.plain"
 FRC = "selfplay/sf15-960-xfen-s2.plain"
 N_REAL = 10_000
 QA, QB, SCALE = 255, 64, 400
@@ -42,29 +39,6 @@ def _sample_fens(path, n):
             fens.append(line[4:].strip())
     step = max(1, len(fens) // n)
     return fens[::step][:n]
-
-
-@pytest.fixture(scope="module")
-def c_eval(tmp_path_factory):
-    if shutil.which("gcc") is None:
-        pytest.skip("gcc not installed")
-    return compile_c_eval(tmp_path_factory.mktemp("cbuild"))
-
-
-@pytest.fixture(scope="module")
-def fens():
-    """≥ 10,000 real positions spread over a 225k-position self-play file, every piece count
-    (3..32) the file holds at least 8 times, plus hand-made extremes (bare kings, …)."""
-    real = real_fens(shared_file(SELFPLAY), N_REAL)
-    assert len(real) >= N_REAL
-    assert {piece_count(f) for f in real} == set(range(3, 33))
-    return real + EXTRA_FENS
-
-
-@pytest.fixture(scope="module")
-def boards(fens):
-    """``fens`` packed once (what evaluate_fens packs on each call)."""
-    return boards_from_fens(fens)
 
 
 def _c(c_eval, net: IntegerNet, fens, tmp_path, allow_overflow: bool = False):

@@ -11,44 +11,20 @@ exercised), the C code floors explicitly as the formula says.
 from __future__ import annotations
 
 import io
-import shutil
 from contextlib import redirect_stdout
 
 import pytest
 import torch
-from conftest import shared_file
-from cref import EXTRA_FENS, c_args_for_arch, compile_c_eval, piece_count, real_fens, run_c
+from cref import c_args_for_arch, run_c
 from netfiles import INT16_LIMIT, make_adversarial_deep_int_net, make_deep_int_net
 
 from nnue.cli import main as cli_main
 from nnue.inference.deep import DeepIntegerNet, forward_int, make_deep_arch
 from nnue.inference.net import INT32_MAX, INT32_MIN, QuantScheme, boards_from_fens, evaluate, evaluate_fens
 
-SELFPLAY = "selfplay/sf15-n2000-s11.plain"
 N_REAL = 10_000
 QA, QB, SCALE = 255, 64, 400
 KB768_EXPLICIT = "kb768:01234567/89abcdef/ghhiijjk/llllmmmm/nnnnoooo/nnnnoooo/pppppppp/pppppppp"
-
-
-@pytest.fixture(scope="module")
-def c_eval(tmp_path_factory):
-    if shutil.which("gcc") is None:
-        pytest.skip("gcc not installed")
-    return compile_c_eval(tmp_path_factory.mktemp("cbuild"))
-
-
-@pytest.fixture(scope="module")
-def fens():
-    real = real_fens(shared_file(SELFPLAY), N_REAL)
-    assert len(real) >= N_REAL
-    assert {piece_count(f) for f in real} == set(range(3, 33))
-    return real + EXTRA_FENS
-
-
-@pytest.fixture(scope="module")
-def boards(fens):
-    """``fens`` packed once (what evaluate_fens packs on each call)."""
-    return boards_from_fens(fens)
 
 
 def _cross_check(c_eval, net: DeepIntegerNet, fens, tmp_path, boards=None) -> list[int]:
