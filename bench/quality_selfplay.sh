@@ -5,7 +5,8 @@
 # pack takes about 70 s, the training about 30 s on an otherwise idle machine, longer when busy).
 # Usage: [SAVE=1] [EXPERIMENT=demo] bash bench/quality_selfplay.sh [WORK_DIR]   (default: a fresh
 # temporary folder). EXPERIMENT=deep_demo runs the deep-net recipe; its result file is
-# bench/results/quality_selfplay_deep_demo.json.
+# bench/results/quality_selfplay_deep_demo.json. OVERRIDES adds Hydra overrides and NAME names the
+# result file: OVERRIDES="model.qat=true" NAME=qat -> bench/results/quality_selfplay_qat.json.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
@@ -14,18 +15,20 @@ W=${1:-$(mktemp -d)}
 EXPERIMENT=${EXPERIMENT:-demo}
 RESULT=bench/results/quality_selfplay.json
 if [ "$EXPERIMENT" != demo ]; then RESULT=bench/results/quality_selfplay_$EXPERIMENT.json; fi
+if [ -n "${NAME:-}" ]; then RESULT=bench/results/quality_selfplay_$NAME.json; fi
+read -r -a EXTRA <<< "${OVERRIDES:-}"
 SP=../shared/data/selfplay
 if [ ! -f "$W/dataset/manifest.json" ]; then
   nnue pack "$SP"/*.plain "$SP"/*.plain.zst -o "$W/dataset" --no-progress
 fi
 start=$(date +%s)
-nnue train experiment="$EXPERIMENT" data.path="$W/dataset" paths.output_dir="$W/run" trainer.enable_progress_bar=false
+nnue train experiment="$EXPERIMENT" data.path="$W/dataset" paths.output_dir="$W/run" trainer.enable_progress_bar=false "${EXTRA[@]}"
 train_s=$(( $(date +%s) - start ))
 nnue export "$W/run/checkpoints/last.ckpt" -o "$W/net"
 python -m nnue.trainer.report --run "$W/run" --net "$W/net" --json > "$W/report.json"
-python - "$W" "$train_s" "$EXPERIMENT" <<'PY'
+python - "$W" "$train_s" "$EXPERIMENT ${OVERRIDES:-}" <<'PY'
 import json, platform, sys, torch
-w, train_s, exp = sys.argv[1], int(sys.argv[2]), sys.argv[3]
+w, train_s, exp = sys.argv[1], int(sys.argv[2]), sys.argv[3].strip()
 r = json.load(open(f"{w}/report.json"))
 r |= {"recipe": f"experiment={exp} on all ../shared/data/selfplay/*.plain[.zst]",
       "train_seconds": train_s, "machine": f"{platform.machine()}, {torch.get_num_threads()} threads",

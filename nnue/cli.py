@@ -190,6 +190,8 @@ def cmd_export(args) -> int:
     if not c["positions"]:
         print("  warning: no validation positions found, so no bias correction and no float-vs-int "
               "cross-check; pass --data DATASET", file=sys.stderr)
+    elif r["calibration"].get("skipped"):
+        print(f"  bias correction skipped: {r['calibration']['skipped']}")
     elif not r["calibration"]["bias_correction"] and not args.no_bias_correction:
         print("  warning: too few validation positions for the bias correction", file=sys.stderr)
     if c["positions"]:
