@@ -61,6 +61,11 @@ def main(argv=None) -> int:
     p.add_argument("--json", action="store_true", help="(accepted; output is always JSON)")
     p.add_argument("--no-neutral", action="store_true", help="skip the allocator-neutral child run")
     a = p.parse_args(argv)
+    for k in ("batch", "runs", "block", "hidden"):
+        if getattr(a, k) < 1:
+            p.error(f"--{k} must be at least 1")
+    if a.arch == "deep" and a.hidden % 2:
+        p.error("--arch deep uses pairwise CReLU: --hidden must be even")
     torch.set_num_threads(1)
     torch.manual_seed(0)
 

@@ -152,6 +152,13 @@ def _check(t: torch.Tensor, what: str) -> None:
         raise OverflowError(f"{what} leaves the int32 range ({int(t.min())}..{int(t.max())})")
 
 
+def _fresh(t: torch.Tensor) -> torch.Tensor:
+    """``t`` as int8 in newly allocated row-major memory. Not ``.contiguous()``: a transposed
+    (M, 1) tensor counts as contiguous with strides (1, 1), and ``torch._int_mm`` reads its
+    stride as the leading dimension and returns garbage (measured: N1 = 1 deep nets)."""
+    return torch.empty(t.shape, dtype=torch.int8).copy_(t)
+
+
 def dense_plan(w: torch.Tensor) -> dict:
     """How :func:`dense_int` multiplies by the int8 weights ``w`` (B, M, K): mode "int8" with
     ``mats``, the weight digits (:func:`nnue.inference.net._weight_digits`: w = d0 + 128·d1,
@@ -163,9 +170,8 @@ def dense_plan(w: torch.Tensor) -> dict:
     plan = {"w_sum": flat.sum(1).view(B, M), "shape": (B, M, K)}
     if 0 < K < 1 << 17 and B * M > 0 and _int_mm_is_exact(K, B * M) and _int_mm_is_exact(K, M):
         digits = _weight_digits(flat)
-        plan |= {"mode": "int8", "mats": [d.T.to(torch.int8).contiguous() for d in digits],
-                 "bucket_mats": [[d.view(B, M, K)[b].T.to(torch.int8).contiguous() for d in digits]
-                                 for b in range(B)]}
+        plan |= {"mode": "int8", "mats": [_fresh(d.T) for d in digits],
+                 "bucket_mats": [[_fresh(d.view(B, M, K)[b].T) for d in digits] for b in range(B)]}
     else:
         plan |= {"mode": "f64", "w64": flat.T.double().contiguous()}
     return plan

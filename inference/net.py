@@ -198,7 +198,9 @@ def load(path: str | Path, expect: dict | None = None) -> NetFile:
             raw_meta = f.metadata() or {}
             tensors = {k: f.get_tensor(k) for k in f.keys()}
     except Exception as e:  # safetensors raises its own error types
-        raise NetFormatError(f"{path}: not a safetensors net: {e}") from None
+        hint = (" (net.bin is the raw engine layout; nnue eval reads net.safetensors)" if path.suffix == ".bin"
+                else " (a folder: give NETDIR/net.safetensors)" if path.is_dir() else "")
+        raise NetFormatError(f"{path}: not a safetensors net{hint}: {e}") from None
     try:
         meta = json.loads(raw_meta[META_KEY])
     except (KeyError, json.JSONDecodeError):
@@ -212,7 +214,22 @@ def load(path: str | Path, expect: dict | None = None) -> NetFile:
     for k, v in (expect or {}).items():
         if str(meta.get(k)) != str(v):
             raise NetFormatError(f"{path}: field {k!r} is {meta.get(k)!r}, expected {v!r}")
-    arch = meta["architecture"]
+    arch = meta.get("architecture")
+    if not isinstance(arch, dict):
+        raise NetFormatError(f"{path}: field 'architecture' missing or not an object")
+    for k in ("feature_set", "feature_hash", "output_buckets"):
+        if meta.get(k) != arch.get(k):
+            raise NetFormatError(f"{path}: field {k!r} is {meta.get(k)!r} but architecture.{k} is "
+                                 f"{arch.get(k)!r}: the header contradicts itself")
+    allowed = {"activation": ("crelu", "screlu", "pairwise_crelu"), "hidden_activation": ("crelu", "screlu")}
+    for k, names in allowed.items():
+        if (k in arch or k == "activation") and arch.get(k) not in names:
+            raise NetFormatError(f"{path}: field 'architecture.{k}' is {arch.get(k)!r}, expected one of "
+                                 f"{', '.join(names)}")
+    try:
+        parse_output_buckets(str(arch["output_buckets"]))
+    except (KeyError, ValueError) as e:
+        raise NetFormatError(f"{path}: field 'architecture.output_buckets': {e}") from None
     try:
         scheme = QuantScheme(**meta["quantisation"])
     except TypeError as e:
@@ -746,13 +763,15 @@ def _sorted_steps(net, boards: torch.Tensor, chunk: int):
     return order, bucket, first, steps()
 
 
-def boards_from_fens(fens: list[str]) -> torch.Tensor:
+def boards_from_fens(fens: list[str], labels: list[str] | None = None) -> torch.Tensor:
     """FENs -> (N, 32) uint8 packed boards. Checks syntax and that each side has one king (no
-    further legality checks). Raises ValueError naming the 1-based position of a bad FEN."""
+    further legality checks). Raises ValueError naming a bad FEN by its label (``labels``, e.g.
+    "file:line"), else by its 1-based position."""
     from nnue.pipeline.board import pack_fen
 
     rows = []
     for i, fen in enumerate(fens, 1):
+        where = labels[i - 1] if labels is not None else i
         try:
             packed = pack_fen(fen)
             placement = fen.split()[0]
@@ -760,15 +779,16 @@ def boards_from_fens(fens: list[str]) -> torch.Tensor:
                 raise ValueError("each side needs exactly one king")
             rows.append(packed)
         except ValueError as e:
-            raise ValueError(f"FEN {i} ({fen!r}): {e}") from None
+            raise ValueError(f"FEN {where} ({fen!r}): {e}") from None
     if not rows:
         return torch.zeros((0, 32), dtype=torch.uint8)
     return torch.from_numpy(np.frombuffer(b"".join(rows), dtype=np.uint8).reshape(-1, 32).copy())
 
 
-def evaluate_fens(net: IntegerNet, fens: list[str]) -> list[int]:
-    """Integer evals (centipawns, side-to-move POV) of FENs."""
-    return evaluate(net, boards_from_fens(fens)).tolist()
+def evaluate_fens(net: IntegerNet, fens: list[str], labels: list[str] | None = None) -> list[int]:
+    """Integer evals (centipawns, side-to-move POV) of FENs (``labels``: how errors name them,
+    see :func:`boards_from_fens`)."""
+    return evaluate(net, boards_from_fens(fens, labels)).tolist()
 
 
 def evaluate_boards(net: NetFile, boards) -> list[int]:

@@ -187,7 +187,9 @@ def cmd_export(args) -> int:
     print(f"  {arch['feature_set']} -> {arch['hidden']}x2 {arch['activation']}{layers} -> {arch['output_buckets']}")
     print(f"  audit: accumulator worst case {a['accumulator_worst_case']} (limit {a['accumulator_limit']}), "
           f"clipped {a['clipped'] or 'nothing'}")
-    if not c["positions"]:
+    if not c["positions"] and args.positions == 0:
+        print("  note: --positions 0: no bias correction and no float-vs-int cross-check", file=sys.stderr)
+    elif not c["positions"]:
         print("  warning: no validation positions found, so no bias correction and no float-vs-int "
               "cross-check; pass --data DATASET", file=sys.stderr)
     elif r["calibration"].get("skipped"):
@@ -202,15 +204,23 @@ def cmd_export(args) -> int:
 
 
 # ---------------------------------------------------------------------------------------- eval
-def _read_fens(path: str) -> list[str]:
+def _read_fens(path: str) -> tuple[list[str], list[str]]:
+    """FENs of a file ('-' = stdin), one a line, text after '|' or ';' ignored. Returns (FENs,
+    their "FILE:LINE" labels). Raises ValueError naming the line of text that is not UTF-8."""
+    name = "<stdin>" if path == "-" else path
     src = sys.stdin if path == "-" else open(path, encoding="utf-8")
+    fens, labels = [], []
     with src:
-        fens = []
-        for line in src:
-            line = line.split("|")[0].split(";")[0].strip()
-            if line:
-                fens.append(" ".join(line.split()[:6]))
-        return fens
+        n = 0
+        try:
+            for n, line in enumerate(src, 1):
+                line = line.split("|")[0].split(";")[0].strip()
+                if line:
+                    fens.append(" ".join(line.split()[:6]))
+                    labels.append(f"{name}:{n}")
+        except UnicodeDecodeError as e:
+            raise ValueError(f"{name}:{n + 1}: not UTF-8 text ({e.reason}); --fens reads one FEN a line") from None
+    return fens, labels
 
 
 def cmd_eval(args) -> int:
@@ -221,8 +231,8 @@ def cmd_eval(args) -> int:
     net = load(args.net)
     if args.dataset:
         return _eval_dataset(net, args)
-    fens = [args.fen] if args.fen else _read_fens(args.fens)
-    for v in evaluate_fens(net, fens):
+    fens, labels = ([args.fen], ["--fen"]) if args.fen else _read_fens(args.fens)
+    for v in evaluate_fens(net, fens, labels):
         print(v)
     return 0
 
@@ -337,7 +347,7 @@ def _parser() -> argparse.ArgumentParser:
     s.add_argument("--clip", action="store_true", help="clip values that would overflow, and report them")
     s.add_argument("--data", default=None, help="dataset for the float-vs-int cross-check "
                    "(default: the checkpoint's training data)")
-    s.add_argument("--positions", type=int, default=20000,
+    s.add_argument("--positions", type=_non_negative, default=20000,
                    help="validation positions read: half calibrate the L1 bias correction, half cross-check")
     s.add_argument("--no-bias-correction", action="store_true",
                    help="round L1's bias as is, without folding in the mean rounding error of L1's weights")
@@ -383,6 +393,13 @@ def run_bench(argv: list[str]) -> int:
     return int(importlib.import_module(f"nnue.bench.bench_{argv[0]}").main(argv[1:]) or 0)
 
 
+def _int_field(name: str, value, lo: int, hi: int | None = None) -> int:
+    """An integer config value within lo..hi; ValueError naming the key otherwise."""
+    if isinstance(value, bool) or not isinstance(value, int) or value < lo or (hi is not None and value > hi):
+        raise ValueError(f"{name}={value}: an integer in {lo}..{hi if hi is not None else '∞'}")
+    return value
+
+
 def check_train_args(overrides: list[str]) -> str | None:
     """Compose the training config as ``nnue train`` will and check its data, so that a bad
     override, a missing ``data.path`` or an unreadable dataset is one line of error, not a
@@ -405,12 +422,31 @@ def check_train_args(overrides: list[str]) -> str | None:
             mf.load(p)
         from nnue.kernels import BACKENDS
         from nnue.pipeline.features import get_feature_set, parse_output_buckets
-        from nnue.trainer.model import Arch, factor_map
+        from nnue.trainer.model import Arch, DeepArch, factor_map
 
         m = cfg.model
         fs = get_feature_set(m.features)
         buckets = parse_output_buckets(m.output_buckets)
-        Arch(fs.num_inputs, int(m.hidden), m.activation, buckets.count)  # checks activation, hidden
+        kind = m.get("kind", "perspective")
+        if kind not in ("perspective", "deep"):
+            return f"model.kind={kind}: one of perspective, deep"
+        hidden = _int_field("model.hidden", m.hidden, 1)
+        if kind == "deep":
+            d = m.get("deep") or {}
+            DeepArch(fs.num_inputs, hidden, m.activation, buckets.count,
+                     _int_field("model.deep.l1_outputs", d.get("l1_outputs", 16), 1, 4096),
+                     _int_field("model.deep.l2_outputs", d.get("l2_outputs", 32), 1, 4096),
+                     str(d.get("hidden_activation", "crelu")))
+        else:
+            Arch(fs.num_inputs, hidden, m.activation, buckets.count)  # checks activation, hidden
+        if not isinstance(m.get("qat", False), bool):
+            return f"model.qat={m.qat}: true or false"
+        try:
+            act_l1 = float(m.get("act_l1", 0.0))
+        except (TypeError, ValueError):
+            act_l1 = -1.0
+        if not act_l1 >= 0:
+            return f"model.act_l1={m.act_l1}: a number ≥ 0 (the weight of the L1 activation penalty)"
         if m.get("backend", "auto") not in BACKENDS:
             return f"model.backend={m.backend}: one of {', '.join(BACKENDS)}"
         if m.get("factoriser"):
@@ -419,6 +455,10 @@ def check_train_args(overrides: list[str]) -> str | None:
         msg = " ".join(str(e.args[0] if isinstance(e, KeyError) and e.args else e).split())
         if "Missing mandatory value: data.path" in msg:
             msg = "data.path is required (a dataset folder written by 'nnue pack')"
+        elif "LexerNoViableAltException" in msg:
+            msg = (f"{msg.split(' ^ ')[0].replace('LexerNoViableAltException: ', '')}: Hydra cannot parse "
+                   "this override; quote values with <, > or spaces, e.g. "
+                   """'model.output_buckets="SFPieceCount<8>"'""")
         return msg
     finally:
         GlobalHydra.instance().clear()
@@ -448,6 +488,10 @@ def main(argv: list[str] | None = None) -> int:
         return EXIT_BAD_INPUT
     except BrokenPipeError:
         return 0
+    except KeyboardInterrupt:
+        print(f"nnue {args.cmd}: interrupted (finished files are complete; an unfinished one was "
+              f"never renamed into place)", file=sys.stderr)
+        return 130
 
 
 if __name__ == "__main__":

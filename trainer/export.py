@@ -54,10 +54,16 @@ def load_checkpoint(path: str | Path) -> tuple[PerspectiveNet | DeepNet, dict, d
     path = Path(path)
     if not path.exists():
         raise ExportError(f"{path}: no such checkpoint")
+    if path.is_dir():
+        raise ExportError(f"{path}: is a folder; give a checkpoint file (checkpoints/last.ckpt or "
+                          f"checkpoints/weights-*.safetensors)")
     if path.suffix == ".safetensors":
-        with safe_open(str(path), framework="pt") as f:
-            meta = f.metadata() or {}
-            state = {k: f.get_tensor(k) for k in f.keys()}
+        try:
+            with safe_open(str(path), framework="pt") as f:
+                meta = f.metadata() or {}
+                state = {k: f.get_tensor(k) for k in f.keys()}
+        except Exception as e:  # safetensors raises its own error types
+            raise ExportError(f"{path}: not a readable safetensors file (truncated?): {e}") from None
         if "hparams" not in meta:
             raise ExportError(f"{path}: safetensors file without 'hparams' metadata; not a weights checkpoint")
         hp = json.loads(meta["hparams"])
@@ -68,6 +74,9 @@ def load_checkpoint(path: str | Path) -> tuple[PerspectiveNet | DeepNet, dict, d
             ck = torch.load(path, map_location="cpu", weights_only=False)
         except Exception as e:
             raise ExportError(f"{path}: not a Lightning checkpoint: {e}") from None
+        if not isinstance(ck, dict) or "state_dict" not in ck or "hyper_parameters" not in ck:
+            raise ExportError(f"{path}: a torch file, but not a Lightning checkpoint of nnue train "
+                              f"(no state_dict / hyper_parameters)")
         hp = dict(ck.get("hyper_parameters", {}))
         data = dict(ck.get("datamodule_hyper_parameters", {}))
         state = {k.removeprefix("model."): v for k, v in ck["state_dict"].items() if k.startswith("model.")}
@@ -95,8 +104,16 @@ def quantise(model: PerspectiveNet | DeepNet, scheme: QuantScheme) -> dict[str, 
     Perspective nets: l0 at QA, l1 weights at QB, l1 bias at QA·QB. Deep nets
     (:mod:`nnue.inference.deep`): l0 at QA; l1, l2, out weights at QB (bucket-major,
     (B, N_out, N_in)); their biases at QA·QB, plus QB/2 for l1 and l2 so that the floor shift
-    by log2(QB) rounds to nearest."""
+    by log2(QB) rounds to nearest. Raises ExportError naming the parameter when a value is not
+    finite (NaN or ±inf: rounding would turn it into an arbitrary integer)."""
     qa, qb = scheme.qa, scheme.qb
+    for name, t in model.state_dict().items():
+        bad = ~torch.isfinite(t)
+        if bad.any():
+            i = int(bad.flatten().nonzero()[0])
+            raise ExportError(f"parameter {name}: {int(bad.sum())} value(s) not finite, first at "
+                              f"{_where(t, i)} = {float(t.flatten()[i])}: the checkpoint is broken "
+                              f"(diverged training?); --clip cannot repair it")
     r = lambda t, k: torch.round(t.double() * k).long()  # noqa: E731
     with torch.no_grad():
         q = {"l0w": r(model.folded_ft_weight(), qa), "l0b": r(model.ft.bias, qa)}
@@ -183,6 +200,11 @@ def audit(q: dict[str, torch.Tensor], arch, scheme: QuantScheme, max_active: int
                 i = int(bad.flatten().nonzero()[0])
                 problems.append(f"{layer} sum: {int(bad.sum())} neuron(s) can exceed int32; neuron "
                                 f"{_where(worst_sum, i)} worst case {int(worst_sum.flatten()[i])}")
+                if clip:  # the bias gives way: |b| ≤ INT32_MAX − 255·Σ|w| (≥ 0: the weights are int8)
+                    room = INT32_MAX - (w.abs() * 255).sum(-1)
+                    q[layer + "b"] = torch.maximum(torch.minimum(b, room), -room)
+                    clipped[layer + "b"] = clipped.get(layer + "b", 0) + int(bad.sum())
+                    worst_sum = q[layer + "b"].abs() + (w.abs() * 255).sum(-1)
             report[f"{layer}_sum_worst_case"] = int(worst_sum.max())
             report[f"{layer}_sum_worst_case_fits_int32"] = bool(worst_sum.max() <= INT32_MAX)
     else:
@@ -314,6 +336,12 @@ def export(ckpt: str | Path, out_dir: str | Path, clip: bool = False, data_path=
     Returns the export.json contents. Raises ExportError (overflow, bad checkpoint) and writes
     nothing then.
     """
+    if max_positions < 0:
+        raise ExportError(f"max_positions is {max_positions}: it must be 0 or more")
+    out_dir = Path(out_dir)
+    if out_dir.exists() and not out_dir.is_dir():
+        raise ExportError(f"{out_dir}: exists and is not a folder; -o names the folder to write "
+                          "net.safetensors, net.bin and export.json into")
     model, hp, data, progress = load_checkpoint(ckpt)
     if data_path is not None:
         data = dict(data, path=data_path)
@@ -376,12 +404,17 @@ def export(ckpt: str | Path, out_dir: str | Path, clip: bool = False, data_path=
         sums = ("s1", "s2", "out") if deep else ("sum",)
         names = {"s1": "l1_sum", "s2": "l2_sum", "out": "out_sum", "sum": "l1_sum"}
         cross |= {f"{names[k]}_max_abs_seen": int(parts[k].abs().max()) for k in sums}
-    out_dir = Path(out_dir)
+    # export.json is written last and names the hashes of the two nets: a folder whose
+    # export.json is missing, or whose nets do not hash to what it says, is not a finished export
+    # (an interrupted re-export removes the old export.json before it replaces anything)
     out_dir.mkdir(parents=True, exist_ok=True)
+    (out_dir / "export.json").unlink(missing_ok=True)
     net.save(out_dir / "net.safetensors")
     net.write_bin(out_dir / "net.bin")
     result = {
         "net": str(out_dir / "net.safetensors"), "bin": str(out_dir / "net.bin"),
+        "sha256": {"net.safetensors": mf.sha256_file(out_dir / "net.safetensors"),
+                   "net.bin": mf.sha256_file(out_dir / "net.bin")},
         "bin_layout": net.raw_layout(),
         "architecture": net.arch, "quantisation": scheme.to_dict(), "provenance": net.provenance,
         "audit": report, "calibration": calibration, "cross_check": cross,

@@ -30,6 +30,9 @@ class OutputBuckets:
             raise ValueError(f"unknown output-bucket kind {self.kind!r}; known: {', '.join(KINDS)}")
         if not 1 <= self.count <= 32:
             raise ValueError(f"output bucket count {self.count} not in 1..32")
+        if self.kind == "SFPieceCount" and self.count > 8:
+            raise ValueError(f"SFPieceCount<{self.count}>: (pieces − 1) / 4 is at most 7 (32 pieces), "
+                             f"so buckets 8 and up would never be used; use 1..8")
 
     @property
     def name(self) -> str:

@@ -300,3 +300,12 @@ def test_dense_int_paths_agree():
             ref = b.long()[bucket] + torch.einsum("nk,nmk->nm", x.long(), w.long()[bucket])
             assert torch.equal(dense_int(x, w, b, bucket, "t", plan), ref)
             assert torch.equal(dense_int(x, w, b, bucket, "t", plan, bucket_range=(lo, hi)), ref)
+
+
+@pytest.mark.parametrize("n1,n2", [(1, 5), (7, 1), (1, 1)])
+def test_single_neuron_layers(n1, n2):
+    """N1 = 1 or N2 = 1: one-column weight matrices (a layout torch._int_mm misreads when it is
+    a strided view) still give the reference evals."""
+    net = random_deep_net(act="screlu", hact="crelu", hidden=13, n1=n1, n2=n2, seed=n1 * 10 + n2)
+    boards = sample_boards(120)
+    assert evaluate(net, boards).tolist() == reference_eval(net, boards)
