@@ -232,7 +232,16 @@ def cmd_eval(args) -> int:
     if args.dataset:
         return _eval_dataset(net, args)
     fens, labels = ([args.fen], ["--fen"]) if args.fen else _read_fens(args.fens)
-    for v in evaluate_fens(net, fens, labels):
+    try:
+        evals = evaluate_fens(net, fens, labels)
+    except OverflowError as e:  # name the first position that overflows (one at a time: rare path)
+        for fen, label in zip(fens, labels):
+            try:
+                evaluate_fens(net, [fen], [label])
+            except OverflowError as one:
+                raise OverflowError(f"{label} ({fen}): {one}") from None
+        raise e
+    for v in evals:
         print(v)
     return 0
 

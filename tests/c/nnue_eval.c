@@ -283,7 +283,7 @@ static int parse_fen(const char *fen, Board *b) {
         }
         file++;
     }
-    if (rank != 0 || file != 8) return 1;
+    if (rank != 0 || file != 8 || b->n > 32) return 1;  /* a packed board holds at most 32 pieces */
     while (*c == ' ' || *c == '\t') c++;
     if (*c == 'w') b->stm = 0;
     else if (*c == 'b') b->stm = 1;
@@ -430,10 +430,18 @@ static int eval_deep(const int32_t *vs, const int32_t *vn, int bucket, int64_t *
 }
 
 /* Prints the eval of one FEN (or "overflow"). */
+static long LINE; /* line of stdin being evaluated, for error messages */
+
+static void bad_fen(const char *why) {
+    fprintf(stderr, "nnue_eval: stdin line %ld: %s\n", LINE, why);
+    exit(1);
+}
+
 static void evaluate(const char *fen) {
     Board b;
-    if (parse_fen(fen, &b)) die("bad FEN");
-    if (FS != FS_CHESS768 && (b.king[0] < 0 || b.king[1] < 0)) die("bad FEN: a king is missing");
+    if (parse_fen(fen, &b)) bad_fen("bad FEN");
+    /* as nnue.inference: every position needs one king of each colour */
+    if (b.king[0] < 0 || b.king[1] < 0) bad_fen("bad FEN: a king is missing");
     int32_t *vs = xmalloc((size_t)H * sizeof *vs), *vn = xmalloc((size_t)H * sizeof *vn);
     int bad = accumulate(&b, b.stm, vs);
     bad |= accumulate(&b, 1 - b.stm, vn);
@@ -494,6 +502,7 @@ int main(int argc, char **argv) {
     load(argv[1]);
     char line[4096];
     while (fgets(line, sizeof line, stdin)) {
+        LINE++;
         char *s = line;
         while (*s == ' ' || *s == '\t') s++;
         if (*s == '\n' || *s == '\r' || !*s) continue;

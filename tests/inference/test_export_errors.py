@@ -121,3 +121,17 @@ def test_eval_names_the_line_of_a_bad_fen(tmp_path, capsys):
     (tmp_path / "b.txt").write_bytes(b"\xff\xfe\x00junk")
     assert cli_main(["eval", str(tmp_path / "n.safetensors"), "--fens", str(tmp_path / "b.txt")]) == 2
     assert "b.txt:1: not UTF-8" in capsys.readouterr().err
+
+
+def test_eval_names_the_position_that_overflows(tmp_path, capsys):
+    from netfiles import make_int_net
+
+    net = make_int_net("chess768", act="crelu", hidden=300)
+    net.l0w.fill_(0)
+    net.l0b.fill_(255)  # every v = 255
+    net.l1w.fill_(32767)  # crelu: Σ v·w = 600 · 255 · 32767 ≈ 5.0e9 leaves int32
+    net.save(tmp_path / "n.safetensors")
+    (tmp_path / "f.txt").write_text("4k3/8/8/8/8/8/8/4K3 w - - 0 1\n" * 2)
+    assert cli_main(["eval", str(tmp_path / "n.safetensors"), "--fens", str(tmp_path / "f.txt")]) == 2
+    err = capsys.readouterr().err
+    assert "f.txt:1 (4k3/8/8/8/8/8/8/4K3 w - - 0 1)" in err and "int32" in err
