@@ -220,7 +220,8 @@ def pack_file(path: Path, fmt: str, dataset: Path, sha: str, score_unit: str,
                 position_key = b[:DEDUP_KEY_BYTES].tobytes()
                 if position_key in seen:
                     keep[i] = False
-                    reject(_offset_location(rows.first, i), "duplicate position",
+                    reject(rows.locations[i] if rows.locations is not None else _offset_location(rows.first, i),
+                           "duplicate position",
                            "dedup: position already packed", b.tobytes().hex())
                 else:
                     seen.add(position_key)

@@ -68,7 +68,9 @@ class PackedRows:
     already in dataset form. board: (n, 32) uint8 marlinformat, eval field = score white POV
     (0 when none); score: (n,) int16 stm POV (0 when none); result: (n,) int8 stm POV; ply:
     (n,) uint16; piece_count: (n,) uint8; in_check: (n,) bool; game: (n,) int64 game ordinals;
-    flags: (n,) uint8 (schema FLAG_*); first: location of the first record ("byte N")."""
+    flags: (n,) uint8 (schema FLAG_*); first: location of the first record ("byte N");
+    locations: each record's location (text formats, whose records are not evenly spaced), or
+    None (fixed-size records: ``first`` plus 32 bytes a record)."""
 
     board: object
     score: object
@@ -79,6 +81,7 @@ class PackedRows:
     game: object
     flags: object
     first: str = ""
+    locations: list | None = None
 
     def __len__(self) -> int:
         return len(self.score)

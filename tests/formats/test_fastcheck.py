@@ -123,3 +123,91 @@ def test_bulk_path_equals_python_chess_on_broken_bulletformat(sources, seed, tmp
     out = _both(path, "bulletformat", tmp_path)
     assert out[True][0]["rejected"] and out[True][0]["packed"]
     _assert_same(out)
+
+
+# -- bullet text: the bulk path (fastfen + fastcheck) against python-chess -------------------
+
+def test_fastfen_bytes_equal_pack_fen():
+    """pack_fens packs exactly what pack_fen packs, for every FEN it takes; it leaves the rest."""
+    from conftest import shared_file
+
+    from nnue.pipeline.board import pack_fen
+    from nnue.pipeline.fastfen import pack_fens
+
+    fens = [line.split("|")[0].strip() for line in open(shared_file("selfplay/sf15-n5000-s1.txt"))]
+    fens += [line.split("|")[0].strip() for line in open(shared_file("selfplay/sf15-960-xfen-s2.txt"))]
+    odd = ["", "x", "8/8/8/8/8/8/8/8 w - - 0 1", "44/8/8/8/8/8/8/K6k w - - 0 1", "K7/8/8/8/8/8/8/7k w - - 300 1",
+           "K7/8/8/8/8/8/8/7k w - - 0 0", "K7/8/8/8/8/8/8/7k w - e3 0 1", "K7/8/8/8/8/8/8/7k x - - 0 1",
+           "K7/8/8/8/8/8/8/7k w KQ - 0 1", "r3k2r/8/8/8/8/8/8/R3K2R w KQkq - 3 9", "r3k2r/8/8/8/8/8/8/R3K2R w qkQK - 3 9",
+           "K7/8/8/8/8/8/8/7k w - -", "K7/8/8/8/8/8/8/7k w - - 0", "K7/8/8/8/8/8/8/7k w - - 0 1 extra",
+           "K7/8/8/8/8/8/8/7kk w - - 0 1", "K7/8/8/8/8/8/8/6k w - - 0 1", "K7/8/8/8/8/8/8/7k/ w - - 0 1",
+           "Kä6/8/8/8/8/8/8/7k w - - 0 1", "pppppppp/pppppppp/pppppppp/pppppppp/pppppppp/8/8/K6k w - - 0 1"]
+    boards, ok = pack_fens(fens + odd)
+    for i, fen in enumerate(fens + odd):
+        if ok[i]:
+            assert boards[i].tobytes() == pack_fen(fen), fen
+    taken = ok[len(fens):].tolist()
+    assert taken == [False, False, True, False, False, False, False, False, False, True, False,
+                     True, True, False, False, False, False, False, False]
+    assert ok[:len(fens)].mean() > 0.9  # ep squares and Chess960 castling go to python-chess
+
+
+def _bullet_text_sources(tmp_path):
+    from conftest import shared_file
+
+    broken = tmp_path / "broken.txt"
+    lines = open(shared_file("selfplay/sf15-n5000-s1.txt")).read().splitlines()[:3000]
+    rng = np.random.default_rng(5)
+    out = []
+    for i, line in enumerate(lines):
+        fen, score, result = [p.strip() for p in line.split("|")]
+        k = rng.integers(0, 14)
+        if k == 0:
+            fen = fen.replace("K", "", 1)  # no white king
+        elif k == 1:
+            fen = "P7/" + fen.split("/", 1)[1]  # a pawn on the 8th rank (the rank's pieces gone)
+        elif k == 2:
+            score = str(rng.choice([32767, -32767, 32768, 40000, 32002, -31990, 32001]))
+        elif k == 3:
+            result = rng.choice(["2", "x", "0.7"])
+        elif k == 4:
+            f = fen.split()
+            f[1] = "b" if f[1] == "w" else "w"  # side not to move in check, sometimes
+            fen = " ".join(f)
+        elif k == 5:
+            f = fen.split()
+            f[2] = rng.choice(["KQkq", "Kk", "Q", "HAha", "-"])
+            fen = " ".join(f)
+        elif k == 6:
+            out.append("")  # blank lines
+        elif k == 7:
+            out.append("garbage | 1")
+        out.append(f"{fen} | {score} | {result}")
+    broken.write_text("\n".join(out) + "\n")
+    return [shared_file("selfplay/sf15-n5000-s1.txt"), shared_file("selfplay/sf15-960-xfen-s2.txt"), broken]
+
+
+def test_bullet_text_bulk_path_equals_python_chess(tmp_path):
+    for path in _bullet_text_sources(tmp_path):
+        out = _both(path, "bullet-text", tmp_path / path.stem)
+        _assert_same(out)
+        s = out[True][0]
+        assert s["read"] == s["packed"] + sum(s["rejected"].values())
+        if path.stem == "broken":
+            assert len(s["rejected"]) >= 4, s["rejected"]
+
+
+def test_bullet_text_bulk_path_dedup_locations(tmp_path):
+    """With --dedup, a duplicate inside a bulk run is rejected at its own line."""
+    from conftest import shared_file
+
+    lines = open(shared_file("selfplay/sf15-n5000-s1.txt")).read().splitlines()[:50]
+    path = tmp_path / "dup.txt"
+    path.write_text("\n".join(lines + [""] + lines[:10]) + "\n")
+    out = {}
+    for fast in (True, False):
+        ds = tmp_path / f"d-{fast}"
+        pack([path], ds, fmt="bullet-text", options=ReaderOptions(fast=fast), progress=False, dedup=True)
+        entry = next(iter(mf.load(ds)["files"].values()))
+        out[fast] = [(r["location"], r["reason"]) for r in map(json.loads, (ds / entry["rejects"]).read_text().splitlines())]
+    assert out[True] == out[False] and out[True][0] == ("line 52", "duplicate position")
