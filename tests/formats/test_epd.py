@@ -16,12 +16,12 @@ from nnue.pipeline.schema import FLAG_PLY_UNKNOWN, FLAG_SCORE_NONE
 
 
 def read_epd(text: str) -> list[Record | Reject]:
-    return list(get_format("epd").read(io.StringIO(text), ReaderOptions()))
+    return list(get_format("epd").read(io.StringIO(text), ReaderOptions(fast=False)))
 
 
 def read_epd_file(name: str) -> list[Record | Reject]:
     with open(public(name)) as f:
-        return list(get_format("epd").read(f, ReaderOptions()))
+        return list(get_format("epd").read(f, ReaderOptions(fast=False)))
 
 
 def white_result(r: Record) -> int:

@@ -211,3 +211,38 @@ def test_bullet_text_bulk_path_dedup_locations(tmp_path):
         entry = next(iter(mf.load(ds)["files"].values()))
         out[fast] = [(r["location"], r["reason"]) for r in map(json.loads, (ds / entry["rejects"]).read_text().splitlines())]
     assert out[True] == out[False] and out[True][0] == ("line 52", "duplicate position")
+
+
+@pytest.mark.parametrize("name", ["samplefen.epd", "samplefen1000.epd", "sample_ethereal_fen.epd"])
+def test_epd_bulk_path_equals_python_chess(name, tmp_path):
+    from conftest import shared_file
+
+    out = _both(shared_file(f"public/{name}"), "epd", tmp_path)
+    _assert_same(out)
+    assert out[True][0]["packed"] > 0
+
+
+def test_epd_bulk_path_on_broken_lines(tmp_path):
+    """EPD lines from the bullet-text mutations (missing kings, back-rank pawns, bad castling…)."""
+    from conftest import shared_file
+
+    lines = open(shared_file("public/samplefen1000.epd")).read().splitlines()
+    rng = np.random.default_rng(9)
+    out = []
+    for line in lines:
+        f = line.split(" ", 4)
+        k = rng.integers(0, 8)
+        if k == 0:
+            f[0] = f[0].replace("K", "", 1)
+        elif k == 1:
+            f[0] = "P7/" + f[0].split("/", 1)[1]
+        elif k == 2:
+            f[2] = rng.choice(["KQkq", "Kk", "HAha"])
+        elif k == 3:
+            f[1] = "b" if f[1] == "w" else "w"
+        out.append(" ".join(f))
+    path = tmp_path / "broken.epd"
+    path.write_text("\n".join(out) + "\n")
+    res = _both(path, "epd", tmp_path / "b")
+    _assert_same(res)
+    assert len(res[True][0]["rejected"]) >= 2

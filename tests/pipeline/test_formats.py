@@ -30,12 +30,14 @@ def _need(path: Path) -> Path:
 
 
 def read_text(fmt: str, text: str, **opts) -> list[Record | Reject]:
-    return list(get_format(fmt).read(io.StringIO(text), ReaderOptions(**opts)))
+    """The reader's records one by one (fast=False: the bulk path has its own identity tests in
+    tests/formats/test_fastcheck.py)."""
+    return list(get_format(fmt).read(io.StringIO(text), ReaderOptions(**{"fast": False, **opts})))
 
 
 def read_file(fmt: str, path: Path, **opts) -> list[Record | Reject]:
     with open(_need(path)) as f:
-        return list(get_format(fmt).read(f, ReaderOptions(**opts)))
+        return list(get_format(fmt).read(f, ReaderOptions(**{"fast": False, **opts})))
 
 
 def plain_block(fen, move="e2e4", score=0, ply=0, result=0) -> str:

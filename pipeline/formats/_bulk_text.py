@@ -1,0 +1,85 @@
+"""The bulk path of the text readers: runs of records packed and validated with NumPy.
+
+:func:`bulk` takes a reader's stream of Records and Rejects (in file order) and yields the same
+stream with runs of records replaced by :class:`~nnue.pipeline.formats.PackedRows`: every
+batch of records is packed by :func:`nnue.pipeline.fastfen.pack_fens` and validated by
+:func:`nnue.pipeline.fastcheck.check_boards`, and a record both accept joins a run. Every other
+record — one with a move to check, a FEN outside fastfen's plain shape, a board the bulk checks
+cannot settle or would reject, a score outside int16 — is passed on unchanged, to the
+python-chess path of :mod:`nnue.pipeline.pack`, which decides and names its reject reason. So a
+reader's output packs to the same rows and rejects with and without this path (tested).
+"""
+from __future__ import annotations
+
+from typing import Iterable, Iterator
+
+from . import PackedRows, Record, Reject
+
+BATCH = 8192  # records packed together
+
+
+def bulk(items: Iterable[Record | Reject], batch: int = BATCH) -> Iterator[Record | Reject | PackedRows]:
+    """``items`` with runs of bulk-validated records as PackedRows (module docstring)."""
+    pending: list = []
+    count = 0
+    for item in items:
+        pending.append(item)
+        count += isinstance(item, Record)
+        if count >= batch:
+            yield from _batch(pending)
+            pending, count = [], 0
+    yield from _batch(pending)
+
+
+def _batch(items: list) -> Iterator[Record | Reject | PackedRows]:
+    import numpy as np
+
+    from ..fastcheck import check_boards
+    from ..fastfen import pack_fens
+    from ..schema import FLAG_PLY_UNKNOWN, FLAG_SCORE_MATE, FLAG_SCORE_NONE
+
+    recs = [r for r in items if isinstance(r, Record)]
+    if not recs:
+        yield from items
+        return
+    n = len(recs)
+    simple = np.fromiter((r.move is None and r.board is None for r in recs), dtype=bool, count=n)
+    none = np.fromiter((r.score is None for r in recs), dtype=bool, count=n)
+    score = np.fromiter((0 if r.score is None else r.score for r in recs), dtype=np.int64, count=n)
+    result = np.fromiter((r.result for r in recs), dtype=np.int64, count=n)
+    black = np.fromiter((r.fen.split(" ", 2)[1:2] == ["b"] for r in recs), dtype=bool, count=n)
+    sign = np.where(black, -1, 1)
+    in_range = (np.abs(score) <= 32767) & np.isin(result, (-1, 0, 1))
+    boards, packed = pack_fens([r.fen for r in recs], np.where(in_range, score * sign, 0),
+                               np.where(in_range, result * sign + 1, 1))
+    chk = check_boards(boards)
+    ok = simple & packed & in_range & (chk.reason == 0) & ~chk.slow
+    plies = [r.ply for r in recs]
+    unknown = np.fromiter((p is None for p in plies), dtype=bool, count=n)
+    ply = np.fromiter((p or 0 for p in plies), dtype=np.int64, count=n)
+    ok &= ply <= 65535
+    mate = np.fromiter((r.score_is_mate for r in recs), dtype=bool, count=n)
+    flags = ((none * FLAG_SCORE_NONE) | (mate * FLAG_SCORE_MATE) | (unknown * FLAG_PLY_UNKNOWN)).astype(np.uint8)
+    game = np.fromiter((r.game for r in recs), dtype=np.int64, count=n)
+
+    def rows(lo: int, hi: int) -> PackedRows:
+        return PackedRows(board=boards[lo:hi], score=score[lo:hi].astype(np.int16), result=result[lo:hi].astype(np.int8),
+                          ply=ply[lo:hi].astype(np.uint16), piece_count=chk.piece_count[lo:hi],
+                          in_check=chk.in_check[lo:hi], game=game[lo:hi], flags=flags[lo:hi],
+                          first=recs[lo].location, locations=[r.location for r in recs[lo:hi]])
+
+    k = 0          # index of the next record
+    run = None     # first record of the current run
+    for item in items:
+        if isinstance(item, Record) and ok[k]:
+            if run is None:
+                run = k
+            k += 1
+            continue
+        if run is not None:
+            yield rows(run, k)
+            run = None
+        yield item
+        k += isinstance(item, Record)
+    if run is not None:
+        yield rows(run, k)
