@@ -126,7 +126,7 @@ class PerspectiveNet(nn.Module):
         assert arch.activation in ACTIVATIONS
         self.arch, self.backend = arch, backend
         self.ft = FeatureTransformer(arch.num_inputs, arch.hidden)
-        self.l1 = nn.Linear(arch.l1_inputs, arch.num_buckets)
+        self._make_layers(arch)
         if factors is not None:
             if factors.shape != (arch.num_inputs,):
                 raise ValueError(f"factor map must be ({arch.num_inputs},), got {tuple(factors.shape)}")
@@ -134,6 +134,10 @@ class PerspectiveNet(nn.Module):
             self.ft.factor = nn.Parameter(torch.zeros(int(factors.max()) + 1, arch.hidden))
         else:
             self.factor_map = None
+
+    def _make_layers(self, arch: Arch) -> None:
+        """The layers after the feature transformer: one output per bucket."""
+        self.l1 = nn.Linear(arch.l1_inputs, arch.num_buckets)
 
     def folded_ft_weight(self) -> torch.Tensor:
         """The feature-transformer weights the net really uses: (F, H), virtual rows folded in."""
@@ -203,22 +207,11 @@ class DeepNet(PerspectiveNet):
     integer net computes (:mod:`nnue.inference.deep`). Forward: (B,) float eval / SCALE.
     """
 
-    def __init__(self, arch: DeepArch, backend: str = "auto", factors: torch.Tensor | None = None):
-        nn.Module.__init__(self)
-        assert arch.activation in ACTIVATIONS
-        self.arch, self.backend = arch, backend
+    def _make_layers(self, arch: DeepArch) -> None:
         B, N1, N2 = arch.num_buckets, arch.l1_outputs, arch.l2_outputs
-        self.ft = FeatureTransformer(arch.num_inputs, arch.hidden)
         self.l1 = nn.Linear(arch.l1_inputs, B * N1)
         self.l2 = nn.Linear(N1, B * N2)
         self.out = nn.Linear(N2, B)
-        if factors is not None:
-            if factors.shape != (arch.num_inputs,):
-                raise ValueError(f"factor map must be ({arch.num_inputs},), got {tuple(factors.shape)}")
-            self.register_buffer("factor_map", factors.long(), persistent=False)
-            self.ft.factor = nn.Parameter(torch.zeros(int(factors.max()) + 1, arch.hidden))
-        else:
-            self.factor_map = None
 
     def _hidden_act(self, y: torch.Tensor) -> torch.Tensor:
         qa = None if self.qat is None else self.qat.qa
