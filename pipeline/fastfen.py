@@ -40,6 +40,12 @@ for _mask in range(16):
     _CASTLING[_text] = (_need, _rooks)
 
 
+def _small_int(text: str) -> bool:
+    """ASCII digits only (``str.isdigit`` also takes '²' and other digits ``int`` refuses), at
+    most 9 of them: safe for ``int`` and for int64."""
+    return text.isascii() and text.isdigit() and len(text) <= 9
+
+
 def pack_fens(fens: list[str], eval_white: np.ndarray | None = None,
               wdl: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
     """Pack FENs in bulk: ``(boards (n, 32) uint8, packed (n,) bool)``.
@@ -65,7 +71,7 @@ def pack_fens(fens: list[str], eval_white: np.ndarray | None = None,
         if not 4 <= len(f) <= 6 or f[1] not in ("w", "b") or f[3] != "-" or f[2] not in _CASTLING:
             continue
         if len(f) > 4:
-            if not f[4].isdigit() or (len(f) > 5 and not f[5].isdigit()):
+            if not _small_int(f[4]) or (len(f) > 5 and not _small_int(f[5])):
                 continue
             half[i] = int(f[4])
             if len(f) > 5:
@@ -108,12 +114,14 @@ def pack_fens(fens: list[str], eval_white: np.ndarray | None = None,
     psq = (7 - psq_fen // 8) * 8 + psq_fen % 8
     count = np.bincount(pr, minlength=n)
     bad |= count > 32
-    # castling: king and rook on their home squares
+    # castling: king and rook on their home squares, and one king of each colour (with two,
+    # pack_fen would look for the rook beside whichever king it meets first)
     if needs:
         at = np.full((n, 64), -1, dtype=np.int64)
         at[pr, psq] = pcode
+        kings = np.bincount(pr[pcode == 5], minlength=n), np.bincount(pr[pcode == 13], minlength=n)
         for i, need in needs:
-            if any(at[i, sq] != code for sq, code in need):
+            if kings[0][i] != 1 or kings[1][i] != 1 or any(at[i, sq] != code for sq, code in need):
                 bad[i] = True
     ok &= ~bad
     # pieces of the rows kept, in ascending square order, two nibbles a byte

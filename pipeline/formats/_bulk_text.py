@@ -43,21 +43,23 @@ def _batch(items: list) -> Iterator[Record | Reject | PackedRows]:
         yield from items
         return
     n = len(recs)
-    simple = np.fromiter((r.move is None and r.board is None for r in recs), dtype=bool, count=n)
+    # what the python-chess path checks by value, checked here in Python ints (a reader may hand
+    # on any int: only the in-range records take this path, and their values fit the arrays)
+    plain = np.fromiter((r.move is None and r.board is None and (r.score is None or -32767 <= r.score <= 32767)
+                         and r.result in (-1, 0, 1) and (r.ply is None or 0 <= r.ply <= 65535) for r in recs),
+                        dtype=bool, count=n)
     none = np.fromiter((r.score is None for r in recs), dtype=bool, count=n)
-    score = np.fromiter((0 if r.score is None else r.score for r in recs), dtype=np.int64, count=n)
-    result = np.fromiter((r.result for r in recs), dtype=np.int64, count=n)
-    black = np.fromiter((r.fen.split(" ", 2)[1:2] == ["b"] for r in recs), dtype=bool, count=n)
+    score = np.fromiter((r.score if ok and r.score is not None else 0 for r, ok in zip(recs, plain)),
+                        dtype=np.int64, count=n)
+    result = np.fromiter((r.result if ok else 0 for r, ok in zip(recs, plain)), dtype=np.int64, count=n)
+    black = np.fromiter((r.fen.split()[1:2] == ["b"] for r in recs), dtype=bool, count=n)
     sign = np.where(black, -1, 1)
-    in_range = (np.abs(score) <= 32767) & np.isin(result, (-1, 0, 1))
-    boards, packed = pack_fens([r.fen for r in recs], np.where(in_range, score * sign, 0),
-                               np.where(in_range, result * sign + 1, 1))
+    boards, packed = pack_fens([r.fen for r in recs], score * sign, result * sign + 1)
     chk = check_boards(boards)
-    ok = simple & packed & in_range & (chk.reason == 0) & ~chk.slow
-    plies = [r.ply for r in recs]
-    unknown = np.fromiter((p is None for p in plies), dtype=bool, count=n)
-    ply = np.fromiter((p or 0 for p in plies), dtype=np.int64, count=n)
-    ok &= ply <= 65535
+    ok = plain & packed & (chk.reason == 0) & ~chk.slow
+    unknown = np.fromiter((r.ply is None for r in recs), dtype=bool, count=n)
+    ply = np.fromiter((r.ply if ok and r.ply is not None else 0 for r, ok in zip(recs, plain)),
+                      dtype=np.int64, count=n)
     mate = np.fromiter((r.score_is_mate for r in recs), dtype=bool, count=n)
     flags = ((none * FLAG_SCORE_NONE) | (mate * FLAG_SCORE_MATE) | (unknown * FLAG_PLY_UNKNOWN)).astype(np.uint8)
     game = np.fromiter((r.game for r in recs), dtype=np.int64, count=n)

@@ -62,7 +62,8 @@ def _read(stream) -> Iterator[Record | Reject]:
         if white_result is None:
             yield Reject(loc, "result out of range", "no result ([1.0] or c9 \"1-0\";) on the line", line)
             continue
-        if not (half.isdigit() and full.isdigit()):
+        if not (half.isascii() and half.isdigit() and full.isascii() and full.isdigit()
+                and len(half) <= 9 and len(full) <= 9):
             yield Reject(loc, "bad FEN", f"move counters {half!r} {full!r}", line)
             continue
         counters_known = (half, full) != ("0", "1") or "fmvn" in rest

@@ -246,3 +246,38 @@ def test_epd_bulk_path_on_broken_lines(tmp_path):
     res = _both(path, "epd", tmp_path / "b")
     _assert_same(res)
     assert len(res[True][0]["rejected"]) >= 2
+
+
+def test_bulk_text_corner_cases_equal_python_chess(tmp_path):
+    """Lines a fuzzer found where the bulk path once differed or crashed: whitespace other than one
+    space in the FEN (the side to move decides the eval's sign), integers beyond int64, digits that
+    str.isdigit takes and int refuses, two kings with castling rights."""
+    k = "4k3/8/8/8/8/8/8/4K3"
+    bullet = [
+        "rnbqkbnr/pppppppp/8/8/4P3/8/PPPP1PPP/RNBQKBNR  b KQkq - 0 1 | 35 | 1.0",
+        "rnbqkbnr/pppppppp/8/8/4P3/8/PPPP1PPP/RNBQKBNR\tb\tKQkq - 0 1 | 35 | 0.0",
+        f"{k} w - - 0 1 | -9223372036854775808 | 1.0", f"{k} b - - 0 1 | 9223372036854775808 | 1.0",
+        f"{k} w - - 0 1 | -9223372036854775809 | 1.0", f"{k} w - - 0 1 | 1e19 | 0.5",
+        f"{k} w - - 99999999999999999999 1 | 0 | 0.5", f"{k} w - - ² 1 | 0 | 0.5",
+        f"{k} w - - {'9' * 5000} 1 | 0 | 0.5", f"{k} w - - 0 99999999999999999999 | 0 | 0.5",
+        f"4k3/8/8/8/3p4/8/4P3/4K3 w - e3 0 99999999999999999999 | 0 | 0.5",
+        "rnbqkb1r/p2p1p1p/2p3p1/1p1pP1Q1/3P4/2K5/PPP3PP/RNB1KBNR b KQkq - 1 8 | 10 | 0.5",
+        f"{k} w - - 0 1 | 12 | 0.5",
+    ]
+    epd = [f"{k} w - - ² 1 [0.5]", f'{k} w - - hmvc 99999999999999999999; c9 "1/2-1/2";',
+           f'{k} w - - fmvn 99999999999999999999; c9 "1/2-1/2";', f"{k} w - - [0.5] 99999999999999999999",
+           f'{k} w - - fmvn ²; c9 "1-0";', f"{k} w - - 0 ² [1.0]", f"{k} w - - [1.0] -9223372036854775808",
+           f"{k} w - - [1.0] 17"]
+    for name, fmt, lines in (("corner.txt", "bullet-text", bullet), ("corner.epd", "epd", epd)):
+        path = tmp_path / name
+        path.write_text("\n".join(lines) + "\n")
+        out = _both(path, fmt, tmp_path / fmt)
+        _assert_same(out)
+        assert out[True][0]["packed"] >= 1 and out[True][0]["rejected"]
+
+
+def test_fastfen_two_kings_with_castling_rights_is_left_to_python_chess():
+    from nnue.pipeline.fastfen import pack_fens
+
+    _, ok = pack_fens(["rnbqkb1r/p2p1p1p/2p3p1/1p1pP1Q1/3P4/2K5/PPP3PP/RNB1KBNR b KQkq - 1 8"])
+    assert not ok[0]
