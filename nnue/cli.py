@@ -268,7 +268,18 @@ def _eval_dataset(net, args) -> int:
         if limit is not None:
             boards, score = boards[: limit - n], score[: limit - n]
         t = time.perf_counter()
-        ev = evaluate(net, boards)
+        try:
+            ev = evaluate(net, boards)
+        except OverflowError as e:  # name the first row that overflows (one at a time: rare path)
+            from nnue.pipeline.board import unpack_fen
+
+            for i in range(len(boards)):
+                try:
+                    evaluate(net, boards[i:i + 1])
+                except OverflowError as one:
+                    raise OverflowError(f"{args.dataset}: row {n + i + 1} in file order "
+                                        f"({unpack_fen(boards[i].numpy().tobytes())}): {one}") from None
+            raise e
         spent += time.perf_counter() - t
         n += len(ev)
         if args.summary:

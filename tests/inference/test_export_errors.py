@@ -135,3 +135,16 @@ def test_eval_names_the_position_that_overflows(tmp_path, capsys):
     assert cli_main(["eval", str(tmp_path / "n.safetensors"), "--fens", str(tmp_path / "f.txt")]) == 2
     err = capsys.readouterr().err
     assert "f.txt:1 (4k3/8/8/8/8/8/8/4K3 w - - 0 1)" in err and "int32" in err
+
+
+def test_eval_dataset_names_the_row_that_overflows(tmp_path, sample_dataset, capsys):
+    from netfiles import make_int_net
+
+    net = make_int_net("chess768", act="crelu", hidden=300)
+    net.l0w.fill_(0)
+    net.l0b.fill_(255)
+    net.l1w.fill_(32767)  # every position overflows: the first row is named
+    net.save(tmp_path / "n.safetensors")
+    assert cli_main(["eval", str(tmp_path / "n.safetensors"), "--dataset", str(sample_dataset)]) == 2
+    err = capsys.readouterr().err
+    assert "row 1 in file order (" in err and "int32" in err
