@@ -103,14 +103,14 @@ def main(argv=None) -> int:
         "notes": ("bulletformat and marlinformat are validated in bulk (pipeline/fastcheck.py: NumPy "
                   "bitboards, python-chess only for rows with an en-passant square or two checkers); "
                   "their pack rate is bounded by that validation (~2 us a row: slider rays, bitboard "
-                  "building) and Parquet writing. bullet text and EPD pack their FENs in bulk too "
-                  "(pipeline/fastfen.py via formats/_bulk_text.py, then the same validation); their "
-                  "rate is bounded by the "
-                  "per-line Python parsing (~10 us a line), and lines with an en-passant square or "
-                  "Chess960 castling still go through python-chess. Every other format sends each "
-                  "record through python-chess (FEN parse, status, move legality): 60-100 us a "
-                  "record, 60% of it FEN parsing (cProfile). The targets need the bulk path extended "
-                  "to .plain (move legality in NumPy), .bin and binpack, and a compiled text parser."),
+                  "building) and Parquet writing. .plain, bullet text and EPD pack their FENs in "
+                  "bulk too (pipeline/fastfen.py via formats/_bulk_text.py, then the same validation; "
+                  ".plain's moves by pipeline/fastmove.py); their rate is bounded by the per-line "
+                  "Python parsing (~10 us a record), and records with an en-passant square, Chess960 "
+                  "castling or a castling / en-passant move still go through python-chess. PGN and "
+                  "the other binary formats send each record through python-chess (FEN parse, "
+                  "status, move legality): 60-100 us a record. The targets need bulk decoders for "
+                  ".bin and binpack and a compiled text parser."),
     }
     return emit(report, a.out)
 

@@ -104,6 +104,35 @@ def _attackers(t, king_black, occ, bbs) -> np.ndarray:
     return att
 
 
+def _squares(boards: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(N, 32) uint8 boards -> (occupancy (N,) uint64, occupied (N, 64) bool, the nibble code
+    on each square (N, 64) uint8, 255 where empty)."""
+    n = boards.shape[0]
+    occ = boards[:, :8].copy().view("<u8").ravel()
+    bits = np.unpackbits(boards[:, :8], axis=1, bitorder="little").view(bool)  # (N, 64)
+    nib = boards[:, 8:24]
+    nibbles = np.stack([nib & 15, nib >> 4], axis=2).reshape(n, 32)
+    rank = np.cumsum(bits, axis=1, dtype=np.uint8)
+    rank -= 1
+    np.minimum(rank, 31, out=rank)  # empty squares before the first piece wrap to 255
+    code = np.take_along_axis(nibbles, rank.astype(np.intp), axis=1)
+    code[~bits] = 255
+    return occ, bits, code
+
+
+def decode(boards: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Valid (N, 32) uint8 boards -> (occupancy (N,) uint64, piece on each square (N, 64) uint8:
+    0..5 white P N B R Q K, 8..13 black, 255 empty (castling rooks read as rooks), bitboards
+    (2 colours, 6 kinds, N) uint64, black to move (N,) bool)."""
+    occ, _, code = _squares(boards)
+    piece = np.where((code != 255) & ((code & 7) == 6), (code & 8) | 3, code)
+    bbs = np.zeros((2, 6, boards.shape[0]), dtype=_U64)
+    for c in (0, 1):
+        for k in range(6):
+            bbs[c, k] = _bb(piece == 8 * c + k)
+    return occ, piece, bbs, (boards[:, 24] >> 7).astype(bool)
+
+
 def check_boards(boards: np.ndarray) -> Checked:
     """Validate (N, 32) uint8 marlinformat boards the way python-chess would.
 
@@ -116,16 +145,8 @@ def check_boards(boards: np.ndarray) -> Checked:
         parts = [check_boards(boards[i:i + CHUNK]) for i in range(0, n, CHUNK)]
         return Checked(*(np.concatenate([getattr(p, f) for p in parts]) for f in
                          ("reason", "slow", "in_check", "piece_count", "black")))
-    occ = boards[:, :8].copy().view("<u8").ravel()
-    bits = np.unpackbits(boards[:, :8], axis=1, bitorder="little").view(bool)  # (N, 64)
-    nib = boards[:, 8:24]
-    nibbles = np.stack([nib & 15, nib >> 4], axis=2).reshape(n, 32)
+    occ, bits, code = _squares(boards)
     count = np.bitwise_count(occ)
-    rank = np.cumsum(bits, axis=1, dtype=np.uint8)
-    rank -= 1
-    np.minimum(rank, 31, out=rank)  # empty squares before the first piece wrap to 255
-    code = np.take_along_axis(nibbles, rank.astype(np.intp), axis=1)
-    code[~bits] = 255
     raw_kind = code & 7
     raw_kind[~bits] = 8
     sq = np.arange(64)

@@ -129,6 +129,15 @@ def _offset_location(first: str, i: int, size: int = 32) -> str:
     return f"byte {int(first.split()[1]) + i * size}"
 
 
+def _move_columns(rows: PackedRows, pick, m: int) -> dict:
+    """best_move / best_move_is_capture of a PackedRows run (null where the record had no move)."""
+    if rows.best_move is None:
+        return {"best_move": pa.nulls(m, pa.uint16()), "best_move_is_capture": pa.nulls(m, pa.bool_())}
+    missing = ~pick(rows.has_move)
+    return {"best_move": pa.array(pick(rows.best_move), pa.uint16(), mask=missing),
+            "best_move_is_capture": pa.array(pick(rows.best_move_is_capture), pa.bool_(), mask=missing)}
+
+
 def _table(arrays: dict, n: int, key: str) -> pa.Table:
     arrays = dict(arrays, source=pa.DictionaryArray.from_arrays(pa.array(np.zeros(n, np.int32)), pa.array([key])))
     return pa.table({name: arrays[name] for name in SCHEMA.names}, schema=SCHEMA)
@@ -202,12 +211,18 @@ def pack_file(path: Path, fmt: str, dataset: Path, sha: str, score_unit: str,
             v.clear()
 
     def flush(force: bool = False):
+        """Write whole row groups of ROW_GROUP rows (and, with force, the rest): row groups stay
+        full-sized whether rows came one by one or in bulk runs of any length."""
         nonlocal pending
         seal()
         if segments and (force or pending >= ROW_GROUP):
-            writer.write_table(pa.concat_tables(segments), row_group_size=ROW_GROUP)
+            table = pa.concat_tables(segments)
+            cut = table.num_rows if force else table.num_rows - table.num_rows % ROW_GROUP
+            writer.write_table(table.slice(0, cut), row_group_size=ROW_GROUP)
             segments.clear()
-            pending = 0
+            if cut < table.num_rows:
+                segments.append(table.slice(cut))
+            pending = table.num_rows - cut
 
     def add_rows(rows: PackedRows):
         """Append a run of records validated in bulk (see formats.PackedRows)."""
@@ -233,8 +248,8 @@ def pack_file(path: Path, fmt: str, dataset: Path, sha: str, score_unit: str,
             "board": pa.FixedSizeBinaryArray.from_buffers(pa.binary(32), m, [None, pa.py_buffer(board.tobytes())]),
             "score": pa.array(pick(rows.score), pa.int16()), "result": pa.array(pick(rows.result), pa.int8()),
             "ply": pa.array(pick(rows.ply), pa.uint16()), "piece_count": pa.array(pick(rows.piece_count), pa.uint8()),
-            "in_check": pa.array(pick(rows.in_check), pa.bool_()), "best_move": pa.nulls(m, pa.uint16()),
-            "best_move_is_capture": pa.nulls(m, pa.bool_()),
+            "in_check": pa.array(pick(rows.in_check), pa.bool_()),
+            **_move_columns(rows, pick, m),
             "game_id": pa.array(game_ids(sha, pick(rows.game)), pa.uint64()),
             "flags": pa.array(pick(rows.flags), pa.uint8()),
         }

@@ -70,7 +70,9 @@ class PackedRows:
     (n,) uint16; piece_count: (n,) uint8; in_check: (n,) bool; game: (n,) int64 game ordinals;
     flags: (n,) uint8 (schema FLAG_*); first: location of the first record ("byte N");
     locations: each record's location (text formats, whose records are not evenly spaced), or
-    None (fixed-size records: ``first`` plus 32 bytes a record)."""
+    None (fixed-size records: ``first`` plus 32 bytes a record). best_move, best_move_is_capture,
+    has_move: the schema's move columns where ``has_move`` (text formats with moves), or None
+    (null columns)."""
 
     board: object
     score: object
@@ -82,6 +84,9 @@ class PackedRows:
     flags: object
     first: str = ""
     locations: list | None = None
+    best_move: object = None             # (n,) uint16 where has_move, else None (no moves)
+    best_move_is_capture: object = None  # (n,) bool
+    has_move: object = None              # (n,) bool: the record had a move
 
     def __len__(self) -> int:
         return len(self.score)

@@ -260,7 +260,7 @@ def test_bulk_text_corner_cases_equal_python_chess(tmp_path):
         f"{k} w - - 0 1 | -9223372036854775809 | 1.0", f"{k} w - - 0 1 | 1e19 | 0.5",
         f"{k} w - - 99999999999999999999 1 | 0 | 0.5", f"{k} w - - ² 1 | 0 | 0.5",
         f"{k} w - - {'9' * 5000} 1 | 0 | 0.5", f"{k} w - - 0 99999999999999999999 | 0 | 0.5",
-        f"4k3/8/8/8/3p4/8/4P3/4K3 w - e3 0 99999999999999999999 | 0 | 0.5",
+        "4k3/8/8/8/3p4/8/4P3/4K3 w - e3 0 99999999999999999999 | 0 | 0.5",
         "rnbqkb1r/p2p1p1p/2p3p1/1p1pP1Q1/3P4/2K5/PPP3PP/RNB1KBNR b KQkq - 1 8 | 10 | 0.5",
         f"{k} w - - 0 1 | 12 | 0.5",
     ]
@@ -281,3 +281,88 @@ def test_fastfen_two_kings_with_castling_rights_is_left_to_python_chess():
 
     _, ok = pack_fens(["rnbqkb1r/p2p1p1p/2p3p1/1p1pP1Q1/3P4/2K5/PPP3PP/RNB1KBNR b KQkq - 1 8"])
     assert not ok[0]
+
+
+# -- .plain: boards and moves in bulk (fastfen + fastcheck + fastmove) -----------------------
+
+def test_fastmove_agrees_with_python_chess():
+    """Every legal move of real positions (castling and en passant left to python-chess), random
+    square pairs and bad promotions, pinned pieces' pseudo-legal moves: check_moves takes only
+    legal moves, and encodes them as pack.encode_move does."""
+    import random
+
+    import chess
+    from conftest import SAMPLE
+
+    from nnue.pipeline.board import pack_board
+    from nnue.pipeline.fastmove import check_moves
+    from nnue.pipeline.pack import encode_move
+
+    rng = random.Random(1)
+    boards, moves, truth = [], [], []
+    for fen in [line[4:].strip() for line in open(SAMPLE) if line.startswith("fen ")][::8]:
+        b = chess.Board(fen)
+        if b.ep_square is not None and b.has_legal_en_passant():
+            continue
+        b.ep_square = None
+        packed = np.frombuffer(pack_board(b), np.uint8)
+        cands = [m.uci() for m in b.legal_moves] + [m.uci() for m in b.pseudo_legal_moves if not b.is_legal(m)]
+        cands += [chess.square_name(rng.randrange(64)) + chess.square_name(rng.randrange(64))
+                  + rng.choice(["", "", "q", "n", "k", "Q"]) for _ in range(6)] + ["0000", "e2", "zz99"]
+        for u in cands:
+            boards.append(packed)
+            moves.append(u)
+            try:
+                m = b.parse_uci(u)  # "0000" parses (the null move) but is not legal
+                legal = b.is_legal(m)
+                truth.append((legal, encode_move(b, m) if legal else 0, b.is_capture(m) or m.promotion is not None,
+                              b.is_castling(m) or b.is_en_passant(m)))
+            except (ValueError, AssertionError):
+                truth.append((False, 0, False, False))
+    ok, best, cap = check_moves(np.stack(boards), moves)
+    for i, (legal, enc, capture, special) in enumerate(truth):
+        if ok[i]:
+            assert legal and int(best[i]) == enc and bool(cap[i]) == capture, moves[i]
+        else:
+            assert not legal or special, moves[i]  # every ordinary legal move is taken
+    assert ok.sum() > 5000 and (~ok).sum() > 1000
+
+
+def _plain_mutations(src, tmp_path, seed: int):
+    """.plain records with broken moves (illegal, other pieces', promotions, castling spellings,
+    null), broken boards and counters."""
+    text = open(src).read().split("\ne\n")
+    rng = np.random.default_rng(seed)
+    out = []
+    for block in text[:4000]:
+        lines = block.strip().splitlines()
+        if len(lines) < 5:
+            continue
+        k = rng.integers(0, 12)
+        if k == 0:
+            lines[1] = "move " + rng.choice(["e2e4", "e7e5", "a1a8", "g1f3", "e1g1", "e8c8", "e1h1", "0000", "h7h8q",
+                                             "b7b8n", "a2a1r", "zz", "e2e4q"])
+        elif k == 1:
+            lines[0] = lines[0].replace("K", "", 1)
+        elif k == 2:
+            f = lines[0].split()
+            f[2] = rng.choice(["KQkq", "-", "Kq", "HAha"])
+            lines[0] = " ".join(f)
+        elif k == 3:
+            lines[2] = "score " + str(rng.choice([32767, 32768, -40000, 32002]))
+        out.append("\n".join(lines))
+    path = tmp_path / f"mut{seed}.plain"
+    path.write_text("\ne\n".join(out) + "\ne\n")
+    return path
+
+
+def test_plain_bulk_path_equals_python_chess(tmp_path):
+    from conftest import SAMPLE, shared_file
+
+    paths = [SAMPLE, shared_file("selfplay/sf15-960-xfen-s2.plain"), _plain_mutations(SAMPLE, tmp_path, 3)]
+    for path in paths:
+        out = _both(path, "plain", tmp_path / path.stem)
+        _assert_same(out)
+        s = out[True][0]
+        assert s["read"] == s["packed"] + sum(s["rejected"].values())
+    assert len(out[True][0]["rejected"]) >= 3  # the mutated file

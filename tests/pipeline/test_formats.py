@@ -162,7 +162,7 @@ def test_plain_tolerates_blank_lines_and_crlf():
     text = ("\n" + plain_block(START, score=4) + "\n\n" + plain_block(START, score=5)).replace(
         "\n", "\r\n")
     stream = io.TextIOWrapper(io.BytesIO(text.encode()), newline=None)
-    items = list(get_format("plain").read(stream, ReaderOptions()))
+    items = list(get_format("plain").read(stream, ReaderOptions(fast=False)))
     assert [(type(i), i.score, i.location) for i in items] == [
         (Record, 4, "line 2"), (Record, 5, "line 10")]
     assert items[0].fen == START and items[0].move == "e2e4"

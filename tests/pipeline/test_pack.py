@@ -455,9 +455,21 @@ def _interrupt_via_reader(monkeypatch):
     monkeypatch.setitem(FORMATS, "plain", dataclasses.replace(spec, read=read))
 
 
-@pytest.mark.parametrize("interrupt", [_interrupt_via_pack_board, _interrupt_via_reader],
-                         ids=["pack_board", "reader"])
-def test_interrupted_pack_leaves_nothing_half_done(tmp_path, monkeypatch, sample_blocks, interrupt):
+def _interrupt_via_bulk(monkeypatch):
+    """Stop inside the bulk path (its second batch of moves), with small batches."""
+    import functools
+
+    from nnue.pipeline import fastmove
+    from nnue.pipeline.formats import _bulk_text, plain
+
+    monkeypatch.setattr(plain, "bulk", functools.partial(_bulk_text.bulk, batch=64))
+    monkeypatch.setattr(fastmove, "check_moves", _Boom(fastmove.check_moves, 2))
+
+
+@pytest.mark.parametrize("interrupt,fast", [(_interrupt_via_pack_board, False), (_interrupt_via_reader, False),
+                                            (_interrupt_via_bulk, True)],
+                         ids=["pack_board", "reader", "bulk"])
+def test_interrupted_pack_leaves_nothing_half_done(tmp_path, monkeypatch, sample_blocks, interrupt, fast):
     a, b = tmp_path / "a.plain", tmp_path / "b.plain"
     a.write_text("".join(sample_blocks[:100]))
     # b holds a reject early on, so its rejects file has content when the run stops
@@ -471,7 +483,7 @@ def test_interrupted_pack_leaves_nothing_half_done(tmp_path, monkeypatch, sample
     monkeypatch.setattr(packmod, "ROW_GROUP", 64)  # row groups are flushed before the stop
     interrupt(monkeypatch)
     with pytest.raises(KeyboardInterrupt):
-        run_pack([b], ds)
+        run_pack([b], ds, options=ReaderOptions(fast=fast))
     assert listing(ds) == before
     assert (ds / mf.MANIFEST).read_bytes() == manifest_bytes
     assert_no_leftovers(ds)
@@ -490,7 +502,7 @@ def test_interrupt_between_files_keeps_finished_ones(tmp_path, monkeypatch, samp
     ds = tmp_path / "ds"
     monkeypatch.setattr(packmod, "pack_board", _Boom(packmod.pack_board, 60))
     with pytest.raises(KeyboardInterrupt):
-        run_pack([a, b], ds)
+        run_pack([a, b], ds, options=ReaderOptions(fast=False))  # one by one: pack_board per record
     m = mf.load(ds)
     assert [e["path"] for e in m["files"].values()] == [str(a)]
     assert len(listing(ds)) == 3
