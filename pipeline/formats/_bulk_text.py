@@ -47,18 +47,18 @@ def _batch(items: list) -> Iterator[Record | Reject | PackedRows]:
     n = len(recs)
     # what the python-chess path checks by value, checked here in Python ints (a reader may hand
     # on any int: only the in-range records take this path, and their values fit the arrays)
-    plain = np.fromiter((r.board is None and (r.score is None or -32767 <= r.score <= 32767)
+    in_range = np.fromiter((r.board is None and (r.score is None or -32767 <= r.score <= 32767)
                          and r.result in (-1, 0, 1) and (r.ply is None or 0 <= r.ply <= 65535) for r in recs),
                         dtype=bool, count=n)
     none = np.fromiter((r.score is None for r in recs), dtype=bool, count=n)
-    score = np.fromiter((r.score if ok and r.score is not None else 0 for r, ok in zip(recs, plain)),
+    score = np.fromiter((r.score if fits and r.score is not None else 0 for r, fits in zip(recs, in_range)),
                         dtype=np.int64, count=n)
-    result = np.fromiter((r.result if ok else 0 for r, ok in zip(recs, plain)), dtype=np.int64, count=n)
+    result = np.fromiter((r.result if fits else 0 for r, fits in zip(recs, in_range)), dtype=np.int64, count=n)
     black = np.fromiter((r.fen.split()[1:2] == ["b"] for r in recs), dtype=bool, count=n)
     sign = np.where(black, -1, 1)
     boards, packed = pack_fens([r.fen for r in recs], score * sign, result * sign + 1)
     chk = check_boards(boards)
-    ok = plain & packed & (chk.reason == 0) & ~chk.slow
+    ok = in_range & packed & (chk.reason == 0) & ~chk.slow
     has_move = np.fromiter((r.move is not None for r in recs), dtype=bool, count=n)
     best = np.zeros(n, dtype=np.uint16)
     capture = np.zeros(n, dtype=bool)
@@ -67,7 +67,7 @@ def _batch(items: list) -> Iterator[Record | Reject | PackedRows]:
         legal, best[sel], capture[sel] = check_moves(boards[sel], [recs[i].move for i in sel])
         ok[sel] &= legal
     unknown = np.fromiter((r.ply is None for r in recs), dtype=bool, count=n)
-    ply = np.fromiter((r.ply if ok and r.ply is not None else 0 for r, ok in zip(recs, plain)),
+    ply = np.fromiter((r.ply if fits and r.ply is not None else 0 for r, fits in zip(recs, in_range)),
                       dtype=np.int64, count=n)
     mate = np.fromiter((r.score_is_mate for r in recs), dtype=bool, count=n)
     flags = ((none * FLAG_SCORE_NONE) | (mate * FLAG_SCORE_MATE) | (unknown * FLAG_PLY_UNKNOWN)).astype(np.uint8)
