@@ -52,8 +52,8 @@ import torch
 
 from nnue.pipeline.features import get_feature_set, parse_output_buckets
 
-from .net import (INT32_MAX, INT32_MIN, NetFile, QuantScheme, _cached, _int_mm_is_exact, _weight_digits,
-                  accumulators_f32)
+from .net import (NetFile, QuantScheme, _cached, _check_acc_int16, _int_mm_is_exact, _weight_digits,
+                  accumulators_f32, check_int32)
 
 L0_ACTIVATIONS = ("crelu", "screlu", "pairwise_crelu")
 HIDDEN_ACTIVATIONS = ("crelu", "screlu")
@@ -147,11 +147,6 @@ class DeepIntegerNet(NetFile):
         ]
 
 
-def _check(t: torch.Tensor, what: str) -> None:
-    if t.numel() and (t.min() < INT32_MIN or t.max() > INT32_MAX):
-        raise OverflowError(f"{what} leaves the int32 range ({int(t.min())}..{int(t.max())})")
-
-
 def _fresh(t: torch.Tensor) -> torch.Tensor:
     """``t`` as int8 in newly allocated row-major memory. Not ``.contiguous()``: a transposed
     (M, 1) tensor counts as contiguous with strides (1, 1), and ``torch._int_mm`` reads its
@@ -217,7 +212,7 @@ def dense_int(x: torch.Tensor, w: torch.Tensor, b: torch.Tensor, bucket: torch.T
             part = part.add_(128 * plan["w_sum"][bk])
             sel = part if sel is None else torch.where((bucket == bk).view(n, 1), part, sel)
         s = sel + b.to(torch.int64)[bucket]
-        _check(s, what)
+        check_int32(s, what)
         return s
     if plan["mode"] == "int8":
         xs = (x - 128).to(torch.int8)
@@ -230,7 +225,7 @@ def dense_int(x: torch.Tensor, w: torch.Tensor, b: torch.Tensor, bucket: torch.T
         allb = (x.double() @ plan["w64"]).to(torch.int64)
     sel = allb.view(n, B, M).gather(1, bucket.view(n, 1, 1).expand(n, 1, M)).squeeze(1)
     s = sel + b.to(torch.int64)[bucket]
-    _check(s, what)
+    check_int32(s, what)
     return s
 
 
@@ -304,8 +299,7 @@ def forward_int(net: DeepIntegerNet, stm: torch.Tensor, nstm: torch.Tensor, buck
     accs = []
     for idx in (stm, nstm):
         acc = accumulators_f32(net, idx)  # exact integers in float32
-        if acc.numel() and (acc.min() < -32768 or acc.max() > 32767):
-            raise OverflowError(f"accumulator leaves int16 ({int(acc.min())}..{int(acc.max())})")
+        _check_acc_int16(acc)
         accs.append(acc.to(torch.int32))
     res = forward_from_accumulators(net, accs[0], accs[1], bucket, return_parts)
     if return_parts:

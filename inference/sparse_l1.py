@@ -30,7 +30,7 @@ from __future__ import annotations
 
 import torch
 
-from .net import IntegerNet, accumulators_f32, check_int32
+from .net import IntegerNet, _check_acc_int16, accumulators_f32, check_int32
 
 METHODS = ("gather", "compact")
 
@@ -181,8 +181,7 @@ def forward_sparse(net: IntegerNet, stm: torch.Tensor, nstm: torch.Tensor, bucke
     accs = []
     for idx in (stm, nstm):
         acc = accumulators_f32(net, idx)
-        if acc.numel() and (acc.min() < -32768 or acc.max() > 32767):
-            raise OverflowError(f"accumulator leaves int16 ({int(acc.min())}..{int(acc.max())})")
+        _check_acc_int16(acc)
         accs.append(acc)
     if net.kind == "deep":
         from .deep import forward_after_l1, l0_activations
