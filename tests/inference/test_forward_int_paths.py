@@ -398,8 +398,8 @@ print(" ".join(out), "saturates_full_range=" + str(sat))
                     reason="oneDNN ISA limits are an x86 matter")
 @pytest.mark.parametrize("isa", ["AVX2", "AVX512_CORE"])
 def test_exact_under_isas_without_vnni(isa):
-    """Without VNNI, oneDNN's int8 product saturates full-range int8 inputs (shown here) and, for
-    one column under AVX512_CORE, returns wrong sums: the digit bound (|d| ≤ 64) and the
+    """Without VNNI, oneDNN's int8 product can saturate full-range int8 inputs (seen on Intel
+    processors; the script reports it) and, for one column under AVX512_CORE, return wrong sums: the digit bound (|d| ≤ 64) and the
     first-use check keep forward_int exact anyway."""
     from pathlib import Path
 
@@ -409,7 +409,9 @@ def test_exact_under_isas_without_vnni(isa):
                        text=True, env=env, timeout=300)
     assert r.returncode == 0, r.stderr
     words = r.stdout.split()
-    assert words[-1] == "saturates_full_range=True", r.stdout  # the hazard is real under this ISA
+    # Whether full-range int8 products saturate depends on the processor oneDNN finds (seen on an
+    # Intel machine under both ISA caps; not on an AMD EPYC): the exactness below must hold either way.
+    assert words[-1] in ("saturates_full_range=True", "saturates_full_range=False"), r.stdout
     for w in words[:-1]:
         act, mode, gemv, ok = w.split(":")
         assert ok == "True", w
