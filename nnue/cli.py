@@ -208,12 +208,14 @@ def _read_fens(path: str) -> tuple[list[str], list[str]]:
     """FENs of a file ('-' = stdin), one a line, text after '|' or ';' ignored. Returns (FENs,
     their "FILE:LINE" labels). Raises ValueError naming the line of text that is not UTF-8."""
     name = "<stdin>" if path == "-" else path
-    src = sys.stdin if path == "-" else open(path, encoding="utf-8")
+    src = sys.stdin if path == "-" else open(path, encoding="utf-8-sig")  # -sig: one BOM dropped
     fens, labels = [], []
     with src:
         n = 0
         try:
             for n, line in enumerate(src, 1):
+                if n == 1:
+                    line = line.removeprefix("\ufeff")
                 line = line.split("|")[0].split(";")[0].strip()
                 if line:
                     fens.append(" ".join(line.split()[:6]))

@@ -70,10 +70,12 @@ def load_checkpoint(path: str | Path) -> tuple[PerspectiveNet | DeepNet, dict, d
         data = json.loads(meta.get("data", "{}"))
         progress = json.loads(meta.get("progress", "{}"))
     else:
+        from .checkpoint import UnsafeCheckpointError, load_ckpt  # weights_only: no code runs on load
+
         try:
-            ck = torch.load(path, map_location="cpu", weights_only=False)
-        except Exception as e:
-            raise ExportError(f"{path}: not a Lightning checkpoint: {e}") from None
+            ck = load_ckpt(path)
+        except UnsafeCheckpointError as e:
+            raise ExportError(str(e)) from None
         if not isinstance(ck, dict) or "state_dict" not in ck or "hyper_parameters" not in ck:
             raise ExportError(f"{path}: a torch file, but not a Lightning checkpoint of nnue train "
                               f"(no state_dict / hyper_parameters)")

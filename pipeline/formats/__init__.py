@@ -19,6 +19,7 @@ VALUE_NONE = 32002
 # Stockfish VALUE_MATE (32000) minus MAX_PLY (246): scores beyond this are mate scores.
 MATE_BOUND = 31754
 MATE = 32000
+UTF8_BOM = b"\xef\xbb\xbf"  # one leading byte-order mark is stripped from every text input
 
 
 class FormatError(ValueError):
@@ -161,8 +162,9 @@ def open_text(path: str | Path) -> io.TextIOBase:
         raw = zstandard.ZstdDecompressor().stream_reader(open(path, "rb"), closefd=True)
     else:
         raw = open(path, "rb")
+    # utf-8-sig: one leading UTF-8 byte-order mark (Windows editors, some GUIs) is dropped
     return io.TextIOWrapper(io.BufferedReader(raw) if suffix == ".zst" else raw,
-                            encoding="utf-8", errors="replace", newline=None)
+                            encoding="utf-8-sig", errors="replace", newline=None)
 
 
 def inner_name(path: str | Path) -> str:
@@ -227,7 +229,7 @@ def detect_format(path: str | Path) -> str:
     for spec in FORMATS.values():
         if spec.binary:
             continue
-        if spec.sniff(head.decode("utf-8", errors="replace")):
+        if spec.sniff(head.removeprefix(UTF8_BOM).decode("utf-8", errors="replace")):
             return spec.name
     raise FormatError(f"{path}: format not recognised from its extension or first lines; "
                       f"pass --format ({', '.join(sorted(FORMATS))})")

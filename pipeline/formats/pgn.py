@@ -7,7 +7,10 @@ Scores come from move comments (FORMATS.md):
   ``+M16``/``-M16`` are mates, the number counting plies (the selfplay PGNs and their
   ``.plain`` twins agree on ±(32000 − 16)); ``{book}`` and moves without a comment carry no score.
 * lichess ``[%eval 0.20]`` / ``[%eval #-3]``: always white POV, and the eval of the position
-  *after* the move it follows (so it scores the next record).
+  *after* the move it follows (so it scores the next record). The grammar is python-chess's
+  (``[%eval 0.20,15]``: an optional comma-separated depth, as python-chess writes it).
+* a comment that looks like an eval of either kind but does not parse is not "no score": the
+  position it scores is rejected as ``eval comment not understood``, so it is counted.
 
 A cutechess comment after a move is the eval of the position *before* that move. The result is the
 game's ``Result`` tag; a game with ``*`` yields its positions as rejects. A move python-chess
@@ -25,7 +28,27 @@ import chess.pgn
 from . import MATE, FormatError, FormatSpec, ReaderOptions, Record, Reject
 
 _CUTECHESS = re.compile(r"^\s*([+-]?)(M?)(\d+(?:\.\d+)?)/\d+")
-_LICHESS = re.compile(r"\[%eval\s+(#?)([+-]?\d+(?:\.\d+)?)\]")
+# a comment that starts like a cutechess/fastchess eval: a sign, a mate mark or a decimal point
+_CUTECHESS_LIKE = re.compile(r"^\s*(?:[+-]?M[\d/]|[+-]\d|[+-]?\d*\.\d)")
+# the %eval grammar of python-chess's reader (chess.pgn.EVAL_REGEX, python-chess 1.11): one
+# space, then #mate or centipawn pawns with at most two decimals, then an optional ",depth"
+_LICHESS = re.compile(r"\[%eval\s(?:#([+-]?\d+)|([+-]?(?:\d{0,10}\.\d{1,2}|\d{1,10}\.?)))(?:,\d+)?\]")
+BAD_EVAL = "eval comment not understood"  # reject reason: looks like an eval, does not parse
+
+
+def _bad_lichess(comment: str) -> str | None:
+    """The ``[%eval ...`` text of a comment when python-chess's grammar does not parse it, else None."""
+    if "%eval" in comment and not _LICHESS.search(comment):
+        i = comment.index("%eval")
+        return comment[max(0, i - 1):i + 40].split("]")[0] + "]"
+    return None
+
+
+def _bad_cutechess(comment: str) -> str | None:
+    """The comment when it starts like a cutechess/fastchess eval but does not parse, else None."""
+    if _CUTECHESS_LIKE.match(comment) and not _CUTECHESS.match(comment):
+        return comment.strip()[:60]
+    return None
 _RESULTS = {"1-0": 1, "0-1": -1, "1/2-1/2": 0}
 
 
@@ -75,15 +98,17 @@ def parse_lichess(comment: str, white_to_move: bool) -> tuple[int | None, bool]:
     m = _LICHESS.search(comment)
     if not m:
         return None, False
-    num = float(m.group(2))
-    if m.group(1) == "#":
+    if m.group(1) is not None:
+        num = int(m.group(1))
+        if num == 0:  # "#0": the side to move is mated (python-chess's reading)
+            return -MATE, True
         white_mates = num > 0
-        n = abs(int(num))
+        n = abs(num)
         plies = 2 * n - 1 if white_mates == white_to_move else 2 * n
         white_pov = _mate_cp(plies, white_mates)
     else:
-        white_pov = round(num * 100)
-    return (white_pov if white_to_move else -white_pov), m.group(1) == "#"
+        white_pov = round(float(m.group(2)) * 100)
+    return (white_pov if white_to_move else -white_pov), True if m.group(1) is not None else False
 
 
 def read(stream, options: ReaderOptions) -> Iterator[Record | Reject]:
@@ -112,17 +137,23 @@ def read(stream, options: ReaderOptions) -> Iterator[Record | Reject]:
             yield Reject(f"line {start}", "bad FEN", f"FEN header: {e}", game.headers.get("FEN", ""))
             continue
         after = (None, False)  # a lichess eval on the previous move: this position's score
+        after_bad = None       # ... or the text of one that does not parse
         for node in game.mainline():
             move = node.move
             loc = f"line {start} game {game_no} ply {board.ply()}"
             white = board.turn == chess.WHITE
             score, mate = parse_cutechess(node.comment, white, options.pgn_pov)
+            bad = _bad_cutechess(node.comment)       # a cutechess-like eval of this position
             if score is None:
-                score, mate = after
+                score, mate = after                  # the previous move's %eval scores this one
+                bad = bad or after_bad
             after = parse_lichess(node.comment, not white)
+            after_bad = _bad_lichess(node.comment)   # a %eval-like note of the next position
             fen = board.fen()
             if result is None:
                 yield Reject(loc, "unknown game result", "Result tag is '*'", fen)
+            elif bad:
+                yield Reject(loc, BAD_EVAL, f"comment {bad!r}", fen)
             else:
                 yield Record(
                     fen=fen, score=score, result=result if white else -result,
