@@ -99,6 +99,18 @@ def cmd_match(args) -> int:
     return 0
 
 
+def cmd_datagen(args) -> int:
+    from .datagen import datagen
+    from .play import parse_adjudication
+
+    out = datagen(args.engine, args.output, games=args.games, nodes=args.nodes, threads=args.threads,
+                  random_plies=args.random_plies, chess960=args.chess960,
+                  adjudication=parse_adjudication(args.adjudicate), games_per_file=args.games_per_file,
+                  seed=args.seed, progress=not args.no_progress)
+    print(json.dumps(out))
+    return 0
+
+
 def add_parsers(sub) -> None:
     """Add sprt, selfplay, match and datagen to the ``nnue`` sub-parsers ``sub``."""
     s = sub.add_parser("sprt", help="SPRT result (LLR, Elo ± CI) from pentanomial counts",
@@ -168,3 +180,19 @@ def add_parsers(sub) -> None:
     s.add_argument("--json", action="store_true", help="print the result as one JSON object")
     _search_args(s)
     s.set_defaults(func=cmd_match)
+
+    s = sub.add_parser("datagen", help="self-play data from any UCI engine, as .plain dumps",
+                       description="Play a UCI engine against itself (Threads=1, Hash=16) at a fixed node count "
+                       "and write Stockfish .plain dumps with UCI centipawns (complete files only; a rerun resumes).")
+    s.add_argument("--engine", required=True, metavar="PATH", help="engine command, e.g. /usr/games/stockfish")
+    s.add_argument("--nodes", type=int, required=True, metavar="N")
+    s.add_argument("--games", type=int, required=True, metavar="G")
+    s.add_argument("-o", "--output", required=True, metavar="DIR")
+    s.add_argument("--threads", type=int, default=1, metavar="T", help="games at once (one engine process each)")
+    s.add_argument("--random-plies", type=int, default=8, metavar="R")
+    s.add_argument("--chess960", action="store_true")
+    s.add_argument("--adjudicate", metavar="SPEC", help="as for selfplay")
+    s.add_argument("--games-per-file", type=int, default=25)
+    s.add_argument("--seed", type=int, default=0)
+    s.add_argument("--no-progress", action="store_true")
+    s.set_defaults(func=cmd_datagen)

@@ -39,7 +39,7 @@ def _game_seed(seed: int, game: int) -> int:
     return (seed * 1_000_003 + game) & 0xFFFFFFFFFFFF
 
 
-def _plan(settings: dict, out_dir: Path) -> list[int]:
+def _plan(settings: dict, out_dir: Path, pattern: str = FILE_PATTERN) -> list[int]:
     """Check or write run.json; the file indices still to play."""
     out_dir.mkdir(parents=True, exist_ok=True)
     run = out_dir / "run.json"
@@ -55,9 +55,10 @@ def _plan(settings: dict, out_dir: Path) -> list[int]:
     else:
         atomic_write_bytes(run, (json.dumps(settings, indent=2, sort_keys=True) + "\n").encode())
     n_files = -(-settings["games"] // settings["games_per_file"])
-    for tmp in out_dir.glob(".selfplay-*.tmp"):  # a killed run's unfinished file
+    stem = pattern.split("{")[0]
+    for tmp in out_dir.glob(f".{stem}*.tmp"):  # a killed run's unfinished file
         tmp.unlink(missing_ok=True)
-    return [i for i in range(n_files) if not (out_dir / FILE_PATTERN.format(i)).exists()]
+    return [i for i in range(n_files) if not (out_dir / pattern.format(i)).exists()]
 
 
 def _play_files(net, settings: dict, files: list[int], out_dir: Path, report):

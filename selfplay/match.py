@@ -24,6 +24,7 @@ import chess
 from nnue.pipeline.atomic import atomic_write_bytes
 
 from .mcts import SearchConfig
+from .engines import play_engine_game
 from .play import Adjudication, Game, Player, make_opening, play_games, read_openings
 from .sprt import sprt
 
@@ -287,3 +288,116 @@ def gate_match(candidate: Path, champion: Path, out_dir: Path, *, games: int = 2
     FileNotFoundError / ValueError (with the line) for a missing or bad opening file."""
     return net_match(candidate, champion, out_dir, games=games, nodes=nodes, elo0=elo0, elo1=elo1,
                      alpha=alpha, beta=beta, concurrency=concurrency, openings=openings, seed=seed)
+
+
+# ------------------------------------------------------------------------------------ UCI engines
+def engine_match(engine_a: str, engine_b: str, out_dir: str | Path, *, games: int = 200, nodes: int | None = None,
+                 movetime: float | None = None, elo0: float = 0.0, elo1: float = 5.0, alpha: float = 0.05,
+                 beta: float = 0.05, concurrency: int = 1, openings: str | Path | None = None, random_plies: int = 8,
+                 seed: int = 0, chess960: bool = False, adjudication: Adjudication | None = None,
+                 sprt_stop: bool = True, live: bool = False, model: str = "normalized",
+                 options: dict | None = None) -> dict:
+    """A paired match between two UCI engines (command lines), ``nodes`` per move or
+    ``movetime`` seconds per move, ``concurrency`` games at once (each worker thread runs its
+    own pair of engine processes). An engine that crashes or sends an illegal move loses that
+    game (counted in ``crashes``) and is restarted; the match goes on. Engines start with
+    Threads=1, Hash=16 unless ``options`` says otherwise. Raises FileNotFoundError (no such
+    program) or ValueError (not UCI) before any game. Writes and returns as :func:`net_match`."""
+    import queue as queue_mod
+    import threading
+
+    import chess.engine
+
+    from .engines import EngineCrash, open_engine
+
+    t0 = time.monotonic()
+    out_dir = Path(out_dir)
+    if (nodes is None) == (movetime is None):
+        raise ValueError("give exactly one of --nodes and --movetime for an engine match")
+    if games < 2 or concurrency < 1:
+        raise ValueError(f"games={games}, concurrency={concurrency}: need games ≥ 2 and concurrency ≥ 1")
+    limit = chess.engine.Limit(nodes=nodes) if nodes is not None else chess.engine.Limit(time=movetime)
+    opts = {"Threads": 1, "Hash": 16, **(options or {})}
+    for cmd in (engine_a, engine_b):  # fail fast, one line, before anything is written
+        open_engine(cmd, opts).quit()
+    pairs = (games + 1) // 2
+    ops = make_openings(pairs, openings, random_plies if openings is None else 0, seed, chess960)
+    adj = adjudication or Adjudication()
+    names = (f"A:{engine_a}", f"B:{engine_b}")
+    tally = Tally(elo0, elo1, alpha, beta, model)
+    pgns: list = []
+    view = _Live(live)
+    lock = threading.Lock()
+    stop = threading.Event()
+    work: queue_mod.Queue = queue_mod.Queue()
+    for p in range(pairs):
+        for c in (0, 1):
+            work.put((p, c))
+    errors: list[str] = []
+
+    def worker():
+        engines = {}
+        try:
+            engines = {"A": open_engine(engine_a, opts), "B": open_engine(engine_b, opts)}
+            while not stop.is_set():
+                try:
+                    p, c = work.get_nowait()
+                except queue_mod.Empty:
+                    return
+                wn, bn = ("A", "B") if c == 0 else ("B", "A")
+                board = _board(ops[p])
+                try:
+                    g = play_engine_game(board, engines[wn], engines[bn], limit, adj,
+                                         names=(names[0], names[1]) if c == 0 else (names[1], names[0]),
+                                         tag=(p, c), nodes_label=nodes or 0)
+                    score_white = (g.result + 1) / 2
+                    pgn = g.pgn({"Round": f"{p + 1}.{c + 1}"})
+                    crashed = False
+                except EngineCrash as e:
+                    who = wn if e.side == chess.WHITE else bn
+                    score_white = 0.0 if e.side == chess.WHITE else 1.0
+                    pgn = (f'[Round "{p + 1}.{c + 1}"]\n[White "{names[0] if c == 0 else names[1]}"]\n'
+                           f'[Black "{names[1] if c == 0 else names[0]}"]\n[Result "{"0-1" if score_white == 0 else "1-0"}"]\n'
+                           f'[Termination "engine {who} crashed: {e}"]\n\n*\n\n')
+                    crashed = True
+                    try:
+                        engines[who].close()
+                    except Exception:
+                        pass
+                    engines[who] = open_engine(engine_a if who == "A" else engine_b, opts)
+                score_a = score_white if c == 0 else 1 - score_white
+                with lock:
+                    if crashed:
+                        tally.crashes += 1
+                    pgns.append((p, c, pgn))
+                    if tally.add(p, score_a):
+                        view.show(tally)
+                        if sprt_stop and tally.result().verdict != "inconclusive":
+                            stop.set()
+        except Exception as e:  # a restart that failed, or a bug: stop the match, report it
+            errors.append(f"{type(e).__name__}: {e}")
+            stop.set()
+        finally:
+            for eng in engines.values():
+                try:
+                    eng.quit()
+                except Exception:
+                    pass
+
+    threads = [threading.Thread(target=worker, daemon=True) for _ in range(concurrency)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    if errors:
+        raise RuntimeError(f"engine match stopped: {errors[0]}")
+    view.show(tally, final=True)
+    settings = {"games": games, "pairs_planned": pairs, "nodes": nodes, "movetime": movetime, "elo0": elo0,
+                "elo1": elo1, "alpha": alpha, "beta": beta, "model": model, "concurrency": concurrency,
+                "openings": str(openings) if openings else None,
+                "random_plies": random_plies if openings is None else 0, "seed": seed, "chess960": chess960,
+                "adjudication": adj.to_dict(), "engine_options": opts}
+    players = {"A": {"engine": engine_a}, "B": {"engine": engine_b}}
+    report = _report(tally, settings, players, time.monotonic() - t0, stop.is_set() and not errors)
+    pgn_path, json_path = _write_results(out_dir, pgns, report)
+    return dict(report, pgn=str(pgn_path), json=str(json_path))

@@ -50,7 +50,7 @@ def logistic_elo(score: float) -> float:
         return -math.inf
     if score >= 1.0:
         return math.inf
-    return -400.0 * math.log10(1.0 / score - 1.0)
+    return -400.0 * math.log10(1.0 / score - 1.0) + 0.0  # + 0.0: no "-0.00"
 
 
 def elo_to_score(elo: float) -> float:
@@ -219,7 +219,7 @@ def llr(penta, elo0: float, elo1: float, model: str = "normalized") -> float:
         p0, p1 = _mle_tvalue(f, t0), _mle_tvalue(f, t1)
     else:
         p0, p1 = (_mle_mean(f, PAIR_SCORES - elo_to_score(e)) for e in (elo0, elo1))
-    return float(total * np.sum(f * np.log(p1 / p0)))
+    return float(total * np.sum(f * np.log(p1 / p0))) + 0.0
 
 
 def sprt(penta, elo0: float = 0.0, elo1: float = 5.0, alpha: float = 0.05, beta: float = 0.05,
