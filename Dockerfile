@@ -21,6 +21,7 @@ COPY kernels kernels
 COPY inference inference
 COPY conf conf
 COPY bench bench
+COPY selfplay selfplay
 RUN pip install .
 COPY data/sample data/sample
 COPY scripts scripts

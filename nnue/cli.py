@@ -388,6 +388,9 @@ def _parser() -> argparse.ArgumentParser:
                    help="with --dataset: one JSON line (positions, evals/s, mean, Spearman with the score) "
                         "instead of the evals")
     s.set_defaults(func=cmd_eval)
+
+    from nnue.selfplay.cli import add_parsers as add_selfplay_parsers  # sprt, selfplay, match, datagen
+    add_selfplay_parsers(sub)
     return p
 
 

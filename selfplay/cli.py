@@ -1,0 +1,198 @@
+"""The self-play sub-commands of ``nnue``: sprt, selfplay, match, datagen (registered by
+:func:`add_parsers`; bad input raises ValueError/FileNotFoundError, which ``nnue`` turns into
+one line with status 2)."""
+from __future__ import annotations
+
+import json
+
+
+def _penta(text: str) -> list[int]:
+    from .sprt import check_penta
+
+    return [int(v) for v in check_penta(text.replace(" ", "").split(","))]
+
+
+def cmd_sprt(args) -> int:
+    from .sprt import sprt
+
+    wdl = tuple(int(v) for v in args.wdl.split(",")) if args.wdl else None
+    if wdl is not None and len(wdl) != 3:
+        raise ValueError(f"--wdl {args.wdl!r}: three counts W,D,L")
+    r = sprt(_penta(args.penta), args.elo0, args.elo1, args.alpha, args.beta, args.model, wdl)
+    print(json.dumps(r.to_dict()) if args.json else "\n".join(r.lines()))
+    return 0
+
+
+def _rate(text: str) -> float:
+    """'1/8192', '0.001' -> a probability."""
+    try:
+        if "/" in text:
+            a, b = text.split("/")
+            v = float(a) / float(b)
+        else:
+            v = float(text)
+    except (ValueError, ZeroDivisionError):
+        raise ValueError(f"--sample-search {text!r}: a probability such as 1/8192 or 0.0001") from None
+    if not 0 <= v <= 1:
+        raise ValueError(f"--sample-search {text!r}: a probability in [0, 1]")
+    return v
+
+
+def _search_args(s) -> None:
+    s.add_argument("--backup", default="mean", choices=["mean", "max", "power_mean"],
+                   help="MCTS backup operator (power_mean: seed 002, p = 1 + n/100 unless --power-p)")
+    s.add_argument("--power-p", type=float, default=None, metavar="P", help="fixed power-mean exponent")
+    s.add_argument("--priors", default="captures", choices=["uniform", "captures", "checks"],
+                   help="move priors: uniform, captures and promotions first, or also checks")
+    s.add_argument("--cpuct", type=float, default=1.5)
+
+
+def _search(args) -> dict:
+    return {"backup": args.backup, "p_fixed": args.power_p, "priors": args.priors, "c_puct": args.cpuct}
+
+
+def cmd_selfplay(args) -> int:
+    from .generate import selfplay
+    from .play import parse_adjudication
+
+    if args.openings and args.random_plies is not None:
+        raise ValueError("--openings and --random-plies exclude each other (openings are played as given)")
+    out = selfplay(args.net, args.output, games=args.games, nodes=args.nodes, threads=args.threads,
+                   openings=args.openings, random_plies=0 if args.openings else (8 if args.random_plies is None
+                                                                                 else args.random_plies),
+                   chess960=args.chess960, adjudication=parse_adjudication(args.adjudicate),
+                   sample_rate=_rate(args.sample_search) if args.sample_search else 0.0,
+                   games_per_file=args.games_per_file, in_flight=args.in_flight, seed=args.seed,
+                   search=_search(args), progress=not args.no_progress)
+    print(json.dumps(out))
+    return 0
+
+
+def cmd_match(args) -> int:
+    from .play import parse_adjudication
+
+    nets, engines = args.net or [], args.engine or []
+    if len(nets) + len(engines) != 2 or (nets and engines):
+        raise ValueError("give two --net or two --engine")
+    adj = parse_adjudication(args.adjudicate)
+    common = dict(games=args.games, elo0=args.elo0, elo1=args.elo1, alpha=args.alpha, beta=args.beta,
+                  concurrency=args.concurrency, openings=args.openings, seed=args.seed, chess960=args.chess960,
+                  adjudication=adj, sprt_stop=not args.no_sprt_stop, live=not args.quiet)
+    if args.openings is None:
+        common["random_plies"] = 8 if args.random_plies is None else args.random_plies
+    if nets:
+        from .match import net_match
+
+        if args.movetime is not None:
+            raise ValueError("--movetime is for --engine matches; our search runs --nodes per move")
+        r = net_match(nets[0], nets[1], args.output, nodes=args.nodes or 64, search=_search(args),
+                      in_flight=args.in_flight, **common)
+    else:
+        from .match import engine_match
+
+        r = engine_match(engines[0], engines[1], args.output, nodes=args.nodes, movetime=args.movetime, **common)
+    if args.json:
+        print(json.dumps({k: v for k, v in r.items() if k != "lines"}))
+    else:
+        print("\n".join(r["lines"]))
+        print(f"PGN: {r['pgn']}\nJSON: {r['json']}")
+    return 0
+
+
+def cmd_datagen(args) -> int:
+    from .datagen import datagen
+    from .play import parse_adjudication
+
+    out = datagen(args.engine, args.output, games=args.games, nodes=args.nodes, threads=args.threads,
+                  random_plies=args.random_plies, chess960=args.chess960,
+                  adjudication=parse_adjudication(args.adjudicate), games_per_file=args.games_per_file,
+                  seed=args.seed, progress=not args.no_progress)
+    print(json.dumps(out))
+    return 0
+
+
+def add_parsers(sub) -> None:
+    """Add sprt, selfplay, match and datagen to the ``nnue`` sub-parsers ``sub``."""
+    s = sub.add_parser("sprt", help="SPRT result (LLR, Elo ± CI) from pentanomial counts",
+                       description="Compute the GSPRT LLR, logistic Elo with its 95%% interval and the verdict "
+                       "from pentanomial pair counts (normalized-Elo bounds, as fishtest/OpenBench/fastchess; "
+                       "see nnue.selfplay.sprt).")
+    s.add_argument("--penta", required=True, metavar="LL,LD,DD,WD,WW",
+                   help="pair counts, LL (both games lost) first")
+    s.add_argument("--elo0", type=float, default=0.0)
+    s.add_argument("--elo1", type=float, default=5.0)
+    s.add_argument("--alpha", type=float, default=0.05)
+    s.add_argument("--beta", type=float, default=0.05)
+    s.add_argument("--model", default="normalized", choices=["normalized", "logistic"],
+                   help="what the Elo bounds mean: normalized Elo (default) or logistic Elo")
+    s.add_argument("--wdl", metavar="W,D,L", help="game counts, printed beside GAMES when given")
+    s.add_argument("--json", action="store_true", help="one JSON object: llr, elo, elo_ci95, verdict, …")
+    s.set_defaults(func=cmd_sprt)
+
+    s = sub.add_parser("selfplay", help="self-play games of a net in our MCTS, as .plain dumps",
+                       description="Play NET against itself in our MCTS and write Stockfish .plain dumps "
+                       "(complete files only: temporary name, then rename; a rerun resumes).")
+    s.add_argument("net", help="net.safetensors")
+    s.add_argument("-o", "--output", required=True, metavar="DIR")
+    s.add_argument("--games", type=int, required=True, metavar="N")
+    s.add_argument("--nodes", type=int, default=64, metavar="K", help="MCTS simulations per move")
+    s.add_argument("--threads", type=int, default=1, metavar="T", help="worker processes (one core each)")
+    g = s.add_mutually_exclusive_group()
+    g.add_argument("--openings", metavar="FILE", help="FEN/EPD start positions, one a line")
+    g.add_argument("--random-plies", type=int, default=None, metavar="R",
+                   help="random legal plies from the start position (default 8)")
+    s.add_argument("--chess960", action="store_true", help="random Chess960 start positions")
+    s.add_argument("--adjudicate", metavar="SPEC", help="win=CP/PLIES,draw=CP/PLIES/MINPLY,maxply=N or none "
+                   "(default win=2500/8,draw=8/12/80,maxply=400: our Stockfish self-play's rules)")
+    s.add_argument("--sample-search", metavar="RATE", help="also keep visited non-root positions at this rate "
+                   "(e.g. 1/8192), scored by their subtree values")
+    s.add_argument("--games-per-file", type=int, default=25)
+    s.add_argument("--in-flight", type=int, default=64, help="games per worker whose leaves are batched together")
+    s.add_argument("--seed", type=int, default=0)
+    s.add_argument("--no-progress", action="store_true")
+    _search_args(s)
+    s.set_defaults(func=cmd_selfplay)
+
+    s = sub.add_parser("match", help="paired match with SPRT: two nets in our search, or two UCI engines",
+                       description="Play paired games (each opening with both colours) between two of our nets "
+                       "(--net A --net B) or two UCI engines (--engine CMD --engine CMD); live line on stderr; "
+                       "stops at the SPRT bounds; writes DIR/match.pgn and DIR/match.json.")
+    s.add_argument("--net", action="append", metavar="NET", help="net.safetensors (twice)")
+    s.add_argument("--engine", action="append", metavar="CMD", help="UCI engine command (twice)")
+    s.add_argument("-o", "--output", default="match-out", metavar="DIR")
+    s.add_argument("--games", type=int, default=200, help="at most this many games (pairs × 2)")
+    s.add_argument("--nodes", type=int, default=None, help="nodes per move (nets: MCTS simulations, default 64)")
+    s.add_argument("--movetime", type=float, default=None, metavar="SECONDS", help="engines: time per move")
+    g = s.add_mutually_exclusive_group()
+    g.add_argument("--openings", metavar="FILE", help="FEN/EPD openings, each played with both colours")
+    g.add_argument("--random-plies", type=int, default=None, metavar="R", help="random openings (default 8 plies)")
+    s.add_argument("--chess960", action="store_true")
+    s.add_argument("--elo0", type=float, default=0.0)
+    s.add_argument("--elo1", type=float, default=5.0)
+    s.add_argument("--alpha", type=float, default=0.05)
+    s.add_argument("--beta", type=float, default=0.05)
+    s.add_argument("--no-sprt-stop", action="store_true", help="play every game even past the SPRT bounds")
+    s.add_argument("--concurrency", type=int, default=1, help="nets: worker processes; engines: games at once")
+    s.add_argument("--in-flight", type=int, default=64, help="nets: games per worker batched together")
+    s.add_argument("--adjudicate", metavar="SPEC", help="as for selfplay")
+    s.add_argument("--seed", type=int, default=0)
+    s.add_argument("--quiet", action="store_true", help="no live line")
+    s.add_argument("--json", action="store_true", help="print the result as one JSON object")
+    _search_args(s)
+    s.set_defaults(func=cmd_match)
+
+    s = sub.add_parser("datagen", help="self-play data from any UCI engine, as .plain dumps",
+                       description="Play a UCI engine against itself (Threads=1, Hash=16) at a fixed node count "
+                       "and write Stockfish .plain dumps with UCI centipawns (complete files only; a rerun resumes).")
+    s.add_argument("--engine", required=True, metavar="PATH", help="engine command, e.g. /usr/games/stockfish")
+    s.add_argument("--nodes", type=int, required=True, metavar="N")
+    s.add_argument("--games", type=int, required=True, metavar="G")
+    s.add_argument("-o", "--output", required=True, metavar="DIR")
+    s.add_argument("--threads", type=int, default=1, metavar="T", help="games at once (one engine process each)")
+    s.add_argument("--random-plies", type=int, default=8, metavar="R")
+    s.add_argument("--chess960", action="store_true")
+    s.add_argument("--adjudicate", metavar="SPEC", help="as for selfplay")
+    s.add_argument("--games-per-file", type=int, default=25)
+    s.add_argument("--seed", type=int, default=0)
+    s.add_argument("--no-progress", action="store_true")
+    s.set_defaults(func=cmd_datagen)

@@ -1,0 +1,135 @@
+"""``nnue datagen``: training data from any UCI engine playing itself, as Stockfish ``.plain``
+dumps, made the way ../shared/data/selfplay was: each game from the start position (or a random
+Chess960 start) plus ``random_plies`` random legal plies (8), ``nodes`` per move, engine options
+Threads=1 and Hash=16, UCI centipawns with mates as ±(32000 − plies)
+(:func:`nnue.selfplay.engines.uci_score`), and the same adjudication (win after 8 plies at
+|cp| ≥ 2500, draw after 12 plies at |cp| ≤ 8 past ply 80, draw at ply 400; the result written as
+if the game had ended there).
+
+Files, resumption and atomicity as :mod:`nnue.selfplay.generate` (``datagen-NNNNN.plain``,
+``run.json``). A game whose engine crashes or sends an illegal move is dropped (its positions
+are not written), counted in ``crashed_games``, and the engine is restarted; the run goes on. A
+move without a score is written as ``score 32002`` (VALUE_NONE: the packer flags it).
+"""
+from __future__ import annotations
+
+import random
+import sys
+import threading
+import time
+from pathlib import Path
+
+from nnue.pipeline.atomic import atomic_write_bytes
+
+from .engines import EngineCrash, engine_argv, open_engine, play_engine_game
+from .generate import _game_seed, _plan
+from .play import Adjudication, make_opening
+
+FILE_PATTERN = "datagen-{:05d}.plain"
+
+
+def datagen(engine: str, out_dir: str | Path, *, games: int, nodes: int = 5000, threads: int = 1,
+            random_plies: int = 8, chess960: bool = False, adjudication: Adjudication | None = None,
+            games_per_file: int = 25, seed: int = 0, options: dict | None = None, progress: bool = True) -> dict:
+    """Play ``games`` games of ``engine`` (a command line) against itself into ``out_dir``.
+    threads: games at once, each thread with its own engine process. Returns a summary (games,
+    positions, crashed_games, files written, seconds, games/s, positions/s). Raises
+    FileNotFoundError / ValueError (engine missing or not UCI; bad settings; a folder holding
+    another run) before any game."""
+    import chess.engine
+
+    out_dir = Path(out_dir)
+    if games < 1 or threads < 1 or games_per_file < 1 or nodes < 1 or random_plies < 0:
+        raise ValueError("games, threads, games per file and nodes must be ≥ 1, random plies ≥ 0")
+    engine_argv(engine)
+    opts = {"Threads": 1, "Hash": 16, **(options or {})}
+    probe = open_engine(engine, opts)
+    engine_name = probe.id.get("name", engine)
+    probe.quit()
+    adj = adjudication or Adjudication()
+    settings = {"engine": engine, "engine_name": engine_name, "nodes": nodes, "games": games,
+                "games_per_file": games_per_file, "random_plies": random_plies, "chess960": chess960, "seed": seed,
+                "adjudication": adj.to_dict(), "engine_options": opts}
+    files = _plan(settings, out_dir, FILE_PATTERN)
+    gpf = games_per_file
+    todo = [(f, g) for f in files for g in range(f * gpf, min(games, (f + 1) * gpf))]
+    remaining = {f: sum(1 for ff, _ in todo if ff == f) for f in files}
+    texts: dict[int, dict[int, str]] = {f: {} for f in files}
+    limit = chess.engine.Limit(nodes=nodes)
+    lock = threading.Lock()
+    counts = {"games": 0, "positions": 0, "crashed_games": 0}
+    errors: list[str] = []
+    it = iter(todo)
+    t0 = time.monotonic()
+    bar = None
+    if progress and sys.stderr.isatty() and todo:
+        from tqdm import tqdm
+
+        bar = tqdm(total=len(todo), unit="game", file=sys.stderr, dynamic_ncols=True)
+
+    def finish(f, g, text):
+        with lock:
+            texts[f][g] = text
+            remaining[f] -= 1
+            counts["games"] += 1
+            counts["positions"] += text.count("\ne\n")
+            if remaining[f] == 0:
+                done = texts.pop(f)
+                atomic_write_bytes(out_dir / FILE_PATTERN.format(f), "".join(done[k] for k in sorted(done)).encode())
+            if bar is not None:
+                dt = max(time.monotonic() - t0, 1e-9)
+                bar.update(1)
+                bar.set_postfix_str(f"{counts['positions'] / dt:.0f} pos/s" +
+                                    (f", {counts['crashed_games']} crashed" if counts["crashed_games"] else ""))
+
+    def worker():
+        eng = None
+        try:
+            eng = open_engine(engine, opts)
+            while not errors:
+                with lock:
+                    nxt = next(it, None)
+                if nxt is None:
+                    return
+                f, g = nxt
+                rng = random.Random(_game_seed(seed, g))
+                board = make_opening(rng, random_plies, chess960)
+                try:
+                    game = play_engine_game(board, eng, eng, limit, adj, names=(engine_name, engine_name),
+                                            tag=g, nodes_label=nodes)
+                    text = game.plain_text()
+                except EngineCrash:
+                    with lock:
+                        counts["crashed_games"] += 1
+                    try:
+                        eng.close()
+                    except Exception:
+                        pass
+                    eng = open_engine(engine, opts)
+                    text = ""
+                finish(f, g, text)
+        except Exception as e:
+            errors.append(f"{type(e).__name__}: {e}")
+        finally:
+            if eng is not None:
+                try:
+                    eng.quit()
+                except Exception:
+                    pass
+
+    ts = [threading.Thread(target=worker, daemon=True) for _ in range(min(threads, max(1, len(todo))))]
+    try:
+        for t in ts:
+            t.start()
+        for t in ts:
+            t.join()
+    finally:
+        if bar is not None:
+            bar.close()
+    if errors:
+        raise RuntimeError(f"datagen stopped: {errors[0]} (finished files are complete; rerun to resume)")
+    dt = time.monotonic() - t0
+    return {"games": counts["games"], "positions": counts["positions"], "crashed_games": counts["crashed_games"],
+            "files_written": len(files), "files_total": -(-games // gpf), "seconds": round(dt, 3),
+            "games_per_s": round(counts["games"] / dt, 3) if dt else None,
+            "positions_per_s": round(counts["positions"] / dt, 2) if dt else None, "output": str(out_dir)}

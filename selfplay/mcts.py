@@ -1,0 +1,353 @@
+"""PUCT Monte-Carlo tree search over python-chess boards, with leaves evaluated in batches by
+an integer net (:mod:`nnue.inference`) across many trees (one per concurrent game).
+
+* **Values** are from the side to move's POV, in [−1, 1]. A leaf's value is
+  ``v = 2σ(eval/SCALE) − 1 = tanh(eval / (2·SCALE))``, eval the net's integer centipawns (side
+  to move), SCALE the net's ``QuantScheme.scale`` (400) unless configured.
+  :func:`value_to_cp` maps a value back: ``cp = SCALE·ln((1 + v)/(1 − v))``, clamped to
+  ±:data:`CP_LIMIT`.
+* **Terminal nodes** get exact values and are never evaluated by the net: −1 when the side to
+  move is mated; 0 for stalemate, insufficient material (python-chess's
+  ``is_insufficient_material``), the fifty-move rule (halfmove clock ≥ 100 with a legal move)
+  and repetition. In the tree, a position that already occurred since the last irreversible
+  move (in the game or on the search path) counts as a draw (twofold, the usual engine rule);
+  the game itself ends at threefold repetition.
+* **Selection** (PUCT): child i maximises ``Q_i + c_puct · P_i · √N / (1 + n_i)``, Q_i the
+  child's value negated to the parent's POV; an unvisited child takes the parent's value minus
+  ``fpu`` (first-play urgency reduction).
+* **Priors** (``priors=``): ``"uniform"`` (1/moves); ``"captures"`` (default): weight 1 for
+  every move, + 1 + victim/2 for a capture (victim P 1, N B 3, R 5, Q 9; en passant a pawn),
+  + 2 for a promotion; ``"checks"``: as ``captures``, + 1.5 for a move that gives check (python-
+  chess's ``gives_check``, a push and pop per move: it costs more than the rest of an
+  expansion). Normalised to sum 1. Optional Dirichlet noise at the root (``noise``,
+  ``noise_alpha``), off by default.
+* **Backup**: after each leaf, every node on the path is recomputed from its visited children
+  by the configured :mod:`~nnue.selfplay.backup` operator (mean, max, power_mean).
+* **Batching**: :class:`BatchSearch` steps many trees one simulation at a time; each round
+  gathers at most one leaf per tree and evaluates each net's leaves in one
+  :func:`nnue.inference.evaluate` call, so the leaf-batch size is the number of trees that need
+  an eval in that round. A simulation that ends in a terminal node costs no eval, and the tree
+  runs its next simulation in the same round.
+"""
+from __future__ import annotations
+
+import math
+import random
+from dataclasses import dataclass, field
+
+import chess
+import numpy as np
+import torch
+
+from nnue.inference import evaluate
+from nnue.pipeline.board import pack_board
+
+from .backup import Backup, make_backup
+
+#: |cp| written for a value of ±1 that is not a proven mate (below the mate-score bound 31754)
+CP_LIMIT = 10000
+_VICTIM = {chess.PAWN: 1, chess.KNIGHT: 3, chess.BISHOP: 3, chess.ROOK: 5, chess.QUEEN: 9, chess.KING: 0}
+PRIORS = ("uniform", "captures", "checks")
+
+
+def eval_to_value(cp, scale: float = 400.0):
+    """Centipawns (stm POV) -> value in [−1, 1]: tanh(cp / (2·scale)) = 2σ(cp/scale) − 1."""
+    return np.tanh(np.asarray(cp, dtype=np.float64) / (2.0 * scale))
+
+
+def value_to_cp(v: float, scale: float = 400.0) -> int:
+    """Value in [−1, 1] -> centipawns: scale·ln((1+v)/(1−v)), rounded, clamped to ±CP_LIMIT."""
+    v = max(-1.0, min(1.0, float(v)))
+    if abs(v) >= 1.0:
+        return CP_LIMIT if v > 0 else -CP_LIMIT
+    cp = scale * math.log((1.0 + v) / (1.0 - v))
+    return int(max(-CP_LIMIT, min(CP_LIMIT, round(cp))))
+
+
+def position_key(b: chess.Board) -> tuple:
+    """What makes two positions the same for repetition: pieces, side to move, castling rights
+    and the en-passant square (raw: a square with no legal capture only hides a repetition)."""
+    return (b.pawns, b.knights, b.bishops, b.rooks, b.queens, b.kings, b.occupied_co[chess.WHITE],
+            b.turn, b.castling_rights, b.ep_square)
+
+
+@dataclass
+class SearchConfig:
+    """Search settings. nodes: simulations per move (root visits). c_puct: exploration constant.
+    fpu: first-play-urgency reduction. priors: "captures" | "checks" | "uniform". backup: "mean" | "max" |
+    "power_mean" with p = p_base + p_per_visit·visits or a fixed p_fixed. scale: eval SCALE (None:
+    the net's). noise/noise_alpha: Dirichlet noise fraction and concentration at the root (0 =
+    off). sample_rate: probability of keeping each evaluated non-root node as a training position
+    (seed 003: 1/8192; 0 = off)."""
+
+    nodes: int = 64
+    c_puct: float = 1.5
+    fpu: float = 0.2
+    priors: str = "captures"
+    backup: str = "mean"
+    p_base: float = 1.0
+    p_per_visit: float = 0.01
+    p_fixed: float | None = None
+    scale: float | None = None
+    noise: float = 0.0
+    noise_alpha: float = 0.3
+    sample_rate: float = 0.0
+
+    def __post_init__(self):
+        if self.nodes < 1:
+            raise ValueError(f"nodes={self.nodes}: at least 1")
+        if self.priors not in PRIORS:
+            raise ValueError(f"priors={self.priors!r}: one of {', '.join(PRIORS)}")
+        if not 0.0 <= self.sample_rate <= 1.0:
+            raise ValueError(f"sample rate {self.sample_rate}: a probability in [0, 1]")
+        make_backup(self.backup, self.p_base, self.p_per_visit, self.p_fixed)  # validates
+
+
+class Node:
+    """One position of the tree. q: value (this node's stm POV); n: visits; moves/priors/children
+    set at expansion; terminal: exact value fixed; sample: (fen, ply) when chosen for
+    --sample-search."""
+
+    __slots__ = ("moves", "priors", "children", "n", "q", "terminal", "sample")
+
+    def __init__(self):
+        self.moves = None
+        self.priors = None
+        self.children = None
+        self.n = 0
+        self.q = 0.0
+        self.terminal = False
+        self.sample = None
+
+
+def heuristic_priors(board: chess.Board, moves: list[chess.Move], checks: bool = False) -> list[float]:
+    """The "captures" priors of the module docstring (captures and promotions first), and with
+    ``checks`` the "checks" priors (checks too)."""
+    w = []
+    for m in moves:
+        x = 1.0
+        if board.is_capture(m):
+            victim = board.piece_type_at(m.to_square)
+            x += 1.0 + 0.5 * (_VICTIM[victim] if victim else 1)
+        if m.promotion:
+            x += 2.0
+        if checks and board.gives_check(m):
+            x += 1.5
+        w.append(x)
+    s = sum(w)
+    return [x / s for x in w]
+
+
+def terminal_value(board: chess.Board, moves: list[chess.Move], seen) -> float | None:
+    """The exact value of a position for its side to move, or None when it is not terminal.
+    ``seen``: a container of :func:`position_key` values that make this position a repetition."""
+    if not moves:
+        return -1.0 if board.is_check() else 0.0
+    if board.halfmove_clock >= 100 or board.is_insufficient_material():
+        return 0.0
+    if seen and position_key(board) in seen:
+        return 0.0
+    return None
+
+
+class Tree:
+    """One search from ``board`` (a python-chess board with the game's move stack; it is pushed
+    and popped during the search and left as it was). ``history``: position keys of the game
+    since its last irreversible move, excluding the root (for repetitions)."""
+
+    def __init__(self, board: chess.Board, cfg: SearchConfig, backup: Backup, scale: float,
+                 history=(), rng: random.Random | None = None):
+        self.board = board
+        self.cfg = cfg
+        self.backup = backup
+        self.scale = scale
+        self.root = Node()
+        self.history = list(history)
+        self.rng = rng or random.Random(0)
+        self.samples: list[Node] = []
+        self.pending = None  # (path, moves, priors) of the leaf waiting for its eval
+        self.evals = 0
+
+    @property
+    def done(self) -> bool:
+        return self.root.n >= self.cfg.nodes or (self.root.terminal and self.root.n > 0)
+
+    # -------------------------------------------------------------------------- simulation
+    def _select(self, node: Node) -> int:
+        c = self.cfg.c_puct * math.sqrt(max(node.n, 1))
+        fpu_q = node.q - self.cfg.fpu
+        best, best_i = -math.inf, 0
+        children, priors = node.children, node.priors
+        for i, p in enumerate(priors):
+            ch = children[i]
+            if ch is None or ch.n == 0:
+                s = fpu_q + c * p
+            else:
+                s = -ch.q + c * p / (1 + ch.n)
+            if s > best:
+                best, best_i = s, i
+        return best_i
+
+    def step(self):
+        """Run simulations until one reaches a leaf that needs a net eval (returns its packed
+        board, 32 bytes) or the search is done (returns None)."""
+        while not self.done:
+            board, node, path = self.board, self.root, [self.root]
+            keys = []
+            pushed = 0
+            while node.moves is not None and not node.terminal:
+                i = self._select(node)
+                if node.children[i] is None:
+                    node.children[i] = Node()
+                keys.append(position_key(board))
+                board.push(node.moves[i])
+                pushed += 1
+                node = node.children[i]
+                path.append(node)
+            try:
+                if node.terminal:
+                    self._backup(path)
+                    continue
+                moves = list(board.legal_moves)
+                seen = None
+                window = board.halfmove_clock
+                if pushed and window >= 4:  # a repetition needs 4 reversible plies at least
+                    # positions since the last irreversible move: the game's, then the path's
+                    seen = set((self.history + keys)[-window:])
+                tv = terminal_value(board, moves, seen)
+                if tv is not None:
+                    node.terminal, node.q, node.moves = True, tv, []
+                    self._backup(path)
+                    continue
+                if self.cfg.priors == "uniform":
+                    priors = [1.0 / len(moves)] * len(moves)
+                else:
+                    priors = heuristic_priors(board, moves, self.cfg.priors == "checks")
+                if node is self.root and self.cfg.noise > 0:
+                    eta = np.random.default_rng(self.rng.getrandbits(32)).dirichlet(
+                        [self.cfg.noise_alpha] * len(moves))
+                    priors = [(1 - self.cfg.noise) * p + self.cfg.noise * float(e) for p, e in zip(priors, eta)]
+                if node is not self.root and self.cfg.sample_rate > 0 and self.rng.random() < self.cfg.sample_rate:
+                    node.sample = (board.fen(), board.ply(), board.turn)
+                    self.samples.append(node)
+                self.pending = (path, moves, priors)
+                return pack_board(board)
+            finally:
+                for _ in range(pushed):
+                    board.pop()
+        return None
+
+    def finish(self, cp: int) -> None:
+        """Give the pending leaf its net eval (centipawns, the leaf's stm POV) and back it up."""
+        path, moves, priors = self.pending
+        self.pending = None
+        leaf = path[-1]
+        leaf.moves, leaf.priors, leaf.children = moves, priors, [None] * len(moves)
+        leaf.q = float(eval_to_value(cp, self.scale))
+        self.evals += 1
+        self._backup(path, evaluated=True)
+
+    def _backup(self, path: list[Node], evaluated: bool = False) -> None:
+        leaf = path[-1]
+        leaf.n += 1
+        for node in reversed(path[:-1]):
+            node.n += 1
+            qs, ns = [], []
+            for ch in node.children:
+                if ch is not None and ch.n > 0:
+                    qs.append(-ch.q)
+                    ns.append(ch.n)
+            node.q = self.backup.value(qs, ns, node.n)
+
+    # ------------------------------------------------------------------------------ result
+    def best_index(self) -> int:
+        """The most visited root move (ties: higher value, then higher prior)."""
+        r = self.root
+        best, key = 0, None
+        for i, ch in enumerate(r.children or []):
+            k = (ch.n, -ch.q, r.priors[i]) if ch is not None else (0, -2.0, r.priors[i])
+            if key is None or k > key:
+                best, key = i, k
+        return best
+
+    def best_move(self) -> chess.Move:
+        return self.root.moves[self.best_index()]
+
+    def value(self) -> float:
+        """The root's value, its stm POV."""
+        return self.root.q
+
+    def sampled_positions(self) -> list[tuple[str, str, int, int, bool]]:
+        """--sample-search: (fen, move uci, score cp stm POV, ply, white to move) of the sampled
+        non-root nodes, scored by their own subtree values; the move is the node's most visited
+        child, or its highest-prior move when it has none. Nodes that became terminal are left
+        out."""
+        out = []
+        for node in self.samples:
+            if node.terminal or not node.moves:
+                continue
+            fen, ply, turn = node.sample
+            best, key = 0, None
+            for i, ch in enumerate(node.children):
+                k = (ch.n if ch is not None else 0, node.priors[i])
+                if key is None or k > key:
+                    best, key = i, k
+            b = chess.Board(fen, chess960=self.board.chess960)
+            out.append((fen, b.uci(node.moves[best]), value_to_cp(node.q, self.scale), ply, turn))
+        return out
+
+
+def evaluate_packed(net, packed: list[bytes]) -> list[int]:
+    """Integer evals (cp, stm POV) of packed boards in one :func:`nnue.inference.evaluate` call."""
+    if not packed:
+        return []
+    arr = np.frombuffer(b"".join(packed), dtype=np.uint8).reshape(-1, 32)
+    return evaluate(net, torch.from_numpy(arr.copy())).tolist()
+
+
+@dataclass
+class BatchStats:
+    rounds: int = 0
+    evals: int = 0
+    batches: int = 0
+    leaf_batch_sizes: list = field(default_factory=list)
+
+    @property
+    def mean_batch(self) -> float:
+        return self.evals / self.batches if self.batches else 0.0
+
+
+class BatchSearch:
+    """Runs many :class:`Tree` searches together: ``run(trees_with_nets)`` steps every tree one
+    simulation per round and evaluates each net's leaves in one batch, until all are done."""
+
+    def __init__(self):
+        self.stats = BatchStats()
+
+    def run(self, jobs: list[tuple[Tree, object]]) -> None:
+        active = list(jobs)
+        while active:
+            groups: dict[int, tuple[object, list[Tree], list[bytes]]] = {}
+            still = []
+            for tree, net in active:
+                packed = tree.step()
+                if packed is None:
+                    continue
+                g = groups.setdefault(id(net), (net, [], []))
+                g[1].append(tree)
+                g[2].append(packed)
+                still.append((tree, net))
+            for net, trees, packed in groups.values():
+                cps = evaluate_packed(net, packed)
+                for tree, cp in zip(trees, cps):
+                    tree.finish(int(cp))
+                self.stats.evals += len(trees)
+                self.stats.batches += 1
+            self.stats.rounds += 1
+            active = still
+
+
+def make_tree(board: chess.Board, cfg: SearchConfig, net, history=(), rng=None) -> Tree:
+    """A :class:`Tree` for ``board`` searched with ``net`` (scale from the net unless cfg.scale)."""
+    scale = float(cfg.scale if cfg.scale is not None else net.scheme.scale)
+    return Tree(board, cfg, make_backup(cfg.backup, cfg.p_base, cfg.p_per_visit, cfg.p_fixed), scale, history, rng)
