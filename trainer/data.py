@@ -27,10 +27,32 @@ class EpochLoader(DataLoader):
     def __init__(self, dataset: PackedStream, epoch: Callable[[], int], **kwargs):
         super().__init__(dataset, batch_size=None, **kwargs)
         self._epoch = epoch
+        self._skip = 0
 
     def __iter__(self):
         self.dataset.set_epoch(self._epoch())
-        return super().__iter__()
+        it = super().__iter__()
+        skip, self._skip = self._skip, 0
+        for _ in range(skip):  # resumed mid-epoch: replay the epoch's seeded order up to where it stopped
+            next(it, None)
+        return it
+
+
+class ResumableLoader(EpochLoader):
+    """The training loader: Lightning stores :meth:`state_dict` in every checkpoint and, when a
+    run resumes from a checkpoint saved in the middle of an epoch (an interrupt), hands it back,
+    so that the epoch continues at the batch after the last one trained (exact resume).
+    ``done``: returns the batches trained so far in this epoch."""
+
+    def __init__(self, dataset: PackedStream, epoch: Callable[[], int], done: Callable[[], int], **kwargs):
+        super().__init__(dataset, epoch, **kwargs)
+        self._done = done
+
+    def state_dict(self) -> dict:
+        return {"epoch": self._epoch(), "batches_done": int(self._done())}
+
+    def load_state_dict(self, state: dict) -> None:
+        self._skip = int(state.get("batches_done", 0))
 
 
 class NNUEDataModule(pl.LightningDataModule):
@@ -108,8 +130,38 @@ class NNUEDataModule(pl.LightningDataModule):
         return EpochLoader(ds, self._epoch, num_workers=self.num_workers, pin_memory=self.pin_memory,
                            persistent_workers=False)
 
+    def _batches_done(self) -> int:
+        return self.trainer.fit_loop.epoch_loop.batch_progress.current.processed if self.trainer else 0
+
     def train_dataloader(self):
-        return self._loader(self.train_set)
+        return ResumableLoader(self.train_set, self._epoch, self._batches_done, num_workers=self.num_workers,
+                               pin_memory=self.pin_memory, persistent_workers=False)
+
+    def steps_per_epoch(self, world_size: int = 1) -> tuple[int, bool]:
+        """Training batches per epoch and rank, and whether that number is exact. Fixed-length
+        epochs (positions_per_epoch, batches_per_superbatch): exact. A one-pass epoch: the
+        manifest's row counts × the share of rows kept by the split and filters (estimated on a
+        seeded sample of row groups, :meth:`PackedStream.keep_fraction`) ÷ (batch_size × world_size),
+        rounded down (the final partial batch is dropped). Builds the training stream if needed."""
+        ds = self.train_set
+        if ds is None or ds.world_size != world_size:
+            ds = PackedStream(self.paths, self.batch_size, self.shuffle_buffer, "train", drop_last=True,
+                              weights=self.weights, positions_per_epoch=self.train_positions_per_epoch(world_size),
+                              val_fraction=self.val_fraction, filters=self.filters, seed=self.seed,
+                              rank=0, world_size=world_size)
+        n = ds.batches_per_epoch()
+        if n is not None:
+            return int(n), ds.positions_per_epoch is not None
+        if not ds.units:
+            return 0, False
+        return int(ds._expected_rows(ds.shard_units(0)) // self.batch_size), False
+
+    def manifest_rows(self) -> int:
+        """Rows in the training datasets' part files (before the split and filters)."""
+        from nnue.pipeline.stream import dataset_parts
+        import pyarrow.parquet as pq
+
+        return int(sum(pq.ParquetFile(part).metadata.num_rows for part, _ in dataset_parts(self.paths)))
 
     def val_dataloader(self):
         return self._loader(self.val_set)

@@ -8,6 +8,8 @@ the dataset's scores).
 """
 from __future__ import annotations
 
+import logging
+
 import numpy as np
 import pytorch_lightning as pl
 import torch
@@ -18,6 +20,7 @@ from nnue.pipeline.features import get_feature_set, parse_output_buckets
 
 from .callbacks import plain
 from .loss import wdl_loss
+from .schedule import Ramp, Schedule, lr_schedule
 from .metrics import spearman
 from .model import build_model
 
@@ -40,10 +43,10 @@ class LitNNUE(pl.LightningModule):
                  quant: dict | None = None, loss: dict | None = None, optimizer=None,
                  scheduler=None, backend: str = "auto", factoriser: bool = False,
                  kind: str = "perspective", deep: dict | None = None, qat: bool = False,
-                 act_l1: float = 0.0):
+                 act_l1: float = 0.0, lambda_schedule: dict | None = None):
         super().__init__()
         quant, loss, deep = plain(quant), plain(loss), plain(deep)  # DictConfig -> dict: checkpoints hold plain data
-        self.save_hyperparameters(ignore=["optimizer", "scheduler"])
+        self.save_hyperparameters(ignore=["optimizer", "scheduler", "lambda_schedule"])
         self.feature_set = get_feature_set(features)
         self.buckets = parse_output_buckets(output_buckets)
         self.scheme = QuantScheme(**(quant or {}))
@@ -55,9 +58,76 @@ class LitNNUE(pl.LightningModule):
         if qat:
             self.model.enable_qat(self.scheme)
         self.act_l1 = float(act_l1)
-        self.optimizer_factory, self.scheduler_factory = optimizer, scheduler
+        self.optimizer_factory, self.scheduler_cfg = optimizer, plain(scheduler)
+        self.lambda_cfg = plain(lambda_schedule)
+        # built by set_run_length() once the run's length in steps is known (train.py)
+        self.lr_schedule: Schedule | None = None
+        self.lambda_ramp: Ramp | None = None
+        self.total_steps: int | None = None
+        self.resume_note: str | None = None
         self._val_pred: list[torch.Tensor] = []
         self._val_score: list[torch.Tensor] = []
+
+    # ---------------------------------------------------------------- schedules (unit: optimiser step)
+    def set_run_length(self, total_steps: int, steps_per_epoch: int | None, base_lr: float) -> None:
+        """Build the lr schedule and the λ ramp for a run of ``total_steps`` optimiser steps
+        (:func:`nnue.trainer.schedule.total_steps`). base_lr: the optimiser's lr (the peak)."""
+        self.total_steps = int(total_steps)
+        self.lr_schedule = lr_schedule(self.scheduler_cfg, base_lr, total_steps, steps_per_epoch)
+        lam = dict(self.lambda_cfg or {})
+        start = lam.get("start")
+        start = self.loss_cfg["wdl_lambda"] if start is None else float(start)
+        end = start if lam.get("end") is None else float(lam["end"])
+        self.lambda_ramp = Ramp(start, end, str(lam.get("shape", "linear")), int(total_steps))
+
+    def current_lr(self) -> float:
+        return self.lr_schedule(self.global_step) if self.lr_schedule else float("nan")
+
+    def current_lambda(self) -> float:
+        return self.lambda_ramp(self.global_step) if self.lambda_ramp else self.loss_cfg["wdl_lambda"]
+
+    def on_train_batch_start(self, batch, batch_idx: int) -> None:
+        if self.lr_schedule is not None:
+            lr = self.lr_schedule(self.global_step)
+            opts = self.optimizers()
+            for opt in opts if isinstance(opts, list) else [opts]:
+                for g in opt.param_groups:
+                    g["lr"] = lr
+
+    # ---------------------------------------------------------------- schedule-free AdamW
+    def _schedule_free(self):
+        """The optimiser if it is schedule-free (has train()/eval() and a train_mode flag), else None."""
+        if self._trainer is None or not self.trainer.optimizers:
+            return None
+        opt = self.trainer.optimizers[0]
+        inner = getattr(opt, "optimizer", opt)
+        return inner if hasattr(inner, "eval") and "train_mode" in inner.param_groups[0] else None
+
+    def eval_state_dict(self) -> dict[str, torch.Tensor]:
+        """The net's weights to evaluate and export, canonical keys (no ``_orig_mod.``), on CPU:
+        for schedule-free AdamW the averaged weights (optimizer.eval()), else the weights as they are."""
+        opt = self._schedule_free()
+        x = {}
+        if opt is not None:  # x = lerp(y, z, 1 − 1/β1), what optimizer.eval() would set, without touching y
+            with torch.no_grad():
+                for g in opt.param_groups:
+                    if g["train_mode"]:
+                        for p in g["params"]:
+                            if "z" in opt.state[p]:
+                                x[id(p)] = torch.lerp(p, opt.state[p]["z"].to(p.device), 1 - 1 / g["betas"][0])
+        params = {name: id(p) for name, p in self.model.named_parameters()}
+        return {k.replace("_orig_mod.", ""): x.get(params.get(k), v).detach().cpu().clone().contiguous()
+                for k, v in self.model.state_dict(keep_vars=True).items()}
+
+    def on_train_epoch_start(self) -> None:
+        opt = self._schedule_free()
+        if opt is not None:
+            opt.train()
+
+    def on_validation_epoch_start(self) -> None:
+        opt = self._schedule_free()
+        if opt is not None:
+            opt.eval()
 
     def on_after_batch_transfer(self, batch, dataloader_idx: int = 0) -> SparseBatch:
         return to_sparse_batch(batch, self.feature_set, self.buckets)
@@ -65,13 +135,18 @@ class LitNNUE(pl.LightningModule):
     def forward(self, b: SparseBatch) -> torch.Tensor:
         return self.model(b.stm_indices, b.nstm_indices, b.bucket)
 
-    def _loss(self, b: SparseBatch):
+    def _loss(self, b: SparseBatch, wdl_lambda: float):
         y, h = self.model.forward_with_activations(b.stm_indices, b.nstm_indices, b.bucket)
-        return y, h, wdl_loss(y, b.score, b.result, self.scheme.scale, **self.loss_cfg)
+        cfg = dict(self.loss_cfg, wdl_lambda=wdl_lambda)
+        return y, h, wdl_loss(y, b.score, b.result, self.scheme.scale, **cfg)
 
     def training_step(self, b: SparseBatch, batch_idx: int):
-        _, h, loss = self._loss(b)
+        lam = self.current_lambda()
+        _, h, loss = self._loss(b, lam)
         self.log("train_loss", loss, prog_bar=True, batch_size=len(b))
+        if self.lr_schedule is not None:
+            self.log("lr", self.current_lr(), on_step=True, on_epoch=False, batch_size=len(b))
+        self.log("wdl_lambda", lam, on_step=False, on_epoch=True, batch_size=len(b))
         if self.act_l1:
             self.log("train_l0_density", (h.detach() > 0).float().mean(), batch_size=len(b))
             loss = loss + self.act_l1 * h.mean()
@@ -81,7 +156,8 @@ class LitNNUE(pl.LightningModule):
         self.model.clip_weights(self.scheme.ft_clip, self.scheme.l1_clip)
 
     def validation_step(self, b: SparseBatch, batch_idx: int):
-        y, h, loss = self._loss(b)
+        # at the final λ, so that val_loss compares across epochs whatever the λ schedule
+        y, h, loss = self._loss(b, self.lambda_ramp.end if self.lambda_ramp else self.loss_cfg["wdl_lambda"])
         self.log("val_loss", loss, prog_bar=True, on_epoch=True, batch_size=len(b))
         h = h.detach()
         self.log("val_l0_density", (h > 0).float().mean(), on_epoch=True, batch_size=len(b))
@@ -100,17 +176,49 @@ class LitNNUE(pl.LightningModule):
             self.log("val_spearman", float(np.nan_to_num(rho)), prog_bar=True)
         self._val_pred.clear()
         self._val_score.clear()
+        opt = self._schedule_free()
+        if opt is not None and self.trainer.training:
+            opt.train()
 
     def on_save_checkpoint(self, checkpoint: dict) -> None:
-        """Record this checkpoint's own validation loss (export writes it into the net's provenance)."""
-        val = self.trainer.callback_metrics.get("val_loss") if self.trainer is not None else None
-        checkpoint["nnue_forge"] = {"val_loss": None if val is None else float(val)}
+        """Record this checkpoint's own validation loss (export writes it into the net's
+        provenance) and the schedules in force. ``state_dict`` holds the weights to export
+        (schedule-free: the averaged ones; the training weights go to ``nnue_forge.train_state_dict``
+        for an exact resume). Keys are canonical: no ``_orig_mod.`` of torch.compile."""
+        val = self.trainer.callback_metrics.get("val_loss") if self._trainer is not None else None
+        extra = {"val_loss": None if val is None else float(val)}
+        if self.lr_schedule is not None:
+            extra["schedule"] = self.lr_schedule.state()
+            extra["lambda"] = self.lambda_ramp.state()
+            extra["total_steps"] = self.total_steps
+        sd = checkpoint["state_dict"]
+        canon = {k.replace("_orig_mod.", ""): v for k, v in sd.items()}
+        if self._schedule_free() is not None:
+            extra["train_state_dict"] = canon
+            canon = {**canon, **{f"model.{k}": v for k, v in self.eval_state_dict().items()}}
+        checkpoint["state_dict"] = canon
+        checkpoint["nnue_forge"] = extra
+
+    def on_load_checkpoint(self, checkpoint: dict) -> None:
+        """Resume: training weights (schedule-free), keys mapped to this model (compiled or not),
+        and the stored schedules, rebuilt from the resumed step when the run's length changed."""
+        extra = checkpoint.get("nnue_forge") or {}
+        sd = extra.get("train_state_dict") or checkpoint.get("state_dict", {})
+        ours = {k.replace("_orig_mod.", ""): k for k in self.state_dict()}
+        checkpoint["state_dict"] = {ours.get(k.replace("_orig_mod.", ""), k): v for k, v in sd.items()}
+        step = int(checkpoint.get("global_step", 0))
+        if "schedule" in extra and self.total_steps is not None:
+            old = Schedule(**extra["schedule"])
+            self.lr_schedule = old.rebuilt(step, self.total_steps)
+            self.lambda_ramp = Ramp(**extra["lambda"]).rebuilt(step, self.total_steps)
+            if old.total != self.total_steps:
+                self.resume_note = (f"resumed at step {step:,}: run length changed from {old.total:,} to "
+                                    f"{self.total_steps:,} steps; the {old.kind} schedule continues from "
+                                    f"lr {old(step):.3g} and reaches {self.lr_schedule.final:.3g} at step "
+                                    f"{self.total_steps:,}")
+                logging.getLogger("nnue.trainer").info(self.resume_note)
 
     def configure_optimizers(self):
         if self.optimizer_factory is None:
             raise ValueError("LitNNUE needs an optimizer factory (Hydra optimizer config)")
-        opt = self.optimizer_factory(self.parameters())
-        if self.scheduler_factory is None:
-            return opt
-        return {"optimizer": opt, "lr_scheduler": {"scheduler": self.scheduler_factory(opt),
-                                                   "interval": "epoch"}}
+        return self.optimizer_factory(self.parameters())

@@ -2,13 +2,19 @@
 
 ``nnue train experiment=demo data.path=DATASET paths.output_dir=OUT`` leaves
 ``OUT/checkpoints/last.ckpt`` (Lightning, for resume: ``ckpt_path=...``), ``OUT/checkpoints/
-weights-*.safetensors`` (weights only), CSV and TensorBoard logs under ``OUT/``, and
-``OUT/metrics.json`` (final validation loss and Spearman ρ).
+weights-*.safetensors`` (weights only), CSV and TensorBoard logs under ``OUT/``, plots under
+``OUT/plots/`` and ``OUT/metrics.json`` (final validation loss and Spearman ρ, global_step).
+
+The schedules' unit is the optimiser step; the run's length in steps comes from how it stops
+(:func:`nnue.trainer.schedule.total_steps`) and is logged at the start.
 """
 from __future__ import annotations
 
 import json
 import logging
+import os
+import sys
+import warnings
 from pathlib import Path
 
 import hydra
@@ -16,31 +22,136 @@ import pytorch_lightning as pl
 from hydra.utils import instantiate
 from omegaconf import DictConfig, OmegaConf
 
-log = logging.getLogger(__name__)
+from .callbacks import EmptyTrainingSet, Interrupts, Plots, Progress, RunCheckpoint, TrainingInterrupted, plain
+from .schedule import total_steps
+
+log = logging.getLogger("nnue.trainer")
+
+
+def quiet_lightning() -> None:
+    """Silence Lightning's start-up chatter (accelerator lines, tips, litlogger advertisement)
+    and its repeated advisory warnings; NNUE_DEBUG=1 keeps them."""
+    if os.environ.get("NNUE_DEBUG"):
+        return
+    for name in ("pytorch_lightning", "lightning.pytorch", "lightning_fabric", "lightning"):
+        logging.getLogger(name).setLevel(logging.WARNING)
+    from pytorch_lightning.utilities.warnings import PossibleUserWarning
+
+    warnings.filterwarnings("ignore", category=PossibleUserWarning)
+    for msg in (".*does not have many workers.*", ".*litlogger.*", ".*LitLogger.*", ".*exists and is not empty.*",
+                ".*resuming from a checkpoint that ended before the epoch ended.*",
+                ".*The number of training batches.*", ".*Total length of .* across ranks is zero.*",
+                ".*IterableDataset.*__len__.*", ".*`training_step` returned `None`.*", ".*LeafSpec.*",
+                ".*overridden `on_after_batch_transfer`.*", ".*`srun` command is available.*",
+                ".*could not find the monitored key.*", ".*`weights_only` was not set.*"):
+        warnings.filterwarnings("ignore", message=msg)
+
+
+def _world_size(t: dict) -> int:
+    d, n = t.get("devices", 1), t.get("num_nodes", 1) or 1
+    if isinstance(d, int) and d > 0:
+        return d * n
+    if isinstance(d, (list, tuple)):
+        return len(d) * n
+    return 1
 
 
 def run(cfg: DictConfig) -> dict:
-    """Train from a composed config; returns the final metrics (also in metrics.json)."""
-    pl.seed_everything(cfg.seed, workers=True)
+    """Train from a composed config; returns the final metrics (also in metrics.json).
+    Raises TrainingInterrupted (SIGINT/SIGTERM, last.ckpt saved), EmptyTrainingSet, ValueError."""
+    quiet_lightning()
+    pl.seed_everything(cfg.seed, workers=True, verbose=False)
     out = Path(cfg.paths.output_dir)
-    out.mkdir(parents=True, exist_ok=True)
     datamodule = instantiate(cfg.data)
-    lit = instantiate(cfg.model, optimizer=instantiate(cfg.optimizer),
-                      scheduler=instantiate(cfg.scheduler) if cfg.get("scheduler") else None)
-    callbacks = [instantiate(c) for c in cfg.get("callbacks", {}).values() if c is not None]
+    tcfg = plain(cfg.trainer)
+    spe, exact = datamodule.steps_per_epoch(_world_size(tcfg))
+    if spe == 0 and datamodule.manifest_rows() == 0:
+        raise EmptyTrainingSet(f"{', '.join(datamodule.paths)}: the training data holds 0 positions")
+    total = total_steps(tcfg, max(spe, 1))
+    lit = instantiate(cfg.model, optimizer=instantiate(cfg.optimizer), scheduler=plain(cfg.get("scheduler")),
+                      lambda_schedule=plain(cfg.get("wdl_lambda")))
+    lit.set_run_length(total, spe, float(cfg.optimizer.lr))
+    out.mkdir(parents=True, exist_ok=True)
+    ckpt = RunCheckpoint(str(out / "checkpoints"))
+    interrupts = Interrupts(ckpt)
+    bar = bool(tcfg.get("enable_progress_bar", True)) and sys.stderr.isatty()
+    me = tcfg.get("max_epochs")
+    callbacks = [ckpt, interrupts, Progress(total, datamodule.batch_size * _world_size(tcfg),
+                                            me if me not in (None, -1) else None, bar),
+                 Plots(str(out / "plots"))]
+    for c in cfg.get("callbacks", {}).values():
+        if c is not None:
+            mode = {"mode": "max"} if "spearman" in str(c.get("monitor") or "") else {}
+            callbacks.append(instantiate(c, **mode))
+    es = plain(cfg.get("early_stopping")) or {}
+    if es.get("patience") is not None:
+        from pytorch_lightning.callbacks import EarlyStopping
+
+        monitor = es.get("monitor") or cfg.get("optimized_metric", "val_loss")
+        callbacks.append(EarlyStopping(monitor=monitor, patience=int(es["patience"]),
+                                       min_delta=float(es.get("min_delta", 0.0)),
+                                       mode="max" if "spearman" in monitor else "min",
+                                       check_on_train_epoch_end=False, verbose=False))
     loggers = [instantiate(c) for c in cfg.get("logger", {}).values() if c is not None]
-    trainer = instantiate(cfg.trainer, callbacks=callbacks, logger=loggers)
-    trainer.fit(lit, datamodule=datamodule, ckpt_path=cfg.get("ckpt_path"))
+    trainer = instantiate(cfg.trainer, callbacks=callbacks, logger=loggers, enable_progress_bar=False,
+                          enable_model_summary=bool(os.environ.get("NNUE_DEBUG")))
+    log.info("run: %s steps (%s %s steps per epoch of %s positions%s), output %s", f"{total:,}",
+             "exactly" if exact else "about", f"{spe:,}", f"{datamodule.batch_size:,}",
+             "" if exact else ", estimated from the manifest's row counts after the split and filters", out)
+    interrupts.install()
+    try:
+        trainer.fit(lit, datamodule=datamodule, ckpt_path=cfg.get("ckpt_path"))
+    except RuntimeError as e:
+        if "yields no rows" in str(e):
+            raise EmptyTrainingSet(f"the training set is empty after the split and filters "
+                                   f"({_counts(datamodule)}); check data.filters and data.val_fraction") from None
+        raise
+    finally:
+        interrupts.restore()
+    if trainer.global_step == 0 and not trainer.interrupted:
+        raise EmptyTrainingSet(f"no training step was run ({_counts(datamodule)})")
     metrics = {k: float(v) for k, v in trainer.callback_metrics.items()}
     metrics["global_step"] = trainer.global_step
     metrics["epochs"] = trainer.current_epoch
-    (out / "metrics.json").write_text(json.dumps(metrics, indent=1, sort_keys=True) + "\n")
-    (out / "config.yaml").write_text(OmegaConf.to_yaml(cfg, resolve=True))
+    metrics["total_steps"] = total
+    metrics["early_stopped"] = bool(trainer.should_stop and trainer.global_step < total)
+    if trainer.global_rank == 0:
+        from nnue.pipeline.atomic import atomic_write_bytes
+
+        atomic_write_bytes(out / "metrics.json", (json.dumps(metrics, indent=1, sort_keys=True) + "\n").encode())
+        atomic_write_bytes(out / "config.yaml", OmegaConf.to_yaml(cfg, resolve=True).encode())
     log.info("metrics: %s", metrics)
     return metrics
 
 
+def _counts(dm) -> str:
+    counts = dict(getattr(dm.train_set, "counts", {}) or {})
+    read = counts.pop("read", 0)
+    return f"read {read:,} rows, filtered out " + (", ".join(f"{v:,} ({k})" for k, v in sorted(counts.items()))
+                                                    or "none")
+
+
+def _exit_code(e: BaseException) -> int:
+    if isinstance(e, TrainingInterrupted):
+        return 128 + e.signum
+    return 2 if isinstance(e, (ValueError, KeyError, FileNotFoundError)) else 1
+
+
 @hydra.main(version_base="1.3", config_path="../conf", config_name="train")
 def main(cfg: DictConfig) -> float | None:
-    metrics = run(cfg)
+    from hydra.core.hydra_config import HydraConfig
+    from hydra.types import RunMode
+
+    try:
+        metrics = run(cfg)
+    except KeyboardInterrupt:
+        print("nnue train: interrupted before training started; nothing to resume", file=sys.stderr)
+        sys.exit(130)
+    except Exception as e:
+        if os.environ.get("NNUE_DEBUG") or HydraConfig.get().mode == RunMode.MULTIRUN:
+            raise  # a sweep records the failed job and goes on; NNUE_DEBUG: the full traceback
+        kind = "" if isinstance(e, (TrainingInterrupted, ValueError)) else f"{type(e).__name__}: "
+        msg = " ".join(str(e).split()) or type(e).__name__
+        print(f"nnue train: {'' if isinstance(e, TrainingInterrupted) else 'error: '}{kind}{msg}", file=sys.stderr)
+        sys.exit(_exit_code(e))
     return metrics.get(cfg.get("optimized_metric", "val_loss"))
