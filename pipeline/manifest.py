@@ -110,6 +110,35 @@ def merge(dataset: str | Path, entries: list[dict] = (), score_unit: str | None 
     return m
 
 
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def remove_orphans(dataset: str | Path) -> list[str]:
+    """Remove temporary files that writers killed mid-way left in ``dataset``: part and rejects
+    files of processes no longer alive (``.part-<key>.<pid>.parquet.tmp``), and manifest
+    temporaries (only ever written under the lock, so orphans while we hold it). Returns their
+    names. Only for writers on this machine: a pid is looked up locally."""
+    import re
+
+    pat = re.compile(r"^\.(part|rejects)-[0-9a-f]+\.(\d+)\.(parquet|jsonl)\.tmp$")
+    removed = []
+    with locked(dataset):
+        for p in Path(dataset).iterdir():
+            m = pat.match(p.name)
+            if (m and not _pid_alive(int(m.group(2)))) or (
+                    p.name.startswith(f".{MANIFEST}.") and p.name.endswith(".tmp")):
+                p.unlink(missing_ok=True)
+                removed.append(p.name)
+    return sorted(removed)
+
+
 def digest(dataset: str | Path) -> str:
     """sha256 of the manifest file: identifies a dataset's contents in net provenance."""
     return sha256_file(Path(dataset) / MANIFEST)
