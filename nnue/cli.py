@@ -30,6 +30,11 @@ def _known_errors() -> tuple[type[BaseException], ...]:
 
 # ---------------------------------------------------------------------------------------- pack
 def cmd_pack(args) -> int:
+    if args.watch:
+        from nnue.pipeline.watch import cli_watch
+        return cli_watch(args)
+    if not args.inputs:
+        raise ValueError("give INPUT files or folders, or --watch DIR")
     from nnue.pipeline.formats import ReaderOptions
     from nnue.pipeline.pack import pack
 
@@ -326,7 +331,13 @@ def _parser() -> argparse.ArgumentParser:
     s = sub.add_parser("pack", help="pack dumps into a Parquet dataset",
                        description="Pack self-play dumps into a Parquet dataset (manifest, rejects). "
                        "Files already in the dataset (same sha256) are skipped.")
-    s.add_argument("inputs", nargs="+", help="dump files or folders (.gz/.zst/.xz/.bz2 read transparently)")
+    s.add_argument("inputs", nargs="*", help="dump files or folders (.gz/.zst/.xz/.bz2 read transparently)")
+    s.add_argument("--watch", action="append", metavar="DIR", help="keep DATASET up to date with the dumps "
+                   "written into DIR (repeatable): pack each complete new dump, until SIGTERM or Ctrl-C")
+    s.add_argument("--interval", type=float, default=2.0, metavar="S", help="with --watch: seconds between scans")
+    s.add_argument("--settle", type=float, default=5.0, metavar="S", help="with --watch: a dump without a rename "
+                   "or a NAME.done marker is complete when its size and mtime are unchanged this long")
+    s.add_argument("--once", action="store_true", help="with --watch: pack what is complete now and exit")
     s.add_argument("-o", "--output", required=True, help="dataset folder (created or appended to)")
     s.add_argument("--format", default="auto",
                    choices=["auto", "plain", "bullet-text", "pgn", "epd", "binpack", "bin", "bulletformat",

@@ -8,17 +8,30 @@ One entry per packed input file, keyed by its sha256::
 
 Written atomically (temporary file, fsync, rename), so an interrupted run leaves the previous
 manifest intact. Invariant checked on load: ``read == packed + sum(rejected)`` per file.
+
+**Concurrent writers.** Several processes may append to one dataset at once (``nnue pack`` runs,
+``nnue pack --watch``, ``nnue retrain``). Every change goes through :func:`merge`: it takes an
+exclusive ``fcntl.flock`` on ``.manifest.lock`` in the dataset, re-reads the manifest as it is
+*now* on disk, adds this writer's entries and renames the new manifest into place before the lock
+is released. A writer that only held its own copy and saved it would drop the entries another
+writer added in between (two packs both reported success, and the manifest listed one file).
+The lock is released by the kernel when its holder dies, so a ``kill -9`` never leaves it stuck.
+Readers take no lock: the manifest is always replaced whole by a rename.
 """
 from __future__ import annotations
 
+import fcntl
 import hashlib
 import json
+import os
+from contextlib import contextmanager
 from pathlib import Path
 
 from .atomic import atomic_write_bytes
 from .schema import SCHEMA_VERSION
 
 MANIFEST = "manifest.json"
+LOCK = ".manifest.lock"
 
 
 class ManifestError(ValueError):
@@ -58,6 +71,72 @@ def new() -> dict:
 def save(dataset: str | Path, manifest: dict) -> None:
     atomic_write_bytes(Path(dataset) / MANIFEST,
                        (json.dumps(manifest, indent=1, sort_keys=True) + "\n").encode())
+
+
+@contextmanager
+def locked(dataset: str | Path):
+    """Hold the dataset's exclusive writer lock (``fcntl.flock`` on ``DATASET/.manifest.lock``,
+    blocking until it is free) for the duration of the ``with`` block."""
+    fd = os.open(Path(dataset) / LOCK, os.O_RDWR | os.O_CREAT, 0o666)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)  # closing the descriptor releases the lock
+
+
+def merge(dataset: str | Path, entries: list[dict] = (), score_unit: str | None = None,
+          failed: dict | None = None) -> dict:
+    """Add ``entries`` (manifest file entries, keyed by their ``sha256``) to the dataset's
+    manifest under the writer lock: re-read the manifest on disk (or start a new one), check the
+    score unit, add what is not there yet, save atomically. An entry already present (the same
+    input packed by another writer meanwhile) is kept as it is: packing is idempotent.
+    ``failed``: {sha256: {"path", "size", "error"}} of inputs that could not be packed at all
+    (``nnue pack --watch`` records them so that it does not retry an unchanged file forever).
+    Returns the merged manifest. Raises ManifestError (unreadable manifest) or ValueError
+    (a score unit other than the dataset's)."""
+    with locked(dataset):
+        m = load(dataset) if (Path(dataset) / MANIFEST).exists() else new()
+        if score_unit is not None:
+            if m["score_unit"] not in (None, score_unit):
+                raise ValueError(f"{dataset} holds scores in {m['score_unit']}, not {score_unit}")
+            m["score_unit"] = score_unit
+        for e in entries:
+            m["files"].setdefault(e["sha256"], e)
+            m.get("failed", {}).pop(e["sha256"], None)
+        if failed:
+            m.setdefault("failed", {}).update({k: v for k, v in failed.items() if k not in m["files"]})
+        save(dataset, m)
+    return m
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def remove_orphans(dataset: str | Path) -> list[str]:
+    """Remove temporary files that writers killed mid-way left in ``dataset``: part and rejects
+    files of processes no longer alive (``.part-<key>.<pid>.parquet.tmp``), and manifest
+    temporaries (only ever written under the lock, so orphans while we hold it). Returns their
+    names. Only for writers on this machine: a pid is looked up locally."""
+    import re
+
+    pat = re.compile(r"^\.(part|rejects)-[0-9a-f]+\.(\d+)\.(parquet|jsonl)\.tmp$")
+    removed = []
+    with locked(dataset):
+        for p in Path(dataset).iterdir():
+            m = pat.match(p.name)
+            if (m and not _pid_alive(int(m.group(2)))) or (
+                    p.name.startswith(f".{MANIFEST}.") and p.name.endswith(".tmp")):
+                p.unlink(missing_ok=True)
+                removed.append(p.name)
+    return sorted(removed)
 
 
 def digest(dataset: str | Path) -> str:

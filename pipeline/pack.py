@@ -181,8 +181,9 @@ def pack_file(path: Path, fmt: str, dataset: Path, sha: str, score_unit: str,
     key = sha[:16]
     part = dataset / f"part-{key}.parquet"
     rejects_path = dataset / f"rejects-{key}.jsonl"
-    tmp_part = dataset / f".part-{key}.parquet.tmp"
-    tmp_rej = dataset / f".rejects-{key}.jsonl.tmp"
+    # temporary names carry the pid: two processes packing the same input never share one
+    tmp_part = dataset / f".part-{key}.{os.getpid()}.parquet.tmp"
+    tmp_rej = dataset / f".rejects-{key}.{os.getpid()}.jsonl.tmp"
     cols = {name: [] for name in SCHEMA.names}
     read = packed = 0
     rejected: Counter[str] = Counter()
@@ -420,8 +421,9 @@ def _pack_into(dataset, files, ignored, fmt, score_unit, options, progress, work
     seen = _existing_keys(dataset, m) if dedup else None
 
     def record(entry: dict) -> None:
-        m["files"][entry["sha256"]] = entry
-        mf.save(dataset, m)  # after each file: a crash keeps the finished ones
+        # after each file (a crash keeps the finished ones), under the dataset's writer lock and
+        # merged into the manifest as it is on disk now: concurrent packs never drop each other's files
+        mf.merge(dataset, [entry], score_unit)
         summary["read"] += entry["read"]
         summary["packed"] += entry["packed"]
         summary["rejected"].update(entry["rejected"])
@@ -453,6 +455,6 @@ def _pack_into(dataset, files, ignored, fmt, score_unit, options, progress, work
         if bar is not None:
             bar.close()
     if not (dataset / mf.MANIFEST).exists():
-        mf.save(dataset, m)
+        mf.merge(dataset, [], score_unit)
     summary["rejected"] = dict(sorted(summary["rejected"].items()))
     return summary

@@ -180,8 +180,8 @@ def leftovers(dataset: Path) -> list[str]:
     """Part, rejects and temporary files in a dataset folder (missing folder: none)."""
     if not dataset.exists():
         return []
-    return sorted(p.name for p in dataset.iterdir()
-                  if p.name.startswith((".", "part-", "rejects-")) or p.name.endswith(".tmp"))
+    return sorted(p.name for p in dataset.iterdir() if p.name != ".manifest.lock"  # the writer lock
+                  and (p.name.startswith((".", "part-", "rejects-")) or p.name.endswith(".tmp")))
 
 
 def check_finished(summary: dict, dataset: Path, path: Path) -> list[dict]:
@@ -201,6 +201,6 @@ def check_finished(summary: dict, dataset: Path, path: Path) -> list[dict]:
         assert r["source"] == str(path)
         assert LOCATION.match(r["location"]), r
     assert counts == entry["rejected"]
-    names = sorted(p.name for p in dataset.iterdir())
+    names = sorted(p.name for p in dataset.iterdir() if p.name != ".manifest.lock")
     assert not [n for n in names if n.endswith(".tmp") or n.startswith(".")], names
     return rejects

@@ -87,7 +87,8 @@ def plain_records(path: Path) -> list[str]:
 
 
 def listing(dataset: Path) -> list[str]:
-    return sorted(p.name for p in dataset.iterdir())
+    """The dataset's files, less the writer lock (``.manifest.lock``: empty, never "finished")."""
+    return sorted(p.name for p in dataset.iterdir() if p.name != mf.LOCK)
 
 
 def assert_no_leftovers(dataset: Path):
