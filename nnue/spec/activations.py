@@ -133,13 +133,13 @@ _entry("swiglu", 7, ("l2",), "half of the layer's outputs: gate rows [0, N), lin
        {"hidden": "g = hardswish(y[:N]) (its integer rule); b = clamp(y[N:], −8·QA, 8·QA); "
                   "x = (g·b) >> l0_shift (|g·b| ≤ 2040² fits int32)"},
        {"hidden": (-16256, 16256)},
-       "    if (HACT2 == SWIGLU) x2[n] = (int32_t)((g * b) >> SHIFT_BITS);", u8=False, gated=True,
+       "            if (HACT2 == SWIGLU) x2[n] = (int32_t)floor_div(g * b, 1 << SHIFT_BITS);", u8=False, gated=True,
        gate="hardswish")
 _entry("swiglu_swish", 8, ("l2",), "half of the layer's outputs: gate rows [0, N), linear rows [N, 2N)",
        _half, None,
        {"hidden": "g = swish(y[:N]) (its integer rule); b = clamp(y[N:], −8·QA, 8·QA); x = (g·b) >> l0_shift"},
        {"hidden": (-16256, 16256)},
-       "    if (HACT2 == SWIGLU_SWISH) x2[n] = (int32_t)((g * b) >> SHIFT_BITS);", u8=False, gated=True,
+       "            if (HACT2 == SWIGLU_SWISH) x2[n] = (int32_t)floor_div(g * b, 1 << SHIFT_BITS);", u8=False, gated=True,
        gate="swish")
 
 ACTIVATIONS: dict[str, Activation] = dict(_TABLE)
