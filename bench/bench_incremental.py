@@ -198,7 +198,8 @@ def _dense_l1(net, x: torch.Tensor, bucket: torch.Tensor) -> torch.Tensor:
 
 
 def bench_sparse(net, boards: torch.Tensor, runs: int, label: str) -> dict:
-    from nnue.inference.net import _accumulators_f32, forward_int
+    from nnue.inference.exact import accumulators_f32 as _accumulators_f32
+    from nnue.inference.perspective import forward_int
     from nnue.inference.sparse_l1 import activations, block_stats, forward_sparse, l1_sum
 
     stm, nstm = net.features.encode(boards)

@@ -70,7 +70,8 @@ def main(argv=None) -> int:
     torch.manual_seed(0)
 
     from nnue.inference import evaluate, forward_int, load
-    from nnue.inference.net import _STEP, _l1_plan
+    from nnue.inference.exact import STEP as _STEP
+    from nnue.inference.perspective import l1_plan as _l1_plan
     from nnue.pipeline.batch import to_sparse_batch
     from nnue.pipeline.pack import pack
     from nnue.trainer.export import export, validation_boards

@@ -5,6 +5,6 @@ Entry points: :func:`load`, :func:`evaluate` (packed boards), :func:`evaluate_fe
 (the block-sparse L1 path, identical results).
 """
 from .incremental import IncrementalAccumulator  # noqa: F401
-from .net import (IntegerNet, NetFormatError, QuantScheme, boards_from_fens, evaluate,  # noqa: F401
-                  evaluate_fens, forward_int, load)
+from .api import boards_from_fens, evaluate, evaluate_fens, forward_int  # noqa: F401
+from .net import IntegerNet, NetFormatError, QuantScheme, load  # noqa: F401
 from .sparse_l1 import evaluate_sparse, forward_sparse  # noqa: F401

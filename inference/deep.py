@@ -35,7 +35,7 @@ Raw layout (:meth:`DeepIntegerNet.raw_bytes`, little-endian, no header)::
     | l2w int8[B][N2][N1] | l2b int32[B][N2] | outw int8[B][N2] | outb int32[B] | zeros to 64 B
 
 Evaluation here is exact: the feature transformer runs as the exact float32 ``embedding_bag``
-of :func:`~nnue.inference.net.accumulators_f32`; the dense layers run as ``torch._int_mm``
+of :func:`~nnue.inference.exact.accumulators_f32`; the dense layers run as ``torch._int_mm``
 (int8 × int8 → int32) on ``x − 128`` (u8 → int8) against the weights split into digits of
 |d| ≤ 64 (``w = d0 + 128·d1``), corrected by ``128·Σ_j w[n][j]``: every partial sum of such a
 product is below 2^13·K, so int32 holds it for K < 2^17 inputs, and a saturating u8×s8 kernel
@@ -51,39 +51,49 @@ from dataclasses import dataclass, field
 import torch
 
 from nnue.pipeline.features import get_feature_set, parse_output_buckets
+from nnue.spec import activations as acts
 
-from .net import (NetFile, QuantScheme, _cached, _check_acc_int16, _int_mm_is_exact, _weight_digits,
-                  accumulators_f32, check_int32)
+from . import exact
+from .exact import accumulators_f32, cached, check_acc_int16, check_int32, sorted_steps, weight_digits
+from .net import NetFile, QuantScheme
 
-L0_ACTIVATIONS = ("crelu", "screlu", "pairwise_crelu")
-HIDDEN_ACTIVATIONS = ("crelu", "screlu")
+L0_ACTIVATIONS = acts.allowed("l0")
+HIDDEN_ACTIVATIONS = acts.allowed("l1")
+L2_ACTIVATIONS = acts.allowed("l2")
+
+
+def l2_activation(arch: dict) -> str:
+    """The activation after L2 (``l2_activation``; nets written before it existed use
+    ``hidden_activation`` after both layers)."""
+    return arch.get("l2_activation") or arch["hidden_activation"]
 
 
 def make_deep_arch(feature_set: str, hidden: int, activation: str, output_buckets: str,
-                   l1_outputs: int, l2_outputs: int, hidden_activation: str = "crelu") -> dict:
+                   l1_outputs: int, l2_outputs: int, hidden_activation: str = "crelu",
+                   l2_activation: str | None = None) -> dict:
     """The ``arch`` dict of a :class:`DeepIntegerNet` (written into the header).
 
-    hidden: H per perspective; activation: L0 activation (crelu|screlu|pairwise_crelu);
-    l1_outputs: N1; l2_outputs: N2; hidden_activation: crelu|screlu after L1 and L2.
+    hidden: H per perspective; activation: L0 activation (:func:`nnue.spec.activations.allowed`
+    "l0"); l1_outputs: N1; l2_outputs: N2; hidden_activation: the activation after L1
+    ("l1"); l2_activation: after L2 ("l2": also the gated units; default hidden_activation).
     Raises ValueError/KeyError for unknown names or impossible sizes."""
-    if activation not in L0_ACTIVATIONS:
-        raise ValueError(f"L0 activation {activation!r}: deep nets support {', '.join(L0_ACTIVATIONS)}")
-    if hidden_activation not in HIDDEN_ACTIVATIONS:
-        raise ValueError(f"hidden activation {hidden_activation!r}: deep nets support "
-                         f"{', '.join(HIDDEN_ACTIVATIONS)}")
+    acts.check(activation, "l0", "L0 activation")
+    acts.check(hidden_activation, "l1", "hidden activation (after L1)")
+    l2_act = l2_activation or hidden_activation
+    acts.check(l2_act, "l2", "activation after L2")
     if activation == "pairwise_crelu" and hidden % 2:
         raise ValueError("pairwise_crelu needs an even hidden size")
     if min(hidden, l1_outputs, l2_outputs) < 1:
         raise ValueError("layer sizes must be positive")
     fs = get_feature_set(feature_set)
     buckets = parse_output_buckets(output_buckets)
-    l1_inputs = hidden if activation == "pairwise_crelu" else 2 * hidden
+    l1_inputs = acts.l1_inputs(activation, hidden)
     if l1_inputs >= 1 << 17:
         raise ValueError("L1 wider than 2^17 inputs would break the int32 exactness bound")
     return {"kind": "deep", "feature_set": fs.name, "feature_hash": fs.hash, "num_inputs": fs.num_inputs,
             "hidden": hidden, "activation": activation, "output_buckets": buckets.name,
             "num_buckets": buckets.count, "l1_inputs": l1_inputs, "l1_outputs": l1_outputs,
-            "l2_outputs": l2_outputs, "hidden_activation": hidden_activation}
+            "l2_outputs": l2_outputs, "hidden_activation": hidden_activation, "l2_activation": l2_act}
 
 
 @dataclass
@@ -108,6 +118,11 @@ class DeepIntegerNet(NetFile):
     provenance: dict = field(default_factory=dict)
 
     kind = "deep"
+    ARCH_FIELDS = dict(NetFile.ARCH_FIELDS, l1_outputs=int, l2_outputs=int, hidden_activation=str,
+                       l2_activation=str)
+    #: optional field -> the field whose value it defaults to
+    ARCH_OPTIONAL = {"l2_activation": "hidden_activation"}
+    ARCH_ACTIVATIONS = {"activation": "l0", "hidden_activation": "l1", "l2_activation": "l2"}
 
     def tensors(self) -> dict[str, torch.Tensor]:
         return {k: getattr(self, k) for k in ("l0w", "l0b", "l1w", "l1b", "l2w", "l2b", "outw", "outb")}
@@ -123,25 +138,28 @@ class DeepIntegerNet(NetFile):
         """name -> (dtype, shape) of every tensor a deep net of ``arch`` holds, in file order."""
         F, H, B = arch["num_inputs"], arch["hidden"], arch["num_buckets"]
         L1, N1, N2 = arch["l1_inputs"], arch["l1_outputs"], arch["l2_outputs"]
+        R2 = N2 * (2 if acts.get(l2_activation(arch)).gated else 1)  # gated: gate rows, then linear rows
         return {"l0w": (torch.int16, (F, H)), "l0b": (torch.int16, (H,)),
                 "l1w": (torch.int8, (B, N1, L1)), "l1b": (torch.int32, (B, N1)),
-                "l2w": (torch.int8, (B, N2, N1)), "l2b": (torch.int32, (B, N2)),
+                "l2w": (torch.int8, (B, R2, N1)), "l2b": (torch.int32, (B, R2)),
                 "outw": (torch.int8, (B, N2)), "outb": (torch.int32, (B,))}
 
     def layers(self) -> list[dict]:
         """Per-layer dtypes, scales and shifts (written into export.json)."""
         s, a = self.scheme, self.arch
         shift = s.dense_shift
-        act0 = {"crelu": "clamp(acc, 0, QA)", "screlu": f"clamp(acc, 0, QA)^2 >> {s.l0_shift}",
-                "pairwise_crelu": f"(v[j] * v[j + H/2]) >> {s.l0_shift}"}[a["activation"]]
-        acth = {"crelu": "clamp(y, 0, QA)", "screlu": f"clamp(y, 0, QA)^2 >> {s.l0_shift}"}[a["hidden_activation"]]
+        a0, a1, a2 = (acts.get(n) for n in (a["activation"], a["hidden_activation"], l2_activation(a)))
+
+        def out(act):
+            lo, hi = act.out_range["hidden"]
+            return "u8" if act.u8 else f"int16 ({lo}..{hi})"
         return [
             {"layer": "l0", "weight": "int16", "bias": "int16", "scale": s.qa, "sum": "int16",
-             "activation": act0, "output": "u8"},
+             "activation": a0.name, "rule": a0.integer["deep_l0"], "output": "u8"},
             {"layer": "l1", "weight": "int8", "bias": "int32", "weight_scale": s.qb, "bias_scale": s.qa * s.qb,
-             "sum": "int32", "shift": shift, "activation": acth, "output": "u8"},
+             "sum": "int32", "shift": shift, "activation": a1.name, "rule": a1.integer["hidden"], "output": out(a1)},
             {"layer": "l2", "weight": "int8", "bias": "int32", "weight_scale": s.qb, "bias_scale": s.qa * s.qb,
-             "sum": "int32", "shift": shift, "activation": acth, "output": "u8"},
+             "sum": "int32", "shift": shift, "activation": a2.name, "rule": a2.integer["hidden"], "output": out(a2)},
             {"layer": "out", "weight": "int8", "bias": "int32", "weight_scale": s.qb, "bias_scale": s.qa * s.qb,
              "sum": "int32", "eval": f"out * {s.scale} / ({s.qa} * {s.qb}), truncating"},
         ]
@@ -154,17 +172,18 @@ def _fresh(t: torch.Tensor) -> torch.Tensor:
     return torch.empty(t.shape, dtype=torch.int8).copy_(t)
 
 
-def dense_plan(w: torch.Tensor) -> dict:
+def dense_plan(w: torch.Tensor, u8: bool = True) -> dict:
     """How :func:`dense_int` multiplies by the int8 weights ``w`` (B, M, K): mode "int8" with
-    ``mats``, the weight digits (:func:`nnue.inference.net._weight_digits`: w = d0 + 128·d1,
+    ``mats``, the weight digits (:func:`nnue.inference.exact.weight_digits`: w = d0 + 128·d1,
     |d| ≤ 64) as (K, B·M) int8 matrices, when ``torch._int_mm`` is exact for these shapes here
-    (:func:`nnue.inference.net._int_mm_is_exact`); else mode "f64" with the (K, B·M) float64
-    weights. ``w_sum``: (B, M) int64 row sums."""
+    (:func:`nnue.inference.exact.int_mm_is_exact`); else mode "f64" with the (K, B·M) float64
+    weights, also when ``u8`` is False (inputs outside 0..255: the non-u8 activations of
+    :mod:`nnue.spec.activations`, |x| ≤ 2^14). ``w_sum``: (B, M) int64 row sums."""
     B, M, K = w.shape
     flat = w.reshape(B * M, K).to(torch.int64)
     plan = {"w_sum": flat.sum(1).view(B, M), "shape": (B, M, K)}
-    if 0 < K < 1 << 17 and B * M > 0 and _int_mm_is_exact(K, B * M) and _int_mm_is_exact(K, M):
-        digits = _weight_digits(flat)
+    if u8 and 0 < K < 1 << 17 and B * M > 0 and exact.int_mm_is_exact(K, B * M) and exact.int_mm_is_exact(K, M):
+        digits = weight_digits(flat)
         plan |= {"mode": "int8", "mats": [_fresh(d.T) for d in digits],
                  "bucket_mats": [[_fresh(d.view(B, M, K)[b].T) for d in digits] for b in range(B)]}
     else:
@@ -172,18 +191,19 @@ def dense_plan(w: torch.Tensor) -> dict:
     return plan
 
 
-def _layer_plan(net: DeepIntegerNet, name: str) -> dict:
-    """:func:`dense_plan` of the net's layer ``name`` ("l1w", "l2w", "outw"), cached on the net."""
+def _layer_plan(net: DeepIntegerNet, name: str, u8: bool = True) -> dict:
+    """:func:`dense_plan` of the net's layer ``name`` ("l1w", "l2w", "outw"), cached on the net;
+    ``u8``: whether the layer's inputs are u8."""
     def build(w):
-        return dense_plan(w.unsqueeze(1) if w.dim() == 2 else w)
-    return _cached(net, ("deep_plan", name), (getattr(net, name),), build)
+        return dense_plan(w.unsqueeze(1) if w.dim() == 2 else w, u8)
+    return cached(net, ("deep_plan", name, u8), (getattr(net, name),), build)
 
 
 def dense_int(x: torch.Tensor, w: torch.Tensor, b: torch.Tensor, bucket: torch.Tensor, what: str,
               plan: dict | None = None, bucket_range: tuple[int, int] | None = None) -> torch.Tensor:
     """One bucketed dense layer on u8 activations, exact: ``b[bucket] + w[bucket] @ x``.
 
-    x: (N, K) int32 with values in 0..255; w: (B, M, K) int8; b: (B, M) int32; bucket: (N,)
+    x: (N, K) int32 with values in 0..255 (int8 mode; |x| < 2^15 in f64 mode); w: (B, M, K) int8; b: (B, M) int32; bucket: (N,)
     int64. Returns (N, M) int64, each value checked against int32 (OverflowError names
     ``what``). plan: :func:`dense_plan` of ``w`` (made here when not given). bucket_range:
     (lo, hi) when every bucket lies in lo..hi (positions sorted by piece count): only those
@@ -194,7 +214,7 @@ def dense_int(x: torch.Tensor, w: torch.Tensor, b: torch.Tensor, bucket: torch.T
     K·128·64 = K·2^13 < 2^31; the digits' |d| ≤ 64 also keep the adjacent-pair sums of a
     saturating u8×s8 kernel (x86 without VNNI) at 2·255·64 = 32640 < 2^15, where full-range
     int8 weights would saturate. f64 mode: |x·w| ≤ 255·128 and K < 2^17 terms: every sum is an
-    exact integer below 2^53.
+    exact integer below 2^53 (|x| < 2^15: |x·w| < 2^22, also exact).
     """
     B, M, K = w.shape
     plan = plan if plan is not None else dense_plan(w)
@@ -229,28 +249,12 @@ def dense_int(x: torch.Tensor, w: torch.Tensor, b: torch.Tensor, bucket: torch.T
     return s
 
 
-def _act(y: torch.Tensor, kind: str, qa: int, shift: int) -> torch.Tensor:
-    """u8 activation of an integer pre-activation: crelu clamp(y, 0, qa); screlu clamp² >> shift."""
-    v = y.clamp(0, qa)
-    return (v * v) >> shift if kind == "screlu" else v
-
-
 def l0_activations(net: DeepIntegerNet, acc_stm: torch.Tensor, acc_nstm: torch.Tensor) -> torch.Tensor:
     """x0, the u8 input of L1: (N, H) int32 accumulators of both perspectives -> (N, L1) int32
     in 0..255 (stm half first). Step 2 of the module docstring. Raises OverflowError when the
     scheme's qa and l0_shift let a value leave u8."""
     s, act = net.scheme, net.arch["activation"]
-    halves = []
-    for acc in (acc_stm, acc_nstm):
-        v = acc.clamp(0, s.qa)
-        if act == "pairwise_crelu":
-            h = v.shape[1] // 2
-            halves.append((v[:, :h] * v[:, h:]) >> s.l0_shift)
-        elif act == "screlu":
-            halves.append((v * v) >> s.l0_shift)
-        else:
-            halves.append(v)
-    x0 = torch.cat(halves, 1)
+    x0 = torch.cat([acts.int_l0_deep(act, acc.clamp(0, s.qa), s.l0_shift) for acc in (acc_stm, acc_nstm)], 1)
     if x0.numel() and x0.max() > 255:
         raise OverflowError(f"L0 activation leaves u8 (up to {int(x0.max())}): qa {s.qa} with "
                             f"l0_shift {s.l0_shift} does not fit")
@@ -276,12 +280,13 @@ def forward_after_l1(net: DeepIntegerNet, s1: torch.Tensor, bucket: torch.Tensor
     :func:`forward_from_accumulators`). The block-sparse L1 path
     (:mod:`nnue.inference.sparse_l1`) computes ``s1`` its own way and finishes here."""
     s = net.scheme
-    shift, hact = s.dense_shift, net.arch["hidden_activation"]
-    x1 = _act(s1 >> shift, hact, s.qa, s.l0_shift).to(torch.int32)
-    s2 = dense_int(x1, net.l2w, net.l2b, bucket, "L2 sum", _layer_plan(net, "l2w"), bucket_range)
-    x2 = _act(s2 >> shift, hact, s.qa, s.l0_shift).to(torch.int32)
+    shift = s.dense_shift
+    a1, a2 = acts.get(net.arch["hidden_activation"]), acts.get(l2_activation(net.arch))
+    x1 = acts.int_hidden(a1.name, s1 >> shift, s.qa, s.l0_shift).to(torch.int32)
+    s2 = dense_int(x1, net.l2w, net.l2b, bucket, "L2 sum", _layer_plan(net, "l2w", a1.u8), bucket_range)
+    x2 = acts.int_hidden(a2.name, s2 >> shift, s.qa, s.l0_shift).to(torch.int32)
     out = dense_int(x2, net.outw.unsqueeze(1), net.outb.unsqueeze(1), bucket, "output sum",
-                    _layer_plan(net, "outw"), bucket_range).squeeze(1)
+                    _layer_plan(net, "outw", a2.u8), bucket_range).squeeze(1)
     ev = torch.div(out * s.scale, s.qa * s.qb, rounding_mode="trunc")
     if return_parts:
         return ev, {"s1": s1, "s2": s2, "out": out}
@@ -299,7 +304,7 @@ def forward_int(net: DeepIntegerNet, stm: torch.Tensor, nstm: torch.Tensor, buck
     accs = []
     for idx in (stm, nstm):
         acc = accumulators_f32(net, idx)  # exact integers in float32
-        _check_acc_int16(acc)
+        check_acc_int16(acc)
         accs.append(acc.to(torch.int32))
     res = forward_from_accumulators(net, accs[0], accs[1], bucket, return_parts)
     if return_parts:
@@ -312,15 +317,13 @@ def evaluate(net: DeepIntegerNet, boards: torch.Tensor, chunk: int = 1024) -> to
     """Integer evals of packed boards: (N, 32) uint8 -> (N,) int64 centipawns, stm POV.
 
     The feature transformer runs as in :func:`nnue.inference.net.evaluate` (positions sorted by
-    piece count, steps of 512, bags from the lookup keys; ``_sorted_steps``), then steps 2–6 of
+    piece count, steps of 512, bags from the lookup keys; :func:`nnue.inference.exact.sorted_steps`), then steps 2–6 of
     the module docstring on each step's accumulators; the evals go back to input order."""
-    from .net import _sorted_steps
-
     n = boards.shape[0]
     if n == 0:
-        _sorted_steps(net, boards, chunk)  # validates shape and dtype
+        sorted_steps(net, boards, chunk)  # validates shape and dtype
         return torch.zeros(0, dtype=torch.int64)
-    order, bucket, _, steps = _sorted_steps(net, boards, chunk)
+    order, bucket, _, steps = sorted_steps(net, boards, chunk)
     ev = torch.empty(n, dtype=torch.int64)
     for s, e, acc, b_lo, b_hi in steps:
         acc = acc.view(e - s, 2, -1).to(torch.int32)

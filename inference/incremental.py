@@ -55,7 +55,11 @@ from nnue.pipeline.features import FeatureSet
 from nnue.pipeline.features.board_tensor import NUM_KEYS
 from nnue.pipeline.features.lookup import TableEncoder
 
-from .net import INT32_MAX, INT32_MIN, IntegerNet
+from nnue.spec import activations as acts
+from nnue.spec import kinds
+
+from .exact import INT32_MAX, INT32_MIN
+from .net import IntegerNet
 
 EMPTY = -1
 PAWN, KNIGHT, BISHOP, ROOK, QUEEN, KING = range(6)
@@ -169,7 +173,7 @@ def _net_cache(net: IntegerNet) -> dict:
         w = net.l0w.numpy().astype(np.int32)  # int32 rows: numpy adds them without a cast
         act = net.arch["activation"]
         half = net.arch["l1_inputs"] // 2
-        if net.kind == "deep":  # layers after L0 run through nnue.inference.deep
+        if _layers_after_l0(net) is not None:  # deep nets: the layers after L0 run in their evaluator
             cache = {"key": key, "arch": dict(net.arch), "scheme": net.scheme, "w": w,
                      "b": net.l0b.numpy().astype(np.int32), "act": act, "hidden": H,
                      "buckets": net.buckets.of_piece_count(torch.arange(33)).tolist()}
@@ -188,6 +192,12 @@ def _net_cache(net: IntegerNet) -> dict:
         }
         net.__dict__["_incremental_cache"] = cache
     return cache
+
+
+def _layers_after_l0(net):
+    """The kind's ``forward_from_accumulators`` (nets with layers after L1, e.g. deep), or None
+    when the kind's L1 runs here (perspective nets)."""
+    return getattr(kinds.get(net.kind).load("evaluator"), "forward_from_accumulators", None)
 
 
 def _tdiv(a: int, b: int) -> int:
@@ -623,9 +633,8 @@ class IncrementalAccumulator:
         lo, hi = acc.min(), acc.max()
         if lo < -32768 or hi > 32767:
             raise OverflowError(f"accumulator leaves int16 ({int(lo)}..{int(hi)})")
-        if self.net.kind == "deep":
-            from .deep import forward_from_accumulators
-
+        forward_from_accumulators = _layers_after_l0(self.net)
+        if forward_from_accumulators is not None:
             a = torch.from_numpy(acc)
             bucket = torch.tensor([c["buckets"][self.count]])
             return int(forward_from_accumulators(self.net, a[self.stm:self.stm + 1], a[1 - self.stm:2 - self.stm],
@@ -634,16 +643,12 @@ class IncrementalAccumulator:
         np.maximum(acc, 0, out=v)
         np.minimum(v, qa, out=v)
         act = c["act"]
-        if act == "screlu":
-            np.multiply(v, v, out=v)
-        elif act == "pairwise_crelu":
-            h = v.shape[1] // 2
-            v = v[:, :h] * v[:, h:]
+        v = acts.int_l0_product(act, v)
         b = c["buckets"][self.count]
         total = int(v.reshape(-1).dot(c["l1"][b][self.stm]))
         if total < INT32_MIN or total > INT32_MAX:
             raise OverflowError(f"L1 sum leaves the int32 range ({total})")
-        out = (_tdiv(total, qa) if act != "crelu" else total) + c["l1b"][b]
+        out = (_tdiv(total, qa) if acts.divides_by_qa(act) else total) + c["l1b"][b]
         if out < INT32_MIN or out > INT32_MAX:
             raise OverflowError(f"L1 output leaves the int32 range ({out})")
         return _tdiv(out * s.scale, qa * s.qb)

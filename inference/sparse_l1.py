@@ -30,22 +30,18 @@ from __future__ import annotations
 
 import torch
 
-from .net import IntegerNet, _check_acc_int16, accumulators_f32, check_int32
+from nnue.spec import activations as acts
+from nnue.spec import kinds
+
+from .exact import accumulators_f32, check_acc_int16, check_int32
 
 METHODS = ("gather", "compact")
 
 
-def activations(net: IntegerNet, acc: torch.Tensor) -> torch.Tensor:
+def activations(net, acc: torch.Tensor) -> torch.Tensor:
     """(N, 2, H) accumulators (stm, nstm; integers in any dtype) -> (N, 2, L) int32 L1 inputs
     per perspective (L = H, or H/2 for pairwise_crelu), after the activation."""
-    v = acc.clamp(0, net.scheme.qa).to(torch.int32)
-    act = net.arch["activation"]
-    if act == "screlu":
-        return v * v
-    if act == "pairwise_crelu":
-        h = v.shape[-1] // 2
-        return v[..., :h] * v[..., h:]
-    return v
+    return acts.int_l0_product(net.arch["activation"], acc.clamp(0, net.scheme.qa).to(torch.int32))
 
 
 def _blocks(x: torch.Tensor, block: int) -> torch.Tensor:
@@ -86,7 +82,7 @@ def block_stats(x: torch.Tensor, block: int = 4) -> dict:
     }
 
 
-def _weights(net: IntegerNet, block: int, dtype: torch.dtype) -> torch.Tensor:
+def _weights(net, block: int, dtype: torch.dtype) -> torch.Tensor:
     """L1 weights as (B, 2·nb, block) blocks matching :func:`_blocks`, made once per net."""
     cache = net.__dict__.setdefault("_sparse_l1_cache", {})
     key = (block, dtype)
@@ -98,7 +94,7 @@ def _weights(net: IntegerNet, block: int, dtype: torch.dtype) -> torch.Tensor:
     return hit[1]
 
 
-def l1_sum(net: IntegerNet, x: torch.Tensor, bucket: torch.Tensor, block: int = 4,
+def l1_sum(net, x: torch.Tensor, bucket: torch.Tensor, block: int = 4,
            method: str = "gather") -> torch.Tensor:
     """The L1 sum before the division, skipping all-zero blocks: x (N, 2, L) int32 L1 inputs
     (from :func:`activations`), bucket (N,) int64 -> (N,) int64, exact."""
@@ -172,38 +168,45 @@ def deep_l1_sum(net, x: torch.Tensor, bucket: torch.Tensor, block: int = 4,
     return total
 
 
-def forward_sparse(net: IntegerNet, stm: torch.Tensor, nstm: torch.Tensor, bucket: torch.Tensor,
+def forward_sparse(net, stm: torch.Tensor, nstm: torch.Tensor, bucket: torch.Tensor,
                    block: int = 4, method: str = "gather", return_stats: bool = False):
     """:func:`~nnue.inference.net.forward_int` (deep nets: :func:`nnue.inference.deep.forward_int`)
     with a block-sparse L1: same arguments, same (N,) int64 evals, same OverflowErrors. With
     return_stats also :func:`block_stats`' dict."""
-    s = net.scheme
     accs = []
     for idx in (stm, nstm):
         acc = accumulators_f32(net, idx)
-        _check_acc_int16(acc)
+        check_acc_int16(acc)
         accs.append(acc)
-    if net.kind == "deep":
-        from .deep import forward_after_l1, l0_activations
+    kinds.get(net.kind)  # an unknown kind: ValueError naming the known ones
+    ev, x = _FORWARD[net.kind](net, accs, bucket, block, method)
+    return (ev, block_stats(x, block)) if return_stats else ev
 
-        x = l0_activations(net, accs[0].to(torch.int32), accs[1].to(torch.int32))
-        x = x.view(x.shape[0], 2, -1)
-        ev = forward_after_l1(net, deep_l1_sum(net, x, bucket, block, method), bucket)
-        return (ev, block_stats(x, block)) if return_stats else ev
+
+def _forward_deep(net, accs, bucket, block, method):
+    from .deep import forward_after_l1, l0_activations
+
+    x = l0_activations(net, accs[0].to(torch.int32), accs[1].to(torch.int32))
+    x = x.view(x.shape[0], 2, -1)
+    return forward_after_l1(net, deep_l1_sum(net, x, bucket, block, method), bucket), x
+
+
+def _forward_perspective(net, accs, bucket, block, method):
+    s = net.scheme
     x = activations(net, torch.stack(accs, 1))
     total = l1_sum(net, x, bucket, block, method)
     check_int32(total, "L1 sum")
-    act = net.arch["activation"]
-    out = torch.div(total, s.qa, rounding_mode="trunc") if act in ("screlu", "pairwise_crelu") else total
+    out = torch.div(total, s.qa, rounding_mode="trunc") if acts.divides_by_qa(net.arch["activation"]) else total
     out = out + net.l1b.to(torch.int64)[bucket]
     check_int32(out, "L1 output")
-    ev = torch.div(out * s.scale, s.qa * s.qb, rounding_mode="trunc")
-    if return_stats:
-        return ev, block_stats(x, block)
-    return ev
+    return torch.div(out * s.scale, s.qa * s.qb, rounding_mode="trunc"), x
 
 
-def evaluate_sparse(net: IntegerNet, boards: torch.Tensor, chunk: int = 1024, block: int = 4,
+#: net kind -> its path after the accumulators (the kinds of :mod:`nnue.spec.kinds` that have an L1)
+_FORWARD = {"perspective": _forward_perspective, "deep": _forward_deep}
+
+
+def evaluate_sparse(net, boards: torch.Tensor, chunk: int = 1024, block: int = 4,
                     method: str = "gather", return_stats: bool = False):
     """:func:`~nnue.inference.net.evaluate` through :func:`forward_sparse`: (N, 32) uint8 packed
     boards -> (N,) int64 evals; with return_stats also the block sparsity over all of them."""

@@ -72,9 +72,9 @@ def activate(name: str, x: torch.Tensor, backend: str = "auto") -> torch.Tensor:
     return activations.activate(name, x)
 
 
-def swiglu(a: torch.Tensor, b: torch.Tensor, backend: str = "auto") -> torch.Tensor:
-    """swish(a)·b elementwise."""
+def swiglu(a: torch.Tensor, b: torch.Tensor, backend: str = "auto", gate: str = "swish") -> torch.Tensor:
+    """gate(a)·b elementwise, gate "swish" or "hardswish"."""
     if resolve_backend(backend, a.device) == "torch":
-        return reference.swiglu(a, b)
+        return reference.swiglu(a, b, gate)
     from . import activations
-    return activations.swiglu(a, b)
+    return activations.swiglu(a, b, gate)

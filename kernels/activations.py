@@ -4,7 +4,8 @@ Ops (definitions: DESIGN.md glossary; torch specs in :mod:`nnue.kernels.referenc
 
 * :func:`activate` — ``crelu`` clamp(x, 0, 1); ``screlu`` crelu(x)²; ``relu``; ``hardswish``
   x·clamp(x/6 + 1/2, 0, 1); ``swish`` x·σ(x); ``none``.
-* :func:`swiglu` — swish(a)·b (Shazeer 2020, "GLU Variants Improve Transformer").
+* :func:`swiglu` — gate(a)·b, gate swish (Shazeer 2020, "GLU Variants Improve Transformer") or
+  hardswish.
 
 Every op computes in fp32 whatever the storage dtype (fp32, bf16, fp16) and stores in the input's
 dtype. The backward recomputes the activation's derivative from the saved input, so one kernel
@@ -25,10 +26,15 @@ import triton
 import triton.language as tl
 from torch.autograd.function import once_differentiable
 
-# Activation codes, a constexpr argument of every kernel (the compiler removes the other branches).
-ACT_CODES = {"crelu": 0, "screlu": 1, "pairwise_crelu": 2, "relu": 3, "hardswish": 4, "swish": 5, "none": 6}
+from nnue.spec import activations as spec
+
+# Activation codes, a constexpr argument of every kernel (the compiler removes the other
+# branches): looked up in the spec (nnue.spec.activations). The gated units take two inputs and
+# run in the swiglu kernels below, their gate's code as GATE.
+ACT_CODES = {n: a.code for n, a in spec.ACTIVATIONS.items() if not a.gated}
 # Elementwise ops of this module; pairwise_crelu mixes two halves of a row and lives fused in sparse_ft.
-ELEMENTWISE = ("crelu", "screlu", "relu", "hardswish", "swish", "none")
+ELEMENTWISE = tuple(n for n in ACT_CODES if n != "pairwise_crelu")
+GATES = ("swish", "hardswish")
 DTYPES = (torch.float32, torch.bfloat16, torch.float16)
 
 # Whether the kernels below were built for the Triton interpreter (TRITON_INTERPRET=1 when this
@@ -116,34 +122,33 @@ def _act_bwd_kernel(
 def _swiglu_fwd_kernel(
     a_ptr,   # (N,) gate input, contiguous
     b_ptr,   # (N,) linear input, contiguous, a's dtype
-    y_ptr,   # (N,) swish(a)·b (written)
+    y_ptr,   # (N,) gate(a)·b (written)
     N,
-    BLOCK: tl.constexpr,
+    GATE: tl.constexpr, BLOCK: tl.constexpr,
 ):
     offs = tl.program_id(0).to(tl.int64) * BLOCK + tl.arange(0, BLOCK)
     m = offs < N
     a = tl.load(a_ptr + offs, mask=m, other=0.0).to(tl.float32)
     b = tl.load(b_ptr + offs, mask=m, other=0.0).to(tl.float32)
-    tl.store(y_ptr + offs, (a * tl.sigmoid(a) * b).to(y_ptr.dtype.element_ty), mask=m)
+    tl.store(y_ptr + offs, (act_fwd(a, GATE) * b).to(y_ptr.dtype.element_ty), mask=m)
 
 
 @triton.jit
 def _swiglu_bwd_kernel(
     a_ptr, b_ptr,  # (N,) the forward's inputs
     gy_ptr,        # (N,) gradient of the output
-    ga_ptr,        # (N,) gradient of a (written): gy·b·swish'(a)
-    gb_ptr,        # (N,) gradient of b (written): gy·swish(a)
+    ga_ptr,        # (N,) gradient of a (written): gy·b·gate'(a)
+    gb_ptr,        # (N,) gradient of b (written): gy·gate(a)
     N,
-    BLOCK: tl.constexpr,
+    GATE: tl.constexpr, BLOCK: tl.constexpr,
 ):
     offs = tl.program_id(0).to(tl.int64) * BLOCK + tl.arange(0, BLOCK)
     m = offs < N
     a = tl.load(a_ptr + offs, mask=m, other=0.0).to(tl.float32)
     b = tl.load(b_ptr + offs, mask=m, other=0.0).to(tl.float32)
     gy = tl.load(gy_ptr + offs, mask=m, other=0.0).to(tl.float32)
-    sg = tl.sigmoid(a)
-    tl.store(ga_ptr + offs, (gy * b * (sg + a * sg * (1.0 - sg))).to(ga_ptr.dtype.element_ty), mask=m)
-    tl.store(gb_ptr + offs, (gy * a * sg).to(gb_ptr.dtype.element_ty), mask=m)
+    tl.store(ga_ptr + offs, (gy * b * act_grad(a, GATE)).to(ga_ptr.dtype.element_ty), mask=m)
+    tl.store(gb_ptr + offs, (gy * act_fwd(a, GATE)).to(gb_ptr.dtype.element_ty), mask=m)
 
 
 def check_device(t: torch.Tensor, op: str) -> None:
@@ -202,13 +207,14 @@ class Activation(torch.autograd.Function):
 
 
 class SwiGLU(torch.autograd.Function):
-    """y = swish(a)·b elementwise; backward writes both gradients in one kernel."""
+    """y = gate(a)·b elementwise; backward writes both gradients in one kernel."""
 
     @staticmethod
-    def forward(ctx, a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    def forward(ctx, a: torch.Tensor, b: torch.Tensor, gate: str = "swish") -> torch.Tensor:
         y = torch.empty_like(a)
+        ctx.gate = ACT_CODES[gate]
         if a.numel():
-            _swiglu_fwd_kernel[_grid(a.numel())](a, b, y, a.numel(), BLOCK=BLOCK)
+            _swiglu_fwd_kernel[_grid(a.numel())](a, b, y, a.numel(), GATE=ctx.gate, BLOCK=BLOCK)
         ctx.save_for_backward(a, b)
         return y
 
@@ -219,8 +225,8 @@ class SwiGLU(torch.autograd.Function):
         gy = gy.to(a.dtype).contiguous()
         ga, gb = torch.empty_like(a), torch.empty_like(b)
         if a.numel():
-            _swiglu_bwd_kernel[_grid(a.numel())](a, b, gy, ga, gb, a.numel(), BLOCK=BLOCK)
-        return ga, gb
+            _swiglu_bwd_kernel[_grid(a.numel())](a, b, gy, ga, gb, a.numel(), GATE=ctx.gate, BLOCK=BLOCK)
+        return ga, gb, None
 
 
 def activate(name: str, x: torch.Tensor) -> torch.Tensor:
@@ -235,7 +241,11 @@ def activate(name: str, x: torch.Tensor) -> torch.Tensor:
     return Activation.apply(x, name)
 
 
-def swiglu(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
-    """swish(a)·b for ``a``, ``b`` of one shape, dtype and device (contiguous) -> that shape."""
+def swiglu(a: torch.Tensor, b: torch.Tensor, gate: str = "swish") -> torch.Tensor:
+    """gate(a)·b for ``a``, ``b`` of one shape, dtype and device (contiguous) -> that shape;
+    gate "swish" (SwiGLU) or "hardswish" (the gated unit of Viridithas's L2). Raises ValueError
+    on another gate."""
+    if gate not in GATES:
+        raise ValueError(f"swiglu: gate {gate!r}; one of {', '.join(GATES)}")
     _check_elementwise("swiglu", a, b)
-    return SwiGLU.apply(a, b)
+    return SwiGLU.apply(a, b, gate)

@@ -16,7 +16,10 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
-ACTIVATIONS = ("crelu", "screlu", "pairwise_crelu", "relu", "hardswish", "swish", "none")
+from nnue.spec import activations as spec
+
+#: the elementwise and L0 activations (the gated units take two inputs: :func:`swiglu`)
+ACTIVATIONS = tuple(n for n, a in spec.ACTIVATIONS.items() if not a.gated)
 
 
 def sparse_ft(weight: torch.Tensor, bias: torch.Tensor, indices: torch.Tensor) -> torch.Tensor:
@@ -39,22 +42,10 @@ def activate(name: str, x: torch.Tensor) -> torch.Tensor:
 
     crelu: clamp(x, 0, 1). screlu: crelu(x)². pairwise_crelu: crelu(x[:, :H/2]) · crelu(x[:, H/2:])
     -> (B, H/2). relu. hardswish: x·clamp(x/6 + 1/2, 0, 1). swish: x·σ(x). none: identity.
+    The functions are the float references of :mod:`nnue.spec.activations`.
     """
-    if name == "crelu":
-        return x.clamp(0, 1)
-    if name == "screlu":
-        return x.clamp(0, 1).square()
-    if name == "pairwise_crelu":
-        h = x.shape[-1] // 2
-        return x[..., :h].clamp(0, 1) * x[..., h:].clamp(0, 1)
-    if name == "relu":
-        return x.relu()
-    if name == "hardswish":
-        return x * (x / 6 + 0.5).clamp(0, 1)
-    if name == "swish":
-        return x * torch.sigmoid(x)
-    if name == "none":
-        return x
+    if name in ACTIVATIONS:
+        return spec.ACTIVATIONS[name].float_ref(x)
     raise ValueError(f"unknown activation {name!r}; known: {', '.join(ACTIVATIONS)}")
 
 
@@ -67,6 +58,9 @@ def sparse_ft_pair(weight: torch.Tensor, bias: torch.Tensor, stm: torch.Tensor, 
     return torch.cat([activate(activation, sparse_ft(weight, bias, idx)) for idx in (stm, nstm)], dim=1)
 
 
-def swiglu(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
-    """SwiGLU gate: swish(a)·b = a·σ(a)·b (Shazeer 2020, "GLU Variants Improve Transformer")."""
-    return a * torch.sigmoid(a) * b
+def swiglu(a: torch.Tensor, b: torch.Tensor, gate: str = "swish") -> torch.Tensor:
+    """Gated linear unit: gate(a)·b; gate "swish" (SwiGLU, a·σ(a)·b: Shazeer 2020, "GLU Variants
+    Improve Transformer") or "hardswish" (a·clamp(a/6 + 1/2, 0, 1)·b, Viridithas's L2)."""
+    if gate not in ("swish", "hardswish"):
+        raise ValueError(f"swiglu gate {gate!r}: swish or hardswish")
+    return spec.ACTIVATIONS[gate].float_ref(a) * b

@@ -188,7 +188,7 @@ def cmd_export(args) -> int:
     print(f"wrote {r['net']}, {r['bin']} and {Path(r['net']).parent / 'export.json'}")
     arch = r["architecture"]
     layers = (f" -> {arch['l1_outputs']} {arch['hidden_activation']} -> {arch['l2_outputs']} "
-              f"{arch['hidden_activation']} -> 1" if arch.get("kind") == "deep" else "")
+              f"{arch.get('l2_activation') or arch['hidden_activation']} -> 1" if "l1_outputs" in arch else "")
     print(f"  {arch['feature_set']} -> {arch['hidden']}x2 {arch['activation']}{layers} -> {arch['output_buckets']}")
     print(f"  audit: accumulator worst case {a['accumulator_worst_case']} (limit {a['accumulator_limit']}), "
           f"clipped {a['clipped'] or 'nothing'}")
@@ -458,23 +458,22 @@ def check_train_args(overrides: list[str]) -> str | None:
             mf.load(p)
         from nnue.kernels import BACKENDS
         from nnue.pipeline.features import get_feature_set, parse_output_buckets
-        from nnue.trainer.model import Arch, DeepArch, factor_map
+        from nnue.spec import kinds
+        from nnue.trainer.model import factor_map
 
         m = cfg.model
         fs = get_feature_set(m.features)
         buckets = parse_output_buckets(m.output_buckets)
         kind = m.get("kind", "perspective")
-        if kind not in ("perspective", "deep"):
-            return f"model.kind={kind}: one of perspective, deep"
+        if kind not in kinds.KINDS:
+            return f"model.kind={kind}: one of {', '.join(kinds.KINDS)}"
         hidden = _int_field("model.hidden", m.hidden, 1)
-        if kind == "deep":
-            d = m.get("deep") or {}
-            DeepArch(fs.num_inputs, hidden, m.activation, buckets.count,
-                     _int_field("model.deep.l1_outputs", d.get("l1_outputs", 16), 1, 4096),
-                     _int_field("model.deep.l2_outputs", d.get("l2_outputs", 32), 1, 4096),
-                     str(d.get("hidden_activation", "crelu")))
-        else:
-            Arch(fs.num_inputs, hidden, m.activation, buckets.count)  # checks activation, hidden
+        d = dict(m.get("deep") or {})
+        for k in ("l1_outputs", "l2_outputs"):
+            if k in d:
+                d[k] = _int_field(f"model.deep.{k}", d[k], 1, 4096)
+        # the kind's arch checks activations (where each is allowed) and sizes
+        kinds.get(kind).load("float_arch").from_config(fs.num_inputs, hidden, m.activation, buckets.count, d, 1.0)
         if not isinstance(m.get("qat", False), bool):
             return f"model.qat={m.qat}: true or false"
         try:

@@ -48,10 +48,11 @@ def c_perspective_args(features: str, output_buckets: str, hidden: int, activati
 
 
 def c_deep_args(features: str, output_buckets: str, hidden: int, activation: str,
-                l1_outputs: int, l2_outputs: int, hidden_activation: str) -> list[str]:
-    """Command-line arguments (after NET.bin) of the C evaluator for a deep net."""
+                l1_outputs: int, l2_outputs: int, hidden_activation: str, l2_activation: str | None = None) -> list[str]:
+    """Command-line arguments (after NET.bin) of the C evaluator for a deep net (l2_activation:
+    after L2, default hidden_activation)."""
     return ["--features", features, "--buckets", output_buckets, "--deep", str(hidden), activation,
-            str(l1_outputs), str(l2_outputs), hidden_activation]
+            str(l1_outputs), str(l2_outputs), hidden_activation, l2_activation or hidden_activation]
 
 
 def run_c(exe: Path, net_bin: Path, args: list[str], fens: list[str],
@@ -116,7 +117,7 @@ def c_args_for_arch(arch: dict) -> list[str]:
     hidden_activation."""
     if arch.get("kind", "perspective") == "deep":
         return c_deep_args(arch["feature_set"], arch["output_buckets"], arch["hidden"], arch["activation"],
-                           arch["l1_outputs"], arch["l2_outputs"], arch["hidden_activation"])
+                           arch["l1_outputs"], arch["l2_outputs"], arch["hidden_activation"], arch.get("l2_activation"))
     if arch.get("kind", "perspective") != "perspective":
         raise ValueError(f"unknown net kind {arch.get('kind')!r}")
     return c_perspective_args(arch["feature_set"], arch["output_buckets"], arch["hidden"], arch["activation"])

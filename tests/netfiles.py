@@ -44,19 +44,21 @@ def write_weights(model: PerspectiveNet, path: Path, data_path=None, val_fractio
 
 def make_deep_model(activation: str = "pairwise_crelu", hidden: int = 32, buckets: int = 8, l1_outputs: int = 16,
                     l2_outputs: int = 32, hidden_activation: str = "crelu", seed: int = 0, num_inputs: int = 768,
-                    ft_scale: float = 0.3, dense_scale: float = 0.5) -> DeepNet:
+                    ft_scale: float = 0.3, dense_scale: float = 0.5, l2_activation: str | None = None,
+                    bias_scale: float = 1.0) -> DeepNet:
     """A random float deep net whose hidden activations land in every regime (below 0, inside
-    [0, 1], clipped) and whose evals spread over both signs."""
+    [0, 1], clipped) and whose evals spread over both signs. l2_activation: after L2 (default
+    hidden_activation); bias_scale widens the L1/L2 biases (pre-activations beyond ±3)."""
     torch.manual_seed(seed)
-    m = DeepNet(DeepArch(num_inputs, hidden, activation, buckets, l1_outputs, l2_outputs, hidden_activation),
-                backend="torch")
+    m = DeepNet(DeepArch(num_inputs, hidden, activation, buckets, l1_outputs, l2_outputs, hidden_activation,
+                         l2_activation=l2_activation), backend="torch")
     with torch.no_grad():
         m.ft.weight.uniform_(-ft_scale, ft_scale)
         m.ft.bias.uniform_(0.0, 0.6)
         for layer in (m.l1, m.l2, m.out):
             layer.weight.uniform_(-dense_scale, dense_scale)
-        m.l1.bias.uniform_(-0.3, 0.5)
-        m.l2.bias.uniform_(-0.3, 0.5)
+        m.l1.bias.uniform_(-0.3 * bias_scale, 0.5 * bias_scale)
+        m.l2.bias.uniform_(-0.3 * bias_scale, 0.5 * bias_scale)
         m.out.bias.uniform_(-0.5, 0.5)
     return m.eval()
 
@@ -191,7 +193,8 @@ def make_adversarial_int_net(fs_name: str, act: str, hidden: int, output_buckets
 
 def make_deep_int_net(fs_name: str, act: str = "screlu", hidden: int = 32, output_buckets: str = "MaterialCount<8>",
                       l1_outputs: int = 16, l2_outputs: int = 32, hidden_activation: str = "crelu", seed: int = 0,
-                      ft: int = 150, bias: tuple[int, int] = (-100, 250), spread: float = 1.5):
+                      ft: int = 150, bias: tuple[int, int] = (-100, 250), spread: float = 1.5,
+                      l2_activation: str | None = None, center: int = 128):
     """A random deep integer net (:class:`~nnue.inference.deep.DeepIntegerNet`) whose hidden
     pre-activations y = s >> 6 of L1 and L2 land in every regime: below 0, inside [0, 255] and
     clipped above 255.
@@ -206,21 +209,23 @@ def make_deep_int_net(fs_name: str, act: str = "screlu", hidden: int = 32, outpu
 
     from nnue.inference.deep import DeepIntegerNet, make_deep_arch
 
-    arch = make_deep_arch(fs_name, hidden, act, output_buckets, l1_outputs, l2_outputs, hidden_activation)
+    arch = make_deep_arch(fs_name, hidden, act, output_buckets, l1_outputs, l2_outputs, hidden_activation,
+                          l2_activation)
     F, B, L1 = arch["num_inputs"], arch["num_buckets"], arch["l1_inputs"]
+    R2 = DeepIntegerNet.tensor_specs(arch)["l2w"][1][1]  # 2·N2 rows for a gated unit
     g = torch.Generator().manual_seed(seed)
 
     def dense(m: int, k: int):
         r = max(1, min(127, round(spread * 64 * 255 / (math.sqrt(k) * 0.58 * 128))))
         w = torch.randint(-r, r + 1, (B, m, k), generator=g).to(torch.int8)
         half = int(64 * 255 * spread / 2)
-        b = (torch.randint(-half, half + 1, (B, m), generator=g) + 64 * 128).to(torch.int32)
+        b = (torch.randint(-half, half + 1, (B, m), generator=g) + 64 * center).to(torch.int32)
         return w, b
 
     l0w = torch.randint(-ft, ft + 1, (F, hidden), generator=g).to(torch.int16)
     l0b = torch.randint(bias[0], bias[1] + 1, (hidden,), generator=g).to(torch.int16)
     l1w, l1b = dense(l1_outputs, L1)
-    l2w, l2b = dense(l2_outputs, l1_outputs)
+    l2w, l2b = dense(R2, l1_outputs)
     outw = torch.randint(-127, 128, (B, l2_outputs), generator=g).to(torch.int8)
     outb = torch.randint(-64 * 255, 64 * 255 + 1, (B,), generator=g).to(torch.int32)
     return DeepIntegerNet(arch, QuantScheme(), l0w, l0b, l1w, l1b, l2w, l2b, outw, outb)
@@ -271,7 +276,7 @@ def make_adversarial_deep_int_net(fs_name: str, act: str = "screlu", hidden: int
         return w.to(torch.int8), b.to(torch.int32)
 
     l1w, l1b = dense(l1_outputs, L1)
-    l2w, l2b = dense(l2_outputs, l1_outputs)
+    l2w, l2b = dense(R2, l1_outputs)
     outw = extremes(B, l2_outputs).to(torch.int8)
     lim = l2_outputs * 128 * 255
     outb = torch.randint(-lim, lim + 1, (B,), generator=g).to(torch.int32)

@@ -26,16 +26,21 @@ from pathlib import Path
 import torch
 from safetensors import safe_open
 
+from nnue.inference import api as inference_api
 from nnue.inference import deep as deep_int
-from nnue.inference.net import INT32_MAX, IntegerNet, QuantScheme, forward_int, make_arch
+from nnue.inference.exact import INT32_MAX
+from nnue.inference.net import IntegerNet  # noqa: F401  (tests patch export_mod.IntegerNet.write_bin)
 from nnue.kernels import sparse_ft_pair
+from nnue.spec import activations as acts
+from nnue.spec import kinds
+from nnue.spec.quant import QuantScheme
 from nnue.pipeline import manifest as mf
 from nnue.pipeline.atomic import atomic_write_bytes
 from nnue.pipeline.batch import to_sparse_batch
 from nnue.pipeline.features import get_feature_set, parse_output_buckets
 
 from .metrics import spearman
-from .model import DeepArch, DeepNet, PerspectiveNet, build_model
+from .model import DeepNet, PerspectiveNet, build_model
 
 INT16_MAX = 32767
 INT8_MAX = 127
@@ -116,18 +121,34 @@ def quantise(model: PerspectiveNet | DeepNet, scheme: QuantScheme) -> dict[str, 
             raise ExportError(f"parameter {name}: {int(bad.sum())} value(s) not finite, first at "
                               f"{_where(t, i)} = {float(t.flatten()[i])}: the checkpoint is broken "
                               f"(diverged training?); --clip cannot repair it")
-    r = lambda t, k: torch.round(t.double() * k).long()  # noqa: E731
+    return kinds.get(model.arch.kind).load("quantise")(model, scheme)
+
+
+def _r(t: torch.Tensor, k: int) -> torch.Tensor:
+    return torch.round(t.double() * k).long()
+
+
+def quantise_perspective(model: PerspectiveNet, scheme: QuantScheme) -> dict[str, torch.Tensor]:
+    """:func:`quantise` of a perspective net: l0 at QA, l1 weights at QB, l1 bias at QA·QB."""
+    qa, qb = scheme.qa, scheme.qb
     with torch.no_grad():
-        q = {"l0w": r(model.folded_ft_weight(), qa), "l0b": r(model.ft.bias, qa)}
-        if not isinstance(model, DeepNet):
-            return q | {"l1w": r(model.l1.weight, qb), "l1b": r(model.l1.bias, qa * qb)}
-        a = model.arch
-        B, N1, N2 = a.num_buckets, a.l1_outputs, a.l2_outputs
-        half = qb // 2
-        return q | {
-            "l1w": r(model.l1.weight, qb).view(B, N1, a.l1_inputs), "l1b": r(model.l1.bias, qa * qb).view(B, N1) + half,
-            "l2w": r(model.l2.weight, qb).view(B, N2, N1), "l2b": r(model.l2.bias, qa * qb).view(B, N2) + half,
-            "outw": r(model.out.weight, qb), "outb": r(model.out.bias, qa * qb),
+        return {"l0w": _r(model.folded_ft_weight(), qa), "l0b": _r(model.ft.bias, qa),
+                "l1w": _r(model.l1.weight, qb), "l1b": _r(model.l1.bias, qa * qb)}
+
+
+def quantise_deep(model: DeepNet, scheme: QuantScheme) -> dict[str, torch.Tensor]:
+    """:func:`quantise` of a deep net: l0 at QA; dense weights at QB, bucket-major (B, N_out,
+    N_in) (L2: 2·N2 rows for a gated unit); biases at QA·QB, plus QB/2 for l1 and l2."""
+    qa, qb = scheme.qa, scheme.qb
+    a = model.arch
+    B, N1, R2 = a.num_buckets, a.l1_outputs, a.l2_rows
+    half = qb // 2
+    with torch.no_grad():
+        return {
+            "l0w": _r(model.folded_ft_weight(), qa), "l0b": _r(model.ft.bias, qa),
+            "l1w": _r(model.l1.weight, qb).view(B, N1, a.l1_inputs), "l1b": _r(model.l1.bias, qa * qb).view(B, N1) + half,
+            "l2w": _r(model.l2.weight, qb).view(B, R2, N1), "l2b": _r(model.l2.bias, qa * qb).view(B, R2) + half,
+            "outw": _r(model.out.weight, qb), "outb": _r(model.out.bias, qa * qb),
         }
 
 
@@ -142,6 +163,28 @@ def _where(t: torch.Tensor, flat: int) -> str:
 
 def audit(q: dict[str, torch.Tensor], arch, scheme: QuantScheme, max_active: int,
           clip: bool = False) -> tuple[dict[str, torch.Tensor], dict]:
+    """Check (or, with clip, repair) the static ranges of quantised tensors: the audit of the
+    net's kind (:mod:`nnue.spec.kinds`: :func:`audit_perspective`, :func:`audit_deep`)."""
+    return kinds.get(arch.kind).load("audit")(q, arch, scheme, max_active, clip)
+
+
+def audit_perspective(q, arch, scheme: QuantScheme, max_active: int, clip: bool = False):
+    """:func:`audit` of a perspective net (:func:`_audit`)."""
+    return _audit(q, arch, scheme, max_active, clip, None)
+
+
+def audit_deep(q, arch, scheme: QuantScheme, max_active: int, clip: bool = False):
+    """:func:`audit` of a deep net: the dense layers' worst cases take each layer's largest
+    input from the activation before it (:func:`nnue.spec.activations.hidden_max_abs`: u8 255,
+    hardswish 2040, swiglu 16256, ...)."""
+    x0 = max(abs(v) for v in acts.get(arch.activation).out_range["deep_l0"])
+    inputs = {"l1": max(x0, 255), "l2": acts.hidden_max_abs(arch.hidden_activation, scheme.qa, scheme.l0_shift),
+              "out": acts.hidden_max_abs(arch.l2_act, scheme.qa, scheme.l0_shift)}
+    return _audit(q, arch, scheme, max_active, clip, inputs)
+
+
+def _audit(q: dict[str, torch.Tensor], arch, scheme: QuantScheme, max_active: int,
+           clip: bool, dense_inputs: dict | None) -> tuple[dict[str, torch.Tensor], dict]:
     """Check (or, with clip, repair) the static ranges of quantised tensors.
 
     arch: :class:`~.model.Arch` or :class:`~.model.DeepArch`. Checks: every tensor fits its
@@ -153,7 +196,7 @@ def audit(q: dict[str, torch.Tensor], arch, scheme: QuantScheme, max_active: int
     q = {k: v.clone() for k, v in q.items()}
     problems: list[str] = []
     clipped: dict[str, int] = {}
-    deep = isinstance(arch, DeepArch)
+    deep = dense_inputs is not None
 
     def fit(name: str, lo: int, hi: int, why: str = ""):
         t = q[name]
@@ -193,24 +236,26 @@ def audit(q: dict[str, torch.Tensor], arch, scheme: QuantScheme, max_active: int
             worst = q["l0b"].abs() + q["l0w"].abs().topk(k, dim=0).values.sum(0)
     report = {"accumulator_worst_case": int(worst.max()), "accumulator_limit": INT16_MAX}
     if deep:
-        # every dense input is u8 (≤ 255): worst case |b| + 255·Σ|w| per neuron
+        # worst case |b| + X·Σ|w| per neuron, X the layer's largest |input| (dense_inputs)
         for layer in ("l1", "l2", "out"):
             w, b = q[layer + "w"], q[layer + "b"]
-            worst_sum = b.abs() + (w.abs() * 255).sum(-1)
+            xmax = dense_inputs[layer]
+            report[f"{layer}_input_max_abs"] = xmax
+            worst_sum = b.abs() + (w.abs() * xmax).sum(-1)
             bad = worst_sum > INT32_MAX
             if bad.any():
                 i = int(bad.flatten().nonzero()[0])
                 problems.append(f"{layer} sum: {int(bad.sum())} neuron(s) can exceed int32; neuron "
                                 f"{_where(worst_sum, i)} worst case {int(worst_sum.flatten()[i])}")
-                if clip:  # the bias gives way: |b| ≤ INT32_MAX − 255·Σ|w| (≥ 0: the weights are int8)
-                    room = INT32_MAX - (w.abs() * 255).sum(-1)
+                if clip:  # the bias gives way: |b| ≤ INT32_MAX − X·Σ|w| (clamped at 0)
+                    room = (INT32_MAX - (w.abs() * xmax).sum(-1)).clamp(min=0)
                     q[layer + "b"] = torch.maximum(torch.minimum(b, room), -room)
                     clipped[layer + "b"] = clipped.get(layer + "b", 0) + int(bad.sum())
-                    worst_sum = q[layer + "b"].abs() + (w.abs() * 255).sum(-1)
+                    worst_sum = q[layer + "b"].abs() + (w.abs() * xmax).sum(-1)
             report[f"{layer}_sum_worst_case"] = int(worst_sum.max())
             report[f"{layer}_sum_worst_case_fits_int32"] = bool(worst_sum.max() <= INT32_MAX)
     else:
-        squared = arch.activation in ("screlu", "pairwise_crelu")
+        squared = acts.divides_by_qa(arch.activation)
         if squared:
             lim = INT16_MAX // scheme.qa
             fit("l1w", -lim, lim, f" (v·w must fit int16 at v = QA = {scheme.qa})")
@@ -314,17 +359,13 @@ def calibrate_output_bias(model: DeepNet, net: deep_int.DeepIntegerNet, scheme: 
 
 
 def _int_net(model, q: dict[str, torch.Tensor], scheme: QuantScheme, fs, buckets, provenance: dict):
-    """The integer net of quantised (and audited) tensors."""
-    a = model.arch
-    if isinstance(model, DeepNet):
-        arch = deep_int.make_deep_arch(fs.name, a.hidden, a.activation, buckets.name, a.l1_outputs,
-                                       a.l2_outputs, a.hidden_activation)
-        specs = deep_int.DeepIntegerNet.tensor_specs(arch)
-        return deep_int.DeepIntegerNet(arch, scheme, *(q[k].to(dt) for k, (dt, _) in specs.items()),
-                                       provenance=provenance)
-    arch = make_arch(fs.name, a.hidden, a.activation, buckets.name)
-    return IntegerNet(arch, scheme, *(q[k].to(torch.int16) for k in ("l0w", "l0b", "l1w", "l1b")),
-                      provenance=provenance)
+    """The integer net of quantised (and audited) tensors: the kind's arch builder and integer
+    class (:mod:`nnue.spec.kinds`)."""
+    entry = kinds.get(model.arch.kind)
+    arch = entry.load("arch_builder")(feature_set=fs.name, output_buckets=buckets.name, **model.arch.header_args())
+    cls = entry.load("integer")
+    specs = cls.tensor_specs(arch)
+    return cls(arch, scheme, *(q[k].to(dt) for k, (dt, _) in specs.items()), provenance=provenance)
 
 
 def export(ckpt: str | Path, out_dir: str | Path, clip: bool = False, data_path=None,
@@ -350,7 +391,7 @@ def export(ckpt: str | Path, out_dir: str | Path, clip: bool = False, data_path=
     scheme = QuantScheme(**(hp.get("quant") or {}))
     fs = get_feature_set(hp["features"])
     buckets = parse_output_buckets(hp["output_buckets"])
-    deep = isinstance(model, DeepNet)
+    deep = model.arch.kind == "deep"  # which calibration applies (below)
     boards, scores = validation_boards(data, max_positions)
     q = quantise(model, scheme)
     calibration = {"bias_correction": False, "positions": 0}
@@ -392,8 +433,7 @@ def export(ckpt: str | Path, out_dir: str | Path, clip: bool = False, data_path=
         with torch.no_grad():
             float_cp = model(b.stm_indices, b.nstm_indices, b.bucket).double() * scheme.scale
         try:
-            fwd = deep_int.forward_int if deep else forward_int
-            int_cp, parts = fwd(net, b.stm_indices, b.nstm_indices, b.bucket, return_parts=True)
+            int_cp, parts = inference_api.forward_int(net, b.stm_indices, b.nstm_indices, b.bucket, return_parts=True)
         except OverflowError as e:
             raise ExportError(f"integer eval overflows on a validation position: {e}") from None
         d = int_cp.double() - float_cp
@@ -403,7 +443,7 @@ def export(ckpt: str | Path, out_dir: str | Path, clip: bool = False, data_path=
             "spearman_int_vs_score": spearman(int_cp.numpy(), scores.numpy()),
             "spearman_float_vs_score": spearman(float_cp.numpy(), scores.numpy()),
         }
-        sums = ("s1", "s2", "out") if deep else ("sum",)
+        sums = [k for k in ("s1", "s2", "out", "sum") if k in parts]
         names = {"s1": "l1_sum", "s2": "l2_sum", "out": "out_sum", "sum": "l1_sum"}
         cross |= {f"{names[k]}_max_abs_seen": int(parts[k].abs().max()) for k in sums}
     # export.json is written last and names the hashes of the two nets: a folder whose
@@ -421,7 +461,13 @@ def export(ckpt: str | Path, out_dir: str | Path, clip: bool = False, data_path=
         "architecture": net.arch, "quantisation": scheme.to_dict(), "provenance": net.provenance,
         "audit": report, "calibration": calibration, "cross_check": cross,
     }
-    if deep:
+    if hasattr(net, "layers"):
         result["layers"] = net.layers()
+    approx = sorted({n for n in net.arch.values() if isinstance(n, str) and n in acts.ACTIVATIONS
+                     and "swish" in (n, acts.get(n).gate)})
+    if approx:
+        # swish has no exact integer form: the integer net uses the spec's piecewise-linear
+        # approximation; its own error, over every integer input, apart from the cross-check
+        result["activation_approximation"] = {n: acts.swish_error(scheme.qa) for n in approx}
     atomic_write_bytes(out_dir / "export.json", (json.dumps(result, indent=1, default=float) + "\n").encode())
     return result

@@ -13,9 +13,12 @@ from dataclasses import asdict, dataclass
 import torch
 from torch import nn
 
-from nnue.kernels import ACTIVATIONS, sparse_ft_pair
+from nnue import kernels
+from nnue.kernels import sparse_ft_pair
+from nnue.spec import activations as acts
+from nnue.spec import kinds
 
-PERSPECTIVE_ACTIVATIONS = ("crelu", "screlu", "pairwise_crelu")
+PERSPECTIVE_ACTIVATIONS = acts.allowed("l0")
 
 
 @dataclass(frozen=True)
@@ -28,19 +31,30 @@ class Arch:
     activation: str
     num_buckets: int
 
+    kind = "perspective"
+
     def __post_init__(self):
-        if self.activation not in PERSPECTIVE_ACTIVATIONS:
-            raise ValueError(f"activation {self.activation!r}: perspective nets support "
-                             f"{', '.join(PERSPECTIVE_ACTIVATIONS)}")
+        acts.check(self.activation, "l0", "activation", "model.activation")
         if self.activation == "pairwise_crelu" and self.hidden % 2:
             raise ValueError("pairwise_crelu needs an even hidden size")
 
     @property
     def l1_inputs(self) -> int:
-        return self.hidden if self.activation == "pairwise_crelu" else 2 * self.hidden
+        return acts.l1_inputs(self.activation, self.hidden)
 
     def to_dict(self) -> dict:
         return asdict(self)
+
+    @classmethod
+    def from_config(cls, num_inputs: int, hidden: int, activation: str, num_buckets: int, deep: dict,
+                    product_scale: float) -> "Arch":
+        """The arch of a ``model`` config (deep: the ``model.deep`` group, unused here)."""
+        return cls(num_inputs, hidden, activation, num_buckets)
+
+    def header_args(self) -> dict:
+        """Keyword arguments of the kind's arch builder (:mod:`nnue.spec.kinds`) besides the
+        feature set and output buckets."""
+        return {"hidden": self.hidden, "activation": self.activation}
 
 
 class FeatureTransformer(nn.Module):
@@ -123,7 +137,6 @@ class PerspectiveNet(nn.Module):
 
     def __init__(self, arch: Arch, backend: str = "auto", factors: torch.Tensor | None = None):
         super().__init__()
-        assert arch.activation in ACTIVATIONS
         self.arch, self.backend = arch, backend
         self.ft = FeatureTransformer(arch.num_inputs, arch.hidden)
         self._make_layers(arch)
@@ -171,30 +184,51 @@ class PerspectiveNet(nn.Module):
         self.l1.weight.clamp_(-l1_limit, l1_limit)
 
 
-HIDDEN_ACTIVATIONS = ("crelu", "screlu")
+HIDDEN_ACTIVATIONS = acts.allowed("l1")
 
 
 @dataclass(frozen=True)
 class DeepArch(Arch):
     """Architecture of a deep net (Stockfish-style layer stacks): the perspective feature
     transformer (num_inputs F, hidden H per perspective, L0 activation), then per output bucket
-    L1 (l1_inputs → l1_outputs N1), L2 (N1 → l2_outputs N2) and out (N2 → 1), with
-    ``hidden_activation`` (crelu|screlu) after L1 and L2. ``product_scale`` multiplies every
-    squared/pairwise product (QA / 2^l0_shift = 255/256), matching the integer net's shifts
-    (:mod:`nnue.inference.deep`)."""
+    L1 (l1_inputs → l1_outputs N1), L2 (N1 → l2_outputs N2, or 2·N2 rows for a gated unit) and
+    out (N2 → 1), with ``hidden_activation`` after L1 and ``l2_activation`` after L2 (default:
+    hidden_activation; :mod:`nnue.spec.activations` says which are allowed where).
+    ``product_scale`` multiplies every product of two activation-scale values (QA / 2^l0_shift
+    = 255/256), matching the integer net's shifts (:mod:`nnue.inference.deep`)."""
 
     l1_outputs: int = 16
     l2_outputs: int = 32
     hidden_activation: str = "crelu"
     product_scale: float = 255 / 256
+    l2_activation: str | None = None
+
+    kind = "deep"
 
     def __post_init__(self):
         super().__post_init__()  # the L0 checks
-        if self.hidden_activation not in HIDDEN_ACTIVATIONS:
-            raise ValueError(f"hidden activation {self.hidden_activation!r}: deep nets support "
-                             f"{', '.join(HIDDEN_ACTIVATIONS)}")
+        acts.check(self.hidden_activation, "l1", "hidden activation", "model.deep.hidden_activation")
+        acts.check(self.l2_act, "l2", "L2 activation", "model.deep.l2_activation")
         if min(self.l1_outputs, self.l2_outputs) < 1:
             raise ValueError("l1_outputs and l2_outputs must be positive")
+
+    @property
+    def l2_act(self) -> str:
+        return self.l2_activation or self.hidden_activation
+
+    @property
+    def l2_rows(self) -> int:
+        """L2's outputs per bucket: N2, or 2·N2 for a gated unit (gate rows, then linear rows)."""
+        return self.l2_outputs * (2 if acts.get(self.l2_act).gated else 1)
+
+    @classmethod
+    def from_config(cls, num_inputs, hidden, activation, num_buckets, deep, product_scale) -> "DeepArch":
+        return cls(num_inputs, hidden, activation, num_buckets, product_scale=product_scale, **dict(deep))
+
+    def header_args(self) -> dict:
+        return super().header_args() | {"l1_outputs": self.l1_outputs, "l2_outputs": self.l2_outputs,
+                                        "hidden_activation": self.hidden_activation,
+                                        "l2_activation": self.l2_act}
 
 
 class DeepNet(PerspectiveNet):
@@ -210,18 +244,35 @@ class DeepNet(PerspectiveNet):
     def _make_layers(self, arch: DeepArch) -> None:
         B, N1, N2 = arch.num_buckets, arch.l1_outputs, arch.l2_outputs
         self.l1 = nn.Linear(arch.l1_inputs, B * N1)
-        self.l2 = nn.Linear(N1, B * N2)
+        self.l2 = nn.Linear(N1, B * arch.l2_rows)
         self.out = nn.Linear(N2, B)
 
-    def _hidden_act(self, y: torch.Tensor) -> torch.Tensor:
+    def _hidden_act(self, y: torch.Tensor, name: str) -> torch.Tensor:
+        """The float side of the integer hidden rule ``name`` (:func:`nnue.spec.activations.float_hidden`),
+        elementwise ops through the kernels' dispatch (Triton on CUDA); under QAT the input on
+        the grid of y = s >> 6 and the output on the grid of the integer rule's floor."""
         qa = None if self.qat is None else self.qat.qa
         if qa is not None:
             y = fake_quant(y, qa)  # y1 = s1 >> 6, the bias carrying the rounding half
-        v = y.clamp(0.0, 1.0)
-        if self.arch.hidden_activation != "screlu":
-            return v
-        v = v * v * self.arch.product_scale
-        return v if qa is None else fake_quant(v, qa, "floor")
+        backend = self.backend
+
+        def op(n, x):
+            if n in ("crelu", "screlu"):
+                return acts.get(n).float_ref(x)
+            return kernels.activate(n, x.contiguous(), backend)
+        a = acts.get(name)
+        if a.gated:
+            m = y.shape[-1] // 2
+            g = op(a.gate, y[..., :m].clamp(-acts.CLAMP, acts.CLAMP))
+            if qa is not None:
+                g = fake_quant(g, qa, "floor")
+            v = kernels.swiglu(y[..., :m].clamp(-acts.CLAMP, acts.CLAMP).contiguous(),
+                               y[..., m:].clamp(-acts.CLAMP, acts.CLAMP).contiguous(), backend, a.gate) \
+                if qa is None else g * y[..., m:].clamp(-acts.CLAMP, acts.CLAMP)
+            v = v * self.arch.product_scale
+        else:
+            v = acts.float_hidden(name, y, self.arch.product_scale, op)
+        return v if qa is None or name == "crelu" else fake_quant(v, qa, "floor")
 
     @staticmethod
     def _bucket_rows(y: torch.Tensor, bucket: torch.Tensor, width: int) -> torch.Tensor:
@@ -240,8 +291,8 @@ class DeepNet(PerspectiveNet):
             x0 = x0 * a.product_scale
             if self.qat is not None:
                 x0 = fake_quant(x0, self.qat.qa, "floor")  # (v·v) >> 8
-        x1 = self._hidden_act(self._bucket_rows(self._dense(self.l1, x0), bucket, a.l1_outputs))
-        x2 = self._hidden_act(self._bucket_rows(self._dense(self.l2, x1), bucket, a.l2_outputs))
+        x1 = self._hidden_act(self._bucket_rows(self._dense(self.l1, x0), bucket, a.l1_outputs), a.hidden_activation)
+        x2 = self._hidden_act(self._bucket_rows(self._dense(self.l2, x1), bucket, a.l2_rows), a.l2_act)
         return self._dense(self.out, x2).gather(1, bucket.view(-1, 1)).squeeze(1), x0
 
     @torch.no_grad()
@@ -256,13 +307,11 @@ class DeepNet(PerspectiveNet):
 def build_model(kind: str, feature_set: str, num_inputs: int, hidden: int, activation: str,
                 num_buckets: int, backend: str = "auto", factoriser: bool = False,
                 deep: dict | None = None, product_scale: float = 255 / 256) -> PerspectiveNet:
-    """The float model of a ``kind`` ("perspective" | "deep") net. deep: {"l1_outputs",
-    "l2_outputs", "hidden_activation"} for deep nets. Raises ValueError for an unknown kind."""
+    """The float model of a ``kind`` net (:mod:`nnue.spec.kinds`: "perspective" | "deep"). deep:
+    {"l1_outputs", "l2_outputs", "hidden_activation", "l2_activation"} for deep nets. Raises
+    ValueError for an unknown kind or activation."""
+    entry = kinds.get(kind)
     factors = factor_map(feature_set, num_inputs) if factoriser else None
-    if kind == "perspective":
-        return PerspectiveNet(Arch(num_inputs, hidden, activation, num_buckets), backend, factors)
-    if kind == "deep":
-        arch = DeepArch(num_inputs, hidden, activation, num_buckets, product_scale=product_scale,
-                        **dict(deep or {}))
-        return DeepNet(arch, backend, factors)
-    raise ValueError(f"model kind {kind!r}: expected 'perspective' or 'deep'")
+    arch_cls, model_cls = entry.load("float_arch"), entry.load("float_model")
+    arch = arch_cls.from_config(num_inputs, hidden, activation, num_buckets, deep or {}, product_scale)
+    return model_cls(arch, backend, factors)

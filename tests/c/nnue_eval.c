@@ -8,11 +8,13 @@
  *   nnue_eval NET.bin H B ACT
  *       legacy form: chess768 inputs, MaterialCount<B> buckets, perspective net.
  *   nnue_eval NET.bin --features NAME --buckets SPEC --perspective H ACT
- *   nnue_eval NET.bin --features NAME --buckets SPEC --deep H ACT N1 N2 HACT
+ *   nnue_eval NET.bin --features NAME --buckets SPEC --deep H ACT N1 N2 HACT [HACT2]
  *
  *   NAME: chess768 | halfkp | halfkav2_hm | kb768hm4 | kb768hm16 | kb768:<map> | kb768hm:<map>
  *   SPEC: MaterialCount<N> | SFPieceCount<N>
- *   ACT (first layer): crelu | screlu | pairwise_crelu;  HACT (hidden layers): crelu | screlu
+ *   ACT (first layer): crelu | screlu | pairwise_crelu;
+ *   HACT (after L1, and after L2 unless HACT2 is given): crelu | screlu | hardswish | swish;
+ *   HACT2 (after L2): HACT's choices, or swiglu | swiglu_swish (gated: L2 has 2 N2 rows)
  *
  * Reads FENs from stdin, one per line (only the placement and the side to move are used;
  * blank lines are skipped) and prints one line per FEN: the eval in centipawns from the side
@@ -60,6 +62,13 @@
  *   s1 = l1b + l1w x0, y1 = floor(s1 / 64), x1 = act(y1); s2 = l2b + l2w x1, y2 = floor(s2 / 64),
  *   x2 = act(y2); act: crelu clamp(y, 0, 255), screlu clamp(y, 0, 255)^2 >> 8;
  *   out = outb + outw x2; eval = out 400 / (255 64), truncating toward zero.
+ *   Non-u8 hidden activations (inputs yc = clamp(y, -2040, 2040), 2040 = 8 QA; // is floor):
+ *   hardswish: g = clamp(yc + 765, 0, 1530), x = (yc g) // 1530;
+ *   swish: piecewise linear through T[k] = round(255 swish(-8 + k/5)), k = 0..80 (SWISH_T):
+ *          u = yc + 2040, i = min(u // 51, 79), r = u - 51 i, x = T[i] + ((T[i+1] - T[i]) r + 25) // 51;
+ *   swiglu / swiglu_swish (after L2): L2 has 2 N2 rows per bucket (l2w int8[B][2 N2][N1],
+ *          l2b int32[B][2 N2]); g = hardswish / swish of y2[n], b = clamp(y2[N2 + n], -2040, 2040),
+ *          x2[n] = (g b) // 256, for n < N2.
  */
 #include <stdint.h>
 #include <stdio.h>
@@ -72,7 +81,20 @@
 #define SHIFT_BITS 8
 #define HIDDEN_DIV 64
 
-enum { CRELU, SCRELU, PAIRWISE };
+#define CLAMPV (8 * QA)
+
+enum { CRELU, SCRELU, PAIRWISE, HARDSWISH, SWISH, SWIGLU, SWIGLU_SWISH };
+
+/* swish knots: round(255 * x * sigmoid(x)) at x = -8 + k / 5, k = 0..80 */
+static const int SWISH_T[81] = {
+    -1, -1, -1, -1, -1, -2, -2, -2, -3, -3, -4, -4,
+    -5, -6, -7, -9, -10, -12, -14, -16, -18, -21, -24, -28,
+    -32, -36, -41, -46, -51, -56, -61, -65, -69, -71, -71, -69,
+    -63, -54, -41, -23, 0, 28, 61, 99, 141, 186, 235, 286,
+    339, 394, 449, 505, 561, 617, 673, 729, 784, 839, 894, 948,
+    1002, 1055, 1108, 1161, 1214, 1266, 1319, 1371, 1423, 1475, 1526, 1578,
+    1629, 1681, 1732, 1783, 1835, 1886, 1937, 1988, 2039
+};
 enum { FS_CHESS768, FS_HALFKP, FS_HALFKA, FS_KB768 };
 enum { OB_MATERIAL, OB_SFPIECE };
 
@@ -81,7 +103,7 @@ static int FS, MIRRORED, NB_KING;       /* feature set; kb768: mirrored, number 
 static int KMAP[64];                    /* kb768: bucket of each relative king square */
 static long NF;                         /* number of features */
 static int OBKIND, B;                   /* output buckets */
-static int DEEP, H, ACT, L1, N1, N2, HACT;
+static int DEEP, H, ACT, L1, N1, N2, HACT, HACT2, R2;  /* R2: L2 rows per bucket */
 
 /* parameters */
 static int16_t *l0w, *l0b, *pl1w, *pl1b;            /* perspective */
@@ -98,10 +120,15 @@ static void *xmalloc(size_t n) {
 
 /* ---------------------------------------------------------------- argument parsing */
 
-static int parse_act(const char *s, int allow_pairwise) {
+/* place 0: after L0; 1: after L1; 2: after L2 */
+static int parse_act(const char *s, int place) {
     if (!strcmp(s, "crelu")) return CRELU;
     if (!strcmp(s, "screlu")) return SCRELU;
-    if (allow_pairwise && !strcmp(s, "pairwise_crelu")) return PAIRWISE;
+    if (place == 0 && !strcmp(s, "pairwise_crelu")) return PAIRWISE;
+    if (place >= 1 && !strcmp(s, "hardswish")) return HARDSWISH;
+    if (place >= 1 && !strcmp(s, "swish")) return SWISH;
+    if (place == 2 && !strcmp(s, "swiglu")) return SWIGLU;
+    if (place == 2 && !strcmp(s, "swiglu_swish")) return SWIGLU_SWISH;
     die("unknown activation");
     return -1;
 }
@@ -205,7 +232,7 @@ static int8_t *take8(const unsigned char **p, long n) {
 static void load(const char *path) {
     long bytes = 2 * (NF * H + H);
     if (DEEP)
-        bytes += (long)B * N1 * L1 + 4L * B * N1 + (long)B * N2 * N1 + 4L * B * N2 + (long)B * N2 + 4L * B;
+        bytes += (long)B * N1 * L1 + 4L * B * N1 + (long)B * R2 * N1 + 4L * B * R2 + (long)B * N2 + 4L * B;
     else
         bytes += 2 * ((long)B * L1 + B);
     long padded = (bytes + 63) / 64 * 64;
@@ -229,8 +256,8 @@ static void load(const char *path) {
     if (DEEP) {
         dl1w = take8(&p, (long)B * N1 * L1);
         dl1b = take32(&p, (long)B * N1);
-        dl2w = take8(&p, (long)B * N2 * N1);
-        dl2b = take32(&p, (long)B * N2);
+        dl2w = take8(&p, (long)B * R2 * N1);
+        dl2b = take32(&p, (long)B * R2);
         doutw = take8(&p, (long)B * N2);
         doutb = take32(&p, B);
     } else {
@@ -387,9 +414,26 @@ static int eval_perspective(const int32_t *vs, const int32_t *vn, int bucket, in
     return 0;
 }
 
-static int32_t hidden_act(int64_t y) {
+static int64_t clampv(int64_t y) { return y < -CLAMPV ? -CLAMPV : y > CLAMPV ? CLAMPV : y; }
+
+static int64_t swish_pwl(int64_t yc) {
+    int64_t d = QA / 5, u = yc + CLAMPV, i = u / d;  /* u >= 0 */
+    if (i > 79) i = 79;
+    int64_t r = u - d * i;
+    return SWISH_T[i] + floor_div((SWISH_T[i + 1] - SWISH_T[i]) * r + d / 2, d);
+}
+
+/* the hidden activation a of y = floor(s / 64) (the gated units' gates too) */
+static int64_t hidden_act(int64_t y, int a) {
     int64_t c = y < 0 ? 0 : y > 255 ? 255 : y;
-    return HACT == SCRELU ? (int32_t)((c * c) >> SHIFT_BITS) : (int32_t)c;  /* c*c >= 0 */
+    int64_t yc = clampv(y);
+    int64_t g = yc + 3 * QA < 0 ? 0 : yc + 3 * QA > 6 * QA ? 6 * QA : yc + 3 * QA;
+    if (a == CRELU) return c;
+    if (a == SCRELU) return (c * c) >> SHIFT_BITS;
+    if (a == HARDSWISH) return floor_div(yc * g, 6 * QA);
+    if (a == SWISH) return swish_pwl(yc);
+    die("not a hidden activation");
+    return 0;
 }
 
 static int eval_deep(const int32_t *vs, const int32_t *vn, int bucket, int64_t *eval) {
@@ -412,15 +456,26 @@ static int eval_deep(const int32_t *vs, const int32_t *vn, int bucket, int64_t *
         int64_t s = dl1b[(long)bucket * N1 + n];
         for (int j = 0; j < L1; j++) s += (int64_t)w1[(long)n * L1 + j] * x0[j];
         if (!fits32(s)) bad = 1;
-        x1[n] = hidden_act(floor_div(s, HIDDEN_DIV));
+        x1[n] = (int32_t)hidden_act(floor_div(s, HIDDEN_DIV), HACT);
     }
-    const int8_t *w2 = dl2w + (long)bucket * N2 * N1;
-    for (int n = 0; n < N2; n++) {
-        int64_t s = dl2b[(long)bucket * N2 + n];
+    const int8_t *w2 = dl2w + (long)bucket * R2 * N1;
+    int64_t *y2 = xmalloc((size_t)R2 * sizeof *y2);
+    for (int n = 0; n < R2; n++) {
+        int64_t s = dl2b[(long)bucket * R2 + n];
         for (int j = 0; j < N1; j++) s += (int64_t)w2[(long)n * N1 + j] * x1[j];
         if (!fits32(s)) bad = 1;
-        x2[n] = hidden_act(floor_div(s, HIDDEN_DIV));
+        y2[n] = floor_div(s, HIDDEN_DIV);
     }
+    for (int n = 0; n < N2; n++) {
+        if (HACT2 == SWIGLU || HACT2 == SWIGLU_SWISH) {  /* gate rows [0, N2), linear rows [N2, 2 N2) */
+            int64_t g = hidden_act(y2[n], HACT2 == SWIGLU ? HARDSWISH : SWISH), b = clampv(y2[N2 + n]);
+            if (HACT2 == SWIGLU) x2[n] = (int32_t)floor_div(g * b, 1 << SHIFT_BITS);
+            if (HACT2 == SWIGLU_SWISH) x2[n] = (int32_t)floor_div(g * b, 1 << SHIFT_BITS);
+        } else {
+            x2[n] = (int32_t)hidden_act(y2[n], HACT2);
+        }
+    }
+    free(y2);
     int64_t out = doutb[bucket];
     for (int j = 0; j < N2; j++) out += (int64_t)doutw[(long)bucket * N2 + j] * x2[j];
     if (!fits32(out)) bad = 1;
@@ -456,7 +511,7 @@ static void evaluate(const char *fen) {
 static void usage(void) {
     die("usage: nnue_eval NET.bin H B ACT\n"
         "       nnue_eval NET.bin --features NAME --buckets SPEC --perspective H ACT\n"
-        "       nnue_eval NET.bin --features NAME --buckets SPEC --deep H ACT N1 N2 HACT");
+        "       nnue_eval NET.bin --features NAME --buckets SPEC --deep H ACT N1 N2 HACT [HACT2]");
 }
 
 int main(int argc, char **argv) {
@@ -466,7 +521,7 @@ int main(int argc, char **argv) {
         B = parse_pos_int(argv[3]);
         if (B > 32) die("output-bucket count must be 1..32");
         OBKIND = OB_MATERIAL;
-        ACT = parse_act(argv[4], 1);
+        ACT = parse_act(argv[4], 0);
         DEEP = 0;
     } else {
         int have_fs = 0, have_ob = 0, have_net = 0;
@@ -481,15 +536,17 @@ int main(int argc, char **argv) {
             } else if (!strcmp(argv[i], "--perspective") && i + 2 < argc) {
                 DEEP = 0;
                 H = parse_pos_int(argv[++i]);
-                ACT = parse_act(argv[++i], 1);
+                ACT = parse_act(argv[++i], 0);
                 have_net = 1;
             } else if (!strcmp(argv[i], "--deep") && i + 5 < argc) {
                 DEEP = 1;
                 H = parse_pos_int(argv[++i]);
-                ACT = parse_act(argv[++i], 1);
+                ACT = parse_act(argv[++i], 0);
                 N1 = parse_pos_int(argv[++i]);
                 N2 = parse_pos_int(argv[++i]);
-                HACT = parse_act(argv[++i], 0);
+                HACT = parse_act(argv[++i], 1);
+                HACT2 = HACT;
+                if (i + 1 < argc && argv[i + 1][0] != '-') HACT2 = parse_act(argv[++i], 2);
                 have_net = 1;
             } else {
                 usage();
@@ -499,6 +556,7 @@ int main(int argc, char **argv) {
     }
     if (ACT == PAIRWISE && H % 2) die("pairwise_crelu needs an even H");
     L1 = ACT == PAIRWISE ? H : 2 * H;
+    R2 = (HACT2 == SWIGLU || HACT2 == SWIGLU_SWISH) ? 2 * N2 : N2;
     load(argv[1]);
     char line[4096];
     while (fgets(line, sizeof line, stdin)) {

@@ -1,6 +1,6 @@
 """Every exact path of ``forward_int`` / ``evaluate`` against a plain int64 reference (torch.equal).
 
-Paths (inference/net.py, ``_l1_plan``): the int8 ``torch._int_mm`` L1 with one-column products
+Paths (inference/perspective.py, ``l1_plan``): the int8 ``torch._int_mm`` L1 with one-column products
 (steps whose positions need few bucket columns), the same with whole products (many buckets, or
 one-column products disabled), and the float64 fallback; the feature transformer with and
 without the static int16 proof; ``evaluate``'s piece-count sort, truncated bags, table-encoder
@@ -21,7 +21,8 @@ import pytest
 import torch
 from conftest import SAMPLE
 
-import nnue.inference.net as netmod
+import nnue.inference.exact as exactmod
+import nnue.inference.perspective as netmod
 from nnue.inference.net import (IntegerNet, QuantScheme, accumulators, accumulators_f32, boards_from_fens,
                                 evaluate, forward_int, make_arch)
 from nnue.pipeline.features import get_feature_set
@@ -110,10 +111,10 @@ def with_path(net: IntegerNet, path: str, monkeypatch) -> IntegerNet:
     """A fresh copy of ``net`` (own caches) whose L1 plan is ``path``; checks it was chosen."""
     net = dataclasses.replace(net)
     if path == "f64":
-        monkeypatch.setattr(netmod, "_int_mm_is_exact", lambda k2, cols: False)
+        monkeypatch.setattr(exactmod, "int_mm_is_exact", lambda k2, cols: False)
     elif path == "int8-no-gemv":
-        monkeypatch.setattr(netmod, "_int_mm_is_exact", lambda k2, cols: cols != 1)
-    plan = netmod._l1_plan(net)
+        monkeypatch.setattr(exactmod, "int_mm_is_exact", lambda k2, cols: cols != 1)
+    plan = netmod.l1_plan(net)
     if path.startswith("int8") and plan["mode"] != "int8":
         pytest.skip("torch._int_mm is not exact on this machine: only the float64 path runs here")
     assert plan["mode"] == ("f64" if path == "f64" else "int8")
@@ -161,8 +162,8 @@ def test_unproven_accumulators_are_checked_at_run_time(path, monkeypatch):
     lists stay in int16 and evaluate, a list of 17 copies of a row of +2000 overflows."""
     net = random_net("screlu", "limit", ft=2000, seed=5)
     net = with_path(net, path, monkeypatch)
-    assert not netmod._acc_int16_proven(net, 32)
-    assert netmod._acc_int16_proven(random_net("screlu", "limit"), 32)
+    assert not exactmod.acc_int16_proven(net, 32)
+    assert exactmod.acc_int16_proven(random_net("screlu", "limit"), 32)
     stm, nstm = random_lists(600, 768, seed=9)
     stm, nstm = stm // 8, nstm // 8  # rows 0..95 and −1 padding
     bucket = torch.zeros(600, dtype=torch.int64)
@@ -220,12 +221,12 @@ def test_l1_sum_overflow_raised(path, monkeypatch):
 
 def test_weight_digits_cover_int16():
     w = torch.arange(-32768, 32768, dtype=torch.int64).view(2, -1)
-    digits = netmod._weight_digits(w)
+    digits = exactmod.weight_digits(w)
     assert len(digits) == 3 and all(int(d.abs().max()) <= 64 for d in digits)
     assert torch.equal(sum(d * 128 ** j for j, d in enumerate(digits)), w)
     small = torch.arange(-64, 65, dtype=torch.int64).view(1, -1)
-    assert netmod._weight_digits(small) == [small]
-    two = netmod._weight_digits(torch.arange(-128, 129, dtype=torch.int64).view(1, -1))
+    assert exactmod.weight_digits(small) == [small]
+    two = exactmod.weight_digits(torch.arange(-128, 129, dtype=torch.int64).view(1, -1))
     assert len(two) == 2 and torch.equal(two[0] + 128 * two[1], torch.arange(-128, 129).view(1, -1))
 
 
@@ -240,7 +241,7 @@ def test_caches_follow_the_weights(monkeypatch):
     net.l0w[7] += 5                # in place
     net.l0b = net.l0b + 1          # replaced
     assert torch.equal(forward_int(net, stm, nstm, bucket), reference(net, stm, nstm, bucket)[0])
-    assert netmod._l1_plan(net)["mode"] != "int8" or netmod._l1_plan(net)["groups"] == 4
+    assert netmod.l1_plan(net)["mode"] != "int8" or netmod.l1_plan(net)["groups"] == 4
 
 
 def test_accumulators_treat_any_negative_as_padding_and_reject_out_of_range():
@@ -378,7 +379,7 @@ SCRIPT = """
 import sys, torch
 sys.path[:0] = [sys.argv[1], sys.argv[2]]
 from test_forward_int_paths import random_net, random_lists, reference
-from nnue.inference.net import forward_int, _l1_plan, _int_mm_is_exact
+from nnue.inference.perspective import forward_int, l1_plan as _l1_plan
 out = []
 for act, regime in (("screlu", "limit"), ("crelu", "limit"), ("pairwise_crelu", "small")):
     net = random_net(act, regime, hidden=96, seed=3)

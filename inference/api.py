@@ -1,0 +1,71 @@
+"""Evaluation entry points for every net kind: packed boards, FENs, python-chess boards and
+streamed datasets. Each dispatches to the kind's exact evaluator through the net-kind registry
+(:mod:`nnue.spec.kinds`)."""
+from __future__ import annotations
+
+import numpy as np
+import torch
+
+from nnue.spec import kinds
+
+
+def evaluator(net):
+    """The exact evaluator module of ``net``'s kind (``forward_int``, ``evaluate``)."""
+    return kinds.get(net.kind).load("evaluator")
+
+
+def forward_int(net, stm: torch.Tensor, nstm: torch.Tensor, bucket: torch.Tensor, return_parts: bool = False):
+    """Exact integer eval from feature indices, for any net kind: stm, nstm (N, A) int32
+    −1-padded, bucket (N,) int64 -> (N,) int64 centipawns, stm POV (with return_parts, also the
+    kind's dict of integer sums for the overflow audit). Raises OverflowError."""
+    return evaluator(net).forward_int(net, stm, nstm, bucket, return_parts)
+
+
+def evaluate(net, boards: torch.Tensor, chunk: int = 1024) -> torch.Tensor:
+    """Integer evals of packed boards, any net kind: (N, 32) uint8 -> (N,) int64 centipawns,
+    stm POV (see :func:`nnue.inference.perspective.evaluate`, :func:`nnue.inference.deep.evaluate`)."""
+    return evaluator(net).evaluate(net, boards, chunk)
+
+
+def boards_from_fens(fens: list[str], labels: list[str] | None = None) -> torch.Tensor:
+    """FENs -> (N, 32) uint8 packed boards. Checks syntax and that each side has one king (no
+    further legality checks). Raises ValueError naming a bad FEN by its label (``labels``, e.g.
+    "file:line"), else by its 1-based position."""
+    from nnue.pipeline.board import pack_fen
+
+    rows = []
+    for i, fen in enumerate(fens, 1):
+        where = labels[i - 1] if labels is not None else i
+        try:
+            packed = pack_fen(fen)
+            placement = fen.split()[0]
+            if placement.count("K") != 1 or placement.count("k") != 1:
+                raise ValueError("each side needs exactly one king")
+            rows.append(packed)
+        except ValueError as e:
+            raise ValueError(f"FEN {where} ({fen!r}): {e}") from None
+    if not rows:
+        return torch.zeros((0, 32), dtype=torch.uint8)
+    return torch.from_numpy(np.frombuffer(b"".join(rows), dtype=np.uint8).reshape(-1, 32).copy())
+
+
+def evaluate_fens(net, fens: list[str], labels: list[str] | None = None) -> list[int]:
+    """Integer evals (centipawns, side-to-move POV) of FENs (``labels``: how errors name them,
+    see :func:`boards_from_fens`)."""
+    return evaluate(net, boards_from_fens(fens, labels)).tolist()
+
+
+def evaluate_boards(net, boards) -> list[int]:
+    """Integer evals (centipawns, side-to-move POV) of python-chess boards (any objects with a
+    ``fen()`` method; python-chess itself is not imported). Raises ValueError naming the
+    1-based position of a board that cannot be packed."""
+    return evaluate_fens(net, [b.fen() for b in boards])
+
+
+def evaluate_dataset(net, batches, chunk: int = 65536):
+    """Integer evals of a packed dataset, streamed: ``batches`` yields (N, 32) uint8 packed
+    boards (e.g. the ``boards`` of :class:`nnue.pipeline.stream.PackedStream` batches, or
+    row groups of the Parquet ``board`` column); yields (N,) int64 centipawn tensors, stm POV,
+    one per input batch, in order. Memory stays bounded by one batch."""
+    for boards in batches:
+        yield evaluate(net, boards, chunk)

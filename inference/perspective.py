@@ -1,0 +1,268 @@
+"""Exact integer evaluation of perspective nets (:class:`nnue.inference.net.IntegerNet`).
+
+Integer formula (all integers, C semantics, division truncates toward 0; the L0 rules are the
+``perspective`` rules of :mod:`nnue.spec.activations`):
+
+* ``acc_p = l0b + Σ l0w[f]`` over the features active for perspective p (int16 range, audited
+  at export);
+* ``v = clamp(acc, 0, QA)``;
+* crelu: ``out = Σ v_stm·l1w[b][i] + Σ v_nstm·l1w[b][H+i] + l1b[b]``;
+* screlu: ``out = (Σ v_stm²·l1w[b][i] + Σ v_nstm²·l1w[b][H+i]) / QA + l1b[b]``;
+* pairwise_crelu: ``p = v[:H/2]·v[H/2:]`` per perspective, then
+  ``out = (Σ p_stm·l1w[b][i] + Σ p_nstm·l1w[b][H/2+i]) / QA + l1b[b]``;
+* ``eval = out·SCALE / (QA·QB)``, centipawns, side-to-move POV.
+
+The sums before the division are held in int32 by an engine; :func:`evaluate` computes them in
+int64 and raises :class:`OverflowError` if one leaves the int32 range, so it never returns a
+value an int32 engine would not compute.
+
+Exact integer evaluation. Every value is an integer; the heavy steps run on float or int8
+kernels only where a bound proves them exact (each function states its bound):
+
+1. feature transformer (:mod:`nnue.inference.exact`): one float32 embedding_bag per step of
+   positions over the rows of ``ft_table`` (a zero row for the −1 padding, the bias row once per
+   bag): a bag sums at most A + 1 ≤ 257 int16 values, every partial sum is below 257·2^15 <
+   2^24, and float32 holds every integer below 2^24, so no addition rounds whatever order the
+   kernel adds in;
+2. L1 sums of every bucket needed (see :func:`l1_plan`): int8 torch._int_mm on byte digits of
+   the activations and int8 digits of the weights (int32 partial sums below K·2^13 < 2^31,
+   recombined in int64), or float64 (products < 2^31, sums < 2^53);
+3. the position's own bucket, the int32 checks and the truncating divisions, in int64.
+"""
+from __future__ import annotations
+
+import torch
+
+from nnue.spec import activations as acts
+
+from . import exact
+from .exact import (STEP, acc_int16_proven, cached, check_acc_int16, check_indices, check_int32, embedding_sum,
+                    ft_table, make_bags, sorted_steps, weight_digits)
+
+# XOR with this int16 (bytes 0x80, 0x80) subtracts 128 from both bytes of a uint16 modulo 256:
+# each byte b becomes the int8 b − 128.
+_XOR_8080 = 0x8080 - 0x10000
+# A step computes its L1 columns one matrix-vector product each (torch._int_mm with one column)
+# when it needs at most this many, else one product with every column: measured here (oneDNN,
+# AVX-512 VNNI, K' = 1024, 512 rows) 14 µs for one column against 70 µs for 2 to 16.
+_GEMV_MAX_COLS = 4
+
+def l1_plan(net) -> dict:
+    """How this net's L1 sums are computed: ``mode`` "int8" (preferred) or "f64".
+
+    The L1 input x (N, K) is crelu v ≤ QA, screlu v² ≤ QA², pairwise v·v' ≤ QA² (v = the
+    clamped accumulator), stm half first; the sum of bucket b is Σ_k x_k·l1w[b][k].
+
+    "int8" (when QA ≤ 255, 0 < K < 2^17, a little-endian machine, and :func:`int_mm_is_exact`
+    for the shapes used): x is held as uint16 (≤ 255² < 2^16; the int16 product v·v wraps to
+    exactly those bits) and split into bytes x = 256·hi + lo, each made int8 by − 128 (one XOR
+    with 0x8080: the int16 tensor viewed as int8 is then lo − 128, hi − 128 for each k, i.e. K'
+    = 2K interleaved inputs). The weights are split into digits d_j (:func:`weight_digits`,
+    |d_j| ≤ 64). ``w8`` (K', C) int8 holds, for byte i (lo, hi; only lo when x ≤ 255), digit j
+    and bucket b, column c = (i·n_w + j)·B + b with d_j[b][k] on row 2k + i, zeros elsewhere;
+    with Out = x8 @ w8 (int32),
+
+        Σ_k x_k·l1w[b][k] = Σ_{i,j} 256^i·128^j·(Out[:, c] + 128·Σ_k d_j[b][k])
+
+    (the second term undoes the − 128; ``scales`` holds 256^i·128^j per column group, ``const``
+    the whole second term per bucket). ``gemv``: whether one-column products are exact too
+    (steps that need few columns use them). Exactness: an Out entry sums K products with
+    |x_byte − 128| ≤ 128 and |d| ≤ 64, so every partial sum is below K·2^13 < 2^31 (int32 is
+    exact for K < 2^18; we require K < 2^17); the recombination is int64. A u8×s8 kernel
+    without VNNI (x86 oneDNN adds 128 to the int8 source and sums adjacent pairs in int16 with
+    saturation) sees pair sums of at most 2·255·64 = 32640 < 2^15: no saturation; the first use
+    checks the products on extreme inputs anyway and falls back to "f64" if one differs.
+
+    "f64": x as float64 against every bucket's float64 weights: each product |x·w| ≤ QA²·32767
+    < 2^31, each sum of K < 2^22 of them below 2^53, so every value is an exact integer.
+    """
+    def build(l1w):
+        import sys
+
+        act, qa = net.arch["activation"], net.scheme.qa
+        nb, k = l1w.shape
+        plan = {"mode": "f64", "buckets": nb}
+        if qa <= 255 and 0 < k < 1 << 17 and nb > 0 and sys.byteorder == "little":
+            n_act = 1 if (qa * qa if acts.divides_by_qa(act) else qa) <= 255 else 2
+            digits = weight_digits(l1w.to(torch.int64))
+            groups = n_act * len(digits)
+            w8 = torch.zeros((k, 2, n_act, len(digits), nb), dtype=torch.int8)
+            scales, const = [], torch.zeros(nb, dtype=torch.int64)
+            for i in range(n_act):
+                for j, d in enumerate(digits):
+                    w8[:, i, i, j, :] = d.T.to(torch.int8)
+                    scales.append(256 ** i * 128 ** j)
+                    const += scales[-1] * 128 * d.sum(1)
+            w8 = w8.view(2 * k, groups * nb)
+            if exact.int_mm_is_exact(2 * k, w8.shape[1]):
+                plan.update(mode="int8", w8=w8, groups=groups, gemv=exact.int_mm_is_exact(2 * k, 1),
+                            w8_cols=[w8[:, c:c + 1].contiguous() for c in range(w8.shape[1])],
+                            scales=torch.tensor(scales, dtype=torch.int64).view(groups, 1), const=const)
+        if plan["mode"] == "f64":
+            if k > 1 << 22:
+                raise ValueError("L1 wider than 2^22 inputs would break the float64 exactness bound")
+            plan["w64"] = l1w.to(torch.float64)
+        return plan
+    return cached(net, ("l1_plan", net.arch["activation"], net.scheme.qa), (net.l1w,), build)
+
+
+def _l1_input_i16(act: str, qa: int, acc: torch.Tensor) -> torch.Tensor:
+    """(2m, H) accumulators, float32 or int16 (exact integers within int16; rows stm, nstm of
+    each position) -> (m, K) int16 L1 inputs as uint16 bits: crelu v = clamp(acc, 0, QA),
+    screlu v², pairwise v[:H/2]·v[H/2:] (the int16 products wrap to the uint16 bits of values
+    ≤ 255²). An int16 ``acc`` is overwritten."""
+    v = (acc if acc.dtype == torch.int16 else acc.to(torch.int16)).clamp_(0, qa)
+    return acts.int_l0_product(act, v).view(acc.shape[0] // 2, -1)
+
+
+def _l1_input_f64(act: str, qa: int, acc: torch.Tensor) -> torch.Tensor:
+    """(2m, H) accumulators (float32 or int16) -> (m, K) float64 L1 inputs (exact: values ≤
+    QA² < 2^53)."""
+    return acts.int_l0_product(act, acc.clamp(0, qa).double()).view(acc.shape[0] // 2, -1)
+
+
+class _L1:
+    """The L1 sums of a batch, filled step by step (:meth:`step`), read once (:meth:`sums`)."""
+
+    def __init__(self, net, n: int):
+        self.plan = plan = l1_plan(net)
+        self.act, self.qa = net.arch["activation"], net.scheme.qa
+        nb = plan["buckets"]
+        if plan["mode"] == "int8":
+            # column-major, (C, N, 1): one column of a step is a contiguous (m, 1) target
+            self.out = torch.empty((plan["w8"].shape[1], n, 1), dtype=torch.int32)
+        else:
+            self.out = torch.empty((n, nb), dtype=torch.float64)
+
+    def step(self, acc: torch.Tensor, s: int, b_lo: int, b_hi: int, first: list[int] | None = None) -> None:
+        """Positions s.. s + m: (2m, H) accumulators (float32, or int16 that may be overwritten),
+        bias included; their buckets lie in [b_lo, b_hi]
+        (only those columns are computed when that is cheaper; the others stay unset). first:
+        when the batch is sorted by bucket, first[b] = index of its first position of bucket
+        >= b (B + 1 entries); then each bucket's columns are computed on its rows only."""
+        plan, m = self.plan, acc.shape[0] // 2
+        if plan["mode"] != "int8":
+            torch.mm(_l1_input_f64(self.act, self.qa, acc), plan["w64"].T, out=self.out[s:s + m])
+            return
+        x8 = _l1_input_i16(self.act, self.qa, acc).bitwise_xor_(_XOR_8080).view(torch.int8)
+        nb, groups, out = plan["buckets"], plan["groups"], self.out
+        if plan["gemv"] and groups * (b_hi - b_lo + 1) <= (2 * _GEMV_MAX_COLS if first else _GEMV_MAX_COLS):
+            w8_cols = plan["w8_cols"]
+            for b in range(b_lo, b_hi + 1):
+                r0, r1 = (max(first[b], s), min(first[b + 1], s + m)) if first else (s, s + m)
+                if r1 > r0:
+                    rows = x8[r0 - s:r1 - s]
+                    for c in range(b, groups * nb, nb):
+                        torch._int_mm(rows, w8_cols[c], out=out[c, r0:r1])
+        else:
+            out[:, s:s + m, 0] = torch._int_mm(x8, plan["w8"]).T
+
+    def sums(self, bucket: torch.Tensor) -> torch.Tensor:
+        """(N,) int64: each position's L1 sum in its own bucket ``bucket`` (N,) int64."""
+        plan, n = self.plan, bucket.shape[0]
+        if plan["mode"] != "int8":
+            return self.out.gather(1, bucket.view(n, 1)).view(n).to(torch.int64)
+        g = plan["groups"]
+        sel = self.out.view(g, plan["buckets"], n).gather(1, bucket.view(1, 1, n).expand(g, 1, n))
+        return (sel.view(g, n).to(torch.int64) * plan["scales"]).sum(0) + plan["const"][bucket]
+
+
+def _finish(net, total: torch.Tensor, bucket: torch.Tensor) -> torch.Tensor:
+    """L1 sums (N,) int64 -> evals: the int32 checks and the truncating divisions of the module
+    docstring's formula, in int64."""
+    s = net.scheme
+    check_int32(total, "L1 sum")
+    if acts.divides_by_qa(net.arch["activation"]):
+        out = torch.div(total, s.qa, rounding_mode="trunc")
+    else:
+        out = total
+    out = out + cached(net, "l1b:i64", (net.l1b,), lambda t: t.to(torch.int64))[bucket]
+    check_int32(out, "L1 output")
+    return torch.div(out * s.scale, s.qa * s.qb, rounding_mode="trunc")
+
+
+def forward_int(net, stm: torch.Tensor, nstm: torch.Tensor, bucket: torch.Tensor,
+                return_parts: bool = False):
+    """Exact integer eval from feature indices.
+
+    stm, nstm: (N, A) int32 −1-padded; bucket: (N,) int64. Returns (N,) int64 centipawns, stm
+    POV; with return_parts, also a dict with ``acc`` (N, 2, H) int32 and ``sum`` (N,) int64,
+    the L1 sum before the division (for the overflow audit).
+    Raises OverflowError when an accumulator leaves int16 or a sum leaves int32.
+
+    Exactness, step by step (each bound is what keeps its step exact):
+
+    * accumulators: one float32 ``embedding_bag`` per step of ``STEP`` positions over
+      :func:`ft_table` (bags of :func:`make_bags`): each partial sum adds at most A + 1 ≤ 257 int16
+      values, below 2^24, which float32 holds exactly. They are range-checked against int16
+      unless :func:`acc_int16_proven` shows that no A features can leave it;
+    * L1 (:func:`l1_plan`): int8 ``torch._int_mm`` on byte digits of the activations and digits
+      |d| ≤ 64 of the weights (int32 partial sums below K·2^13, recombined in int64), or float64
+      (products < 2^31, sums < 2^53);
+    * each position's own bucket, then the int32 checks and truncating divisions in int64.
+
+    Tested bit-exact against an int64 reference (tests/inference/test_forward_int_paths.py) and
+    the C reference evaluator.
+    """
+    width = max(stm.shape[1], nstm.shape[1])
+    if width > 256:
+        raise ValueError("more than 256 active features would break the float32 exactness bound")
+    check_indices(net, stm, nstm)
+    n = stm.shape[0]
+    stm, nstm = (torch.nn.functional.pad(t.clamp(min=-1), (0, width - t.shape[1]), value=-1)
+                 for t in (stm, nstm))
+    table = ft_table(net)
+    proven = acc_int16_proven(net, width)
+    l1 = _L1(net, n)
+    accs = torch.empty((n, 2, net.l0w.shape[1]), dtype=torch.int32) if return_parts else None
+    for s in range(0, n, STEP):
+        e = min(n, s + STEP)
+        acc = embedding_sum(table, make_bags(stm[s:e], nstm[s:e], table.shape[0] - 1))
+        if not proven:
+            check_acc_int16(acc)
+        if return_parts:
+            accs[s:e] = acc.view(e - s, 2, -1)
+        lo, hi = torch.aminmax(bucket[s:e])
+        l1.step(acc, s, int(lo), int(hi))
+    total = l1.sums(bucket)
+    ev = _finish(net, total, bucket)
+    if return_parts:
+        return ev, {"acc": accs, "sum": total}
+    return ev
+
+
+
+def evaluate(net, boards: torch.Tensor, chunk: int = 1024) -> torch.Tensor:
+    """Integer evals of packed boards: (N, 32) uint8 -> (N,) int64 centipawns, stm POV.
+
+    The values of :func:`forward_int` on the encoded boards (the same steps, the same exactness
+    argument), computed faster:
+
+    * positions are taken in order of piece count (a stable sort; the evals are put back in the
+      input order at the end). A step's bags are then only as wide as its largest piece count
+      (a feature set has at most one feature per piece and perspective, and pads at the end:
+      true of every table-encoded set by construction, checked per step for any other, which
+      falls back to the full width), and its positions fall in one or two output buckets
+      (bucket functions grow with the piece count), whose L1 columns alone are computed;
+    * for a table-encoded feature set (all of them) a step's bags come straight from the
+      lookup keys (``TableEncoder.lookup_keys``) through a copy of the table that points at the
+      rows of :func:`ft_table`: one ``index_select`` per step (per step, not per batch:
+      whole-batch buffers of a few MB fall out of L2 and cost more);
+    * the bias is not a bag row: when :func:`acc_int16_proven` holds for the step's width, the
+      bias-free sums (|Σ rows| ≤ w·max|l0w| ≤ 32767 − |l0b|) are converted to int16 and the
+      int16 bias added (no wrap: the biased sum is within int16 too); otherwise it is added in
+      float32 (exact, below 2^24) and the sums are range-checked.
+
+    ``chunk``: positions per feature-encoding call (for perspective nets rounded to steps, at
+    least 4096; deep nets use it as given)."""
+    if boards.shape[0] == 0:
+        sorted_steps(net, boards, chunk)  # validates shape and dtype
+        return torch.zeros(0, dtype=torch.int64)
+    order, bucket, first, steps = sorted_steps(net, boards, chunk)
+    l1 = _L1(net, boards.shape[0])
+    for s, e, acc, b_lo, b_hi in steps:
+        l1.step(acc, s, b_lo, b_hi, first)
+    ev = _finish(net, l1.sums(bucket), bucket)
+    return torch.empty_like(ev).index_copy_(0, order, ev)
+
+
