@@ -170,6 +170,21 @@ def cmd_convert(args) -> int:
     return 0
 
 
+# ------------------------------------------------------------------------------------ annotate
+def cmd_annotate(args) -> int:
+    from nnue.pipeline.annotate import annotate
+
+    r = annotate(args.dataset, args.base, args.teacher, args.engine, args.jobs, args.batch,
+                 progress=not args.no_progress)
+    if args.json:
+        print(json.dumps(r))
+        return 0
+    for c, rec in r["columns"].items():
+        print(f"{c}: {rec['source']} ({rec['version']}), {rec['rows']:,} rows, {rec['nulls']:,} null (in check)")
+    print(f"  {len(r['parts_annotated'])} part(s) annotated, {len(r['parts_skipped'])} already done")
+    return 0
+
+
 # -------------------------------------------------------------------------------------- export
 def cmd_export(args) -> int:
     from nnue.trainer.export import export
@@ -354,6 +369,22 @@ def _parser() -> argparse.ArgumentParser:
     s.add_argument("-o", "--output", required=True, help="output file (written atomically)")
     s.add_argument("--json", action="store_true")
     s.set_defaults(func=cmd_convert)
+
+    s = sub.add_parser("annotate", help="add base_eval / teacher_eval columns (material, Stockfish static evals)",
+                       description="Add int16 columns (centipawns, side-to-move POV) to every part of a "
+                       "dataset, atomically: base_eval (--base) and teacher_eval (--teacher). Positions in "
+                       "check get a null from Stockfish. A rerun skips the parts already done.")
+    s.add_argument("dataset")
+    s.add_argument("--base", choices=["material", "stockfish-classical"],
+                   help="material: P N B R Q = 100 300 300 500 900; stockfish-classical: Stockfish 15.1's classical eval")
+    s.add_argument("--teacher", choices=["stockfish-nnue"], help="Stockfish's NNUE static eval as teacher_eval")
+    s.add_argument("--engine", metavar="PATH", help="Stockfish 15.1 binary (default: stockfish on PATH, "
+                   "else /usr/games/stockfish)")
+    s.add_argument("--jobs", type=int, default=1, metavar="N", help="engine processes in parallel")
+    s.add_argument("--batch", type=int, default=4096, metavar="N", help="positions per engine batch")
+    s.add_argument("--json", action="store_true")
+    s.add_argument("--no-progress", action="store_true", help="no progress bar on stderr")
+    s.set_defaults(func=cmd_annotate)
 
     sub.add_parser("train", help="train a net (Hydra overrides; 'nnue train --help' for Hydra's help)",
                    add_help=False)
