@@ -498,6 +498,13 @@ def check_train_args(overrides: list[str]) -> str | None:
             act_l1 = -1.0
         if not act_l1 >= 0:
             return f"model.act_l1={m.act_l1}: a number ≥ 0 (the weight of the L1 activation penalty)"
+        from nnue.trainer.loss import check_loss_config
+        loss = check_loss_config(dict(m.get("loss") or {}))
+        if loss["target"] == "residual":  # the residual loss needs the annotated columns
+            from nnue.pipeline.annotate import missing_columns
+            err = missing_columns(paths, ["base_eval"] + (["teacher_eval"] if loss["teacher"] == "teacher_eval" else []))
+            if err:
+                return err
         if m.get("backend", "auto") not in BACKENDS:
             return f"model.backend={m.backend}: one of {', '.join(BACKENDS)}"
         if m.get("factoriser"):

@@ -402,3 +402,18 @@ def annotate(dataset: str | Path, base: str | None = None, teacher: str | None =
     finally:
         if pool is not None:
             pool.close()
+
+
+def missing_columns(paths, columns) -> str | None:
+    """The first (part, column) of ``columns`` that a part of the datasets lacks, as a one-line
+    message saying how to add it; None when every part has every column."""
+    from .stream import dataset_parts
+
+    paths = [paths] if isinstance(paths, (str, Path)) else list(paths)
+    for part, _ in dataset_parts(paths):
+        names = pq.ParquetFile(part).schema_arrow.names
+        for c in columns:
+            if c not in names:
+                how = "--base material|stockfish-classical" if c == "base_eval" else "--teacher stockfish-nnue"
+                return f"{part}: no {c} column; run 'nnue annotate {part.parent} {how}'"
+    return None
