@@ -111,3 +111,31 @@ def test_residual_fast_dev_run(sample_dataset, tmp_path, space, lam):
         cfg = compose("train", overrides=overrides)
     metrics = run(cfg)
     assert metrics["train_loss"] > 0
+
+
+def test_residual_report_on_a_short_run(sample_dataset, tmp_path):
+    """residual_report: its base column is the annotated material count, and α scales the net."""
+    import numpy as np
+
+    from nnue.pipeline.stream import Filters, PackedStream
+    from nnue.trainer.metrics import spearman
+    from nnue.trainer.residual_report import residual_report
+    from nnue.trainer.train import run
+
+    ds = tmp_path / "ds"
+    shutil.copytree(sample_dataset, ds)
+    annotate(ds, base="material", progress=False)
+    GlobalHydra.instance().clear()
+    with initialize_config_module(config_module="nnue.conf", version_base="1.3"):
+        cfg = compose("train", overrides=[
+            "experiment=demo", f"data.path={ds}", f"paths.output_dir={tmp_path / 'run'}", "data.val_fraction=0.2",
+            "trainer.enable_progress_bar=false", "model.hidden=16", "trainer.max_epochs=1",
+            "data.positions_per_epoch=4096", "model.loss.target=residual"])
+    run(cfg)
+    r = residual_report(tmp_path / "run" / "checkpoints" / "last.ckpt", alphas=(1.0, 0.5, 0.0))
+    val = PackedStream([ds], 100_000, 0, "val", 0.2, Filters(), drop_last=False)
+    b = next(iter(val))
+    assert r["validation_positions"] == len(b["score"]) > 100
+    assert r["spearman_base"] == pytest.approx(spearman(b["base_eval"].numpy(), b["score"].numpy()))
+    assert r["spearman_base_plus_net"]["0.0"] == pytest.approx(r["spearman_base"])
+    assert r["base"].startswith("material") and np.isfinite(r["spearman_base_plus_net"]["0.5"])
