@@ -185,6 +185,22 @@ def cmd_annotate(args) -> int:
     return 0
 
 
+def cmd_analyze(args) -> int:
+    from nnue.cmd_analyze import analyze
+
+    r = analyze(args.net, args.dataset, args.output, args.limit)
+    if args.json:
+        print(json.dumps({k: v for k, v in r.items() if k != "dead_neurons"} | {
+            "dead_neurons": {k: v for k, v in r["dead_neurons"].items() if k != "active_share_per_neuron"}}))
+        return 0
+    bs, d = r["block_sparsity"], r["dead_neurons"]
+    print(f"wrote {', '.join(r['files'])} to {args.output} ({r['positions']:,} quiet positions)")
+    slope = r["eval_vs_score"]["slope"]
+    print(f"  eval vs score slope {slope:.3f}" if slope is not None else "  eval vs score slope n/a", end="")
+    print(f", mean L0 block sparsity {bs['mean']:.3f}, dead neurons {d['dead']} of {d['neurons']}")
+    return 0
+
+
 # -------------------------------------------------------------------------------------- export
 def cmd_export(args) -> int:
     from nnue.trainer.export import export
@@ -385,6 +401,17 @@ def _parser() -> argparse.ArgumentParser:
     s.add_argument("--json", action="store_true")
     s.add_argument("--no-progress", action="store_true", help="no progress bar on stderr")
     s.set_defaults(func=cmd_annotate)
+
+    s = sub.add_parser("analyze", help="PNG histograms of what a net does on a dataset",
+                       description="Write eval histograms per output bucket, eval vs score, L0 block "
+                       "sparsity and dead neurons (PNGs + analysis.json) for an integer net on a dataset's "
+                       "quiet positions.")
+    s.add_argument("net", help="net.safetensors")
+    s.add_argument("--dataset", required=True, metavar="DIR", help="a packed dataset (nnue pack)")
+    s.add_argument("-o", "--output", required=True, metavar="DIR", help="folder for the PNGs and analysis.json")
+    s.add_argument("--limit", type=_non_negative, default=100_000, metavar="N", help="positions read (default 100,000)")
+    s.add_argument("--json", action="store_true")
+    s.set_defaults(func=cmd_analyze)
 
     sub.add_parser("train", help="train a net (Hydra overrides; 'nnue train --help' for Hydra's help)",
                    add_help=False)
