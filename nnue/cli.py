@@ -175,6 +175,37 @@ def cmd_convert(args) -> int:
     return 0
 
 
+# ------------------------------------------------------------------------------------ annotate
+def cmd_annotate(args) -> int:
+    from nnue.pipeline.annotate import annotate
+
+    r = annotate(args.dataset, args.base, args.teacher, args.engine, args.jobs, args.batch,
+                 progress=not args.no_progress)
+    if args.json:
+        print(json.dumps(r))
+        return 0
+    for c, rec in r["columns"].items():
+        print(f"{c}: {rec['source']} ({rec['version']}), {rec['rows']:,} rows, {rec['nulls']:,} null (in check)")
+    print(f"  {len(r['parts_annotated'])} part(s) annotated, {len(r['parts_skipped'])} already done")
+    return 0
+
+
+def cmd_analyze(args) -> int:
+    from nnue.cmd_analyze import analyze
+
+    r = analyze(args.net, args.dataset, args.output, args.limit)
+    if args.json:
+        print(json.dumps({k: v for k, v in r.items() if k != "dead_neurons"} | {
+            "dead_neurons": {k: v for k, v in r["dead_neurons"].items() if k != "active_share_per_neuron"}}))
+        return 0
+    bs, d = r["block_sparsity"], r["dead_neurons"]
+    print(f"wrote {', '.join(r['files'])} to {args.output} ({r['positions']:,} quiet positions)")
+    slope = r["eval_vs_score"]["slope"]
+    print(f"  eval vs score slope {slope:.3f}" if slope is not None else "  eval vs score slope n/a", end="")
+    print(f", mean L0 block sparsity {bs['mean']:.3f}, dead neurons {d['dead']} of {d['neurons']}")
+    return 0
+
+
 # -------------------------------------------------------------------------------------- export
 def cmd_export(args) -> int:
     from nnue.trainer.export import export
@@ -368,6 +399,33 @@ def _parser() -> argparse.ArgumentParser:
     s.add_argument("--json", action="store_true")
     s.set_defaults(func=cmd_convert)
 
+    s = sub.add_parser("annotate", help="add base_eval / teacher_eval columns (material, Stockfish static evals)",
+                       description="Add int16 columns (centipawns, side-to-move POV) to every part of a "
+                       "dataset, atomically: base_eval (--base) and teacher_eval (--teacher). Positions in "
+                       "check get a null from Stockfish. A rerun skips the parts already done.")
+    s.add_argument("dataset")
+    s.add_argument("--base", choices=["material", "stockfish-classical"],
+                   help="material: P N B R Q = 100 300 300 500 900; stockfish-classical: Stockfish 15.1's classical eval")
+    s.add_argument("--teacher", choices=["stockfish-nnue"], help="Stockfish's NNUE static eval as teacher_eval")
+    s.add_argument("--engine", metavar="PATH", help="Stockfish 15.1 binary (default: stockfish on PATH, "
+                   "else /usr/games/stockfish)")
+    s.add_argument("--jobs", type=int, default=1, metavar="N", help="engine processes in parallel")
+    s.add_argument("--batch", type=int, default=4096, metavar="N", help="positions per engine batch")
+    s.add_argument("--json", action="store_true")
+    s.add_argument("--no-progress", action="store_true", help="no progress bar on stderr")
+    s.set_defaults(func=cmd_annotate)
+
+    s = sub.add_parser("analyze", help="PNG histograms of what a net does on a dataset",
+                       description="Write eval histograms per output bucket, eval vs score, L0 block "
+                       "sparsity and dead neurons (PNGs + analysis.json) for an integer net on a dataset's "
+                       "quiet positions.")
+    s.add_argument("net", help="net.safetensors")
+    s.add_argument("--dataset", required=True, metavar="DIR", help="a packed dataset (nnue pack)")
+    s.add_argument("-o", "--output", required=True, metavar="DIR", help="folder for the PNGs and analysis.json")
+    s.add_argument("--limit", type=_non_negative, default=100_000, metavar="N", help="positions read (default 100,000)")
+    s.add_argument("--json", action="store_true")
+    s.set_defaults(func=cmd_analyze)
+
     sub.add_parser("train", help="train a net (Hydra overrides; 'nnue train --help' for Hydra's help)",
                    add_help=False)
     sub.add_parser("bench", help="run a benchmark that prints JSON ('nnue bench --help' lists them)",
@@ -482,6 +540,13 @@ def check_train_args(overrides: list[str]) -> str | None:
             act_l1 = -1.0
         if not act_l1 >= 0:
             return f"model.act_l1={m.act_l1}: a number ≥ 0 (the weight of the L1 activation penalty)"
+        from nnue.trainer.loss import check_loss_config
+        loss = check_loss_config(dict(m.get("loss") or {}))
+        if loss["target"] == "residual":  # the residual loss needs the annotated columns
+            from nnue.pipeline.annotate import missing_columns
+            err = missing_columns(paths, ["base_eval"] + (["teacher_eval"] if loss["teacher"] == "teacher_eval" else []))
+            if err:
+                return err
         if m.get("backend", "auto") not in BACKENDS:
             return f"model.backend={m.backend}: one of {', '.join(BACKENDS)}"
         if m.get("factoriser"):

@@ -53,6 +53,9 @@ from .schema import FLAG_SCORE_MATE, FLAG_SCORE_NONE
 
 # Stockfish's generator writes internal units; nnue-pytorch converts with cp = 100·score/208.
 SF_INTERNAL_PER_PAWN = 208
+#: Optional columns written by ``nnue annotate`` (:mod:`nnue.pipeline.annotate`): carried into
+#: the batch as float32 centipawns (stm POV, NaN where null: in check) when every part has them.
+ANNOTATION_COLUMNS = ("base_eval", "teacher_eval")
 _COLUMNS = ["board", "score", "result", "ply", "piece_count", "in_check",
             "best_move_is_capture", "game_id", "flags"]
 
@@ -160,7 +163,9 @@ def _largest_remainder(total: int, shares: Sequence[float]) -> list[int]:
 
 class PackedStream(torch.utils.data.IterableDataset):
     """Yields dicts ``{"boards": (B, 32) uint8, "score": (B,) float32 centipawns stm POV,
-    "result": (B,) float32 in {0, 0.5, 1} stm POV}`` as CPU tensors.
+    "result": (B,) float32 in {0, 0.5, 1} stm POV}`` as CPU tensors, plus ``base_eval`` /
+    ``teacher_eval`` ((B,) float32 centipawns stm POV, NaN = null) when every part of the
+    datasets has that column (``nnue annotate``; listed in ``self.extra_columns``).
 
     paths: dataset folders. batch_size: rows per batch. shuffle_buffer: rows held for shuffling
     (0 = no shuffle, file order). split/val_fraction: see :func:`split_mask`. filters:
@@ -198,14 +203,19 @@ class PackedStream(torch.utils.data.IterableDataset):
                              f"rank ({batch_size} x {world_size})")
         self.parts: list[tuple[Path, float]] = []
         self.units: list[Unit] = []
+        self.extra_columns: list[str] = list(ANNOTATION_COLUMNS)
         for d, path in enumerate(paths):
             source = d if weights is not None else 0
             for part, scale in dataset_parts([path]):
-                meta = pq.ParquetFile(part).metadata
+                pfile = pq.ParquetFile(part)
+                meta = pfile.metadata
+                self.extra_columns = [c for c in self.extra_columns if c in pfile.schema_arrow.names]
                 fi = len(self.parts)
                 self.parts.append((part, scale))
                 self.units += [Unit(fi, rg, meta.row_group(rg).num_rows, source)
                                for rg in range(meta.num_row_groups)]
+        if not self.parts:
+            self.extra_columns = []
         self.weights = np.array(weights if weights is not None else [1.0])
         for d in range(len(self.weights) if weights is not None else 0):
             if not self._source_units(d):
@@ -330,7 +340,7 @@ class PackedStream(torch.utils.data.IterableDataset):
     def _read_columns(self, unit: Unit, with_board: bool = False):
         """One row group's columns as numpy arrays (board: pyarrow) and its scores in cp."""
         scale = self.parts[unit.file][1]
-        wanted = self._columns() + (["board"] if with_board else [])
+        wanted = self._columns() + (["board"] + self.extra_columns if with_board else [])
         table = self._parquet(unit.file).read_row_group(unit.row_group, columns=wanted, use_threads=False)
         cols = {}
         for c in wanted:
@@ -339,12 +349,14 @@ class PackedStream(torch.utils.data.IterableDataset):
                 cols[c] = col
             elif c in ("in_check", "best_move_is_capture"):  # nullable bools: null -> False
                 cols[c] = pc.fill_null(col, False).to_numpy(zero_copy_only=False)
+            elif c in ANNOTATION_COLUMNS:  # nullable int16 -> float32, null -> NaN
+                cols[c] = col.cast("float32").to_numpy(zero_copy_only=False).astype(np.float32)
             else:
                 cols[c] = col.to_numpy()
         score_cp = cols["score"].astype(np.float32) * np.float32(scale)
         return cols, score_cp
 
-    def _read_unit(self, unit: Unit, rng) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    def _read_unit(self, unit: Unit, rng) -> tuple[np.ndarray, ...]:
         cols, score_cp = self._read_columns(unit, with_board=True)
         n = len(score_cp)
         self.counts["read"] += n
@@ -356,10 +368,12 @@ class PackedStream(torch.utils.data.IterableDataset):
         keep = filter_mask(cols, self.filters, self.counts, rng, score_cp, keep)
         boards = boards_from_bytes(cols["board"])
         result = cols["result"]
+        extra = [cols[c] for c in self.extra_columns]
         if not keep.all():
             idx = np.flatnonzero(keep)
             boards, score_cp, result = np.take(boards, idx, axis=0), score_cp[idx], result[idx]
-        return boards, score_cp, (result.astype(np.float32) + 1) / 2
+            extra = [e[idx] for e in extra]
+        return (boards, score_cp, (result.astype(np.float32) + 1) / 2, *extra)
 
     def _unit_sequence(self, units: list[Unit], d: int, wid: int, cyclic: bool, start: int):
         """Units of one source in visiting order: seeded permutations, one per pass, from the
@@ -400,7 +414,7 @@ class PackedStream(torch.utils.data.IterableDataset):
         feeds = [self._unit_sequence(us, d, wid, cyclic, starts[d]) for d, us in enumerate(units)]
         fed = np.zeros(len(units))
         empty_run = [0] * len(units)
-        buf: list[list[np.ndarray]] = [[], [], []]
+        buf: list[list[np.ndarray]] = [[] for _ in range(3 + len(self.extra_columns))]
         held = yielded = 0
         B = self.batch_size
         while True:
@@ -448,4 +462,6 @@ class PackedStream(torch.utils.data.IterableDataset):
                 "boards": torch.from_numpy(np.ascontiguousarray(arrays[0][s:s + B])),
                 "score": torch.from_numpy(np.ascontiguousarray(arrays[1][s:s + B])),
                 "result": torch.from_numpy(np.ascontiguousarray(arrays[2][s:s + B])),
+                **{c: torch.from_numpy(np.ascontiguousarray(a[s:s + B]))
+                   for c, a in zip(self.extra_columns, arrays[3:])},
             }

@@ -19,7 +19,7 @@ from nnue.pipeline.batch import SparseBatch, to_sparse_batch
 from nnue.pipeline.features import get_feature_set, parse_output_buckets
 
 from .callbacks import plain
-from .loss import wdl_loss
+from .loss import check_loss_config, training_loss
 from .schedule import Ramp, Schedule, lr_schedule
 from .metrics import spearman
 from .model import build_model
@@ -34,7 +34,8 @@ class LitNNUE(pl.LightningModule):
     (:func:`~nnue.trainer.model.factor_map`), folded in at export. kind: "perspective" |
     "deep"; deep: {"l1_outputs", "l2_outputs", "hidden_activation"} of a deep net.
     qat: train quantisation-aware (:func:`~nnue.trainer.model.fake_quant` on the scheme's
-    grids). act_l1: weight of the L1 penalty on the L0 activations (``act_l1 · mean(x0)``,
+    grids). loss: also ``target`` ("wdl" | "residual": train the net on teacher − base_eval),
+    ``residual_space``, ``teacher`` (:func:`~nnue.trainer.loss.check_loss_config`). act_l1: weight of the L1 penalty on the L0 activations (``act_l1 · mean(x0)``,
     x0 in [0, 1]) that pushes them to zero, for the block-sparse L1 path of inference; logged
     with ``l0_density`` (fraction of nonzero activations) and ``val_block_sparsity`` (fraction
     of all-zero blocks of 4)."""
@@ -50,7 +51,7 @@ class LitNNUE(pl.LightningModule):
         self.feature_set = get_feature_set(features)
         self.buckets = parse_output_buckets(output_buckets)
         self.scheme = QuantScheme(**(quant or {}))
-        self.loss_cfg = dict(wdl_lambda=0.1, power=2.0) | dict(loss or {})
+        self.loss_cfg = check_loss_config(loss)  # target=residual: trainer/loss.py
         self.model = build_model(kind, features, self.feature_set.num_inputs, hidden, activation,
                                  self.buckets.count, backend, factoriser, deep,
                                  product_scale=self.scheme.qa / (1 << self.scheme.l0_shift))
@@ -137,8 +138,8 @@ class LitNNUE(pl.LightningModule):
 
     def _loss(self, b: SparseBatch, wdl_lambda: float):
         y, h = self.model.forward_with_activations(b.stm_indices, b.nstm_indices, b.bucket)
-        cfg = dict(self.loss_cfg, wdl_lambda=wdl_lambda)
-        return y, h, wdl_loss(y, b.score, b.result, self.scheme.scale, **cfg)
+        cfg = dict(self.loss_cfg, wdl_lambda=wdl_lambda)  # λ from the schedule (lambda_schedule)
+        return y, h, training_loss(y, b, self.scheme.scale, **cfg)
 
     def training_step(self, b: SparseBatch, batch_idx: int):
         lam = self.current_lambda()
@@ -164,7 +165,10 @@ class LitNNUE(pl.LightningModule):
         if h.shape[1] >= 4:
             blocks = h[:, : h.shape[1] // 4 * 4].reshape(h.shape[0], -1, 4)
             self.log("val_block_sparsity", (blocks == 0).all(-1).float().mean(), on_epoch=True, batch_size=len(b))
-        self._val_pred.append((y * self.scheme.scale).detach().cpu())
+        pred = y * self.scheme.scale
+        if self.loss_cfg["target"] == "residual":  # the eval is base + net
+            pred = pred + torch.nan_to_num(b.base_eval)
+        self._val_pred.append(pred.detach().cpu())
         self._val_score.append(b.score.detach().cpu())
 
     def on_validation_epoch_end(self) -> None:
