@@ -245,6 +245,7 @@ def pack_file(path: Path, fmt: str, dataset: Path, sha: str, score_unit: str,
     cols = {name: [] for name in SCHEMA.names}
     read = packed = 0
     rejected: Counter[str] = Counter()
+    castling = [0, 0]  # castling moves written as the king's two-square step, as king takes rook
     rej_file: list = [None]
 
     def reject(loc, reason, detail, raw):
@@ -350,6 +351,9 @@ def pack_file(path: Path, fmt: str, dataset: Path, sha: str, score_unit: str,
                             raise RecordError("illegal move", f"{item.move} in {item.fen}")
                         best = encode_move(board, move)
                         capture = board.is_capture(move) or move.promotion is not None
+                        if fmt == "plain" and board.is_castling(move):  # the input's spelling, for write-back
+                            written_to = chess.parse_square(item.move[2:4])  # as the input spelled it
+                            castling[board.color_at(written_to) == board.turn] += 1
                     packed_board = pack_board(board, eval_white=score if white else -score,
                                               wdl=(item.result if white else -item.result) + 1)
                 except RecordError as e:
@@ -400,6 +404,11 @@ def pack_file(path: Path, fmt: str, dataset: Path, sha: str, score_unit: str,
         "score_unit": score_unit, "score_pov": "side to move", "part": part.name,
         "rejects": rejects_path.name, "read": read, "packed": packed,
         "rejected": dict(sorted(rejected.items())),
+        # how the input spelled castling moves (UCI): None (none seen), "king-takes-rook" (e1a1,
+        # Chess960's spelling, also where the position reads as standard chess), "king-two-squares"
+        # (e1c1) or "mixed"; nnue convert --to plain writes them back the same way
+        "castling": (None if not any(castling) else "mixed" if all(castling)
+                     else "king-takes-rook" if castling[1] else "king-two-squares"),
     }
 
 
