@@ -63,7 +63,7 @@ def run(name: str, shape, dtype_name: str, device, backends, reps: int, warmup: 
 
 
 def main(argv=None) -> dict:
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p = argparse.ArgumentParser(prog="nnue bench activations", description=__doc__.splitlines()[0])
     p.add_argument("--device", default="auto", choices=["auto", "cpu", "cuda"])
     p.add_argument("--shape", help="comma-separated, e.g. 16384,2048")
     p.add_argument("--names", default=",".join(NAMES))

@@ -1,6 +1,6 @@
 """Benchmark: batch evaluation speed of the integer net vs the float net, one core.
 
-``nnue bench infer [--batch N] [--runs N] [--hidden H] [--out FILE]`` prints one JSON object:
+``nnue bench infer [--batch N] [--runs N] [--hidden H] [--net NETDIR] [--out FILE]`` prints one JSON object:
 evals/s per core of ``nnue.inference.evaluate``'s integer path (feature encoding included) and of
 the float torch model on the same positions and net (768×2 → H SCReLU, 8 output buckets), with
 medians of several runs and their ratio. Targets (issue 6): ≥ 1M evals/s per core in batch, ≥ 3×
@@ -50,14 +50,18 @@ def _spread(ts: list[float]) -> dict:
 
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(prog="nnue bench infer", description=__doc__.split("\n\n")[0])
-    p.add_argument("--batch", type=int, default=4096)
-    p.add_argument("--runs", type=int, default=21, help="timed runs per path")
-    p.add_argument("--block", type=int, default=3, help="timed runs per path and round")
-    p.add_argument("--hidden", type=int, default=256)
+    p.add_argument("--batch", type=int, default=4096, help="positions per evaluation call (default 4096)")
+    p.add_argument("--runs", type=int, default=21, help="timed runs per path (default 21)")
+    p.add_argument("--block", type=int, default=3, help="timed runs per path and round (default 3)")
+    p.add_argument("--hidden", type=int, default=256, help="hidden size of the random net (default 256)")
     p.add_argument("--arch", choices=("perspective", "deep"), default="perspective",
                    help="perspective: 768x2 -> H SCReLU -> 8 buckets (issue 6's targets); deep: "
                         "768x2 -> H pairwise CReLU -> 16 -> 32 -> 1 CReLU layer stacks, 8 buckets")
-    p.add_argument("--out", default=None)
+    p.add_argument("--net", default=None, metavar="NETDIR",
+                   help="benchmark your own exported net (NETDIR or NETDIR/net.safetensors) on the bundled "
+                        "sample's positions: the integer path only, since an exported net has no float model "
+                        "(default: a random net of --arch and --hidden)")
+    p.add_argument("--out", default=None, help="also write the JSON to this file (default: stdout only)")
     p.add_argument("--json", action="store_true", help="(accepted; output is always JSON)")
     p.add_argument("--no-neutral", action="store_true", help="skip the allocator-neutral child run")
     a = p.parse_args(argv)
@@ -98,6 +102,9 @@ def main(argv=None) -> int:
                   {"hparams": json.dumps(hp), "data": json.dumps({"path": str(tmp / "ds"), "val_fraction": 1.0})})
         export(tmp / "w.safetensors", tmp / "net", clip=True)
         net = load(tmp / "net" / "net.safetensors")
+        if a.net:  # the user's own net: the integer path alone
+            user = Path(a.net)
+            net, model = load(user / "net.safetensors" if user.is_dir() else user), None
         boards, _ = validation_boards({"path": str(tmp / "ds"), "val_fraction": 1.0,
                                        "filters": {"skip_in_check": False, "skip_capture": False,
                                                    "skip_mate": False}}, 10**6)
@@ -119,7 +126,7 @@ def main(argv=None) -> int:
         assert torch.equal(int_path(), forward_deep(net, stm, nstm, net.buckets.of(boards)))
     else:
         assert torch.equal(int_path(), forward_int(net, stm, nstm, net.buckets.of(boards)))
-    paths = {"int": int_path, "float": float_path}
+    paths = {"int": int_path, "float": float_path} if model is not None else {"int": int_path}
     wall = {k: [] for k in paths}
     cpu = {k: [] for k in paths}
     faults = {k: [] for k in paths}
@@ -136,6 +143,14 @@ def main(argv=None) -> int:
                 wall[k].append(time.perf_counter() - t)
                 cpu[k].append(time.process_time() - c)
                 faults[k].append(resource.getrusage(resource.RUSAGE_SELF).ru_minflt - flt)
+    if model is None:
+        return emit({"benchmark": "infer", "net": str(a.net), "architecture": net.arch, "batch": a.batch,
+                     "runs": a.runs, "threads": torch.get_num_threads(),
+                     "cpu_capability": torch.backends.cpu.get_cpu_capability(), "machine": platform.machine(),
+                     "int_evals_per_s": round(a.batch / statistics.median(wall["int"])),
+                     "int_median_s": statistics.median(wall["int"]), "int_wall": _spread(wall["int"]),
+                     "notes": "--net: the integer path of the given net only (feature encoding included), "
+                              "on the bundled sample's positions, one thread"}, a.out)
     t_int, t_float = statistics.median(wall["int"]), statistics.median(wall["float"])
     ips, fps = a.batch / t_int, a.batch / t_float
     plan = _l1_plan(net) if net.kind == "perspective" else {"mode": "int8 digits (inference/deep.py)"}

@@ -214,7 +214,7 @@ def sweep(B, F, H, A, activation, device, reps, warmup) -> list[dict]:
 
 
 def main(argv=None) -> dict:
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p = argparse.ArgumentParser(prog="nnue bench sparse_ft", description=__doc__.splitlines()[0])
     p.add_argument("--device", default="auto", choices=["auto", "cpu", "cuda"])
     p.add_argument("--batch", type=int)
     p.add_argument("--features", type=int)

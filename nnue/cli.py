@@ -1,12 +1,14 @@
 """The ``nnue`` command: pack, inspect, convert, train, export, eval, bench.
 
-Every sub-command has ``--help`` and exits non-zero with a one-line reason on bad input
-(``nnue <cmd>: error: ...``); tracebacks are kept for bugs.
+Every sub-command has ``--help`` and exits with status 2 and a one-line reason on bad input
+(``nnue <cmd>: error: ...``). No traceback reaches a user: an unexpected exception (a bug) is
+one line too, with status 1; ``NNUE_DEBUG=1`` in the environment shows the traceback instead.
 """
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from pathlib import Path
 
@@ -36,8 +38,14 @@ def cmd_pack(args) -> int:
     if not args.inputs:
         raise ValueError("give INPUT files or folders, or --watch DIR")
     from nnue.pipeline.formats import ReaderOptions
-    from nnue.pipeline.pack import pack
+    from nnue.pipeline.pack import expand_inputs, pack
 
+    out_path = Path(args.output)
+    if out_path.exists() and not out_path.is_dir():
+        raise ValueError(f"{out_path}: exists and is not a folder; -o names the dataset folder")
+    files, _ignored = expand_inputs(args.inputs)
+    if not files:
+        raise ValueError(f"no dump files in {', '.join(args.inputs)} (extensions: see 'nnue pack --help')")
     summary = pack(args.inputs, args.output, fmt=args.format, score_unit=args.score_unit,
                    options=ReaderOptions(pgn_pov=args.pgn_pov), progress=not args.no_progress,
                    workers=args.workers, dedup=args.dedup)
@@ -170,6 +178,8 @@ def cmd_inspect(args) -> int:
 def cmd_convert(args) -> int:
     from nnue.pipeline.convert import convert
 
+    if Path(args.output).is_dir():
+        raise ValueError(f"{args.output}: is a folder; -o names the output file")
     r = convert(args.dataset, args.to, args.output)
     print(json.dumps(r) if args.json else f"wrote {r['rows']:,} positions to {r['path']} ({r['format']})")
     return 0
@@ -241,9 +251,16 @@ def cmd_export(args) -> int:
 
 # ---------------------------------------------------------------------------------------- eval
 def _read_fens(path: str) -> tuple[list[str], list[str]]:
-    """FENs of a file ('-' = stdin), one a line, text after '|' or ';' ignored. Returns (FENs,
-    their "FILE:LINE" labels). Raises ValueError naming the line of text that is not UTF-8."""
+    """Positions of a file ('-' = stdin), one a line: a FEN, an EPD line or 'FEN | score |
+    result' (:func:`nnue.pipeline.positions.parse_position`; blank lines and '#' comments
+    skipped). Returns (FENs, their "FILE:LINE" labels). Raises ValueError naming FILE:LINE and
+    the reason for a line that is not a position pack would accept, or is not UTF-8."""
+    from nnue.pipeline.positions import PositionError, parse_position
+
     name = "<stdin>" if path == "-" else path
+    if path != "-" and not Path(path).is_file():
+        raise ValueError(f"{path}: {'is a folder' if Path(path).is_dir() else 'no such file'}; --fens reads "
+                         f"a text file of positions")
     src = sys.stdin if path == "-" else open(path, encoding="utf-8-sig")  # -sig: one BOM dropped
     fens, labels = [], []
     with src:
@@ -252,12 +269,15 @@ def _read_fens(path: str) -> tuple[list[str], list[str]]:
             for n, line in enumerate(src, 1):
                 if n == 1:
                     line = line.removeprefix("\ufeff")
-                line = line.split("|")[0].split(";")[0].strip()
-                if line:
-                    fens.append(" ".join(line.split()[:6]))
-                    labels.append(f"{name}:{n}")
+                if not line.strip() or line.lstrip().startswith("#"):
+                    continue
+                try:
+                    fens.append(parse_position(line))
+                except PositionError as e:
+                    raise ValueError(f"{name}:{n}: {e}") from None
+                labels.append(f"{name}:{n}")
         except UnicodeDecodeError as e:
-            raise ValueError(f"{name}:{n + 1}: not UTF-8 text ({e.reason}); --fens reads one FEN a line") from None
+            raise ValueError(f"{name}:{n + 1}: not UTF-8 text ({e.reason}); --fens reads one position a line") from None
     return fens, labels
 
 
@@ -266,10 +286,30 @@ def cmd_eval(args) -> int:
 
     if not args.dataset and (args.limit is not None or args.summary):
         raise ValueError("--limit and --summary go with --dataset")
-    net = load(args.net)
+    net_path = Path(args.net)
+    if net_path.is_dir():  # NETDIR as nnue export wrote it
+        if not (net_path / "net.safetensors").is_file():
+            raise ValueError(f"{net_path}: a folder without net.safetensors; give NETDIR/net.safetensors")
+        net_path = net_path / "net.safetensors"
+    elif not net_path.exists():
+        raise ValueError(f"{net_path}: no such net file")
+    net = load(net_path)
     if args.dataset:
+        from nnue.pipeline import manifest as mf
+
+        mf.load(args.dataset)  # one line naming a path that is no dataset
         return _eval_dataset(net, args)
-    fens, labels = ([args.fen], ["--fen"]) if args.fen else _read_fens(args.fens)
+    if args.fen is not None:
+        from nnue.pipeline.positions import PositionError, parse_position
+
+        if not args.fen.strip():
+            raise ValueError("--fen: empty FEN")
+        try:
+            fens, labels = [parse_position(args.fen)], ["--fen"]
+        except PositionError as e:
+            raise ValueError(f"--fen: {e}") from None
+    else:
+        fens, labels = _read_fens(args.fens)
     try:
         evals = evaluate_fens(net, fens, labels)
     except OverflowError as e:  # name the first position that overflows (one at a time: rare path)
@@ -340,10 +380,53 @@ def _eval_dataset(net, args) -> int:
 
 # ------------------------------------------------------------------------------------ plumbing
 def _non_negative(text: str) -> int:
-    v = int(text)
+    try:
+        v = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
     if v < 0:
         raise argparse.ArgumentTypeError(f"{v} is negative")
     return v
+
+
+def _workers(text: str) -> int:
+    v = _non_negative(text)
+    if not 1 <= v <= 1024:
+        raise argparse.ArgumentTypeError(f"{v}: give 1 to 1024 processes")
+    return v
+
+
+def _path(text: str) -> str:
+    """A path argument: not empty (an empty path would mean the current folder)."""
+    if not text.strip():
+        raise argparse.ArgumentTypeError("empty path")
+    return text
+
+
+def version_text() -> str:
+    """``nnue-forge VERSION (git COMMIT)``: the installed package version and, when the package
+    runs from a git checkout, the commit it was built from (``+dirty`` with local changes)."""
+    import subprocess
+    from importlib import metadata
+
+    try:
+        version = metadata.version("nnue-forge")
+    except metadata.PackageNotFoundError:
+        version = "unknown"
+    here = Path(__file__).resolve().parent
+    commit = None
+    try:
+        r = subprocess.run(["git", "-C", str(here), "rev-parse", "--short=12", "HEAD"],
+                           capture_output=True, text=True, timeout=5)
+        if r.returncode == 0 and r.stdout.strip():
+            commit = r.stdout.strip()
+            d = subprocess.run(["git", "-C", str(here), "status", "--porcelain", "--untracked-files=no"],
+                               capture_output=True, text=True, timeout=5)
+            if d.returncode == 0 and d.stdout.strip():
+                commit += "+dirty"
+    except (OSError, subprocess.SubprocessError):
+        pass
+    return f"nnue-forge {version} (git {commit or 'commit unknown'})"
 
 
 
@@ -355,48 +438,63 @@ class _OneLineParser(argparse.ArgumentParser):
 
 
 def _parser() -> argparse.ArgumentParser:
+    from nnue.pipeline.formats import EXTENSIONS
+
     p = _OneLineParser(prog="nnue", description="nnue-forge: pack self-play dumps, train "
                                 "NNUE nets, export integer nets, evaluate them.")
+    p.add_argument("--version", action="version", version=version_text(),
+                   help="print the package version and git commit, and exit")
     sub = p.add_subparsers(dest="cmd", required=True, metavar="COMMAND", parser_class=_OneLineParser)
 
     s = sub.add_parser("pack", help="pack dumps into a Parquet dataset",
                        description="Pack self-play dumps into a Parquet dataset (manifest, rejects). "
-                       "Files already in the dataset (same sha256) are skipped.")
-    s.add_argument("inputs", nargs="*", help="dump files or folders (.gz/.zst/.xz/.bz2 read transparently)")
+                       "Files already in the dataset (same sha256) are skipped. Dump extensions: "
+                       + ", ".join(sorted(EXTENSIONS)) + " (and .gz/.zst/.xz/.bz2 of them).")
+    s.add_argument("inputs", nargs="*", type=_path,
+                   help="dump files or folders (.gz/.zst/.xz/.bz2 read transparently)")
     s.add_argument("--watch", action="append", metavar="DIR", help="keep DATASET up to date with the dumps "
                    "written into DIR (repeatable): pack each complete new dump, until SIGTERM or Ctrl-C")
-    s.add_argument("--interval", type=float, default=2.0, metavar="S", help="with --watch: seconds between scans")
+    s.add_argument("--interval", type=float, default=2.0, metavar="S", help="with --watch: seconds between scans (default 2)")
     s.add_argument("--settle", type=float, default=5.0, metavar="S", help="with --watch: a dump without a rename "
-                   "or a NAME.done marker is complete when its size and mtime are unchanged this long")
+                   "or a NAME.done marker is complete when its size and mtime are unchanged this long (default 5)")
     s.add_argument("--once", action="store_true", help="with --watch: pack what is complete now and exit")
-    s.add_argument("-o", "--output", required=True, help="dataset folder (created or appended to)")
+    s.add_argument("-o", "--output", required=True, type=_path, help="dataset folder (created or appended to)")
     s.add_argument("--format", default="auto",
                    choices=["auto", "plain", "bullet-text", "pgn", "epd", "binpack", "bin", "bulletformat",
-                            "marlinformat", "viriformat"])
+                            "marlinformat", "viriformat"],
+                   help="input format of every input (default: auto, from magic bytes, extension and "
+                        "first lines, file by file)")
     s.add_argument("--score-unit", default="cp", choices=["cp", "sf-internal"],
                    help="unit of the input scores: UCI centipawns (default) or Stockfish internal "
                    "units (data from Stockfish's own generator; cp = 100·score/208 at stream time)")
     s.add_argument("--pgn-pov", default="mover", choices=["mover", "white"],
-                   help="POV of PGN eval comments: mover (cutechess, fastchess) or white")
-    s.add_argument("--workers", type=int, default=1, metavar="N", help="pack N files in parallel processes")
+                   help="POV of PGN eval comments: mover (default; cutechess, fastchess) or white")
+    s.add_argument("--workers", type=_workers, default=1, metavar="N",
+                   help="pack N files in parallel processes (default 1)")
     s.add_argument("--dedup", action="store_true", help="reject positions already in the dataset or "
-                   "earlier in this run, counted as 'duplicate position' (files then run one at a time)")
-    s.add_argument("--json", action="store_true", help="print one JSON object: read, packed, rejected")
-    s.add_argument("--no-progress", action="store_true", help="no progress bar on stderr")
+                   "earlier in this run, counted as 'duplicate position' (files then run one at a time; "
+                   "default off)")
+    s.add_argument("--json", action="store_true",
+                   help="print one JSON object: read, packed, rejected, files (default: text)")
+    s.add_argument("--no-progress", action="store_true",
+                   help="no progress bar on stderr (default: a bar when stderr is a terminal)")
     s.set_defaults(func=cmd_pack)
 
     s = sub.add_parser("inspect", help="dataset counts and distributions, FENs back out")
-    s.add_argument("dataset")
-    s.add_argument("--fens", type=_non_negative, default=0, metavar="N", help="print the first N positions as FEN")
-    s.add_argument("--json", action="store_true")
+    s.add_argument("dataset", type=_path, help="dataset folder written by nnue pack")
+    s.add_argument("--fens", type=_non_negative, default=0, metavar="N",
+                   help="print the first N positions as FEN (default 0)")
+    s.add_argument("--json", action="store_true", help="print one JSON object instead of text (default: text)")
     s.set_defaults(func=cmd_inspect)
 
     s = sub.add_parser("convert", help="write a dataset back out as a dump for other trainers",
                        description="Write every position of a dataset in another trainer's format.")
-    s.add_argument("dataset")
-    s.add_argument("--to", required=True, choices=["plain", "bullet-text", "bulletformat", "marlinformat"])
-    s.add_argument("-o", "--output", required=True, help="output file (written atomically)")
-    s.add_argument("--json", action="store_true")
+    s.add_argument("dataset", type=_path, help="dataset folder written by nnue pack")
+    s.add_argument("--to", required=True, choices=["plain", "bullet-text", "bulletformat", "marlinformat"],
+                   help="output format (required): plain (Stockfish .plain), bullet-text (FEN | score | "
+                        "result), bulletformat or marlinformat (32-byte records)")
+    s.add_argument("-o", "--output", required=True, type=_path, help="output file (written atomically)")
+    s.add_argument("--json", action="store_true", help="print one JSON object (default: one line of text)")
     s.set_defaults(func=cmd_convert)
 
     s = sub.add_parser("annotate", help="add base_eval / teacher_eval columns (material, Stockfish static evals)",
@@ -433,29 +531,38 @@ def _parser() -> argparse.ArgumentParser:
 
     s = sub.add_parser("export", help="quantise a checkpoint into an integer net",
                        description="Write NETDIR/net.safetensors, NETDIR/net.bin and NETDIR/export.json.")
-    s.add_argument("checkpoint", help="OUT/checkpoints/last.ckpt or a weights-*.safetensors file")
-    s.add_argument("-o", "--output", required=True, metavar="NETDIR")
-    s.add_argument("--clip", action="store_true", help="clip values that would overflow, and report them")
-    s.add_argument("--data", default=None, help="dataset for the float-vs-int cross-check "
+    s.add_argument("checkpoint", type=_path, help="OUT/checkpoints/last.ckpt or a weights-*.safetensors file")
+    s.add_argument("-o", "--output", required=True, metavar="NETDIR", type=_path,
+                   help="output folder (created; its files are written atomically)")
+    s.add_argument("--clip", action="store_true",
+                   help="clip values that would overflow, and report them (default: refuse such a net)")
+    s.add_argument("--data", default=None, type=_path, help="dataset for the float-vs-int cross-check "
                    "(default: the checkpoint's training data)")
-    s.add_argument("--positions", type=_non_negative, default=20000,
-                   help="validation positions read: half calibrate the L1 bias correction, half cross-check")
+    s.add_argument("--positions", type=_non_negative, default=20000, metavar="N",
+                   help="validation positions read: half calibrate the L1 bias correction, half "
+                        "cross-check (default 20000; 0: neither)")
     s.add_argument("--no-bias-correction", action="store_true",
-                   help="round L1's bias as is, without folding in the mean rounding error of L1's weights")
-    s.add_argument("--json", action="store_true")
+                   help="round L1's bias as is, without folding in the mean rounding error of L1's "
+                        "weights (default: corrected)")
+    s.add_argument("--json", action="store_true", help="print one JSON object (default: text)")
     s.set_defaults(func=cmd_export)
 
     s = sub.add_parser("eval", help="evaluate positions with an integer net",
-                       description="Print one integer per position: the eval in centipawns, side-to-move POV.")
-    s.add_argument("net", help="net.safetensors")
+                       description="Print one integer per position: the eval in centipawns, side-to-move POV. "
+                       "Positions are checked as nnue pack checks them; a bad one stops with FILE:LINE.")
+    s.add_argument("net", type=_path, help="net.safetensors, or the NETDIR nnue export wrote it into")
     g = s.add_mutually_exclusive_group(required=True)
-    g.add_argument("--fens", metavar="FILE", help="one FEN per line ('-' = stdin); text after '|' or ';' is ignored")
+    g.add_argument("--fens", metavar="FILE", type=_path,
+                   help="one position a line ('-' = stdin): a FEN, an EPD line (opcodes after the four "
+                        "FEN fields) or 'FEN | score | result' (the FEN part)")
     g.add_argument("--fen", help="a single FEN")
-    g.add_argument("--dataset", metavar="DIR", help="a packed dataset (nnue pack): every row, in file order")
-    s.add_argument("--limit", type=_non_negative, help="with --dataset: the first N rows only")
+    g.add_argument("--dataset", metavar="DIR", type=_path,
+                   help="a packed dataset (nnue pack): every row, in file order")
+    s.add_argument("--limit", type=_non_negative, metavar="N",
+                   help="with --dataset: the first N rows only (default: all)")
     s.add_argument("--summary", action="store_true",
                    help="with --dataset: one JSON line (positions, evals/s, mean, Spearman with the score) "
-                        "instead of the evals")
+                        "instead of the evals (default off)")
     s.set_defaults(func=cmd_eval)
 
     from nnue.selfplay.cli import add_parsers as add_selfplay_parsers  # sprt, selfplay, match, datagen
@@ -566,7 +673,46 @@ def check_train_args(overrides: list[str]) -> str | None:
 
 
 def main(argv: list[str] | None = None) -> int:
+    """Run ``nnue ARGS``; returns the exit status. Bad input: one line, status 2; a bug: one
+    line, status 1 (``NNUE_DEBUG=1``: the traceback instead); Ctrl-C: one line, status 130."""
     argv = list(sys.argv[1:] if argv is None else argv)
+    cmd = argv[0] if argv and not argv[0].startswith("-") else "nnue"
+    debug = os.environ.get("NNUE_DEBUG", "") not in ("", "0")
+    try:
+        return _main(argv)
+    except BrokenPipeError:
+        return 0
+    except KeyboardInterrupt:
+        print(f"nnue {cmd}: interrupted (finished files are complete; an unfinished one was "
+              f"never renamed into place)", file=sys.stderr)
+        return 130
+    except SystemExit:
+        raise
+    except _known_errors() as e:
+        if debug:
+            raise
+        msg = e.args[0] if isinstance(e, KeyError) and e.args else str(e)
+        print(f"nnue {cmd}: error: {_one_line(msg)}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    except OSError as e:  # a path that cannot be read or written: name it, no traceback
+        if debug:
+            raise
+        where = f"{e.filename}: " if e.filename else ""
+        print(f"nnue {cmd}: error: {where}{e.strerror or e}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    except Exception as e:  # a bug: still one line for the user
+        if debug:
+            raise
+        print(f"nnue {cmd}: internal error: {type(e).__name__}: {_one_line(str(e))} (a bug; run with "
+              f"NNUE_DEBUG=1 for the traceback and report it)", file=sys.stderr)
+        return 1
+
+
+def _one_line(msg: str) -> str:
+    return " ".join(str(msg).split())
+
+
+def _main(argv: list[str]) -> int:
     if argv and argv[0] == "bench":
         return run_bench(argv[1:])
     if argv and argv[0] == "train":
@@ -580,18 +726,7 @@ def main(argv: list[str] | None = None) -> int:
         train_main()
         return 0
     args = _parser().parse_args(argv)
-    try:
-        return args.func(args)
-    except _known_errors() as e:
-        msg = e.args[0] if isinstance(e, KeyError) and e.args else str(e)
-        print(f"nnue {args.cmd}: error: {msg}", file=sys.stderr)
-        return EXIT_BAD_INPUT
-    except BrokenPipeError:
-        return 0
-    except KeyboardInterrupt:
-        print(f"nnue {args.cmd}: interrupted (finished files are complete; an unfinished one was "
-              f"never renamed into place)", file=sys.stderr)
-        return 130
+    return args.func(args)
 
 
 if __name__ == "__main__":

@@ -5,7 +5,9 @@ each format's facts (FORMATS.md); scores are written in the dataset's score unit
 
 * ``plain``: ``fen``/``move``/``score``/``ply``/``result``/``e``; a row with no score is written
   with VALUE_NONE (32002); a row with no recorded move gets ``move 0000``; castling is written
-  e1g1-style in standard chess and king-takes-rook in Chess960, as Stockfish does.
+  e1g1-style in standard chess and king-takes-rook in Chess960, as Stockfish does, and
+  king-takes-rook wherever the input spelled it so (the manifest's ``castling`` of its input), so
+  a Chess960 ``.plain`` round trips to the same text.
 * ``bullet-text``: ``FEN | score | result``, white POV, result 1.0/0.5/0.0.
 * ``bulletformat``: 32-byte records seen from the side to move (flipped when black is to move,
   bit 3 = opponent), score and result (0/1/2) stm POV, own king, opponent king ^ 56.
@@ -43,7 +45,7 @@ def rows(dataset: str | Path) -> Iterator[dict]:
         for rg in range(pf.metadata.num_row_groups):
             t = pf.read_row_group(rg, columns=_COLS).to_pydict()
             for i in range(len(t["board"])):
-                yield {c: t[c][i] for c in _COLS}
+                yield {**{c: t[c][i] for c in _COLS}, "castling": entry.get("castling")}
 
 
 def _board(packed: bytes) -> chess.Board:
@@ -54,12 +56,15 @@ def _board(packed: bytes) -> chess.Board:
     return b
 
 
-def _move_uci(board: chess.Board, packed_move: int | None) -> str:
+def _move_uci(board: chess.Board, packed_move: int | None, castling: str | None = None) -> str:
+    """UCI of a packed move. Castling (stored king takes rook): king takes rook in Chess960 or
+    when the input spelled castling so (``castling``, the manifest's record of the input),
+    else the king's two-square step (e1g1)."""
     if packed_move is None:
         return "0000"
     frm, to, promo, flag = packed_move & 63, (packed_move >> 6) & 63, (packed_move >> 12) & 3, packed_move >> 14
     move = chess.Move(frm, to, promotion=promo + chess.KNIGHT if flag == 3 else None)
-    if flag == 2 and not board.chess960:
+    if flag == 2 and not board.chess960 and castling != "king-takes-rook":
         move = board._from_chess960(board.chess960, frm, to)  # king takes rook -> e1g1
     return move.uci()
 
@@ -67,7 +72,7 @@ def _move_uci(board: chess.Board, packed_move: int | None) -> str:
 def _plain(r: dict) -> bytes:
     b = _board(r["board"])
     score = VALUE_NONE if r["flags"] & FLAG_SCORE_NONE else r["score"]
-    return (f"fen {b.fen()}\nmove {_move_uci(b, r['best_move'])}\nscore {score}\n"
+    return (f"fen {b.fen()}\nmove {_move_uci(b, r['best_move'], r.get('castling'))}\nscore {score}\n"
             f"ply {r['ply']}\nresult {r['result']}\ne\n").encode()
 
 

@@ -49,12 +49,17 @@ def sha256_file(path: str | Path, chunk: int = 1 << 20) -> str:
 def load(dataset: str | Path) -> dict:
     """Load and check a dataset's manifest. Raises ManifestError naming the problem."""
     path = Path(dataset) / MANIFEST
+    if not Path(dataset).is_dir():  # say what the path is, not only that no manifest is in it
+        what = "a file, not a dataset folder" if Path(dataset).exists() else "no such folder"
+        raise ManifestError(f"{dataset}: {what}; give a dataset folder written by 'nnue pack'")
     if not path.exists():
         raise ManifestError(f"{dataset}: no {MANIFEST}; is this a dataset written by 'nnue pack'?")
     try:
         m = json.loads(path.read_text())
     except json.JSONDecodeError as e:
         raise ManifestError(f"{path}: not valid JSON: {e}") from e
+    if not isinstance(m, dict) or not isinstance(m.get("files"), dict):
+        raise ManifestError(f"{path}: not a manifest of nnue pack (a JSON object with a 'files' object)")
     if m.get("schema_version") != SCHEMA_VERSION:
         raise ManifestError(f"{path}: schema version {m.get('schema_version')}, "
                             f"this build reads {SCHEMA_VERSION}")

@@ -152,12 +152,64 @@ def _head(path: Path, binary: bool, n: int = 65536) -> str | bytes:
         return f.read(n)
 
 
-def _reraise_with_path(items, path: Path, spec):
-    """Iterate a reader, turning its FormatError (wrong format) into one naming the file."""
+# reader rejects that mean "this record does not decode", as opposed to "decodes to a bad position"
+DECODE_REASONS = frozenset({"malformed record", "truncated record", "corrupt chain", "game header cut short"})
+NOTHING_DECODES_AFTER = 1024  # a binary file whose first this-many records all fail is not in the format
+
+
+def _decompress_errors(path: Path) -> tuple:
+    """The exceptions a corrupt compressed input raises while it is read."""
+    import gzip
+    import lzma
+    import zlib
+
+    errs: list = [EOFError, zlib.error, lzma.LZMAError, gzip.BadGzipFile]
     try:
-        yield from items
+        import zstandard
+
+        errs.append(zstandard.ZstdError)
+    except ImportError:
+        pass
+    if path.suffix.lower() == ".bz2":
+        errs.append(OSError)  # bz2 reports a corrupt stream as OSError("Invalid data stream")
+    return tuple(errs)
+
+
+def _reraise_with_path(items, path: Path, spec, fmt: str = ""):
+    """Iterate a reader, turning its FormatError (wrong format) into one naming the file; a
+    corrupt compressed stream, and a binary file whose first record does not decode (or whose
+    first NOTHING_DECODES_AFTER records all fail), are FormatErrors too (issue 15 item 4)."""
+    n = good = 0
+    first_reject = None
+    try:
+        for item in items:
+            if spec.binary and not good:
+                if isinstance(item, Reject):
+                    first_reject = first_reject or item
+                    if n == 0 and item.reason in DECODE_REASONS:
+                        raise FormatError(f"{item.location}: the first record does not decode ({item.reason}: "
+                                          f"{item.detail})")
+                    n += 1
+                    if n >= NOTHING_DECODES_AFTER:
+                        raise FormatError(f"the first {n} records all fail (first at {first_reject.location}: "
+                                          f"{first_reject.reason})")
+                else:
+                    good = 1
+            yield item
     except FormatError as e:
-        raise FormatError(f"{path}: {e}; expected {spec.doc}") from None
+        raise FormatError(f"{path}: {e}; expected {spec.doc}; nothing written for this file") from None
+    except _decompress_errors(path) as e:
+        raise FormatError(f"{path}: corrupt {path.suffix} stream ({type(e).__name__}: {e}); nothing "
+                          f"written for this file") from None
+
+
+def _looks_like_text(head: bytes) -> bool:
+    """Is a binary input's head plain text (a text dump given with --format of a binary format)?"""
+    sample = head[:4096]
+    if len(sample) < 64 or b"\n" not in sample:
+        return False
+    printable = sum(32 <= b < 127 or b in (9, 10, 13) for b in sample)
+    return printable >= 0.99 * len(sample)
 
 
 DEDUP_KEY_BYTES = 25  # occupancy, piece nibbles, stm/ep: the position, not its counters or labels
@@ -173,7 +225,14 @@ def pack_file(path: Path, fmt: str, dataset: Path, sha: str, score_unit: str,
     (nothing is written in that case).
     """
     spec = get_format(fmt)
-    head = _head(path, spec.binary)
+    try:
+        head = _head(path, spec.binary)
+    except _decompress_errors(path) as e:
+        raise FormatError(f"{path}: corrupt {path.suffix} stream ({type(e).__name__}: {e}); nothing "
+                          f"written for this file") from None
+    if spec.binary and _looks_like_text(head):
+        raise FormatError(f"{path}: byte 0: text, not {fmt} (a binary format); pass the text format "
+                          f"or --format auto; nothing written for this file")
     if not spec.binary:
         bad = next((i for i, ch in enumerate(head) if ch in "\x00\ufffd"), None)
         if bad is not None:
@@ -187,6 +246,7 @@ def pack_file(path: Path, fmt: str, dataset: Path, sha: str, score_unit: str,
     cols = {name: [] for name in SCHEMA.names}
     read = packed = 0
     rejected: Counter[str] = Counter()
+    castling = [0, 0]  # castling moves written as the king's two-square step, as king takes rook
     rej_file: list = [None]
 
     def reject(loc, reason, detail, raw):
@@ -263,7 +323,7 @@ def pack_file(path: Path, fmt: str, dataset: Path, sha: str, score_unit: str,
     try:
         with (open_binary if spec.binary else open_text)(path) as stream, open(tmp_rej, "w") as rej:
             rej_file[0] = rej
-            for item in _reraise_with_path(spec.read(stream, options), path, spec):
+            for item in _reraise_with_path(spec.read(stream, options), path, spec, fmt):
                 if isinstance(item, PackedRows):
                     read += len(item)
                     if progress is not None:
@@ -292,6 +352,9 @@ def pack_file(path: Path, fmt: str, dataset: Path, sha: str, score_unit: str,
                             raise RecordError("illegal move", f"{item.move} in {item.fen}")
                         best = encode_move(board, move)
                         capture = board.is_capture(move) or move.promotion is not None
+                        if fmt == "plain" and board.is_castling(move):  # the input's spelling, for write-back
+                            written_to = chess.parse_square(item.move[2:4])  # as the input spelled it
+                            castling[board.color_at(written_to) == board.turn] += 1
                     packed_board = pack_board(board, eval_white=score if white else -score,
                                               wdl=(item.result if white else -item.result) + 1)
                 except RecordError as e:
@@ -326,6 +389,9 @@ def pack_file(path: Path, fmt: str, dataset: Path, sha: str, score_unit: str,
         writer.close()
         if read == 0 and (head if spec.binary else head.strip()):
             raise FormatError(f"{path}: no {fmt} record found (line 1); is it really {spec.doc}?")
+        if spec.binary and read and not packed:  # nothing decodes to a position: not this format
+            raise FormatError(f"{path}: byte 0: none of its {read} record(s) decodes to a valid position "
+                              f"({', '.join(sorted(rejected))}); is it really {spec.doc}? Nothing written")
         os.replace(tmp_part, part)
         os.replace(tmp_rej, rejects_path)
     except BaseException:
@@ -339,6 +405,11 @@ def pack_file(path: Path, fmt: str, dataset: Path, sha: str, score_unit: str,
         "score_unit": score_unit, "score_pov": "side to move", "part": part.name,
         "rejects": rejects_path.name, "read": read, "packed": packed,
         "rejected": dict(sorted(rejected.items())),
+        # how the input spelled castling moves (UCI): None (none seen), "king-takes-rook" (e1a1,
+        # Chess960's spelling, also where the position reads as standard chess), "king-two-squares"
+        # (e1c1) or "mixed"; nnue convert --to plain writes them back the same way
+        "castling": (None if not any(castling) else "mixed" if all(castling)
+                     else "king-takes-rook" if castling[1] else "king-two-squares"),
     }
 
 

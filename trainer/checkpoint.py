@@ -47,6 +47,14 @@ def load_ckpt(path: str | Path) -> object:
     import torch
 
     path = Path(path)
+    with open(path, "rb") as f:
+        magic = f.read(4)
+    if magic[:2] != b"PK" and magic[:1] != b"\x80":  # torch's zip format, or a bare pickle
+        kind = {b"PAR1": "a Parquet file (a dataset part?)"}.get(magic) or (
+            "a safetensors file? (give it a .safetensors name)" if magic[:1] in (b"\x00", b"\x01", b"\x02")
+            else "not a torch file")
+        raise UnsafeCheckpointError(f"{path}: not a checkpoint: {kind}; give OUT/checkpoints/last.ckpt or "
+                                    f"a weights-*.safetensors file")
     try:
         with torch.serialization.safe_globals(_safe_globals()):
             return torch.load(path, map_location="cpu", weights_only=True)
@@ -59,6 +67,6 @@ def load_ckpt(path: str | Path) -> object:
             f"{path}: refused to load: the file asks to unpickle {wanted or 'an object'} that is not "
             f"plain data (a checkpoint of nnue train holds tensors, numbers, strings and paths only); "
             f"export its weights-*.safetensors instead, or check where the file came from") from None
-    except (RuntimeError, EOFError, OSError, ValueError) as e:
+    except (RuntimeError, EOFError, OSError, ValueError, KeyError, IndexError) as e:
         raise UnsafeCheckpointError(f"{path}: not a torch checkpoint ({' '.join(str(e).split())[:200]})") from None
 

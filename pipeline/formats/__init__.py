@@ -118,6 +118,49 @@ class FormatSpec:
     record_size: int | None = None
 
 
+class _ZstdReader(io.RawIOBase):
+    """Decompress a ``.zst`` file frame by frame, raising ``zstandard.ZstdError`` when the file
+    ends inside a frame (zstandard's ``stream_reader`` returns a cut file's bytes as if it were
+    whole: an interrupted download would pack silently short)."""
+
+    def __init__(self, path):
+        import zstandard
+
+        self._zstd = zstandard
+        self._f = open(path, "rb")
+        self._obj = zstandard.ZstdDecompressor().decompressobj()
+        self._buf = b""
+        self._in_frame = False
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, b) -> int:
+        while not self._buf:
+            chunk = self._f.read(1 << 17)
+            if not chunk:
+                if self._in_frame:
+                    raise self._zstd.ZstdError("file ends inside a zstd frame (truncated)")
+                return 0
+            while chunk:
+                self._in_frame = True
+                self._buf += self._obj.decompress(chunk)
+                if self._obj.eof:  # frame complete; what follows is the next frame
+                    chunk = self._obj.unused_data
+                    self._obj = self._zstd.ZstdDecompressor().decompressobj()
+                    self._in_frame = False
+                else:
+                    chunk = b""
+        n = min(len(b), len(self._buf))
+        b[:n] = self._buf[:n]
+        self._buf = self._buf[n:]
+        return n
+
+    def close(self):
+        self._f.close()
+        super().close()
+
+
 def open_binary(path: str | Path) -> io.BufferedIOBase:
     """Open a dump as bytes, decompressing ``.gz``, ``.zst``, ``.xz`` and ``.bz2`` transparently."""
     path = Path(path)
@@ -129,9 +172,7 @@ def open_binary(path: str | Path) -> io.BufferedIOBase:
     if suffix == ".bz2":
         return bz2.open(path, "rb")
     if suffix == ".zst":
-        import zstandard
-
-        return io.BufferedReader(zstandard.ZstdDecompressor().stream_reader(open(path, "rb"), closefd=True))
+        return io.BufferedReader(_ZstdReader(path))
     return open(path, "rb")
 
 
@@ -157,9 +198,7 @@ def open_text(path: str | Path) -> io.TextIOBase:
     elif suffix == ".bz2":
         raw = bz2.open(path, "rb")
     elif suffix == ".zst":
-        import zstandard
-
-        raw = zstandard.ZstdDecompressor().stream_reader(open(path, "rb"), closefd=True)
+        raw = _ZstdReader(path)
     else:
         raw = open(path, "rb")
     # utf-8-sig: one leading UTF-8 byte-order mark (Windows editors, some GUIs) is dropped
@@ -215,14 +254,17 @@ def detect_format(path: str | Path) -> str:
     try:
         with open_binary(path) as f:
             head = read_exact(f, 4096)
-    except (OSError, EOFError) as e:
+    except Exception as e:  # OSError, EOFError, a corrupt compressed stream (zstd, lzma, zlib errors)
         if fmt is not None and fmt != "bin-or-viriformat":
-            return fmt  # unreadable here; the extension still names the format
-        raise FormatError(f"{path}: cannot read: {e}") from e
+            return fmt  # unreadable here; the extension still names the format (pack then says why)
+        raise FormatError(f"{path}: cannot read: {type(e).__name__}: {e}") from None
     if head.startswith(b"BINP"):
         return "binpack"
     if fmt == "bin-or-viriformat":
-        size = len(head) if len(head) < 4096 else _decompressed_size(path)
+        try:
+            size = len(head) if len(head) < 4096 else _decompressed_size(path)
+        except Exception as e:  # a corrupt compressed stream past the head
+            raise FormatError(f"{path}: cannot read: {type(e).__name__}: {e}") from None
         return "bin" if size % 40 == 0 and FORMATS["bin"].sniff(head) else "viriformat"
     if fmt is not None:
         return fmt

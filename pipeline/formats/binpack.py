@@ -185,20 +185,25 @@ def read(stream, options: ReaderOptions) -> Iterator[Record | Reject]:
         block = read_exact(stream, size)
         base = offset + 8
         offset = base + len(block)
-        if len(block) < size:
-            yield Reject(f"byte {base}", "truncated record", f"block of {size} bytes cut at {len(block)}",
-                         "")
-            return
+        cut = len(block) < size  # an interrupted copy: keep the whole chains before the cut
         pos = 0
         while pos < len(block):
             game += 1
             try:
                 recs, pos = read_chain(block, pos, base, game)
             except (ValueError, IndexError, AssertionError) as e:
+                if cut:
+                    yield Reject(f"byte {base + pos}", "truncated record", f"block of {size} bytes cut at "
+                                 f"{len(block)}: the chain here is incomplete ({e})", "")
+                    return
                 yield Reject(f"byte {base + pos}", "corrupt chain",
                              f"{e}; the rest of this block is skipped", "")
                 break
             yield from recs
+        if cut:  # cut at a chain boundary: what is missing is one reject at the cut
+            yield Reject(f"byte {base + len(block)}", "truncated record",
+                         f"block of {size} bytes cut at {len(block)}", "")
+            return
 
 
 def sniff(head: bytes) -> bool:

@@ -107,7 +107,9 @@ def _mutations(base: np.ndarray, seed: int) -> np.ndarray:
 def test_bulk_path_equals_python_chess_on_broken_marlinformat(sources, seed, tmp_path):
     base = np.fromfile(sources / "real.marlin", dtype=np.uint8).reshape(-1, 32)
     path = tmp_path / "broken.marlin"
-    _mutations(base, seed).tofile(path)
+    broken = _mutations(base, seed)
+    broken[0] = base[0]  # a file whose first record does not decode is a FormatError (issue 15 item 4)
+    broken.tofile(path)
     out = _both(path, "marlinformat", tmp_path)
     assert out[True][0]["rejected"] and out[True][0]["packed"]
     _assert_same(out)
@@ -118,6 +120,8 @@ def test_bulk_path_equals_python_chess_on_broken_bulletformat(sources, seed, tmp
     base = np.fromfile(sources / "real.bf", dtype=np.uint8).reshape(-1, 32)
     broken = _mutations(base, seed)
     broken[:, 29:32] = 0
+    broken[0] = base[0]
+    broken[0, 29:32] = 0
     path = tmp_path / "broken.bf"
     broken.tofile(path)
     out = _both(path, "bulletformat", tmp_path)
