@@ -82,6 +82,24 @@ def test_selfplay_dumps_pack_with_zero_rejects(nets, tmp_path):
     assert rc == 2 and se.count("\n") == 1 and "other settings" in se
 
 
+def test_selfplay_rerun_fills_in_missing_files_identically(nets, tmp_path):
+    """What a kill leaves (some files, a stale temporary one): the rerun writes exactly the
+    missing files, byte-identical to an uninterrupted run's."""
+    args = ["selfplay", str(nets[0]), "--games", "3", "--games-per-file", "1", "--nodes", "4",
+            "--adjudicate", "maxply=30", "--in-flight", "3", "--no-progress"]
+    ref, cut = tmp_path / "ref", tmp_path / "cut"
+    assert nnue(*args, "-o", ref)[0] == 0
+    assert nnue(*args, "-o", cut)[0] == 0
+    (cut / "selfplay-00001.plain").unlink()
+    (cut / ".selfplay-00001.plain.abc.tmp").write_text("fen half")
+    rc, so, _ = nnue(*args, "-o", cut)
+    assert rc == 0 and json.loads(so)["files_written"] == 1
+    assert sorted(q.name for q in cut.iterdir()) == sorted(q.name for q in ref.iterdir())
+    for f in ref.glob("*.plain"):
+        assert (cut / f.name).read_bytes() == f.read_bytes()
+
+
+@pytest.mark.slow
 def test_selfplay_resumes_after_kill_with_identical_files(nets, tmp_path):
     args = ["selfplay", str(nets[0]), "--games", "6", "--games-per-file", "1", "--nodes", "4",
             "--adjudicate", "maxply=40", "--in-flight", "1", "--no-progress"]
