@@ -21,7 +21,7 @@ from pathlib import Path
 
 from nnue.pipeline.atomic import atomic_write_bytes
 
-from .engines import EngineCrash, engine_argv, open_engine, play_engine_game
+from .engines import EngineCrash, close_engine, engine_argv, open_engine, play_engine_game
 from .generate import _game_seed, _plan
 from .play import Adjudication, make_opening
 
@@ -45,7 +45,7 @@ def datagen(engine: str, out_dir: str | Path, *, games: int, nodes: int = 5000, 
     opts = {"Threads": 1, "Hash": 16, **(options or {})}
     probe = open_engine(engine, opts)
     engine_name = probe.id.get("name", engine)
-    probe.quit()
+    close_engine(probe)
     adj = adjudication or Adjudication()
     settings = {"engine": engine, "engine_name": engine_name, "nodes": nodes, "games": games,
                 "games_per_file": games_per_file, "random_plies": random_plies, "chess960": chess960, "seed": seed,
@@ -101,21 +101,14 @@ def datagen(engine: str, out_dir: str | Path, *, games: int, nodes: int = 5000, 
                 except EngineCrash:
                     with lock:
                         counts["crashed_games"] += 1
-                    try:
-                        eng.close()
-                    except Exception:
-                        pass
+                    close_engine(eng)
                     eng = open_engine(engine, opts)
                     text = ""
                 finish(f, g, text)
         except Exception as e:
             errors.append(f"{type(e).__name__}: {e}")
         finally:
-            if eng is not None:
-                try:
-                    eng.quit()
-                except Exception:
-                    pass
+            close_engine(eng)
 
     ts = [threading.Thread(target=worker, daemon=True) for _ in range(min(threads, max(1, len(todo))))]
     try:

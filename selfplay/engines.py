@@ -57,6 +57,19 @@ def open_engine(cmd: str, options: dict | None = None, timeout: float = 10.0) ->
     return eng
 
 
+def close_engine(eng) -> None:
+    """Quit an engine politely; kill it when it does not go (a wrapper that ignores ``quit``)."""
+    if eng is None:
+        return
+    try:
+        eng.quit()
+    except Exception:
+        try:
+            eng.close()
+        except Exception:
+            pass
+
+
 def uci_score(score: chess.engine.PovScore | None, turn: bool) -> int | None:
     """An engine's score as UCI centipawns for the side to move ``turn``; mates as
     ±(32000 − plies). None when the engine reported none."""

@@ -308,7 +308,7 @@ def engine_match(engine_a: str, engine_b: str, out_dir: str | Path, *, games: in
 
     import chess.engine
 
-    from .engines import EngineCrash, open_engine
+    from .engines import EngineCrash, close_engine, open_engine
 
     t0 = time.monotonic()
     out_dir = Path(out_dir)
@@ -319,7 +319,7 @@ def engine_match(engine_a: str, engine_b: str, out_dir: str | Path, *, games: in
     limit = chess.engine.Limit(nodes=nodes) if nodes is not None else chess.engine.Limit(time=movetime)
     opts = {"Threads": 1, "Hash": 16, **(options or {})}
     for cmd in (engine_a, engine_b):  # fail fast, one line, before anything is written
-        open_engine(cmd, opts).quit()
+        close_engine(open_engine(cmd, opts))
     pairs = (games + 1) // 2
     ops = make_openings(pairs, openings, random_plies if openings is None else 0, seed, chess960)
     adj = adjudication or Adjudication()
@@ -360,10 +360,7 @@ def engine_match(engine_a: str, engine_b: str, out_dir: str | Path, *, games: in
                            f'[Black "{names[1] if c == 0 else names[0]}"]\n[Result "{"0-1" if score_white == 0 else "1-0"}"]\n'
                            f'[Termination "engine {who} crashed: {e}"]\n\n*\n\n')
                     crashed = True
-                    try:
-                        engines[who].close()
-                    except Exception:
-                        pass
+                    close_engine(engines[who])
                     engines[who] = open_engine(engine_a if who == "A" else engine_b, opts)
                 score_a = score_white if c == 0 else 1 - score_white
                 with lock:
@@ -379,10 +376,7 @@ def engine_match(engine_a: str, engine_b: str, out_dir: str | Path, *, games: in
             stop.set()
         finally:
             for eng in engines.values():
-                try:
-                    eng.quit()
-                except Exception:
-                    pass
+                close_engine(eng)
 
     threads = [threading.Thread(target=worker, daemon=True) for _ in range(concurrency)]
     for t in threads:

@@ -33,7 +33,8 @@ from __future__ import annotations
 
 import math
 import random
-from dataclasses import dataclass, field
+import time
+from dataclasses import dataclass
 
 import chess
 import numpy as np
@@ -307,10 +308,14 @@ def evaluate_packed(net, packed: list[bytes]) -> list[int]:
 
 @dataclass
 class BatchStats:
+    """Counters of a :class:`BatchSearch`: rounds, net evals, net calls (batches), simulations
+    (root visits) and seconds spent inside the net calls."""
+
     rounds: int = 0
     evals: int = 0
     batches: int = 0
-    leaf_batch_sizes: list = field(default_factory=list)
+    simulations: int = 0
+    eval_seconds: float = 0.0
 
     @property
     def mean_batch(self) -> float:
@@ -326,6 +331,7 @@ class BatchSearch:
 
     def run(self, jobs: list[tuple[Tree, object]]) -> None:
         active = list(jobs)
+        before = sum(t.root.n for t, _ in jobs)
         while active:
             groups: dict[int, tuple[object, list[Tree], list[bytes]]] = {}
             still = []
@@ -338,13 +344,16 @@ class BatchSearch:
                 g[2].append(packed)
                 still.append((tree, net))
             for net, trees, packed in groups.values():
+                t0 = time.perf_counter()
                 cps = evaluate_packed(net, packed)
+                self.stats.eval_seconds += time.perf_counter() - t0
                 for tree, cp in zip(trees, cps):
                     tree.finish(int(cp))
                 self.stats.evals += len(trees)
                 self.stats.batches += 1
             self.stats.rounds += 1
             active = still
+        self.stats.simulations += sum(t.root.n for t, _ in jobs) - before
 
 
 def make_tree(board: chess.Board, cfg: SearchConfig, net, history=(), rng=None) -> Tree:

@@ -42,6 +42,8 @@ import numpy as np
 PAIR_SCORES = np.array([0.0, 0.25, 0.5, 0.75, 1.0])
 NELO_DIVIDED_BY_T = 800.0 / math.log(10.0)  # nElo = t-value (per game) · 800/ln10
 MODELS = ("normalized", "logistic")
+#: |elo0|, |elo1| beyond this are refused: the constrained MLE is only checked up to here
+MAX_BOUND = 150.0
 
 
 def logistic_elo(score: float) -> float:
@@ -106,18 +108,29 @@ def _mle_tvalue(f: np.ndarray, t: float, iters: int = 100) -> np.ndarray:
     Σ p_i((a_i − μ)² + σ²)/(2σ) = σ, g(p) = Σ p_i h_i with
     h_i = a_i − ½ − t·((a_i − μ)² + σ²)/(2σ), μ and σ taken from the current p. Each step solves
     the linear-constraint MLE (:func:`_mle_mean`) for that h; the fixed point satisfies the
-    exact constraint. Starts from f; converges in a few tens of steps for the t-values of SPRT
-    bounds."""
+    exact constraint. Starts from the uniform distribution (whose σ is wide enough that h takes
+    both signs even when f is concentrated on one cell, e.g. all draws); converges in a few tens
+    of steps for the t-values of SPRT bounds."""
     a = PAIR_SCORES
-    p = f.copy()
+    uniform = np.full_like(f, 1.0 / len(f))
+    p = uniform
     for _ in range(iters):
         mu = float(np.sum(p * a))
         sigma = math.sqrt(max(float(np.sum(p * (a - mu) ** 2)), 1e-300))
         h = a - 0.5 - t * ((a - mu) ** 2 + sigma ** 2) / (2.0 * sigma)
-        q = _mle_mean(f, h)
+        try:
+            q = _mle_mean(f, h)
+        except ValueError:  # the linearisation at p cannot be met: widen p and try again
+            p = 0.5 * (p + uniform)
+            continue
         if float(np.max(np.abs(q - p))) < 1e-14:
-            return q
+            p = q
+            break
         p = q
+    mu = float(np.sum(p * a))
+    sigma = math.sqrt(float(np.sum(p * (a - mu) ** 2)))
+    if not abs(mu - 0.5 - t * sigma) < 1e-8:
+        raise ValueError(f"the SPRT bound (t-value {t:.3f} per pair) is beyond what these pair scores can fit")
     return p
 
 
@@ -229,6 +242,9 @@ def sprt(penta, elo0: float = 0.0, elo1: float = 5.0, alpha: float = 0.05, beta:
     n = check_penta(penta)
     if not (math.isfinite(elo0) and math.isfinite(elo1) and elo0 < elo1):
         raise ValueError(f"elo0={elo0}, elo1={elo1}: need elo0 < elo1")
+    if max(abs(elo0), abs(elo1)) > MAX_BOUND:
+        raise ValueError(f"elo0={elo0}, elo1={elo1}: SPRT bounds are limited to ±{MAX_BOUND:g} "
+                         f"(normalized or logistic Elo; fishtest's are a few Elo)")
     lower, upper = bounds(alpha, beta)
     value = llr(n, elo0, elo1, model)
     elo, ci, interval, mu = elo_with_ci(n)

@@ -1,0 +1,104 @@
+"""nnue datagen and nnue match --engine with real Stockfish 15.1 (Debian's /usr/games/stockfish,
+installed by scripts/ensure_stockfish.sh): dumps that pack with zero rejects, the shared data's
+conventions, crashes counted and survived, bad engines refused in one line."""
+from __future__ import annotations
+
+import json
+import shutil
+import sys
+from pathlib import Path
+
+import chess
+import pytest
+
+from nnue.pipeline.pack import pack
+
+from test_selfplay_cmd import nnue
+
+STOCKFISH = shutil.which("stockfish") or ("/usr/games/stockfish" if Path("/usr/games/stockfish").exists() else None)
+needs_sf = pytest.mark.skipif(STOCKFISH is None, reason="stockfish not installed (scripts/ensure_stockfish.sh)")
+
+
+def _records(path: Path):
+    text = path.read_text()
+    for r in text.strip().split("\ne\n"):
+        lines = r.strip().split("\n")
+        yield {k: v for k, v in (ln.split(" ", 1) for ln in lines if ln != "e")}
+
+
+@needs_sf
+def test_datagen_stockfish_dumps_pack_with_zero_rejects(tmp_path):
+    out = tmp_path / "dg"
+    rc, so, se = nnue("datagen", "--engine", STOCKFISH, "--nodes", "300", "--games", "3", "-o", out,
+                      "--threads", "2", "--games-per-file", "2", "--no-progress")
+    assert rc == 0, se
+    s = json.loads(so)
+    assert s["games"] == 3 and s["crashed_games"] == 0 and s["files_written"] == 2
+    res = pack([out], tmp_path / "ds", progress=False)
+    assert res["read"] == res["packed"] == s["positions"] > 0 and sum(res["rejected"].values()) == 0
+    # the shared self-play's conventions: 8 random plies, stm POV results that flip every ply,
+    # UCI cp, mates as ±(32000 − plies) and the mate-in-one move really mates
+    prev = None
+    for rec in _records(out / "datagen-00000.plain"):
+        ply, res_, score = int(rec["ply"]), int(rec["result"]), int(rec["score"])
+        b = chess.Board(rec["fen"])
+        assert b.ply() == ply and chess.Move.from_uci(rec["move"]) in b.legal_moves
+        if prev is None or ply != prev[0] + 1:
+            assert ply == 8
+        else:
+            assert res_ == -prev[1]
+        if score == 31999:
+            b.push_uci(rec["move"])
+            assert b.is_checkmate()
+        assert abs(score) <= 32000
+        prev = (ply, res_)
+
+
+@needs_sf
+def test_engine_match_and_crash_mid_game(tmp_path):
+    crashy = tmp_path / "crashy.py"
+    # a real Stockfish that is killed at its 13th 'go': in the middle of its first game
+    crashy.write_text(f"""#!{sys.executable}
+import os, subprocess, sys
+p = subprocess.Popen([{STOCKFISH!r}], stdin=subprocess.PIPE, text=True)
+gos = 0
+for line in sys.stdin:
+    if line.startswith("go"):
+        gos += 1
+        if gos > 12:
+            p.kill()
+            os._exit(1)
+    p.stdin.write(line)
+    p.stdin.flush()
+    if line.strip() == "quit":
+        break
+p.wait()
+""")
+    crashy.chmod(0o755)
+    rc, so, se = nnue("match", "--engine", str(crashy), "--engine", STOCKFISH, "--nodes", "100", "--games", "2",
+                      "-o", tmp_path / "m", "--adjudicate", "maxply=60", "--json")
+    assert rc == 0, se
+    r = json.loads(so)
+    assert r["games"] == 2 and r["crashes"] >= 1
+    assert r["wdl"][2] >= r["crashes"]  # A (crashy) lost every game it crashed in
+    pgn = Path(r["pgn"]).read_text()
+    assert pgn.count("[Round ") == 2 and "crashed" in pgn
+    # datagen with the same engine: crashed games are dropped and counted; the run completes
+    rc, so, se = nnue("datagen", "--engine", str(crashy), "--nodes", "100", "--games", "1", "-o", tmp_path / "d",
+                      "--no-progress")
+    assert rc == 0, se
+    s = json.loads(so)
+    assert s["games"] == 1 and s["crashed_games"] == 1 and (tmp_path / "d" / "datagen-00000.plain").exists()
+
+
+def test_bad_engines_one_line(tmp_path):
+    cases = [(["datagen", "--engine", tmp_path / "nope", "--nodes", "10", "--games", "1", "-o", tmp_path / "a"],
+              "no such file"),
+             (["match", "--engine", "/bin/true", "--engine", "/bin/true", "--nodes", "10", "-o", tmp_path / "b"],
+              "does not speak UCI"),
+             (["datagen", "--engine", "/bin/true", "--nodes", "10", "--games", "1", "-o", tmp_path / "c"],
+              "does not speak UCI")]
+    for args, needle in cases:
+        rc, _, se = nnue(*args)
+        assert rc == 2 and se.count("\n") == 1 and needle in se, (args, se)
+    assert not (tmp_path / "c").exists()
