@@ -547,6 +547,16 @@ def _parser() -> argparse.ArgumentParser:
     s.add_argument("--json", action="store_true", help="print one JSON object (default: text)")
     s.set_defaults(func=cmd_export)
 
+    s = sub.add_parser("report", help="a training run's metrics, and an exported net's quality on held-out games",
+                       description="Final metrics of a run (OUT/metrics.json); with --net, the integer net's "
+                       "Spearman with the dataset's scores on held-out games beside a material count.")
+    s.add_argument("run", metavar="RUN", help="training output folder (paths.output_dir)")
+    s.add_argument("--net", default=None, help="export folder (holds net.safetensors, export.json)")
+    s.add_argument("--data", default=None, help="dataset to report on (default: the training data)")
+    s.add_argument("--force", action="store_true", help="report a net exported from another run's checkpoint")
+    s.add_argument("--json", action="store_true")
+    s.set_defaults(func=lambda a: __import__("nnue.trainer.report", fromlist=["cmd_report"]).cmd_report(a))
+
     s = sub.add_parser("eval", help="evaluate positions with an integer net",
                        description="Print one integer per position: the eval in centipawns, side-to-move POV. "
                        "Positions are checked as nnue pack checks them; a bad one stops with FILE:LINE.")
@@ -618,9 +628,13 @@ def check_train_args(overrides: list[str]) -> str | None:
         with initialize_config_module(config_module="nnue.conf", version_base="1.3"):
             cfg = compose("train", overrides=overrides)
         OmegaConf.resolve(cfg)
+        from nnue.trainer.checks import check_train_config
+
+        check_train_config(cfg)  # types, ranges, known keys, devices, a finite stop
         paths = cfg.data.path
-        for p in [paths] if isinstance(paths, str) else list(paths):
-            mf.load(p)
+        paths = [paths] if isinstance(paths, str) else list(paths)
+        if not sum(mf.totals(mf.load(p))["packed"] for p in paths):
+            return f"data.path={','.join(map(str, paths))}: 0 positions packed; nothing to train on"
         from nnue.kernels import BACKENDS
         from nnue.pipeline.features import get_feature_set, parse_output_buckets
         from nnue.spec import kinds

@@ -66,7 +66,7 @@ def load_checkpoint(path: str | Path) -> tuple[PerspectiveNet | DeepNet, dict, d
         try:
             with safe_open(str(path), framework="pt") as f:
                 meta = f.metadata() or {}
-                state = {k: f.get_tensor(k) for k in f.keys()}
+                state = {k.replace("_orig_mod.", ""): f.get_tensor(k) for k in f.keys()}
         except Exception as e:  # safetensors raises its own error types
             raise ExportError(f"{path}: not a readable safetensors file (truncated?): {e}") from None
         if "hparams" not in meta:
@@ -86,7 +86,9 @@ def load_checkpoint(path: str | Path) -> tuple[PerspectiveNet | DeepNet, dict, d
                               f"(no state_dict / hyper_parameters)")
         hp = dict(ck.get("hyper_parameters", {}))
         data = dict(ck.get("datamodule_hyper_parameters", {}))
-        state = {k.removeprefix("model."): v for k, v in ck["state_dict"].items() if k.startswith("model.")}
+        # torch.compile'd models save "model._orig_mod.*": the same weights
+        state = {k.removeprefix("model.").replace("_orig_mod.", ""): v for k, v in ck["state_dict"].items()
+                 if k.startswith("model.")}
         progress = {"epoch": ck.get("epoch"), "global_step": ck.get("global_step"),
                     "val_loss": ck.get("nnue_forge", {}).get("val_loss")}
     fs = get_feature_set(hp["features"])

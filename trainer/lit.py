@@ -181,7 +181,7 @@ class LitNNUE(pl.LightningModule):
         self._val_pred.clear()
         self._val_score.clear()
         opt = self._schedule_free()
-        if opt is not None and self.trainer.training:
+        if opt is not None and self.trainer.state.fn == "fit":  # back to the training weights
             opt.train()
 
     def on_save_checkpoint(self, checkpoint: dict) -> None:

@@ -1,0 +1,199 @@
+"""Compose-time checks of a training config: every value's type and range, known keys, device
+availability and a finite stop, so that a bad value is one line before anything is written.
+
+:func:`check_train_config` raises ValueError naming the key, the value and what is expected.
+"""
+from __future__ import annotations
+
+import difflib
+import inspect
+from pathlib import Path
+
+from .callbacks import plain
+
+
+def _is_int(v) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool)
+
+
+def _is_num(v) -> bool:
+    return isinstance(v, (int, float)) and not isinstance(v, bool)
+
+
+def _bad(key: str, value, want: str) -> ValueError:
+    return ValueError(f"{key}={value!r}: {want}" if isinstance(value, str) else f"{key}={value}: {want}")
+
+
+def _int(key, v, lo, hi=None, none_ok=False, extra=""):
+    if v is None and none_ok:
+        return
+    if not _is_int(v) or v < lo or (hi is not None and v > hi):
+        raise _bad(key, v, f"an integer in {lo}..{hi if hi is not None else '∞'}{extra}")
+
+
+def _num(key, v, lo, hi=None, none_ok=False, lo_open=False, extra=""):
+    if v is None and none_ok:
+        return
+    if not _is_num(v) or v < lo or (lo_open and v == lo) or (hi is not None and v > hi):
+        lo_s = f"> {lo}" if lo_open else f"≥ {lo}"
+        raise _bad(key, v, f"a number {lo_s}" + (f" and ≤ {hi}" if hi is not None else "") + extra)
+
+
+def _bool(key, v):
+    if not isinstance(v, bool):
+        raise _bad(key, v, "true or false")
+
+
+def _known(section: str, cfg: dict, known) -> None:
+    for k in cfg:
+        if k not in known and not k.startswith("_"):
+            near = difflib.get_close_matches(k, list(known), n=1)
+            hint = f"; did you mean {section}.{near[0]}?" if near else ""
+            raise ValueError(f"{section}.{k}: unknown key{hint}")
+
+
+def _params(fn) -> set[str]:
+    return {p for p in inspect.signature(fn).parameters if p not in ("self", "params")}
+
+
+def check_trainer(t: dict) -> None:
+    import pytorch_lightning as pl
+    import torch
+
+    _known("trainer", t, _params(pl.Trainer.__init__))
+    _int("trainer.max_epochs", t.get("max_epochs"), -1, none_ok=True, extra=" (-1: no epoch limit)")
+    _int("trainer.max_steps", t.get("max_steps", -1), -1, none_ok=True, extra=" (-1: no step limit)")
+    _int("trainer.min_epochs", t.get("min_epochs"), 0, none_ok=True)
+    _int("trainer.log_every_n_steps", t.get("log_every_n_steps"), 1, none_ok=True)
+    _int("trainer.check_val_every_n_epoch", t.get("check_val_every_n_epoch"), 1, none_ok=True)
+    _int("trainer.reload_dataloaders_every_n_epochs", t.get("reload_dataloaders_every_n_epochs"), 0, none_ok=True)
+    _int("trainer.num_sanity_val_steps", t.get("num_sanity_val_steps"), -1, none_ok=True)
+    _int("trainer.accumulate_grad_batches", t.get("accumulate_grad_batches"), 1, none_ok=True)
+    _int("trainer.num_nodes", t.get("num_nodes"), 1, none_ok=True)
+    for k in ("limit_train_batches", "limit_val_batches"):
+        v = t.get(k)
+        if v is not None and not (_is_int(v) and v >= 0 or isinstance(v, float) and 0.0 <= v <= 1.0):
+            raise _bad(f"trainer.{k}", v, "an integer ≥ 0 (batches) or a fraction in 0.0..1.0")
+    for k in ("enable_progress_bar", "deterministic", "enable_checkpointing", "enable_model_summary"):
+        if t.get(k) is not None and not (k == "deterministic" and t.get(k) == "warn"):
+            _bool(f"trainer.{k}", t[k])
+    fdr = t.get("fast_dev_run")
+    if fdr is not None and not isinstance(fdr, bool) and not (_is_int(fdr) and fdr >= 0):
+        raise _bad("trainer.fast_dev_run", fdr, "true, false or a number of batches")
+    d = t.get("devices", "auto")
+    if not (d == "auto" or _is_int(d) and (d >= 1 or d == -1) or isinstance(d, (list, tuple))
+            or isinstance(d, str) and d.replace(",", "").replace("-", "").isdigit()):
+        raise _bad("trainer.devices", d, "a count ≥ 1, -1 (all), a list of device ids or auto")
+    acc = t.get("accelerator", "auto")
+    known_acc = ("cpu", "gpu", "cuda", "mps", "tpu", "auto")
+    if not isinstance(acc, str) or acc not in known_acc:
+        raise _bad("trainer.accelerator", acc, f"one of {', '.join(known_acc)}")
+    if acc in ("gpu", "cuda") and not torch.cuda.is_available():
+        raise ValueError(f"trainer.accelerator={acc} (trainer=gpu), but no CUDA GPU is available here "
+                         f"(torch {torch.__version__}, CUDA {'built' if torch.version.cuda else 'not built'}); "
+                         f"use trainer=cpu")
+    if acc in ("gpu", "cuda") and _is_int(d) and d > torch.cuda.device_count():
+        raise ValueError(f"trainer.devices={d}: only {torch.cuda.device_count()} CUDA device(s) here")
+    if acc == "mps" and not (getattr(torch.backends, "mps", None) and torch.backends.mps.is_available()):
+        raise ValueError("trainer.accelerator=mps, but MPS is not available here; use trainer=cpu")
+    if not t.get("fast_dev_run") and t.get("max_epochs") in (None, -1) and t.get("max_steps", -1) in (None, -1):
+        raise ValueError("the run has no finite stop: set trainer.max_epochs (≥ 1) or +trainer.max_steps "
+                         "(≥ 1); the schedules need the run's length")
+
+
+def check_data(d: dict) -> None:
+    from nnue.pipeline.stream import Filters
+
+    from .data import NNUEDataModule
+
+    _known("data", d, _params(NNUEDataModule.__init__))
+    _int("data.batch_size", d.get("batch_size"), 1)
+    _int("data.val_batch_size", d.get("val_batch_size"), 1)
+    _int("data.shuffle_buffer", d.get("shuffle_buffer"), 0)
+    _num("data.val_fraction", d.get("val_fraction"), 0.0, 1.0)
+    if d.get("val_fraction", 0) == 1.0:
+        raise ValueError("data.val_fraction=1.0: leaves no game to train on; a number in 0.0..<1.0")
+    _int("data.num_workers", d.get("num_workers"), 0)
+    _int("data.seed", d.get("seed"), 0, none_ok=True)
+    _int("data.positions_per_epoch", d.get("positions_per_epoch"), 1, none_ok=True)
+    _int("data.batches_per_superbatch", d.get("batches_per_superbatch"), 1, none_ok=True)
+    if d.get("pin_memory") is not None:
+        _bool("data.pin_memory", d["pin_memory"])
+    w = d.get("weights")
+    if w is not None and (not isinstance(w, list) or not all(_is_num(x) and x > 0 for x in w)):
+        raise _bad("data.weights", w, "a list of positive numbers, one per data.path entry")
+    f = d.get("filters") or {}
+    _known("data.filters", f, Filters.__dataclass_fields__)
+    for k in ("skip_in_check", "skip_capture", "skip_score_none", "skip_mate"):
+        if k in f:
+            _bool(f"data.filters.{k}", f[k])
+    _int("data.filters.max_abs_score", f.get("max_abs_score"), 0, none_ok=True)
+    _int("data.filters.min_ply", f.get("min_ply"), 0, none_ok=True)
+    _int("data.filters.min_pieces", f.get("min_pieces"), 0, 32, none_ok=True)
+    _num("data.filters.random_skip", f.get("random_skip"), 0.0, 1.0, none_ok=True)
+    ppe, bps = d.get("positions_per_epoch"), d.get("batches_per_superbatch")
+    if ppe is not None and ppe < d.get("batch_size", 1):
+        raise ValueError(f"data.positions_per_epoch={ppe}: less than one batch (data.batch_size={d.get('batch_size')})")
+    if ppe is not None and bps is not None and ppe != bps * d.get("batch_size", 1):
+        raise ValueError("give one of data.positions_per_epoch and data.batches_per_superbatch")
+
+
+def check_optimizer(o: dict) -> None:
+    from hydra.utils import get_class
+
+    target = o.get("_target_")
+    try:
+        cls = get_class(target)
+    except Exception:
+        raise ValueError(f"optimizer._target_={target}: not an importable optimiser class") from None
+    _known("optimizer", o, _params(cls.__init__))
+    lr = o.get("lr")
+    _num("optimizer.lr", lr, 0.0, lo_open=True)
+    _num("optimizer.weight_decay", o.get("weight_decay"), 0.0, none_ok=True)
+    _num("optimizer.eps", o.get("eps"), 0.0, none_ok=True, lo_open=True)
+    b = o.get("betas")
+    if b is not None and (not isinstance(b, (list, tuple)) or len(b) != 2
+                          or not all(_is_num(x) and 0 <= x < 1 for x in b)):
+        raise _bad("optimizer.betas", b, "two numbers in [0, 1), e.g. [0.9, 0.999]")
+    _int("optimizer.warmup_steps", o.get("warmup_steps"), 0, none_ok=True)
+
+
+def check_train_config(cfg) -> None:
+    """cfg: the composed, resolved training config (DictConfig or dict). Raises ValueError."""
+    from .schedule import SHAPES, check_scheduler_cfg
+
+    c = plain(cfg)
+    import pytorch_lightning as pl
+
+    from .data import NNUEDataModule
+
+    nested = {**{k: "trainer" for k in _params(pl.Trainer.__init__)},
+              **{k: "data" for k in _params(NNUEDataModule.__init__)}}
+    for k in c:  # a key of trainer or data given at the top level (+max_epochs=1): a typo
+        if k in nested and k not in ("seed", "logger", "callbacks", "path", "weights"):
+            raise ValueError(f"{k}: not a top-level key; did you mean {nested[k]}.{k}?")
+    _int("seed", c.get("seed"), 0, 2**32 - 1)
+    check_trainer(c.get("trainer") or {})
+    check_data(c.get("data") or {})
+    check_optimizer(c.get("optimizer") or {})
+    check_scheduler_cfg(c.get("scheduler"))
+    lam = c.get("wdl_lambda") or {}
+    _known("wdl_lambda", lam, {"start", "end", "shape"})
+    _num("wdl_lambda.start", lam.get("start"), 0.0, 1.0, none_ok=True)
+    _num("wdl_lambda.end", lam.get("end"), 0.0, 1.0, none_ok=True)
+    if lam.get("shape", "linear") not in SHAPES:
+        raise _bad("wdl_lambda.shape", lam.get("shape"), f"one of {', '.join(SHAPES)}")
+    loss = (c.get("model") or {}).get("loss") or {}
+    _known("model.loss", loss, {"wdl_lambda", "power"})
+    _num("model.loss.wdl_lambda", loss.get("wdl_lambda", 0.1), 0.0, 1.0)
+    _num("model.loss.power", loss.get("power", 2.0), 0.0, lo_open=True)
+    es = c.get("early_stopping") or {}
+    _known("early_stopping", es, {"patience", "min_delta", "monitor"})
+    _int("early_stopping.patience", es.get("patience"), 0, none_ok=True)
+    _num("early_stopping.min_delta", es.get("min_delta", 0.0), 0.0)
+    metric = c.get("optimized_metric")
+    if metric is not None and not isinstance(metric, str):
+        raise _bad("optimized_metric", metric, "a logged metric name, e.g. val_loss or val_spearman")
+    ck = c.get("ckpt_path")
+    if ck is not None and not Path(str(ck)).is_file():
+        raise ValueError(f"ckpt_path={ck}: no such checkpoint file (OUT/checkpoints/last.ckpt of an earlier run)")
