@@ -424,6 +424,9 @@ def check_train_args(overrides: list[str]) -> str | None:
     """Compose the training config as ``nnue train`` will and check its data, so that a bad
     override, a missing ``data.path`` or an unreadable dataset is one line of error, not a
     Hydra traceback and a half-made output folder. Returns the error text, or None."""
+    if "-m" in overrides or "--multirun" in overrides:  # a sweep: its overrides, jobs, launcher
+        from nnue.trainer.sweep import check_multirun
+        return check_multirun(overrides, check_train_args)
     if any(a.startswith("-") for a in overrides):
         return None  # Hydra's own flags (--help, --cfg, -m ...): let Hydra handle them
     from hydra import compose, initialize_config_module
@@ -440,6 +443,10 @@ def check_train_args(overrides: list[str]) -> str | None:
         paths = cfg.data.path
         for p in [paths] if isinstance(paths, str) else list(paths):
             mf.load(p)
+        from nnue.trainer.runs import check_run_folder  # a folder holding a run: refused, one line
+        if cfg.paths.output_dir and (why := check_run_folder(cfg.paths.output_dir, cfg.get("ckpt_path"),
+                                                             bool(cfg.get("overwrite", False)))):
+            return why
         from nnue.kernels import BACKENDS
         from nnue.pipeline.features import get_feature_set, parse_output_buckets
         from nnue.trainer.model import Arch, DeepArch, factor_map

@@ -16,14 +16,15 @@ import pytorch_lightning as pl
 from hydra.utils import instantiate
 from omegaconf import DictConfig, OmegaConf
 
+from . import runs  # registers the conf/ resolvers (run folders, rank-0-only Hydra files)
+
 log = logging.getLogger(__name__)
 
 
 def run(cfg: DictConfig) -> dict:
     """Train from a composed config; returns the final metrics (also in metrics.json)."""
     pl.seed_everything(cfg.seed, workers=True)
-    out = Path(cfg.paths.output_dir)
-    out.mkdir(parents=True, exist_ok=True)
+    out = runs.prepare(cfg)  # the job's own folder; absolute data.path/ckpt_path; refuses finished runs
     datamodule = instantiate(cfg.data)
     lit = instantiate(cfg.model, optimizer=instantiate(cfg.optimizer),
                       scheduler=instantiate(cfg.scheduler) if cfg.get("scheduler") else None)
@@ -34,8 +35,9 @@ def run(cfg: DictConfig) -> dict:
     metrics = {k: float(v) for k, v in trainer.callback_metrics.items()}
     metrics["global_step"] = trainer.global_step
     metrics["epochs"] = trainer.current_epoch
-    (out / "metrics.json").write_text(json.dumps(metrics, indent=1, sort_keys=True) + "\n")
-    (out / "config.yaml").write_text(OmegaConf.to_yaml(cfg, resolve=True))
+    if trainer.global_rank == 0:  # under DDP only rank 0 writes the run folder
+        (out / "config.yaml").write_text(OmegaConf.to_yaml(cfg, resolve=True))
+        (out / "metrics.json").write_text(json.dumps(metrics, indent=1, sort_keys=True) + "\n")
     log.info("metrics: %s", metrics)
     return metrics
 
