@@ -18,7 +18,9 @@ def _known_errors() -> tuple[type[BaseException], ...]:
     from nnue.pipeline.formats import FormatError
     from nnue.pipeline.manifest import ManifestError
 
-    errs: list[type[BaseException]] = [FormatError, ManifestError, NetFormatError, FileNotFoundError,
+    from nnue.trainer.sweep_report import SweepReportError
+
+    errs: list[type[BaseException]] = [FormatError, ManifestError, NetFormatError, SweepReportError, FileNotFoundError,
                                        OverflowError, KeyError, ValueError, IsADirectoryError]
     try:
         from nnue.trainer.export import ExportError
@@ -386,6 +388,15 @@ def _parser() -> argparse.ArgumentParser:
                    help="with --dataset: one JSON line (positions, evals/s, mean, Spearman with the score) "
                         "instead of the evals")
     s.set_defaults(func=cmd_eval)
+
+    s = sub.add_parser("sweep", help="sweep tools: 'nnue sweep report SWEEP_DIR'")  # nnue/trainer/sweep_report.py
+    r = s.add_subparsers(dest="sweep_cmd", required=True, metavar="SUBCOMMAND", parser_class=_OneLineParser)
+    r = r.add_parser("report", help="one row per job: overrides, val metrics, export audit, evals/s",
+                     description="Write SWEEP_DIR's job table as Markdown, CSV and PNG (sweep_report.*).")
+    r.add_argument("sweep_dir", help="a sweep folder (hydra.sweep.dir): one sub-folder per job")
+    r.add_argument("-o", "--output", metavar="DIR", help="where to write sweep_report.{md,csv,png} (default: SWEEP_DIR)")
+    r.add_argument("--json", action="store_true", help="print the rows as JSON instead of the table")
+    r.set_defaults(func=lambda a: __import__("nnue.trainer.sweep_report", fromlist=["main"]).main(a))
     return p
 
 
@@ -424,8 +435,8 @@ def check_train_args(overrides: list[str]) -> str | None:
     """Compose the training config as ``nnue train`` will and check its data, so that a bad
     override, a missing ``data.path`` or an unreadable dataset is one line of error, not a
     Hydra traceback and a half-made output folder. Returns the error text, or None."""
-    if "-m" in overrides or "--multirun" in overrides:  # a sweep: its overrides, jobs, launcher
-        from nnue.trainer.sweep import check_multirun
+    from nnue.trainer.sweep import check_multirun, is_multirun
+    if is_multirun(overrides):  # a sweep (-m, hparams_search=...): its overrides, jobs, launcher
         return check_multirun(overrides, check_train_args)
     if any(a.startswith("-") for a in overrides):
         return None  # Hydra's own flags (--help, --cfg, -m ...): let Hydra handle them

@@ -36,7 +36,8 @@ log = logging.getLogger(__name__)
 FINISHED_MARKER = "metrics.json"  # written last by nnue.trainer.train.run
 INTERRUPTED_MARKER = Path("checkpoints") / "last.ckpt"
 # what +overwrite=true removes from an old run folder (Hydra's .hydra/ is rewritten by Hydra itself)
-RUN_ARTEFACTS = ("checkpoints", "csv", "tensorboard", "metrics.json", "config.yaml", "export")
+RUN_ARTEFACTS = ("checkpoints", "csv", "tensorboard", "metrics.json", "config.yaml", "export", "error.txt",
+                 "export_error.txt")
 
 
 class RunFolderError(ValueError):

@@ -125,6 +125,23 @@ def finished_jobs(sweep_dir: str | Path) -> list[Path]:
                                                            or (p / "checkpoints" / "last.ckpt").exists()))
 
 
+def is_multirun(args: list[str]) -> bool:
+    """Whether ``nnue train ARGS`` runs as a sweep: ``-m``, or a config that sets
+    ``hydra.mode: MULTIRUN`` (``hparams_search=...``, ``experiment=activation_ablation``)."""
+    if any(a in MULTIRUN_FLAGS for a in args):
+        return True
+    if any(a.startswith("-") for a in args):
+        return False
+    from omegaconf import OmegaConf
+
+    from . import runs  # noqa: F401  (registers the nnue.* resolvers the config uses)
+
+    try:
+        return "MULTIRUN" in str(OmegaConf.select(_hydra_cfg(args), "hydra.mode", default=""))
+    except Exception:
+        return False  # the single-run check words the error
+
+
 def check_multirun(args: list[str], check_one: Callable[[list[str]], str | None]) -> str | None:
     """Check ``nnue train -m ARGS``: overrides parse; representative jobs (:func:`job_samples`)
     pass ``check_one`` (the single-run check); ``paths.output_dir`` is not set (each job's folder
