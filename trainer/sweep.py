@@ -12,6 +12,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 MULTIRUN_FLAGS = ("-m", "--multirun")
+_in_sweep_check = False  # set while check_multirun checks its jobs: they are single runs
 MAX_JOB_CHECKS = 48  # compositions checked per sweep (each value of each swept key at least once)
 
 
@@ -130,7 +131,7 @@ def is_multirun(args: list[str]) -> bool:
     ``hydra.mode: MULTIRUN`` (``hparams_search=...``, ``experiment=activation_ablation``)."""
     if any(a in MULTIRUN_FLAGS for a in args):
         return True
-    if any(a.startswith("-") for a in args):
+    if _in_sweep_check or any(a.startswith("-") for a in args):
         return False
     from omegaconf import OmegaConf
 
@@ -143,6 +144,15 @@ def is_multirun(args: list[str]) -> bool:
 
 
 def check_multirun(args: list[str], check_one: Callable[[list[str]], str | None]) -> str | None:
+    global _in_sweep_check
+    before, _in_sweep_check = _in_sweep_check, True
+    try:
+        return _check_multirun(args, check_one)
+    finally:
+        _in_sweep_check = before
+
+
+def _check_multirun(args: list[str], check_one: Callable[[list[str]], str | None]) -> str | None:
     """Check ``nnue train -m ARGS``: overrides parse; representative jobs (:func:`job_samples`)
     pass ``check_one`` (the single-run check); ``paths.output_dir`` is not set (each job's folder
     is ``hydra.sweep.dir/<job number>``); an explicit ``hydra.sweep.dir`` holds no finished job

@@ -32,3 +32,18 @@ def test_joblib_2x2_sweep_every_job_owns_its_folder(sample_dataset, tmp_path):
              cwd=tmp_path, check=False)
     assert r.returncode == 2 and "already holds 4 job folder(s)" in r.stderr and len(r.stderr.strip().splitlines()) == 1
     assert (jobs[0] / "metrics.json").read_text() == before
+
+
+def test_optuna_search_two_trials(sample_dataset, tmp_path):
+    """hparams_search=lr_hidden: Optuna proposes lr and hidden, each trial in its own folder,
+    the best value is the smallest val_loss of the trials."""
+    sweep = tmp_path / "optuna"
+    nnue("train", "hparams_search=lr_hidden", *TINY, f"data.path={sample_dataset}", "hydra.sweeper.n_trials=2",
+         "hydra.sweeper.n_jobs=1", f"hydra.sweep.dir={sweep}")
+    losses = {}
+    for job in ("0", "1"):
+        cfg = yaml.safe_load((sweep / job / "config.yaml").read_text())
+        assert cfg["model"]["hidden"] in (16, 32, 64) and 3e-4 <= cfg["optimizer"]["lr"] <= 1e-2
+        losses[job] = json.loads((sweep / job / "metrics.json").read_text())["val_loss"]
+    best = yaml.safe_load((sweep / "optimization_results.yaml").read_text())
+    assert abs(best["best_value"] - min(losses.values())) < 1e-6
