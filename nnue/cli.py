@@ -20,7 +20,9 @@ def _known_errors() -> tuple[type[BaseException], ...]:
     from nnue.pipeline.formats import FormatError
     from nnue.pipeline.manifest import ManifestError
 
-    errs: list[type[BaseException]] = [FormatError, ManifestError, NetFormatError, FileNotFoundError,
+    from nnue.trainer.sweep_report import SweepReportError
+
+    errs: list[type[BaseException]] = [FormatError, ManifestError, NetFormatError, SweepReportError, FileNotFoundError,
                                        OverflowError, KeyError, ValueError, IsADirectoryError]
     try:
         from nnue.trainer.export import ExportError
@@ -577,6 +579,14 @@ def _parser() -> argparse.ArgumentParser:
 
     from nnue.selfplay.cli import add_parsers as add_selfplay_parsers  # sprt, selfplay, match, datagen
     add_selfplay_parsers(sub)
+    s = sub.add_parser("sweep", help="sweep tools: 'nnue sweep report SWEEP_DIR'")  # nnue/trainer/sweep_report.py
+    r = s.add_subparsers(dest="sweep_cmd", required=True, metavar="SUBCOMMAND", parser_class=_OneLineParser)
+    r = r.add_parser("report", help="one row per job: overrides, val metrics, export audit, evals/s",
+                     description="Write SWEEP_DIR's job table as Markdown, CSV and PNG (sweep_report.*).")
+    r.add_argument("sweep_dir", help="a sweep folder (hydra.sweep.dir): one sub-folder per job")
+    r.add_argument("-o", "--output", metavar="DIR", help="where to write sweep_report.{md,csv,png} (default: SWEEP_DIR)")
+    r.add_argument("--json", action="store_true", help="print the rows as JSON instead of the table")
+    r.set_defaults(func=lambda a: __import__("nnue.trainer.sweep_report", fromlist=["main"]).main(a))
     return p
 
 
@@ -615,6 +625,9 @@ def check_train_args(overrides: list[str]) -> str | None:
     """Compose the training config as ``nnue train`` will and check its data, so that a bad
     override, a missing ``data.path`` or an unreadable dataset is one line of error, not a
     Hydra traceback and a half-made output folder. Returns the error text, or None."""
+    from nnue.trainer.sweep import check_multirun, is_multirun
+    if is_multirun(overrides):  # a sweep (-m, hparams_search=...): its overrides, jobs, launcher
+        return check_multirun(overrides, check_train_args)
     if any(a.startswith("-") for a in overrides):
         return None  # Hydra's own flags (--help, --cfg, -m ...): let Hydra handle them
     from hydra import compose, initialize_config_module
@@ -635,6 +648,10 @@ def check_train_args(overrides: list[str]) -> str | None:
         paths = [paths] if isinstance(paths, str) else list(paths)
         if not sum(mf.totals(mf.load(p))["packed"] for p in paths):
             return f"data.path={','.join(map(str, paths))}: 0 positions packed; nothing to train on"
+        from nnue.trainer.runs import check_run_folder  # a folder holding a run: refused, one line
+        if cfg.paths.output_dir and (why := check_run_folder(cfg.paths.output_dir, cfg.get("ckpt_path"),
+                                                             bool(cfg.get("overwrite", False)))):
+            return why
         from nnue.kernels import BACKENDS
         from nnue.pipeline.features import get_feature_set, parse_output_buckets
         from nnue.spec import kinds

@@ -33,6 +33,13 @@ fi
 
 [ "$(id -u)" = 0 ] || fail "not root: cannot install or start SLURM (tests marked slurm will skip)"
 
+# one set-up at a time (parallel test workers may call this together)
+exec 9>/tmp/slurm_up.lock
+flock -w 600 9 || fail "another slurm_up.sh holds /tmp/slurm_up.lock"
+if command -v sinfo >/dev/null 2>&1 && running slurmctld && running slurmd && usable; then
+  exit 0
+fi
+
 # -- packages -------------------------------------------------------------------------------
 if ! command -v slurmctld >/dev/null 2>&1 || ! command -v slurmd >/dev/null 2>&1 \
    || ! command -v munged >/dev/null 2>&1 || ! command -v sbatch >/dev/null 2>&1; then

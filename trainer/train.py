@@ -24,6 +24,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from .callbacks import EmptyTrainingSet, Interrupts, Plots, Progress, RunCheckpoint, TrainingInterrupted, plain
 from .schedule import total_steps
+from . import runs  # registers the conf/ resolvers (run folders, rank-0-only Hydra files)
 
 log = logging.getLogger("nnue.trainer")
 
@@ -61,7 +62,7 @@ def run(cfg: DictConfig) -> dict:
     Raises TrainingInterrupted (SIGINT/SIGTERM, last.ckpt saved), EmptyTrainingSet, ValueError."""
     quiet_lightning()
     pl.seed_everything(cfg.seed, workers=True, verbose=False)
-    out = Path(cfg.paths.output_dir)
+    out = runs.prepare(cfg)  # the job's own folder; absolute data.path/ckpt_path; refuses finished runs
     datamodule = instantiate(cfg.data)
     tcfg = plain(cfg.trainer)
     spe, exact = datamodule.steps_per_epoch(_world_size(tcfg))
@@ -115,7 +116,7 @@ def run(cfg: DictConfig) -> dict:
     metrics["epochs"] = trainer.current_epoch
     metrics["total_steps"] = total
     metrics["early_stopped"] = bool(trainer.should_stop and trainer.global_step < total)
-    if trainer.global_rank == 0:
+    if trainer.global_rank == 0:  # under DDP only rank 0 writes the run folder
         from nnue.pipeline.atomic import atomic_write_bytes
 
         atomic_write_bytes(out / "metrics.json", (json.dumps(metrics, indent=1, sort_keys=True) + "\n").encode())

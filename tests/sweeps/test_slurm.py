@@ -1,0 +1,117 @@
+"""Sweeps and DDP through a real one-node SLURM (scripts/slurm_up.sh; skipped with the reason when
+it cannot start): a 2×2 sweep through hydra/launcher=submitit_slurm, and a 2-process CPU DDP job."""
+from __future__ import annotations
+
+import json
+import pickle
+import subprocess
+from pathlib import Path
+
+import pytest
+import yaml
+from sweep_util import TINY, nnue, two_part_dataset
+
+REPO = Path(__file__).resolve().parents[2]
+pytestmark = pytest.mark.slurm
+
+
+@pytest.fixture(scope="session")
+def slurm():
+    try:
+        r = subprocess.run(["bash", str(REPO / "scripts" / "slurm_up.sh")], capture_output=True, text=True,
+                           timeout=900)
+    except subprocess.TimeoutExpired:
+        pytest.skip("SLURM did not start within 15 minutes (scripts/slurm_up.sh)")
+    if r.returncode != 0:
+        pytest.skip(f"SLURM cannot start here: {r.stderr.strip().splitlines()[-1] if r.stderr.strip() else r.returncode}")
+    return True
+
+
+def _slurm_state(job_id: str) -> str:
+    """JobState from slurmctld (kept MinJobAge=600 s after the end; there is no accounting for sacct)."""
+    out = subprocess.run(["scontrol", "show", "job", job_id], capture_output=True, text=True).stdout
+    return next((f.split("=", 1)[1] for f in out.split() if f.startswith("JobState=")), "gone")
+
+
+def _submitit_results(sweep: Path) -> dict[str, tuple]:
+    """Every task's submitit result file: {"<job id>_<task>": (outcome, value)}."""
+    out = {}
+    for p in (sweep / ".submitit").rglob("*_result.pkl"):
+        with open(p, "rb") as f:
+            out[p.name.removesuffix("_result.pkl")] = pickle.load(f)
+    return out
+
+
+def test_slurm_2x2_sweep(slurm, sample_dataset, tmp_path):
+    sweep = tmp_path / "sweep"
+    nnue("train", "-m", *TINY, f"data.path={sample_dataset}", "model.hidden=8,16", "optimizer.lr=0.001,0.003",
+         "hydra/launcher=submitit_slurm", "hydra.launcher.timeout_min=20", f"hydra.sweep.dir={sweep}")
+    jobs = sorted(p for p in sweep.iterdir() if p.is_dir() and not p.name.startswith("."))
+    assert [p.name for p in jobs] == ["0", "1", "2", "3"]
+    combos = set()
+    for job in jobs:
+        assert json.loads((job / "metrics.json").read_text())["val_loss"] > 0
+        cfg = yaml.safe_load((job / "config.yaml").read_text())
+        assert cfg["paths"]["output_dir"] == str(job)
+        combos.add((cfg["model"]["hidden"], cfg["optimizer"]["lr"]))
+    assert len(combos) == 4
+    results = _submitit_results(sweep)
+    assert len(results) == 4 and all(v[0] == "success" for v in results.values()), results
+    assert sorted(v[1].return_value > 0 for v in results.values()) == [True] * 4  # val_loss returned to Hydra
+    ids = {k.rsplit("_", 1)[0] for k in results}  # array tasks: <array job>_<index>
+    assert len(ids) == 4
+    states = {i: _slurm_state(i) for i in ids}
+    assert all(s in ("COMPLETED", "gone") for s in states.values()) and "COMPLETED" in states.values(), states
+
+
+def test_slurm_ddp_two_cpu_processes(slurm, tmp_path):
+    from conftest import SAMPLE
+
+    ds = two_part_dataset(SAMPLE, tmp_path / "data")
+    sweep, probe = tmp_path / "sweep", tmp_path / "probe"
+    nnue("train", "-m", *TINY, f"data.path={ds}", "model.hidden=8", "trainer=ddp",
+         "hydra/launcher=submitit_slurm", "hydra.launcher.tasks_per_node=2", "hydra.launcher.cpus_per_task=1",
+         "hydra.launcher.timeout_min=20", f"hydra.sweep.dir={sweep}",
+         "+callbacks.rank_report._target_=nnue.trainer.ddp.RankReport", f"+callbacks.rank_report.dirpath={probe}")
+    r0, r1 = (json.loads((probe / f"rank{r}.json").read_text()) for r in (0, 1))
+    assert (r0["rank"], r1["rank"], r0["world_size"], r1["world_size"]) == (0, 1, 2, 2)
+    assert r0["cluster_environment"] == r1["cluster_environment"] == "SLURMEnvironment"
+    assert r0["pid"] != r1["pid"]
+    # disjoint shards: each rank its own row groups, and the positions it trained come from them
+    u0, u1 = ({tuple(u) for u in r["units"]} for r in (r0, r1))
+    assert u0 and u1 and not u0 & u1 and len(u0 | u1) == 2
+    assert r0["batches"] == r1["batches"] > 0
+    import hashlib
+
+    import pyarrow.parquet as pq
+    import torch
+
+    from nnue.pipeline.batch import to_sparse_batch
+    from nnue.pipeline.features import get_feature_set, parse_output_buckets
+
+    fs, buckets = get_feature_set("chess768"), parse_output_buckets("MaterialCount<8>")
+
+    def positions(units):
+        out = set()
+        for path, rg in units:
+            b = pq.ParquetFile(path).read_row_group(rg, columns=["board"]).column("board").to_pylist()
+            boards = torch.frombuffer(bytearray(b"".join(b)), dtype=torch.uint8).reshape(-1, 32)
+            n = boards.shape[0]
+            sb = to_sparse_batch({"boards": boards, "score": torch.zeros(n), "result": torch.zeros(n)}, fs, buckets)
+            out |= {hashlib.sha1(row.tobytes()).hexdigest()[:16] for row in sb.stm_indices.numpy()}
+        return out
+
+    p0, p1 = positions(u0), positions(u1)
+    assert set(r0["positions"]) <= p0 and set(r1["positions"]) <= p1
+    assert set(r0["positions"]) - p1 and set(r1["positions"]) - p0  # each saw positions only it holds
+    # identical weights on both ranks after training (DDP all-reduces the gradients)
+    assert r0["weights_sha256"] == r1["weights_sha256"]
+    # only rank 0 wrote the run folder: one set of files, rank 0's log alone
+    job = sweep / "0"
+    assert json.loads((job / "metrics.json").read_text())["epochs"] == 1
+    assert [p.name for p in (job / "csv").iterdir()] == ["version_0"]
+    assert sorted(p.name for p in (job / ".hydra").iterdir()) == ["config.yaml", "hydra.yaml", "overrides.yaml"]
+    log = (job / "train.log").read_text()
+    assert "(rank 0)" in log and "(rank 1)" not in log
+    names = {p.relative_to(job).as_posix() for p in job.rglob("*") if p.is_file()}
+    assert not any("rank1" in n or "version_1" in n for n in names), names
