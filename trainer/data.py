@@ -9,11 +9,15 @@ from __future__ import annotations
 from collections.abc import Callable
 from pathlib import Path
 
+import logging
+
 import pytorch_lightning as pl
 import torch
 from torch.utils.data import DataLoader
 
 from nnue.pipeline.stream import Filters, PackedStream
+
+log = logging.getLogger(__name__)
 
 
 class EpochLoader(DataLoader):
@@ -24,11 +28,14 @@ class EpochLoader(DataLoader):
     ``epoch``: returns the current epoch (the trainer's, so a resumed run continues its order).
     """
 
-    def __init__(self, dataset: PackedStream, epoch: Callable[[], int], **kwargs):
+    def __init__(self, dataset: PackedStream, epoch: Callable[[], int], refresh: Callable[[PackedStream], None]
+                 | None = None, **kwargs):
         super().__init__(dataset, batch_size=None, **kwargs)
-        self._epoch = epoch
+        self._epoch, self._refresh = epoch, refresh
 
     def __iter__(self):
+        if self._refresh is not None:  # epoch boundary: take in part files packed since
+            self._refresh(self.dataset)
         self.dataset.set_epoch(self._epoch())
         return super().__iter__()
 
@@ -49,7 +56,7 @@ class NNUEDataModule(pl.LightningDataModule):
                  shuffle_buffer: int = 1 << 20, val_fraction: float = 0.05, num_workers: int = 0,
                  seed: int = 0, filters: dict | None = None, weights: list[float] | None = None,
                  positions_per_epoch: int | None = None, batches_per_superbatch: int | None = None,
-                 pin_memory: bool | None = None):
+                 pin_memory: bool | None = None, refresh_manifest: bool = True, parts_log: str | None = None):
         super().__init__()
         from .callbacks import plain
 
@@ -67,6 +74,8 @@ class NNUEDataModule(pl.LightningDataModule):
         self.filters = Filters(**dict(filters or {}))
         self.positions_per_epoch, self.batches_per_superbatch = positions_per_epoch, batches_per_superbatch
         self.pin_memory = torch.cuda.is_available() if pin_memory is None else pin_memory
+        # refresh_manifest: at each epoch boundary, add the part files packed since (PackedStream.refresh)
+        self.refresh_manifest, self.parts_log = refresh_manifest, parts_log
         self.train_set: PackedStream | None = None
         self.val_set: PackedStream | None = None
 
@@ -91,7 +100,7 @@ class NNUEDataModule(pl.LightningDataModule):
     def setup(self, stage: str | None = None) -> None:
         rank, world = self._rank()
         common = dict(val_fraction=self.val_fraction, filters=self.filters, seed=self.seed, rank=rank,
-                      world_size=world)
+                      world_size=world, parts_log=self.parts_log)
         self.train_set = PackedStream(self.paths, self.batch_size, self.shuffle_buffer, "train",
                                       drop_last=True, weights=self.weights,
                                       positions_per_epoch=self.train_positions_per_epoch(world), **common)
@@ -104,9 +113,20 @@ class NNUEDataModule(pl.LightningDataModule):
         non_blocking = torch.device(device).type == "cuda"
         return {k: v.to(device, non_blocking=non_blocking) for k, v in batch.items()}
 
+    def _refresh(self, ds: PackedStream) -> None:
+        """Re-read the manifests; every rank adds the part list rank 0 saw (one broadcast)."""
+        t = self.trainer
+        listing = ds.list_parts() if t is None or t.global_rank == 0 else None
+        if t is not None and t.world_size > 1:
+            listing = t.strategy.broadcast(listing, src=0)
+        info = ds.refresh(listing)
+        if info["new_parts"]:
+            log.info("epoch %d, %s: %d new part file(s), %s new positions (before the split and filters)",
+                     self._epoch(), ds.split, info["new_parts"], f"{info['new_positions']:,}")
+
     def _loader(self, ds: PackedStream) -> EpochLoader:
-        return EpochLoader(ds, self._epoch, num_workers=self.num_workers, pin_memory=self.pin_memory,
-                           persistent_workers=False)
+        return EpochLoader(ds, self._epoch, self._refresh if self.refresh_manifest else None,
+                           num_workers=self.num_workers, pin_memory=self.pin_memory, persistent_workers=False)
 
     def train_dataloader(self):
         return self._loader(self.train_set)
