@@ -27,6 +27,9 @@ def run(cfg: DictConfig) -> dict:
     datamodule = instantiate(cfg.data)
     lit = instantiate(cfg.model, optimizer=instantiate(cfg.optimizer),
                       scheduler=instantiate(cfg.scheduler) if cfg.get("scheduler") else None)
+    if cfg.get("init_weights"):  # warm start (nnue retrain): weights only; fresh optimiser and schedule
+        from .registry import load_weights
+        load_weights(lit.model, cfg.init_weights)
     callbacks = [instantiate(c) for c in cfg.get("callbacks", {}).values() if c is not None]
     loggers = [instantiate(c) for c in cfg.get("logger", {}).values() if c is not None]
     trainer = instantiate(cfg.trainer, callbacks=callbacks, logger=loggers)
