@@ -526,6 +526,10 @@ def _parser() -> argparse.ArgumentParser:
     s.add_argument("--json", action="store_true")
     s.set_defaults(func=cmd_analyze)
 
+    sub.add_parser("retrain", help="one gated retrain cycle over a registry (conf/retrain.yaml overrides)",
+                   add_help=False)
+    from nnue.trainer.registry import add_parser as add_registry_parser
+    add_registry_parser(sub)
     sub.add_parser("train", help="train a net (Hydra overrides; 'nnue train --help' for Hydra's help)",
                    add_help=False)
     sub.add_parser("bench", help="run a benchmark that prints JSON ('nnue bench --help' lists them)",
@@ -746,6 +750,9 @@ def _one_line(msg: str) -> str:
 def _main(argv: list[str]) -> int:
     if argv and argv[0] == "bench":
         return run_bench(argv[1:])
+    if argv and argv[0] == "retrain":
+        from nnue.trainer.retrain import main as retrain_main
+        return retrain_main(argv[1:])
     if argv and argv[0] == "train":
         err = check_train_args(argv[1:])
         if err:

@@ -31,6 +31,13 @@ of row groups (:meth:`PackedStream.keep_fraction`). A rank with rows left over s
 that runs short starts its shard again. Within a rank the count is split over DataLoader workers
 in proportion to their rows.
 
+**New data between epochs** (:meth:`PackedStream.refresh`): the manifests are read again and the
+part files added since (``nnue pack``, ``nnue pack --watch``) join the stream from the next epoch
+on; parts are immutable (named by their input's sha256), so the units already known stay as they
+are. The train/validation split stays a pure function of the game id, so a game never moves
+between train and validation. ``parts_log`` records, per epoch, which part files were known at its
+start and how many rows it read from each.
+
 Sharding: a source's units go round-robin to the ``world_size · num_workers`` shards. With
 weighted sources or fixed-length epochs, a source with fewer units than shards is read whole by
 every shard (its rows repeat across ranks); a pooled one-pass epoch keeps every row exactly once.
@@ -41,6 +48,9 @@ from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterator, Sequence
+
+import json
+import os
 
 import numpy as np
 import pyarrow.compute as pc
@@ -184,7 +194,7 @@ class PackedStream(torch.utils.data.IterableDataset):
                  split: str = "train", val_fraction: float = 0.05, filters: Filters = Filters(),
                  seed: int = 0, drop_last: bool = True, rank: int = 0, world_size: int = 1,
                  weights: Sequence[float] | None = None, positions_per_epoch: int | None = None,
-                 even_batches: bool = True):
+                 even_batches: bool = True, parts_log: str | Path | None = None):
         super().__init__()
         if batch_size <= 0:
             raise ValueError("batch_size must be positive")
@@ -203,17 +213,10 @@ class PackedStream(torch.utils.data.IterableDataset):
                              f"rank ({batch_size} x {world_size})")
         self.parts: list[tuple[Path, float]] = []
         self.units: list[Unit] = []
-        self.extra_columns: list[str] = list(ANNOTATION_COLUMNS)
-        for d, path in enumerate(paths):
-            source = d if weights is not None else 0
-            for part, scale in dataset_parts([path]):
-                pfile = pq.ParquetFile(part)
-                meta = pfile.metadata
-                self.extra_columns = [c for c in self.extra_columns if c in pfile.schema_arrow.names]
-                fi = len(self.parts)
-                self.parts.append((part, scale))
-                self.units += [Unit(fi, rg, meta.row_group(rg).num_rows, source)
-                               for rg in range(meta.num_row_groups)]
+        self.extra_columns: list[str] = list(ANNOTATION_COLUMNS)  # kept only if every part has them
+        self.paths, self._weighted = [Path(p) for p in paths], weights is not None
+        self.parts_log = None if parts_log is None else Path(parts_log)
+        self._add_parts(self.list_parts())
         if not self.parts:
             self.extra_columns = []
         self.weights = np.array(weights if weights is not None else [1.0])
@@ -228,6 +231,46 @@ class PackedStream(torch.utils.data.IterableDataset):
         self.epoch = 0
         self.counts: Counter = Counter()
         self._keep: np.ndarray | None = None
+
+    # --- the part files: at construction and after new data arrives ----------------------
+
+    def list_parts(self) -> list[tuple[int, str, float]]:
+        """(dataset index, part file, score scale) of every part the manifests list now.
+        Raises ManifestError for a folder that is not a dataset."""
+        return [(d, str(part), scale) for d, path in enumerate(self.paths)
+                for part, scale in dataset_parts([path])]
+
+    def _add_parts(self, listing: Sequence[tuple[int, str, float]]) -> tuple[int, int]:
+        # one dataset may be given twice (two weighted sources): a part is known per source
+        known = self.__dict__.setdefault("_known", set())
+        new_parts = rows = 0
+        for d, part, scale in listing:
+            if (d, part) in known:
+                continue
+            pfile = pq.ParquetFile(part)
+            meta = pfile.metadata
+            self.extra_columns = [c for c in self.extra_columns if c in pfile.schema_arrow.names]
+            fi = len(self.parts)
+            self.parts.append((Path(part), scale))
+            source = d if self._weighted else 0
+            self.units += [Unit(fi, rg, meta.row_group(rg).num_rows, source)
+                           for rg in range(meta.num_row_groups)]
+            known.add((d, part))
+            new_parts += 1
+            rows += meta.num_rows
+        return new_parts, rows
+
+    def refresh(self, listing: Sequence[tuple[int, str, float]] | None = None) -> dict:
+        """Take in the part files added to the datasets since the stream was built (or last
+        refreshed): call between epochs. listing: :meth:`list_parts` as computed elsewhere (under
+        DDP rank 0's, broadcast, so that every rank adds the same parts). Returns
+        ``{"new_parts", "new_positions"}`` (positions: all rows of the new parts, before the split
+        and the filters)."""
+        new_parts, rows = self._add_parts(self.list_parts() if listing is None else listing)
+        if new_parts:
+            self._keep = None  # the estimate covers the new row groups too
+            self.__dict__.pop("_files", None)
+        return {"new_parts": new_parts, "new_positions": rows}
 
     # --- planning: which units, how many batches -----------------------------------------
 
@@ -360,6 +403,8 @@ class PackedStream(torch.utils.data.IterableDataset):
         cols, score_cp = self._read_columns(unit, with_board=True)
         n = len(score_cp)
         self.counts["read"] += n
+        if self._part_rows is not None:
+            self._part_rows[self.parts[unit.file][0].name] += n
         if self.split != "all":
             keep = split_mask(cols["game_id"], self.split, self.val_fraction)
             self.counts["other_split"] += int(n - keep.sum())
@@ -394,7 +439,26 @@ class PackedStream(torch.utils.data.IterableDataset):
                 return
             q, offset = q + 1, 0
 
+    _part_rows: Counter | None = None
+
     def __iter__(self) -> Iterator[dict[str, torch.Tensor]]:
+        if self.parts_log is None:
+            yield from self._iter()
+            return
+        info = torch.utils.data.get_worker_info()
+        self._part_rows = Counter()
+        try:
+            yield from self._iter()
+        finally:
+            line = {"epoch": self.epoch, "split": self.split, "rank": self.rank,
+                    "worker": info.id if info else 0, "pid": os.getpid(),
+                    "known_parts": sorted(p.name for p, _ in self.parts),
+                    "rows_read": dict(sorted(self._part_rows.items()))}
+            self._part_rows = None
+            with open(self.parts_log, "a") as f:  # O_APPEND, one write a line
+                f.write(json.dumps(line) + "\n")
+
+    def _iter(self) -> Iterator[dict[str, torch.Tensor]]:
         info = torch.utils.data.get_worker_info()
         workers, wid = (info.num_workers, info.id) if info else (1, 0)
         rng = np.random.default_rng([self.seed, self.epoch, self.rank, wid])

@@ -9,11 +9,15 @@ from __future__ import annotations
 from collections.abc import Callable
 from pathlib import Path
 
+import logging
+
 import pytorch_lightning as pl
 import torch
 from torch.utils.data import DataLoader
 
 from nnue.pipeline.stream import Filters, PackedStream
+
+log = logging.getLogger(__name__)
 
 
 class EpochLoader(DataLoader):
@@ -24,12 +28,15 @@ class EpochLoader(DataLoader):
     ``epoch``: returns the current epoch (the trainer's, so a resumed run continues its order).
     """
 
-    def __init__(self, dataset: PackedStream, epoch: Callable[[], int], **kwargs):
+    def __init__(self, dataset: PackedStream, epoch: Callable[[], int], refresh: Callable[[PackedStream], None]
+                 | None = None, **kwargs):
         super().__init__(dataset, batch_size=None, **kwargs)
-        self._epoch = epoch
+        self._epoch, self._refresh = epoch, refresh
         self._skip = 0
 
     def __iter__(self):
+        if self._refresh is not None:  # epoch boundary: take in part files packed since
+            self._refresh(self.dataset)
         self.dataset.set_epoch(self._epoch())
         it = super().__iter__()
         skip, self._skip = self._skip, 0
@@ -71,7 +78,7 @@ class NNUEDataModule(pl.LightningDataModule):
                  shuffle_buffer: int = 1 << 20, val_fraction: float = 0.05, num_workers: int = 0,
                  seed: int = 0, filters: dict | None = None, weights: list[float] | None = None,
                  positions_per_epoch: int | None = None, batches_per_superbatch: int | None = None,
-                 pin_memory: bool | None = None):
+                 pin_memory: bool | None = None, refresh_manifest: bool = True, parts_log: str | None = None):
         super().__init__()
         from .callbacks import plain
 
@@ -89,6 +96,8 @@ class NNUEDataModule(pl.LightningDataModule):
         self.filters = Filters(**dict(filters or {}))
         self.positions_per_epoch, self.batches_per_superbatch = positions_per_epoch, batches_per_superbatch
         self.pin_memory = torch.cuda.is_available() if pin_memory is None else pin_memory
+        # refresh_manifest: at each epoch boundary, add the part files packed since (PackedStream.refresh)
+        self.refresh_manifest, self.parts_log = refresh_manifest, parts_log
         self.train_set: PackedStream | None = None
         self.val_set: PackedStream | None = None
 
@@ -113,7 +122,7 @@ class NNUEDataModule(pl.LightningDataModule):
     def setup(self, stage: str | None = None) -> None:
         rank, world = self._rank()
         common = dict(val_fraction=self.val_fraction, filters=self.filters, seed=self.seed, rank=rank,
-                      world_size=world)
+                      world_size=world, parts_log=self.parts_log)
         self.train_set = PackedStream(self.paths, self.batch_size, self.shuffle_buffer, "train",
                                       drop_last=True, weights=self.weights,
                                       positions_per_epoch=self.train_positions_per_epoch(world), **common)
@@ -126,15 +135,27 @@ class NNUEDataModule(pl.LightningDataModule):
         non_blocking = torch.device(device).type == "cuda"
         return {k: v.to(device, non_blocking=non_blocking) for k, v in batch.items()}
 
+    def _refresh(self, ds: PackedStream) -> None:
+        """Re-read the manifests; every rank adds the part list rank 0 saw (one broadcast)."""
+        t = self.trainer
+        listing = ds.list_parts() if t is None or t.global_rank == 0 else None
+        if t is not None and t.world_size > 1:
+            listing = t.strategy.broadcast(listing, src=0)
+        info = ds.refresh(listing)
+        if info["new_parts"]:
+            log.info("epoch %d, %s: %d new part file(s), %s new positions (before the split and filters)",
+                     self._epoch(), ds.split, info["new_parts"], f"{info['new_positions']:,}")
+
     def _loader(self, ds: PackedStream) -> EpochLoader:
-        return EpochLoader(ds, self._epoch, num_workers=self.num_workers, pin_memory=self.pin_memory,
-                           persistent_workers=False)
+        return EpochLoader(ds, self._epoch, self._refresh if self.refresh_manifest else None,
+                           num_workers=self.num_workers, pin_memory=self.pin_memory, persistent_workers=False)
 
     def _batches_done(self) -> int:
         return self.trainer.fit_loop.epoch_loop.batch_progress.current.processed if self.trainer else 0
 
     def train_dataloader(self):
-        return ResumableLoader(self.train_set, self._epoch, self._batches_done, num_workers=self.num_workers,
+        return ResumableLoader(self.train_set, self._epoch, self._batches_done,
+                               refresh=self._refresh if self.refresh_manifest else None, num_workers=self.num_workers,
                                pin_memory=self.pin_memory, persistent_workers=False)
 
     def steps_per_epoch(self, world_size: int = 1) -> tuple[int, bool]:

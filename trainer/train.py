@@ -72,6 +72,9 @@ def run(cfg: DictConfig) -> dict:
     lit = instantiate(cfg.model, optimizer=instantiate(cfg.optimizer), scheduler=plain(cfg.get("scheduler")),
                       lambda_schedule=plain(cfg.get("wdl_lambda")))
     lit.set_run_length(total, spe, float(cfg.optimizer.lr))
+    if cfg.get("init_weights"):  # warm start (nnue retrain): weights only; fresh optimiser and schedule
+        from .registry import load_weights
+        load_weights(lit.model, cfg.init_weights)
     out.mkdir(parents=True, exist_ok=True)
     ckpt = RunCheckpoint(str(out / "checkpoints"))
     interrupts = Interrupts(ckpt)

@@ -1,0 +1,119 @@
+"""The trainer sees new data without a restart: PackedStream.refresh at epoch boundaries.
+
+Unit test: parts packed after the stream was built join it on refresh, and the split of every
+game stays where it was. End to end: ``nnue train`` runs while a writer process drops dumps into a
+folder that ``nnue pack --watch`` feeds into the training dataset; the stream's parts log
+records, per epoch, the part files known at its start and the rows read from each, and a dump's
+part is read from the first epoch that starts after its manifest entry, and in every later one."""
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import numpy as np
+import pyarrow.parquet as pq
+import pytest
+from service_testlib import NNUE, cut_dumps, env
+
+from nnue.pipeline import manifest as mf
+from nnue.pipeline.pack import pack
+from nnue.pipeline.stream import Filters, PackedStream, split_mask
+
+NO_FILTERS = Filters(skip_in_check=False, skip_capture=False, skip_score_none=False, skip_mate=False)
+
+
+def test_refresh_adds_new_parts_and_keeps_the_split(tmp_path):
+    a, b, c = cut_dumps(tmp_path / "d", 3, records=400, bad_every=0)
+    ds = tmp_path / "ds"
+    pack([a, b], ds, progress=False)
+    train = PackedStream([ds], 64, 0, "train", 0.3, NO_FILTERS, drop_last=False)
+    val = PackedStream([ds], 64, 0, "val", 0.3, NO_FILTERS, drop_last=False)
+    n_train = sum(len(x["score"]) for x in train)
+    n_val = sum(len(x["score"]) for x in val)
+    assert n_train + n_val == 800
+    assert train.refresh() == {"new_parts": 0, "new_positions": 0}
+    pack([c], ds, progress=False)
+    assert train.refresh() == {"new_parts": 1, "new_positions": 400}
+    assert val.refresh()["new_parts"] == 1
+    n_train2 = sum(len(x["score"]) for x in train)
+    n_val2 = sum(len(x["score"]) for x in val)
+    assert n_train2 + n_val2 == 1200 and n_train2 > n_train and n_val2 >= n_val
+    # the split is a function of the game id only: each part's val rows are what split_mask says
+    for e in mf.load(ds)["files"].values():
+        gid = pq.read_table(ds / e["part"], columns=["game_id"]).column("game_id").to_numpy()
+        assert split_mask(gid, "val", 0.3).sum() + split_mask(gid, "train", 0.3).sum() == len(gid)
+    expected_val = sum(int(split_mask(pq.read_table(ds / e["part"], columns=["game_id"]).column("game_id")
+                                      .to_numpy(), "val", 0.3).sum()) for e in mf.load(ds)["files"].values())
+    assert n_val2 == expected_val
+
+
+WRITER = textwrap.dedent("""
+    import json, os, sys, time
+    from pathlib import Path
+    log, src, dst = Path(sys.argv[1]), Path(sys.argv[2]), Path(sys.argv[3])
+    def epochs_done():
+        if not log.exists():
+            return -1
+        lines = [json.loads(l) for l in log.read_text().splitlines() if l.strip()]
+        return max([l["epoch"] for l in lines if l["split"] == "train"], default=-1)
+    for name, after in (("newA.plain", 0), ("newB.plain", 2)):
+        while epochs_done() < after:
+            time.sleep(0.02)
+        tmp = dst / ("." + name + ".tmp")
+        tmp.write_bytes((src / name).read_bytes())
+        os.rename(tmp, dst / name)      # renamed into place: complete
+        print(name, "dropped after epoch", after, flush=True)
+""")
+
+
+def test_dumps_added_while_training_are_trained_from_the_next_epoch(tmp_path):
+    base = cut_dumps(tmp_path / "base", 2, records=700, bad_every=0)
+    src = tmp_path / "src"
+    a, b = cut_dumps(src, 2, records=300, bad_every=0, start=2000)
+    a.rename(src / "newA.plain")
+    b.rename(src / "newB.plain")
+    ds, folder, log, out = tmp_path / "ds", tmp_path / "watched", tmp_path / "parts.jsonl", tmp_path / "run"
+    pack(base, ds, progress=False)
+    folder.mkdir()
+    epochs = 6
+    watcher = subprocess.Popen([*NNUE, "pack", "--watch", str(folder), "-o", str(ds), "--interval", "0.1",
+                                "--settle", "0.5"], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                               text=True, env=env())
+    writer = subprocess.Popen([sys.executable, "-c", WRITER, str(log), str(src), str(folder)],
+                              stdout=subprocess.PIPE, text=True)
+    try:
+        train = subprocess.run(
+            [*NNUE, "train", "experiment=demo", f"data.path={ds}", f"paths.output_dir={out}",
+             f"data.parts_log={log}", "data.positions_per_epoch=null", "data.batch_size=128",
+             f"trainer.max_epochs={epochs}", "trainer.enable_progress_bar=false", "model.hidden=16",
+             "~logger.tensorboard"],
+            capture_output=True, text=True, env=env(), timeout=900)
+        assert train.returncode == 0, train.stderr[-3000:]
+        writer.wait(timeout=60)
+    finally:
+        writer.kill()
+        watcher.terminate()
+        wout, _ = watcher.communicate(timeout=60)
+    assert watcher.returncode == 0
+    key = {name: f"part-{mf.sha256_file(src / name)[:16]}.parquet" for name in ("newA.plain", "newB.plain")}
+    lines = [json.loads(x) for x in log.read_text().splitlines()]
+    per_epoch = {x["epoch"]: x for x in lines if x["split"] == "train"}
+    assert sorted(per_epoch) == list(range(epochs))
+    known_before: set = set()
+    for e in range(epochs):
+        x = per_epoch[e]
+        assert known_before <= set(x["known_parts"])           # parts never leave
+        assert set(x["rows_read"]) == set(x["known_parts"])     # one pass reads every known part
+        known_before = set(x["known_parts"])
+    first = {n: min(e for e in range(epochs) if k in per_epoch[e]["known_parts"]) for n, k in key.items()}
+    assert 1 <= first["newA.plain"] < first["newB.plain"] <= epochs - 1, (first, wout)
+    assert first["newB.plain"] >= 3  # dropped only after epoch 2 ended
+    for n, k in key.items():  # read in every epoch from then on, whole
+        rows = pq.ParquetFile(tmp_path / "ds" / k).metadata.num_rows
+        assert all(per_epoch[e]["rows_read"].get(k) == rows for e in range(first[n], epochs))
+        assert all(k not in per_epoch[e]["rows_read"] for e in range(first[n]))
+    assert "new part file(s)" in train.stderr + train.stdout
