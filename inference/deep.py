@@ -131,7 +131,7 @@ class DeepIntegerNet(NetFile):
     def raw_layout() -> str:
         return ("l0w int16[F][H] | l0b int16[H] | l1w int8[B][N1][L1] | l1b int32[B][N1] | "
                 "l2w int8[B][N2][N1] | l2b int32[B][N2] | outw int8[B][N2] | outb int32[B] | "
-                "zeros to a multiple of 64 B")
+                "zeros to a multiple of 64 B (gated L2 units: 2·N2 rows in l2w and l2b, gate rows first)")
 
     @staticmethod
     def tensor_specs(arch: dict) -> dict[str, tuple[torch.dtype, tuple]]:

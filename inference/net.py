@@ -143,7 +143,7 @@ def make_arch(feature_set: str, hidden: int, activation: str, output_buckets: st
 
 
 
-def _type_name(v) -> str:
+def json_type_name(v) -> str:
     return {type(None): "null", dict: "an object", list: "a list", str: "a string", bool: "a boolean",
             int: "a number", float: "a number"}.get(type(v), type(v).__name__)
 
@@ -166,7 +166,7 @@ def _field(path, obj: dict, name: str, types, where: str = "", optional: bool = 
         raise NetFormatError(f"{path}: field {full!r} is missing")
     v = obj[name]
     if not _is(v, types):
-        raise NetFormatError(f"{path}: field {full!r} is {_type_name(v)} ({json.dumps(v)[:40]}), "
+        raise NetFormatError(f"{path}: field {full!r} is {json_type_name(v)} ({json.dumps(v)[:40]}), "
                              f"expected {_WANT.get(types, types)}")
     return v
 
@@ -180,7 +180,7 @@ def check_header(path, meta) -> tuple[dict, QuantScheme, type]:
     Returns (architecture, scheme, integer class of the kind). Raises NetFormatError naming
     the file and the field: never KeyError, AttributeError or TypeError."""
     if not isinstance(meta, dict):
-        raise NetFormatError(f"{path}: metadata {META_KEY!r} is {_type_name(meta)}, expected an object")
+        raise NetFormatError(f"{path}: metadata {META_KEY!r} is {json_type_name(meta)}, expected an object")
     fmt = meta.get("format")
     if fmt != FORMAT:
         raise NetFormatError(f"{path}: field 'format' is {fmt!r}, expected {FORMAT!r}")

@@ -34,7 +34,7 @@ def write_weights(model: PerspectiveNet, path: Path, data_path=None, val_fractio
           "output_buckets": output_buckets or f"MaterialCount<{a.num_buckets}>", "quant": None, "loss": None}
     if isinstance(model, DeepNet):
         hp |= {"kind": "deep", "deep": {"l1_outputs": a.l1_outputs, "l2_outputs": a.l2_outputs,
-                                        "hidden_activation": a.hidden_activation}}
+                                        "hidden_activation": a.hidden_activation, "l2_activation": a.l2_act}}
     meta = {"hparams": json.dumps(hp)}
     if data_path is not None:
         meta["data"] = json.dumps({"path": str(data_path), "val_fraction": val_fraction})
@@ -276,7 +276,7 @@ def make_adversarial_deep_int_net(fs_name: str, act: str = "screlu", hidden: int
         return w.to(torch.int8), b.to(torch.int32)
 
     l1w, l1b = dense(l1_outputs, L1)
-    l2w, l2b = dense(R2, l1_outputs)
+    l2w, l2b = dense(l2_outputs, l1_outputs)
     outw = extremes(B, l2_outputs).to(torch.int8)
     lim = l2_outputs * 128 * 255
     outb = torch.randint(-lim, lim + 1, (B,), generator=g).to(torch.int32)

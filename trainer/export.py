@@ -71,9 +71,7 @@ def load_checkpoint(path: str | Path) -> tuple[PerspectiveNet | DeepNet, dict, d
             raise ExportError(f"{path}: not a readable safetensors file (truncated?): {e}") from None
         if "hparams" not in meta:
             raise ExportError(f"{path}: safetensors file without 'hparams' metadata; not a weights checkpoint")
-        hp = json.loads(meta["hparams"])
-        data = json.loads(meta.get("data", "{}"))
-        progress = json.loads(meta.get("progress", "{}"))
+        hp, data, progress = (_json_object(path, meta, k) for k in ("hparams", "data", "progress"))
     else:
         from .checkpoint import UnsafeCheckpointError, load_ckpt  # weights_only: no code runs on load
 
@@ -91,9 +89,7 @@ def load_checkpoint(path: str | Path) -> tuple[PerspectiveNet | DeepNet, dict, d
                  if k.startswith("model.")}
         progress = {"epoch": ck.get("epoch"), "global_step": ck.get("global_step"),
                     "val_loss": ck.get("nnue_forge", {}).get("val_loss")}
-    fs = get_feature_set(hp["features"])
-    buckets = parse_output_buckets(hp["output_buckets"])
-    scheme = QuantScheme(**(hp.get("quant") or {}))
+    fs, buckets, scheme = _check_hparams(path, hp)
     try:
         model = build_model(hp.get("kind") or "perspective", hp["features"], fs.num_inputs, int(hp["hidden"]),
                             hp["activation"], buckets.count, "torch", bool(hp.get("factoriser")),
@@ -101,10 +97,64 @@ def load_checkpoint(path: str | Path) -> tuple[PerspectiveNet | DeepNet, dict, d
         model.load_state_dict(state)
         if hp.get("qat"):
             model.enable_qat(scheme)  # the function the net was trained as
-    except (ValueError, RuntimeError) as e:
-        raise ExportError(f"{path}: checkpoint does not match its hparams: {e}") from None
+    except (ValueError, RuntimeError, TypeError) as e:
+        raise ExportError(f"{path}: checkpoint does not match its hparams: {' '.join(str(e).split())}") from None
     model.eval()
     return model, hp, data, progress
+
+
+def _json_object(path, meta: dict, key: str) -> dict:
+    """A metadata entry of a weights checkpoint decoded as a JSON object ({} when absent)."""
+    if key not in meta:
+        return {}
+    try:
+        v = json.loads(meta[key])
+    except ValueError as e:
+        raise ExportError(f"{path}: metadata {key!r} is not valid JSON (at character {getattr(e, 'pos', '?')})") from None
+    if not isinstance(v, dict):
+        from nnue.inference.net import json_type_name
+        raise ExportError(f"{path}: metadata {key!r} is {json_type_name(v)}, expected an object")
+    return v
+
+
+#: hparams field -> (type, required)
+_HPARAMS = {"features": (str, True), "output_buckets": (str, True), "hidden": (int, True), "activation": (str, True),
+            "kind": (str, False), "deep": (dict, False), "quant": (dict, False), "factoriser": (bool, False),
+            "qat": (bool, False)}
+
+
+def _check_hparams(path, hp: dict):
+    """Type-check a checkpoint's hparams (every field the export reads); returns (feature set,
+    output buckets, scheme). Raises ExportError naming the file and the field."""
+    def bad(name, v, want):
+        kind = {type(None): "null", dict: "an object", list: "a list", str: "a string", bool: "a boolean"}.get(
+            type(v), "a number")
+        return ExportError(f"{path}: hparams field {name!r} is {kind} ({json.dumps(v)[:40]}), expected {want}")
+    words = {str: "a string", int: "an integer", dict: "an object", bool: "true or false"}
+    for name, (types, required) in _HPARAMS.items():
+        if name not in hp or (hp[name] is None and not required):
+            if required:
+                raise ExportError(f"{path}: hparams field {name!r} is missing")
+            continue
+        v = hp[name]
+        if not isinstance(v, types) or (types is int and isinstance(v, bool)):
+            raise bad(name, v, words[types])
+    quant = hp.get("quant") or {}
+    for name, v in quant.items():
+        types = QuantScheme.FIELD_TYPES.get(name)
+        if types is None:
+            raise ExportError(f"{path}: hparams field 'quant.{name}' is not a field of the quantisation scheme")
+        if not isinstance(v, types) or isinstance(v, bool):
+            raise bad(f"quant.{name}", v, "a number" if types != str else "a string")
+    try:
+        fs = get_feature_set(hp["features"])
+    except (KeyError, ValueError) as e:
+        raise ExportError(f"{path}: hparams field 'features': {e.args[0] if e.args else e}") from None
+    try:
+        buckets = parse_output_buckets(hp["output_buckets"])
+    except (KeyError, ValueError) as e:
+        raise ExportError(f"{path}: hparams field 'output_buckets': {e.args[0] if e.args else e}") from None
+    return fs, buckets, QuantScheme(**quant)
 
 
 def quantise(model: PerspectiveNet | DeepNet, scheme: QuantScheme) -> dict[str, torch.Tensor]:

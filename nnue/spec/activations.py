@@ -125,7 +125,7 @@ _entry("swish", 5, ("l1",), "same width", _same, _swish,
                   "T[k] = round(QA·swish(−8 + k/5)), k = 0..80 (SWISH_TABLE): with d = QA/5 = 51, "
                   "i = min((ŷ + 8·QA) // d, 79), r = ŷ + 8·QA − d·i, x = T[i] + ((T[i+1] − T[i])·r + d // 2) // d (rounded). "
                   "An approximation of swish (export.json reports its error)"},
-       {"hidden": (-71, 2040)},
+       {"hidden": (-71, 2039)},
        "    if (a == SWISH) return swish_pwl(yc);", u8=False)
 _entry("none", 6, (), "same width", _same, lambda x: x, {}, {}, "")
 _entry("swiglu", 7, ("l2",), "half of the layer's outputs: gate rows [0, N), linear rows [N, 2N)", _half,

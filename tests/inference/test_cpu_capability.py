@@ -24,11 +24,17 @@ print(",".join(map(str, evaluate(net, boards).tolist())))
 
 @pytest.mark.parametrize("kind,act", [("perspective", "screlu"), ("perspective", "crelu"),
                                       ("perspective", "pairwise_crelu"), ("deep", "pairwise_crelu"),
-                                      ("deep", "screlu")])
+                                      ("deep", "screlu"), ("deep", "hardswish/swiglu"),
+                                      ("deep", "swish/swiglu_swish")])
 def test_evals_identical_across_cpu_capabilities(kind, act, tmp_path, sample_dataset):
-    model = (make_model(act, hidden=64) if kind == "perspective"
-             else make_deep_model(act, 64, hidden_activation="screlu" if act == "screlu" else "crelu",
-                                  dense_scale=1.5))  # int8 weights up to ±96: beyond the one-digit range
+    if "/" in act:  # the hidden activations of nnue.spec.activations after L1 / L2
+        h1, h2 = act.split("/")
+        model = make_deep_model("pairwise_crelu", 64, hidden_activation=h1, l2_activation=h2, dense_scale=1.5,
+                                bias_scale=3.0)
+    else:
+        model = (make_model(act, hidden=64) if kind == "perspective"
+                 else make_deep_model(act, 64, hidden_activation="screlu" if act == "screlu" else "crelu",
+                                      dense_scale=1.5))  # int8 weights up to ±96: beyond the one-digit range
     ck = write_weights(model, tmp_path / "w.safetensors", sample_dataset)
     export(ck, tmp_path / "net")
     best = torch.backends.cpu.get_cpu_capability()

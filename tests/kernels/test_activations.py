@@ -38,13 +38,40 @@ def test_activation_matches_reference(name, shape, dtype, atol, rtol):
 
 
 @needs_interpreter
+@pytest.mark.parametrize("gate", activations.GATES)
 @pytest.mark.parametrize("dtype,atol,rtol", DTYPE_TOLS)
 @pytest.mark.parametrize("shape", SHAPES, ids=str)
-def test_swiglu_matches_reference(shape, dtype, atol, rtol):
+def test_swiglu_matches_reference(shape, dtype, atol, rtol, gate):
     gen = torch.Generator().manual_seed(shape[-1])
     a = (torch.randn(shape, generator=gen) * 3).to(dtype).requires_grad_(True)
     b = torch.randn(shape, generator=gen).to(dtype).requires_grad_(True)
-    _check(activations.swiglu, reference.swiglu, [a, b], atol, rtol)
+    _check(lambda x, y: activations.swiglu(x, y, gate), lambda x, y: reference.swiglu(x, y, gate), [a, b], atol, rtol)
+
+
+@needs_interpreter
+@pytest.mark.parametrize("h1,h2", [("hardswish", "swiglu"), ("swish", "swiglu_swish"), ("swish", "hardswish")])
+def test_deep_net_hidden_activations_triton_equal_torch(h1, h2):
+    """A deep net's float forward and backward with the new hidden activations: the Triton
+    kernels (interpreter) against the torch reference, odd sizes (N1 = 7, N2 = 5, 33 rows)."""
+    from nnue.trainer.model import DeepArch, DeepNet
+
+    nets = []
+    for backend in ("torch", "triton"):
+        torch.manual_seed(3)
+        m = DeepNet(DeepArch(64, 12, "pairwise_crelu", 3, 7, 5, h1, l2_activation=h2), backend)
+        with torch.no_grad():
+            for layer in (m.l1, m.l2):
+                layer.weight.mul_(8)  # pre-activations past ±3 and ±8
+        nets.append(m)
+    gen = torch.Generator().manual_seed(1)
+    stm = torch.randint(-1, 64, (33, 9), generator=gen, dtype=torch.int32)
+    nstm = torch.randint(-1, 64, (33, 9), generator=gen, dtype=torch.int32)
+    bucket = torch.randint(0, 3, (33,), generator=gen)
+    outs = [m(stm, nstm, bucket) for m in nets]
+    torch.testing.assert_close(outs[1], outs[0], atol=1e-5, rtol=1e-5)
+    grads = [torch.autograd.grad(o.square().sum(), [m.l1.weight, m.l2.weight, m.ft.weight]) for o, m in zip(outs, nets)]
+    for g1, g0 in zip(grads[1], grads[0]):
+        torch.testing.assert_close(g1, g0, atol=1e-5, rtol=1e-4)
 
 
 @needs_interpreter
@@ -70,13 +97,14 @@ def test_expanded_grad_and_empty_input():
     assert activations.activate("crelu", torch.empty(0, 3)).shape == (0, 3)
 
 
-@pytest.mark.parametrize("name", list(activations.ELEMENTWISE) + ["swiglu"])
+@pytest.mark.parametrize("name", list(activations.ELEMENTWISE) + ["swiglu", "swiglu_hardswish"])
 def test_reference_gradcheck_float64(name):
     gen = torch.Generator().manual_seed(0)
     x = (torch.randn(3, 7, dtype=torch.float64, generator=gen) * 3 + 0.013).requires_grad_(True)
-    if name == "swiglu":
+    if name.startswith("swiglu"):
         b = torch.randn(3, 7, dtype=torch.float64, generator=gen, requires_grad=True)
-        assert torch.autograd.gradcheck(reference.swiglu, (x, b))
+        gate = "hardswish" if name.endswith("hardswish") else "swish"
+        assert torch.autograd.gradcheck(lambda p, q: reference.swiglu(p, q, gate), (x, b))
     else:
         assert torch.autograd.gradcheck(lambda t: reference.activate(name, t), (x,))
 
