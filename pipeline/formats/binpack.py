@@ -189,6 +189,10 @@ def read(stream, options: ReaderOptions) -> Iterator[Record | Reject]:
             yield Reject(f"byte {base}", "truncated record", f"block of {size} bytes cut at {len(block)}",
                          "")
             return
+        if options.fast:  # compiled chain decoder (pipeline/compiled/binpack.py), same items
+            from ..compiled.binpack import read_block
+            game = yield from read_block(block, base, game)
+            continue
         pos = 0
         while pos < len(block):
             game += 1
