@@ -16,8 +16,9 @@ position). It stops
   (``read_chain``) and calls again after it.
 
 Each row gets ``kind``: 0 = settled (packed as is), 1 = to be validated by python-chess as a
-Record (a legal en-passant capture or two checkers, whose status needs python-chess; a score,
-result or ply the packer rejects). Every read of ``data`` is bounds-checked against ``end``.
+Record (in check with a legal en-passant capture, or two checkers on a line with the king,
+whose status python-chess's 'impossible check' rules decide; a score, result or ply the packer
+rejects). Every read of ``data`` is bounds-checked against ``end``.
 """
 from __future__ import annotations
 
@@ -211,10 +212,10 @@ def _emit(o_board, o_score, o_result, o_ply, o_pcount, o_check, o_best, o_cap, o
           o_half, o_full, o_raw, r, bb, pc, st, s, result, ply, frm, to, promo, has):
     """Write one row; returns False when the position is one this core does not settle."""
     us = st[0]
-    status = position_status(bb, us)
+    ep = legal_ep(bb, pc, us, st[1]) if st[1] >= 0 else -1
+    status = position_status(bb, us, ep)
     if status == 2:
         return False
-    ep = legal_ep(bb, pc, us, st[1]) if st[1] >= 0 else -1
     none = s == VALUE_NONE
     sc = 0 if none else s
     wdl = (result if us == 0 else -result) + 1
@@ -230,7 +231,7 @@ def _emit(o_board, o_score, o_result, o_ply, o_pcount, o_check, o_best, o_cap, o
     o_half[r] = st[2]
     o_full[r] = st[3]
     o_flags[r] = (1 if none else 0) | (2 if (not none and abs(s) >= MATE_BOUND) else 0)
-    slow = status == 1 or ep >= 0
+    slow = status == 1
     bad = s == -32768 or result < -1 or result > 1 or ply > 65535
     o_kind[r] = 1 if (slow or bad) else 0
     o_has[r] = has
@@ -273,7 +274,7 @@ def decode_chains(data, pos, end, o_board, o_score, o_result, o_ply, o_pcount, o
         if rows + count + 1 > cap:
             return rows, chains, pos, FULL
         ok, m = _stem(data, pos, bb, pc, st)
-        if not ok or position_status(bb, st[0]) == 2:
+        if not ok or position_status(bb, st[0], -1) == 2:
             return rows, chains, pos, FALLBACK
         score_u = (np.int64(data[pos + 26]) << 8) | data[pos + 27]
         pr = (np.int64(data[pos + 28]) << 8) | data[pos + 29]

@@ -52,6 +52,7 @@ def _rays() -> np.ndarray:
 
 
 RAYS = _rays()
+LINE = np.array(chess.BB_RAYS, dtype=U64)  # python-chess ray(a, b): the whole line through a and b, or 0
 
 
 @njit(cache=True, inline="always")
@@ -319,10 +320,12 @@ def write_board(out, r, bb, pc, us, ep, half, full, eval_white, wdl):
 
 
 @njit(cache=True)
-def position_status(bb, us):
-    """python-chess status for a position the caller built: 0 valid (checkers 0 or 1), 1 valid
-    but python-chess must settle it (two checkers: its 'impossible check' geometry), 2 not a
-    position this core accepts (status errors, or anything else unusual)."""
+def position_status(bb, us, ep):
+    """python-chess ``Board.status()`` for a position the caller built, after the packer drops
+    an en-passant square with no legal capture (ep: the legal en-passant square or −1):
+    0 valid; 1 python-chess must settle it (in check with an en-passant square, or two checkers
+    on one line with the king: its 'impossible check' rules); 2 not a position this core
+    accepts (a status error, more than two checkers)."""
     if popcount(bb[KING]) != 1 or popcount(bb[8 + KING]) != 1:
         return 2
     if popcount(bb[PAWN]) > 8 or popcount(bb[8 + PAWN]) > 8:
@@ -341,7 +344,13 @@ def position_status(bb, us):
     occ = bb[OCC] | bb[OCC + 1]
     if attackers(bb, us, lsb(bb[8 * (1 - us) + KING]), occ, U64(0)):
         return 2
-    n = popcount(attackers(bb, 1 - us, lsb(bb[8 * us + KING]), occ, U64(0)))
+    ksq = lsb(bb[8 * us + KING])
+    checkers = attackers(bb, 1 - us, ksq, occ, U64(0))
+    n = popcount(checkers)
     if n > 2:
         return 2
-    return 1 if n == 2 else 0
+    if n and ep >= 0:
+        return 1
+    if n == 2 and LINE[lsb(checkers), msb(checkers)] & SQ[ksq]:
+        return 1
+    return 0
