@@ -27,7 +27,7 @@ from numba import njit
 
 from .bits import msb, popcount, lsb
 from .chesscore import (CASTLE, KING, OCC, PAWN, PAWN_ATT, KING_ATT, SQ, U64, is_legal, legal_ep,
-                        piece_attacks, position_status, push, write_board, RANK_MASK, attackers)
+                        piece_attacks, position_status, check_status, push, write_board, RANK_MASK, attackers)
 
 END, FULL, FALLBACK = 0, 1, 2
 VALUE_NONE = 32002
@@ -209,19 +209,19 @@ def _vle(data, end, bp):
 
 @njit(cache=True)
 def _emit(o_board, o_score, o_result, o_ply, o_pcount, o_check, o_best, o_cap, o_has, o_flags, o_kind,
-          o_half, o_full, o_raw, r, bb, pc, st, s, result, ply, frm, to, promo, has):
+          o_half, o_full, o_raw, r, bb, pc, st, s, result, ply, frm, to, promo, has, stem):
     """Write one row; returns False when the position is one this core does not settle."""
     us = st[0]
     ep = legal_ep(bb, pc, us, st[1]) if st[1] >= 0 else -1
-    status = position_status(bb, us, ep)
+    occ = bb[OCC] | bb[OCC + 1]
+    checkers = attackers(bb, 1 - us, lsb(bb[8 * us + KING]), occ, U64(0))
+    status = position_status(bb, us, ep) if stem else check_status(bb, us, ep, checkers)
     if status == 2:
         return False
     none = s == VALUE_NONE
     sc = 0 if none else s
     wdl = (result if us == 0 else -result) + 1
     write_board(o_board, r, bb, pc, us, ep, st[2], st[3], sc if us == 0 else -sc, wdl & 255)
-    occ = bb[OCC] | bb[OCC + 1]
-    checkers = attackers(bb, 1 - us, lsb(bb[8 * us + KING]), occ, U64(0))
     o_pcount[r] = popcount(occ)
     o_check[r] = checkers != 0
     o_score[r] = sc
@@ -294,7 +294,7 @@ def decode_chains(data, pos, end, o_board, o_score, o_result, o_ply, o_pcount, o
             return rows, chains, pos, FALLBACK
         r0 = rows
         if not _emit(o_board, o_score, o_result, o_ply, o_pcount, o_check, o_best, o_cap, o_has, o_flags,
-                     o_kind, o_half, o_full, o_raw, rows, bb, pc, st, s, result, ply, frm, to, promo, has):
+                     o_kind, o_half, o_full, o_raw, rows, bb, pc, st, s, result, ply, frm, to, promo, has, True):
             return r0, chains, pos, FALLBACK
         rows += 1
         bp = 8 * (pos + 34)
@@ -318,7 +318,7 @@ def decode_chains(data, pos, end, o_board, o_score, o_result, o_ply, o_pcount, o
                 failed = True
                 break
             if not _emit(o_board, o_score, o_result, o_ply, o_pcount, o_check, o_best, o_cap, o_has, o_flags,
-                         o_kind, o_half, o_full, o_raw, rows, bb, pc, st, s, result, ply, frm, to, promo, True):
+                         o_kind, o_half, o_full, o_raw, rows, bb, pc, st, s, result, ply, frm, to, promo, True, False):
                 failed = True
                 break
             rows += 1

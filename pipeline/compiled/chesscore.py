@@ -291,11 +291,11 @@ def push(bb, pc, st, frm, to, promo):
 def write_board(out, r, bb, pc, us, ep, half, full, eval_white, wdl):
     """Write the 32-byte marlinformat PackedBoard of the position into ``out[r]`` the way
     :func:`nnue.pipeline.board.pack_board` does (ep: a legal en-passant square or −1)."""
-    for i in range(32):
-        out[r, i] = 0
     occ = bb[OCC] | bb[OCC + 1]
     for i in range(8):
         out[r, i] = (occ >> U64(8 * i)) & U64(255)
+    lo = U64(0)
+    hi = U64(0)
     m = occ
     i = 0
     cr = bb[CASTLE]
@@ -305,8 +305,14 @@ def write_board(out, r, bb, pc, us, ep, half, full, eval_white, wdl):
         code = pc[sq]
         if cr & SQ[sq]:
             code = (code & 8) | 6
-        out[r, 8 + (i >> 1)] |= code << (4 * (i & 1))
+        if i < 16:
+            lo |= U64(code) << U64(4 * i)
+        else:
+            hi |= U64(code) << U64(4 * (i - 16))
         i += 1
+    for j in range(8):
+        out[r, 8 + j] = (lo >> U64(8 * j)) & U64(255)
+        out[r, 16 + j] = (hi >> U64(8 * j)) & U64(255)
     out[r, 24] = (128 if us == 1 else 0) | (64 if ep < 0 else ep)
     out[r, 25] = min(max(half, 0), 255)
     f = min(max(full, 0), 65535)
@@ -317,6 +323,20 @@ def write_board(out, r, bb, pc, us, ep, half, full, eval_white, wdl):
     out[r, 29] = e >> 8
     out[r, 30] = wdl
     out[r, 31] = 0
+
+
+@njit(cache=True)
+def check_status(bb, us, ep, checkers):
+    """The check part of :func:`position_status` for a position reached by a legal move from a
+    valid one (kings, pieces, pawns and castling rights stay valid): 0, 1 or 2 as there."""
+    n = popcount(checkers)
+    if n > 2:
+        return 2
+    if n and ep >= 0:
+        return 1
+    if n == 2 and LINE[lsb(checkers), msb(checkers)] & bb[8 * us + KING]:
+        return 1
+    return 0
 
 
 @njit(cache=True)
