@@ -186,6 +186,10 @@ def read(stream, options: ReaderOptions) -> Iterator[Record | Reject]:
         base = offset + 8
         offset = base + len(block)
         cut = len(block) < size  # an interrupted copy: keep the whole chains before the cut
+        if options.fast and not cut:  # compiled chain decoder (pipeline/compiled/binpack.py), same items
+            from ..compiled.binpack import read_block
+            game = yield from read_block(block, base, game)
+            continue
         pos = 0
         while pos < len(block):
             game += 1

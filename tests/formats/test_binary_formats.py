@@ -153,7 +153,7 @@ def small_binpack_stats():
                  rejects=[], chains=Counter(), first=[], games=set(), mate=0, bad_mate=0)
     castle_uci = {"e1h1", "e1a1", "e8h8", "e8a8"}
     with open(path, "rb") as f:
-        for r in get_format("binpack").read(f, ReaderOptions()):
+        for r in get_format("binpack").read(f, ReaderOptions(fast=False)):
             if isinstance(r, Reject):
                 stats["rejects"].append(r)
                 continue

@@ -1,0 +1,154 @@
+"""The compiled binpack decoder (pipeline/compiled/binpack.py) against the python-chess reader.
+
+Every test packs the same bytes twice — ``ReaderOptions(fast=True)`` (compiled) and
+``fast=False`` (the python-chess reference) — and requires identical Parquet tables (every
+column, every row, in order), identical rejects files and identical summaries. The decoder is
+compiled (or loaded from numba's cache) once per session by the ``warm`` fixture."""
+from __future__ import annotations
+
+import random
+import struct
+
+import numpy as np
+import pyarrow.parquet as pq
+import pytest
+
+from formats_testlib import binpack_chain_ends, public
+from nnue.pipeline.formats import ReaderOptions
+from nnue.pipeline.pack import pack
+
+
+@pytest.fixture(scope="session", autouse=True)
+def warm():
+    """Compile (or load) the decoder once: later calls in the session cost nothing extra."""
+    from nnue.pipeline.compiled import binpack as cb
+
+    data = public("ep1.binpack").read_bytes()[8:]
+    b = cb.buffers(cb.CAP)
+    cb.decode_chains(np.frombuffer(data, np.uint8), 0, len(data), *(b[k] for k in cb._FIELDS))
+    return cb
+
+
+def both(tmp_path, data: bytes, name: str = "x"):
+    """Pack ``data`` with the compiled and the reference path; assert identical outputs.
+    Returns the summary."""
+    path = tmp_path / f"{name}.binpack"
+    path.write_bytes(data)
+    out = []
+    for fast in (True, False):
+        ds = tmp_path / f"{name}-{fast}"
+        s = pack([path], ds, fmt="binpack", options=ReaderOptions(fast=fast), progress=False)
+        (part,) = ds.glob("part-*.parquet")
+        (rej,) = ds.glob("rejects-*.jsonl")
+        out.append((s["read"], s["packed"], s["rejected"], pq.read_table(part), rej.read_text()))
+    (ra, pa_, ja, ta, xa), (rb, pb, jb, tb, xb) = out
+    assert (ra, pa_, ja) == (rb, pb, jb)
+    assert ta.equals(tb), _first_difference(ta, tb)
+    assert xa == xb
+    return {"read": ra, "packed": pa_, "rejected": ja}
+
+
+def _first_difference(ta, tb) -> str:
+    for name in ta.column_names:
+        a, b = ta.column(name).to_pylist(), tb.column(name).to_pylist()
+        if a != b:
+            i = next((i for i in range(min(len(a), len(b))) if a[i] != b[i]), min(len(a), len(b)))
+            return f"column {name} row {i}: {a[i:i + 1]} vs {b[i:i + 1]} (rows {len(a)} / {len(b)})"
+    return "no column differs"
+
+
+def block(chains: bytes) -> bytes:
+    return b"BINP" + struct.pack("<I", len(chains)) + chains
+
+
+@pytest.fixture(scope="module")
+def small():
+    data = public("small.binpack").read_bytes()
+    body = data[8:8 + int.from_bytes(data[4:8], "little")]
+    return body, [0] + binpack_chain_ends(data, 400)
+
+
+def test_golden_three_positions(tmp_path):
+    assert both(tmp_path, public("ep1.binpack").read_bytes())["packed"] == 3
+
+
+def test_first_chains_of_small_binpack(tmp_path, small):
+    body, ends = small
+    s = both(tmp_path, block(body[:ends[60]]))
+    assert s["packed"] > 1000 and s["rejected"] == {}
+
+
+def test_rows_python_chess_settles(tmp_path, small, warm):
+    """Chains holding positions with a legal en-passant capture or two checkers (the rows the
+    compiled core hands to python-chess) pack identically."""
+    body, ends = small
+    b = warm.buffers(warm.CAP)
+    picked = []
+    for lo, hi in zip(ends, ends[1:]):
+        rows, _, _, _ = warm.decode_chains(np.frombuffer(body[lo:hi], np.uint8), 0, hi - lo,
+                                           *(b[k] for k in warm._FIELDS))
+        if b["kind"][:rows].any():
+            picked.append(body[lo:hi])
+        if len(picked) == 3:
+            break
+    assert picked, "no chain with a python-chess row in the first 400 chains"
+    both(tmp_path, block(b"".join(picked)))
+
+
+def test_several_blocks_and_game_ordinals(tmp_path, small):
+    body, ends = small
+    data = block(body[:ends[3]]) + block(body[ends[3]:ends[7]]) + block(body[ends[7]:ends[9]])
+    both(tmp_path, data)
+
+
+@pytest.mark.parametrize("field,value", [
+    (26, 64004),   # score zigzag(32002): VALUE_NONE
+    (26, 65535),   # score -32768: out of int16 range
+    (26, 63508),   # score 31754: a mate score
+    (28, 0xC000),  # result zigzag 3 -> -2: result out of range, on every ply
+    (28, 0x3FFF),  # ply 16383
+    (24, 0),       # no stem move, with further plies: a corrupt chain
+    (30, 300),     # rule50 beyond 255
+])
+def test_stem_fields(tmp_path, small, field, value):
+    body, ends = small
+    chain = bytearray(body[:ends[2]])
+    if field == 28:
+        old = struct.unpack(">H", chain[28:30])[0]
+        value = (old & 0x3FFF) | value if value == 0xC000 else (old & 0xC000) | value
+    chain[field:field + 2] = struct.pack(">H", value)
+    both(tmp_path, block(bytes(chain)), f"f{field}")
+
+
+def test_stem_only_chain_without_move(tmp_path):
+    data = bytearray(public("ep1.binpack").read_bytes())
+    chain = bytearray(data[8:8 + 32]) + b"\0\0"
+    chain[24:26] = b"\0\0"
+    both(tmp_path, block(bytes(chain)))
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_mutated_chains(tmp_path, small, seed):
+    """Random byte and bit flips in a few chains: the compiled decoder settles or hands back
+    exactly what the reference does (rows, rejects, corrupt chains, skipped block tails)."""
+    body, ends = small
+    rng = random.Random(seed)
+    k = rng.randrange(0, 300)
+    d = bytearray(body[ends[k]:ends[k + 4]])
+    for _ in range(rng.randint(1, 3)):
+        i = rng.randrange(len(d)) if rng.random() < 0.5 else rng.randrange(min(34, len(d)))
+        d[i] = rng.randrange(256) if rng.random() < 0.5 else d[i] ^ (1 << rng.randrange(8))
+    both(tmp_path, block(bytes(d)), f"m{seed}")
+
+
+@pytest.mark.slow
+def test_all_of_small_binpack(tmp_path):
+    """All 434,921 positions (the reference path takes minutes)."""
+    s = both(tmp_path, public("small.binpack").read_bytes())
+    assert s["read"] == 434_921
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("seed", range(200))
+def test_mutated_chains_many(tmp_path, small, seed):
+    test_mutated_chains(tmp_path, small, 1000 + seed)
