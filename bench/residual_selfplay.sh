@@ -1,0 +1,43 @@
+#!/usr/bin/env bash
+# The residual experiment (issue 11 part 3, seed 003) on all of our own self-play (.plain, ~826k
+# positions): pack -> annotate (base_eval = Stockfish 15.1's classical eval, teacher_eval = its
+# NNUE static eval) -> train the demo recipe with target=residual, two ways -> Spearman with
+# Stockfish's search scores on the held-out games' quiet positions of: the base alone, the net
+# alone, base + net at α = 1 and at α = ½ (float net: trainer/residual_report.py).
+#   A: the seed's recipe, MSE in centipawns on teacher_eval − base_eval (NNUE eval − classical eval);
+#   B: the WDL loss in σ space of base + net against the search score (λ = 0.1).
+# Writes bench/results/residual_selfplay.json with SAVE=1. Usage: [SAVE=1] bash bench/residual_selfplay.sh [WORK_DIR]
+set -euo pipefail
+cd "$(dirname "$0")/.."
+bash scripts/setup.sh
+bash scripts/ensure_stockfish.sh
+export PATH="$PWD/.venv/bin:$PATH"
+W=${1:-$(mktemp -d)}
+SP=../shared/data/selfplay
+if [ ! -f "$W/dataset/manifest.json" ]; then
+  nnue pack "$SP"/*.plain "$SP"/*.plain.zst -o "$W/dataset" --no-progress
+fi
+nnue annotate "$W/dataset" --base stockfish-classical --teacher stockfish-nnue --jobs 2 --no-progress --json > "$W/annotate.json"
+declare -A RECIPES=(
+  [A_cp_teacher_eval]="model.loss.target=residual model.loss.residual_space=cp model.loss.wdl_lambda=0 model.loss.teacher=teacher_eval"
+  [B_sigma_score]="model.loss.target=residual model.loss.residual_space=sigma model.loss.wdl_lambda=0.1 model.loss.teacher=score"
+)
+for name in A_cp_teacher_eval B_sigma_score; do
+  if [ ! -f "$W/$name/metrics.json" ]; then
+    read -r -a EXTRA <<< "${RECIPES[$name]}"
+    nnue train experiment=demo data.path="$W/dataset" paths.output_dir="$W/$name" trainer.enable_progress_bar=false "${EXTRA[@]}"
+  fi
+  python -m nnue.trainer.residual_report "$W/$name/checkpoints/last.ckpt" --json > "$W/$name/residual.json"
+done
+python - "$W" <<'PY'
+import json, sys
+w = sys.argv[1]
+out = {"recipe": "experiment=demo + target=residual on all ../shared/data/selfplay/*.plain[.zst], "
+                 "annotated with --base stockfish-classical --teacher stockfish-nnue; float nets",
+       "annotate": json.load(open(f"{w}/annotate.json"))["columns"]}
+for name in ("A_cp_teacher_eval", "B_sigma_score"):
+    out[name] = json.load(open(f"{w}/{name}/residual.json"))
+print(json.dumps(out, indent=1))
+json.dump(out, open(f"{w}/residual_selfplay.json", "w"), indent=1)
+PY
+if [ "${SAVE:-0}" = 1 ]; then cp "$W/residual_selfplay.json" bench/results/residual_selfplay.json; fi
