@@ -5,7 +5,8 @@
 # Stockfish's search scores on the held-out games' quiet positions of: the base alone, the net
 # alone, base + net at α = 1 and at α = ½ (float net: trainer/residual_report.py).
 #   A: the seed's recipe, MSE in centipawns on teacher_eval − base_eval (NNUE eval − classical eval);
-#   B: the WDL loss in σ space of base + net against the search score (λ = 0.1).
+#   B: the WDL loss in σ space of base + net against the search score (λ = 0.1);
+#   C: B on a copy of the dataset whose base_eval is the material count.
 # Writes bench/results/residual_selfplay.json with SAVE=1. Usage: [SAVE=1] bash bench/residual_selfplay.sh [WORK_DIR]
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -22,10 +23,16 @@ declare -A RECIPES=(
   [A_cp_teacher_eval]="model.loss.target=residual model.loss.residual_space=cp model.loss.wdl_lambda=0 model.loss.teacher=teacher_eval"
   [B_sigma_score]="model.loss.target=residual model.loss.residual_space=sigma model.loss.wdl_lambda=0.1 model.loss.teacher=score"
 )
-for name in A_cp_teacher_eval B_sigma_score; do
+RECIPES[C_material_sigma_score]=${RECIPES[B_sigma_score]}
+if [ ! -f "$W/dataset_material/manifest.json" ]; then
+  rm -rf "$W/dataset_material.tmp" && cp -r "$W/dataset" "$W/dataset_material.tmp" && mv "$W/dataset_material.tmp" "$W/dataset_material"
+fi
+nnue annotate "$W/dataset_material" --base material --no-progress --json > "$W/annotate_material.json"
+for name in A_cp_teacher_eval B_sigma_score C_material_sigma_score; do
+  data="$W/dataset"; [ "$name" = C_material_sigma_score ] && data="$W/dataset_material"
   if [ ! -f "$W/$name/metrics.json" ]; then
     read -r -a EXTRA <<< "${RECIPES[$name]}"
-    nnue train experiment=demo data.path="$W/dataset" paths.output_dir="$W/$name" trainer.enable_progress_bar=false "${EXTRA[@]}"
+    nnue train experiment=demo data.path="$data" paths.output_dir="$W/$name" trainer.enable_progress_bar=false "${EXTRA[@]}"
   fi
   python -m nnue.trainer.residual_report "$W/$name/checkpoints/last.ckpt" --json > "$W/$name/residual.json"
 done
@@ -35,7 +42,7 @@ w = sys.argv[1]
 out = {"recipe": "experiment=demo + target=residual on all ../shared/data/selfplay/*.plain[.zst], "
                  "annotated with --base stockfish-classical --teacher stockfish-nnue; float nets",
        "annotate": json.load(open(f"{w}/annotate.json"))["columns"]}
-for name in ("A_cp_teacher_eval", "B_sigma_score"):
+for name in ("A_cp_teacher_eval", "B_sigma_score", "C_material_sigma_score"):
     out[name] = json.load(open(f"{w}/{name}/residual.json"))
 print(json.dumps(out, indent=1))
 json.dump(out, open(f"{w}/residual_selfplay.json", "w"), indent=1)
