@@ -32,8 +32,10 @@ dataset folder and renamed over the part (readers holding the old file keep read
 groups are unchanged). Each part's Parquet metadata records what its columns hold
 (``nnue_forge_annotations``), so an interrupted run leaves every part readable, either annotated
 or not, and a rerun skips the parts already done. The manifest's ``annotations`` entry (which
-base or teacher, engine version, counts) is marked ``complete: false`` before the first part
-and replaced atomically when the last is done.
+base or teacher, engine version, counts, the parts it covers) is marked ``complete: false``
+before the first part and replaced atomically when the last is done. Parts packed later have no
+such column until ``nnue annotate`` runs again (it then annotates only them); the stream carries a
+column only when every part has it.
 """
 from __future__ import annotations
 
@@ -392,6 +394,7 @@ def annotate(dataset: str | Path, base: str | None = None, teacher: str | None =
         anns = m.setdefault("annotations", {})
         for c, rec in wanted.items():
             anns[c] = dict(rec, complete=True, unit="cp", pov="side to move", rows=rows, nulls=nulls[c],
+                           parts=sorted(p.name for p in parts),
                            null_means="side to move in check: Stockfish prints no static eval"
                            if rec["source"] != "material" else "none")
         mf.save(ds, m)

@@ -14,6 +14,10 @@ Columns (DESIGN.md "Dataset columns"):
 * ``game_id``: uint64, stable hash of (source sha256, game ordinal).
 * ``source``: string, the first 16 hex digits of the source file's sha256 (manifest key).
 * ``flags``: uint8 bit set, FLAG_* below.
+
+Optional columns, added by ``nnue annotate`` (:mod:`nnue.pipeline.annotate`; not in SCHEMA, so
+the schema version does not change): ``base_eval`` and ``teacher_eval``, int16 nullable,
+centipawns, side-to-move POV (null: Stockfish printed no static eval, side to move in check).
 """
 from __future__ import annotations
 

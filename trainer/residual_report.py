@@ -27,7 +27,8 @@ from .metrics import spearman
 
 def residual_report(ckpt: str | Path, data=None, alphas=(1.0, 0.5), max_positions: int = 200_000) -> dict:
     """Returns {"validation_positions", "spearman_base", "spearman_net_alone",
-    "spearman_base_plus_net": {α: ρ}, "mean_abs_net_cp", "base", "loss"}. Raises ValueError
+    "spearman_base_plus_net": {α: ρ}, "spearman_teacher_eval" (None without that column),
+    "mean_abs_net_cp", "base", "loss"}. Raises ValueError
     when the data has no base_eval column."""
     model, hp, data_hp, _ = load_checkpoint(ckpt)
     paths = data if data is not None else data_hp.get("path")
@@ -38,7 +39,7 @@ def residual_report(ckpt: str | Path, data=None, alphas=(1.0, 0.5), max_position
         raise ValueError(f"{paths[0]}: no base_eval column in every part; run 'nnue annotate'")
     fs, buckets = get_feature_set(hp["features"]), parse_output_buckets(hp["output_buckets"])
     scale = float((hp.get("quant") or {}).get("scale", 400))
-    nets, bases, scores, n = [], [], [], 0
+    nets, bases, scores, teachers, n = [], [], [], [], 0
     with torch.no_grad():
         for b in ds:
             sb = to_sparse_batch(b, fs, buckets)
@@ -47,6 +48,8 @@ def residual_report(ckpt: str | Path, data=None, alphas=(1.0, 0.5), max_position
             nets.append(y[keep].numpy())
             bases.append(sb.base_eval[keep].numpy())
             scores.append(sb.score[keep].numpy())
+            if sb.teacher_eval is not None:
+                teachers.append(sb.teacher_eval[keep].numpy())
             n += int(keep.sum())
             if n >= max_positions:
                 break
@@ -56,6 +59,9 @@ def residual_report(ckpt: str | Path, data=None, alphas=(1.0, 0.5), max_position
             "base": f"{m.get('source')} ({m.get('version')})",
             "loss": hp.get("loss"),
             "spearman_base": spearman(base, score),
+            # the teacher_eval column itself (e.g. Stockfish's NNUE static eval), where annotated
+            "spearman_teacher_eval": (spearman(np.concatenate(teachers)[:max_positions], score)
+                                      if teachers else None),
             "spearman_net_alone": spearman(net, score),
             "spearman_base_plus_net": {str(a): spearman(base + a * net, score) for a in alphas},
             "mean_abs_net_cp": float(np.abs(net).mean()) if len(net) else None}

@@ -86,6 +86,15 @@ def test_material_annotation_and_stream(two_parts, tmp_path):
     assert n == mf.totals(mf.load(ds))["packed"]
     # the other readers are unaffected
     assert main(["inspect", str(ds), "--json"]) == 0
+    assert sorted(mf.load(ds)["annotations"]["base_eval"]["parts"]) == sorted(p.name for p in ds.glob("part-*"))
+    # a file packed later: no column until annotate runs again, which does only that part
+    from nnue.pipeline.pack import pack
+
+    pack([shared_file("public/samplefen.epd")], ds, progress=False)
+    assert PackedStream([ds], 512, 0, "all", 0.0, NO_FILTERS).extra_columns == []
+    r = an.annotate(ds, base="material", progress=False)
+    assert len(r["parts_annotated"]) == 1 and len(r["parts_skipped"]) == 2
+    assert PackedStream([ds], 512, 0, "all", 0.0, NO_FILTERS).extra_columns == ["base_eval"]
 
 
 def test_interrupted_run_leaves_readable_dataset_and_rerun_completes(two_parts, tmp_path, monkeypatch):
