@@ -8,7 +8,8 @@ on one thread (``torch.set_num_threads(1)``), with the default search (mean back
 priors) and the default adjudication. Reports per setting: simulations/s ("nodes/s": root
 visits, terminal revisits included), net evals/s, mean leaf-batch size, positions written/s
 (the ``.plain`` records, as ``nnue selfplay`` writes them), games/s and the share of time inside
-the net calls; the same rates per CPU second of this process (``time.process_time``), which is
+the net calls; ``steady_phase``: the same up to the moment no new game could be started (after
+that the last, longest games run with fewer in flight and the leaf batches shrink); the same rates per CPU second of this process (``time.process_time``), which is
 what one core gives on a shared machine; plus the cost of one ``evaluate`` call by batch size, which is what makes
 batching across games pay.
 """
@@ -66,9 +67,14 @@ def run(net_path: Path, games: int, nodes: int, in_flight: int) -> dict:
     net = load(net_path)
     cfg = SearchConfig(nodes=nodes)
     made = [0]
+    steady = {}
 
     def new_game():
         if made[0] >= games:
+            if not steady:  # the queue ran dry: from here on fewer games are in flight
+                st = search.stats
+                steady.update(t=time.perf_counter() - t0, cpu=time.process_time() - c0, sims=st.simulations,
+                              evals=st.evals, batches=st.batches, positions=positions)
             return None
         rng = random.Random(made[0])
         made[0] += 1
@@ -80,6 +86,8 @@ def run(net_path: Path, games: int, nodes: int, in_flight: int) -> dict:
     t0, c0 = time.perf_counter(), time.process_time()
     for g in play_games(new_game, in_flight, search):
         positions += g.plain_text().count("\ne\n")
+    # a game's positions are counted when it ends; the steady phase (every slot filled) is
+    # measured up to the moment the queue ran dry
     dt, cpu = time.perf_counter() - t0, time.process_time() - c0
     st = search.stats
     return {"in_flight": in_flight, "games": games, "nodes_per_move": nodes, "seconds": round(dt, 2),
@@ -88,7 +96,12 @@ def run(net_path: Path, games: int, nodes: int, in_flight: int) -> dict:
             "positions_per_s": round(positions / dt, 2), "games_per_s": round(games / dt, 3),
             "share_in_net_calls": round(st.eval_seconds / dt, 3), "cpu_seconds": round(cpu, 2),
             "per_cpu_second": {"nodes": round(st.simulations / cpu, 1), "evals": round(st.evals / cpu, 1),
-                               "positions": round(positions / cpu, 2)}}
+                               "positions": round(positions / cpu, 2)},
+            "steady_phase": None if not steady or not steady["batches"] else {
+                "seconds": round(steady["t"], 2), "mean_leaf_batch": round(steady["evals"] / steady["batches"], 2),
+                "nodes_per_s": round(steady["sims"] / steady["t"], 1),
+                "nodes_per_cpu_second": round(steady["sims"] / steady["cpu"], 1),
+                "evals_per_cpu_second": round(steady["evals"] / steady["cpu"], 1)}}
 
 
 def main(argv=None) -> int:
