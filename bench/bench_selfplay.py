@@ -8,7 +8,9 @@ on one thread (``torch.set_num_threads(1)``), with the default search (mean back
 priors) and the default adjudication. Reports per setting: simulations/s ("nodes/s": root
 visits, terminal revisits included), net evals/s, mean leaf-batch size, positions written/s
 (the ``.plain`` records, as ``nnue selfplay`` writes them), games/s and the share of time inside
-the net calls; plus the cost of one ``evaluate`` call by batch size, which is what makes
+the net calls; ``steady_phase``: the same up to the moment no new game could be started (after
+that the last, longest games run with fewer in flight and the leaf batches shrink); the same rates per CPU second of this process (``time.process_time``), which is
+what one core gives on a shared machine; plus the cost of one ``evaluate`` call by batch size, which is what makes
 batching across games pay.
 """
 from __future__ import annotations
@@ -65,9 +67,14 @@ def run(net_path: Path, games: int, nodes: int, in_flight: int) -> dict:
     net = load(net_path)
     cfg = SearchConfig(nodes=nodes)
     made = [0]
+    steady = {}
 
     def new_game():
         if made[0] >= games:
+            if not steady:  # the queue ran dry: from here on fewer games are in flight
+                st = search.stats
+                steady.update(t=time.perf_counter() - t0, cpu=time.process_time() - c0, sims=st.simulations,
+                              evals=st.evals, batches=st.batches, positions=positions)
             return None
         rng = random.Random(made[0])
         made[0] += 1
@@ -76,16 +83,25 @@ def run(net_path: Path, games: int, nodes: int, in_flight: int) -> dict:
 
     search = BatchSearch()
     positions = 0
-    t0 = time.perf_counter()
+    t0, c0 = time.perf_counter(), time.process_time()
     for g in play_games(new_game, in_flight, search):
         positions += g.plain_text().count("\ne\n")
-    dt = time.perf_counter() - t0
+    # a game's positions are counted when it ends; the steady phase (every slot filled) is
+    # measured up to the moment the queue ran dry
+    dt, cpu = time.perf_counter() - t0, time.process_time() - c0
     st = search.stats
     return {"in_flight": in_flight, "games": games, "nodes_per_move": nodes, "seconds": round(dt, 2),
             "nodes_per_s": round(st.simulations / dt, 1), "evals_per_s": round(st.evals / dt, 1),
             "mean_leaf_batch": round(st.mean_batch, 2), "positions_written": positions,
             "positions_per_s": round(positions / dt, 2), "games_per_s": round(games / dt, 3),
-            "share_in_net_calls": round(st.eval_seconds / dt, 3)}
+            "share_in_net_calls": round(st.eval_seconds / dt, 3), "cpu_seconds": round(cpu, 2),
+            "per_cpu_second": {"nodes": round(st.simulations / cpu, 1), "evals": round(st.evals / cpu, 1),
+                               "positions": round(positions / cpu, 2)},
+            "steady_phase": None if not steady or not steady["batches"] else {
+                "seconds": round(steady["t"], 2), "mean_leaf_batch": round(steady["evals"] / steady["batches"], 2),
+                "nodes_per_s": round(steady["sims"] / steady["t"], 1),
+                "nodes_per_cpu_second": round(steady["sims"] / steady["cpu"], 1),
+                "evals_per_cpu_second": round(steady["evals"] / steady["cpu"], 1)}}
 
 
 def main(argv=None) -> int:
@@ -104,10 +120,13 @@ def main(argv=None) -> int:
     torch.set_num_threads(1)
     from nnue.inference import load
 
-    report = {"bench": "selfplay", "net": str(net_path), "machine": platform.processor() or platform.machine(),
+    import os
+
+    report = {"bench": "selfplay", "load_average_1min_at_start": round(os.getloadavg()[0], 2), "net": str(net_path), "machine": platform.processor() or platform.machine(),
               "threads": 1, "search": "mean backup, capture priors, c_puct 1.5",
               "eval_call_cost": _eval_call_cost(load(net_path)),
               "runs": [run(net_path, args.games, args.nodes, int(k)) for k in args.in_flight.split(",")]}
+    report["load_average_1min_at_end"] = round(os.getloadavg()[0], 2)
     return emit(report, args.out)
 
 

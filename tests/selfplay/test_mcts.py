@@ -110,3 +110,14 @@ def test_sample_search_positions_are_legal_and_scored_by_subtree(net):
         assert pb.ply() == ply and pb.turn == white and abs(cp) <= 10000
     node = t.samples[0]
     assert rows[0][2] == value_to_cp(node.q) or node.terminal
+
+
+def test_selfplay_imports_neither_trainer_nor_lightning_nor_pyarrow():
+    import subprocess
+    import sys
+
+    code = ("import sys\nimport nnue.selfplay.match, nnue.selfplay.generate, nnue.selfplay.datagen, "
+            "nnue.selfplay.cli\nbad = [m for m in ('pyarrow', 'pytorch_lightning', 'lightning', 'hydra', "
+            "'nnue.trainer', 'nnue.kernels') if m in sys.modules]\nprint(bad)\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "[]"

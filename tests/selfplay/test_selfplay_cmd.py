@@ -135,18 +135,18 @@ def test_gate_match_signature_files_and_result(nets, tmp_path):
     ops = tmp_path / "openings.epd"
     ops.write_text("rnbqkbnr/pppppppp/8/8/4P3/8/PPPP1PPP/RNBQKBNR b KQkq - 0 1\n"
                    "# comment\n\nrnbqkbnr/pppp1ppp/8/4p3/4P3/8/PPPP1PPP/RNBQKBNR w KQkq -\n")
-    r = gate_match(nets[0], nets[1], tmp_path / "gate", games=4, nodes=4, openings=ops, seed=1)
+    r = gate_match(nets[0], nets[1], tmp_path / "gate", games=2, nodes=4, openings=ops, seed=1)
     assert r["verdict"] in ("H1", "H0", "inconclusive")
     assert {"verdict", "llr", "elo", "elo_ci95", "penta", "games", "pgn", "json"} <= set(r)
-    assert len(r["penta"]) == 5 and sum(r["penta"]) * 2 == r["games"] == 4
+    assert len(r["penta"]) == 5 and sum(r["penta"]) * 2 == r["games"] == 2
     on_disk = json.loads(Path(r["json"]).read_text())
     assert on_disk["penta"] == r["penta"] and on_disk["verdict"] == r["verdict"]
     with open(r["pgn"]) as f:
         games = [g for g in iter(lambda: chess.pgn.read_game(f), None)]
-    assert len(games) == 4
+    assert len(games) == 2
     # each opening is played twice, once with each colour: A is white in x.1, black in x.2
     rounds = {g.headers["Round"]: g for g in games}
-    for p in (1, 2):
+    for p in (1,):
         w1, w2 = rounds[f"{p}.1"], rounds[f"{p}.2"]
         assert w1.headers["White"] == w2.headers["Black"] and w1.headers["FEN"] == w2.headers["FEN"]
     score_a = sum({"1-0": 1, "0-1": 0, "1/2-1/2": 0.5}[g.headers["Result"]] if g.headers["White"].startswith("A:")
