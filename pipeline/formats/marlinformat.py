@@ -32,7 +32,8 @@ def read(stream, options: ReaderOptions) -> Iterator[Record | Reject | PackedRow
 def _fast_block(offset: int, recs, state: dict):
     import numpy as np
 
-    from ..fastcheck import R, REASONS, check_boards, clear_unused_nibbles
+    from ..fastcheck import R, REASONS, clear_unused_nibbles
+    from ..compiled.boards import check_boards  # numba twin of fastcheck.check_boards
     from ..schema import FLAG_PLY_UNKNOWN, FLAG_SCORE_MATE, FLAG_SCORE_NONE
 
     n = len(recs)
