@@ -211,3 +211,19 @@ def test_unknown_activation_in_a_header_is_refused_naming_it(tmp_path):
     save_file(tensors, str(tmp_path / "misplaced.safetensors"), {META_KEY: json.dumps(header, sort_keys=True)})
     with pytest.raises(NetFormatError, match="not allowed after L1"):
         load(tmp_path / "misplaced.safetensors")
+
+
+def test_incremental_and_block_sparse_paths_agree(boards):
+    """IncrementalAccumulator and the block-sparse L1 give forward_int's evals with the new
+    activations too (they finish through nnue.inference.deep.forward_after_l1)."""
+    from nnue.inference.incremental import IncrementalAccumulator
+    from nnue.inference.sparse_l1 import evaluate_sparse
+
+    net = make_deep_int_net("chess768", "pairwise_crelu", 32, "MaterialCount<8>", 8, 8, "hardswish", seed=2,
+                            spread=6, l2_activation="swiglu", center=0)
+    b = boards[:600]
+    want = evaluate(net, b)
+    for method in ("gather", "compact"):
+        assert torch.equal(evaluate_sparse(net, b, method=method), want), method
+    for i in range(0, 600, 60):
+        assert IncrementalAccumulator(net, b[i]).evaluate() == int(want[i])
