@@ -27,4 +27,4 @@ printf '%s\n' \
   "4k3/8/8/8/8/8/4P3/4K3 b - - 0 1" > "$OUT/fens.txt"
 paste -d ' ' <(nnue eval "$OUT/net/net.safetensors" --fens "$OUT/fens.txt") "$OUT/fens.txt"
 
-python -m nnue.trainer.report --run "$OUT/run" --net "$OUT/net"
+nnue report "$OUT/run" --net "$OUT/net"

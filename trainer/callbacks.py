@@ -161,6 +161,16 @@ class Interrupts(pl.Callback):
     def on_train_epoch_end(self, trainer, lit) -> None:
         self._check(trainer, lit)
 
+    def on_exception(self, trainer, lit, exception: BaseException) -> None:
+        """Lightning's own SIGTERM handling raises SIGTERMException (a SystemExit with status 0)
+        at the end of an epoch or in validation: save last.ckpt there too."""
+        from pytorch_lightning.utilities.exceptions import SIGTERMException
+
+        if isinstance(exception, SIGTERMException) and self.signum is None:
+            self.signum = signal.SIGTERM
+        if self.signum is not None and not isinstance(exception, TrainingInterrupted):
+            self.checkpoint.save(trainer, lit)
+
 
 def _fmt_eta(seconds: float) -> str:
     if not math.isfinite(seconds):

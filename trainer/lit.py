@@ -195,6 +195,7 @@ class LitNNUE(pl.LightningModule):
             extra["schedule"] = self.lr_schedule.state()
             extra["lambda"] = self.lambda_ramp.state()
             extra["total_steps"] = self.total_steps
+        extra["torch_rng"] = torch.get_rng_state()  # nothing in training draws from it today; kept for exact resume
         sd = checkpoint["state_dict"]
         canon = {k.replace("_orig_mod.", ""): v for k, v in sd.items()}
         if self._schedule_free() is not None:
@@ -210,6 +211,8 @@ class LitNNUE(pl.LightningModule):
         sd = extra.get("train_state_dict") or checkpoint.get("state_dict", {})
         ours = {k.replace("_orig_mod.", ""): k for k in self.state_dict()}
         checkpoint["state_dict"] = {ours.get(k.replace("_orig_mod.", ""), k): v for k, v in sd.items()}
+        if isinstance(extra.get("torch_rng"), torch.Tensor):
+            torch.set_rng_state(extra["torch_rng"])
         step = int(checkpoint.get("global_step", 0))
         if "schedule" in extra and self.total_steps is not None:
             old = Schedule(**extra["schedule"])

@@ -102,9 +102,13 @@ def run(cfg: DictConfig) -> dict:
     log.info("run: %s steps (%s %s steps per epoch of %s positions%s), output %s", f"{total:,}",
              "exactly" if exact else "about", f"{spe:,}", f"{datamodule.batch_size:,}",
              "" if exact else ", estimated from the manifest's row counts after the split and filters", out)
+    from pytorch_lightning.utilities.exceptions import SIGTERMException
+
     interrupts.install()
     try:
         trainer.fit(lit, datamodule=datamodule, ckpt_path=cfg.get("ckpt_path"))
+    except SIGTERMException:  # Lightning's SIGTERM path (a SystemExit with status 0): ours instead
+        raise TrainingInterrupted(interrupts.signum or 15, trainer.global_step, str(ckpt.last)) from None
     except RuntimeError as e:
         if "yields no rows" in str(e):
             raise EmptyTrainingSet(f"the training set is empty after the split and filters "

@@ -136,7 +136,8 @@ def _weights(out) -> dict:
     return {k: v for k, v in ckpt(out)["state_dict"].items()}
 
 
-@pytest.mark.parametrize("epoch_len", [2048, None], ids=["fixed-length", "one-pass"])
+@pytest.mark.parametrize("epoch_len", [2048, pytest.param(None, marks=pytest.mark.slow)],
+                         ids=["fixed-length", "one-pass"])
 def test_exact_resume_4_epochs_vs_2_plus_2(sample_dataset, tmp_path, epoch_len):
     kw = {"scheduler": "constant", "data.positions_per_epoch": epoch_len, "data.shuffle_buffer": 1024}
     a, b = tmp_path / "a", tmp_path / "b"
@@ -173,6 +174,7 @@ def test_plots_written(sample_dataset, tmp_path):
     assert not list((tmp_path / "plots").glob("*.tmp*"))
 
 
+@pytest.mark.slow
 def test_early_stopping(sample_dataset, tmp_path):
     m = train(sample_dataset, tmp_path, **{"trainer.max_epochs": 10, "scheduler": "constant",
                                            "optimizer.lr": 1e-9, "early_stopping.patience": 2,
@@ -259,12 +261,22 @@ def test_compiled_checkpoint_keys_load_both_ways(sample_dataset, tmp_path):
     ("wdl_lambda.end=1.5", "wdl_lambda.end"),
     pytest.param("trainer=gpu", "no CUDA GPU", marks=pytest.mark.skipif(torch.cuda.is_available(), reason="has CUDA")),
 ])
-def test_bad_values_one_line_status_2_nothing_written(sample_dataset, tmp_path, arg, needle):
+def test_bad_values_are_refused_at_compose_time(sample_dataset, tmp_path, arg, needle):
+    from nnue.cli import check_train_args
+
+    out = tmp_path / "out"
+    err = check_train_args(["experiment=demo", f"data.path={sample_dataset}", f"paths.output_dir={out}", arg])
+    assert err and "\n" not in err and needle in err, err
+    assert not out.exists()
+
+
+@pytest.mark.parametrize("arg", ["trainer.max_epochs=abc", "+trainer.max_epoch=1"])
+def test_bad_value_one_line_status_2_nothing_written(sample_dataset, tmp_path, arg):
     out = tmp_path / "out"
     r = cli("train", "experiment=demo", f"data.path={sample_dataset}", f"paths.output_dir={out}", arg)
     err = r.stderr.strip().splitlines()
-    assert r.returncode == 2 and len(err) == 1 and err[0].startswith("nnue train: error:") and needle in err[0], r.stderr
-    assert not out.exists()
+    assert r.returncode == 2 and len(err) == 1 and err[0].startswith("nnue train: error:"), r.stderr
+    assert not out.exists() and not r.stdout.strip()
 
 
 def test_empty_dataset_is_an_error(tmp_path):
@@ -297,6 +309,7 @@ def test_progress_lines_without_a_terminal_and_no_noise(sample_dataset, tmp_path
     assert "\r" not in (tmp_path / "out" / "train.log").read_text()
 
 
+@pytest.mark.slow
 def test_progress_bar_on_a_terminal(sample_dataset, tmp_path):
     import pty
 
@@ -332,7 +345,8 @@ def _wait_for(proc, needle: str, timeout: float = 120) -> str:
     raise AssertionError(f"never saw {needle!r}:\n{seen}")
 
 
-@pytest.mark.parametrize("sig,status", [(signal.SIGINT, 130), (signal.SIGTERM, 143)])
+@pytest.mark.parametrize("sig,status", [pytest.param(signal.SIGINT, 130, marks=pytest.mark.slow),
+                                        (signal.SIGTERM, 143)])
 def test_interrupt_saves_last_ckpt_and_resumes_exactly(sample_dataset, tmp_path, sig, status):
     """A real signal to a child `nnue train`: one line, status 130/143, last.ckpt at the
     interrupted step; resuming it ends with the same weights as a run never interrupted."""
