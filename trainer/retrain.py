@@ -31,7 +31,7 @@ from pathlib import Path
 
 import numpy as np
 
-from .registry import LockedError, Registry, RegistryError, VERSION_JSON, _json, now_iso
+from .registry import VERSION_JSON, LockedError, Registry, _json, now_iso
 
 log = logging.getLogger("nnue.retrain")
 STAGES = ("locked", "packed", "trained", "exported", "gated", "finished", "promoted", "recorded")

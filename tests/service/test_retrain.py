@@ -8,7 +8,6 @@ next run cleans up (or completes) and the final one finishes the cycle."""
 from __future__ import annotations
 
 import json
-import os
 import signal
 import subprocess
 import time
@@ -131,8 +130,9 @@ def test_kill_9_at_every_stage(tmp_path, dumps):
     rc, out, err = retrain(reg, dumps)
     assert rc == 0, err[-2000:]
     champion = "0001"
+    always = ("gate.loss_margin=-1", "gate.spearman_margin=-2")  # every candidate promotes: all 8 stages run
     for s in STAGES:
-        rc, out, err = retrain(reg, dumps, kill_at=s)
+        rc, out, err = retrain(reg, dumps, *always, kill_at=s)
         assert rc == -signal.SIGKILL, (s, err[-2000:])
         # the champion moves only once a promoted version is in place
         r = Registry(reg)
@@ -162,3 +162,21 @@ def test_kill_9_at_every_stage(tmp_path, dumps):
     assert sorted(h["version"] for h in hist) == r.finished()  # every finished version recorded once
     assert_consistent(reg, r.champion_raw())
     assert not list((reg / "work").iterdir())
+
+
+def test_bad_config_is_one_line(tmp_path, dumps):
+    reg = tmp_path / "reg"
+    r = subprocess.run([*NNUE, "retrain", f"registry={reg}", f"watch=[{tmp_path / 'nope'}]"],
+                       capture_output=True, text=True, env=env())
+    assert r.returncode == 2 and r.stderr.strip().splitlines() == [
+        f"nnue retrain: error: {tmp_path / 'nope'}: watched folder does not exist"]
+    r = subprocess.run([*NNUE, "retrain", f"registry={reg}", "no_such_key=1"], capture_output=True, text=True, env=env())
+    assert r.returncode == 2 and len(r.stderr.strip().splitlines()) == 1 and "Traceback" not in r.stderr
+    try:
+        import nnue.selfplay.match  # noqa: F401
+    except ImportError:
+        r = subprocess.run([*NNUE, "retrain", f"registry={reg}", f"watch=[{dumps}]", "gate.sprt.enabled=true"],
+                           capture_output=True, text=True, env=env())
+        assert r.returncode == 2 and "gate.sprt.enabled=true needs nnue.selfplay.match.gate_match" in r.stderr
+        assert len(r.stderr.strip().splitlines()) == 1
+    assert not reg.exists()  # nothing written

@@ -11,12 +11,8 @@ import json
 import subprocess
 import sys
 import textwrap
-import time
-from pathlib import Path
 
-import numpy as np
 import pyarrow.parquet as pq
-import pytest
 from service_testlib import NNUE, cut_dumps, env
 
 from nnue.pipeline import manifest as mf
