@@ -112,7 +112,7 @@ def _fmt(v) -> str:
             return "nan"
         return f"{v:.4f}" if abs(v) < 10 else f"{v:,.0f}" if abs(v) >= 1000 else f"{v:.2f}"
     if isinstance(v, int) and not isinstance(v, bool):
-        return f"{v:,}" if abs(v) >= 10000 else str(v)
+        return f"{v:,}" if abs(v) >= 1000 else str(v)
     return str(v)
 
 
