@@ -56,6 +56,14 @@ def cmd_pack(args) -> int:
                      for f in summary["files"]],
            "skipped_already_packed": summary["skipped"], "ignored": summary["ignored"],
            "dataset": str(args.output)}
+    if summary["files"]:
+        from nnue.pipeline.dupes import repeated_inputs
+
+        out["repeated_inputs"] = repeated_inputs(args.output, summary["files"])
+        for r in out["repeated_inputs"]:
+            print(f"nnue pack: warning: {r['path']} repeats the games of {r['repeats']} ({r['share']:.0%} of "
+                  f"its positions, in the same order): each game is now in the dataset twice; pack only "
+                  f"one of them, or pass --dedup", file=sys.stderr)
     if args.json:
         print(json.dumps(out))
     else:

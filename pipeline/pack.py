@@ -98,6 +98,11 @@ def validate(rec: Record) -> tuple[chess.Board, chess.Move | None]:
     for bits, reason in _STATUS_REASONS:
         if status & bits:
             raise RecordError(reason, rec.fen)
+    if chess.popcount(board.checkers_mask()) == 2:  # python-chess lets some impossible ones pass
+        from .retro import double_check_possible
+
+        if not double_check_possible(board):
+            raise RecordError("impossible check", f"no last move gives this double check: {rec.fen}")
     move = None
     if rec.move is not None:
         try:

@@ -1,0 +1,72 @@
+"""Inputs that repeat another input's games: the same games packed twice, e.g. one self-play run
+kept as ``.plain``, ``.txt`` and ``.pgn``.
+
+:func:`repeated_inputs` fingerprints each packed input by the pairs of consecutive positions in
+its part file (position = the 25 key bytes of the packed board: occupancy, pieces, side to move,
+en passant; so counters, scores and the format do not matter), keeps a 1/8 sample of the pair
+hashes, and reports every pair of inputs where more than ``threshold`` of the smaller one's
+sampled pairs are also in the other: those hold the same games in the same order. Packing both
+puts each game in the dataset twice, under two game ids, possibly on both sides of the
+train/validation split; ``nnue pack --dedup`` keeps one copy of each position.
+"""
+from __future__ import annotations
+
+import hashlib
+from pathlib import Path
+
+import numpy as np
+import pyarrow.parquet as pq
+
+KEY_BYTES = 25
+SAMPLE = 8  # keep pair hashes ≡ 0 mod SAMPLE
+THRESHOLD = 0.5
+
+
+def fingerprint(part: Path) -> set[int]:
+    """Sampled hashes of consecutive position pairs of a part file (game order)."""
+    out: set[int] = set()
+    pf = pq.ParquetFile(part)
+    prev = None
+    for rg in range(pf.metadata.num_row_groups):
+        col = pf.read_row_group(rg, columns=["board"]).column("board").combine_chunks()
+        boards = np.frombuffer(col.buffers()[1], dtype=np.uint8,
+                               count=32 * (len(col) + col.offset))[32 * col.offset:].reshape(-1, 32)
+        keys = np.ascontiguousarray(boards[:, :KEY_BYTES]).view(np.dtype((np.void, KEY_BYTES))).ravel()
+        h = np.array([int.from_bytes(hashlib.blake2b(k.tobytes(), digest_size=8).digest(), "little")
+                      for k in keys], dtype=np.uint64)
+        if prev is not None and len(h):
+            h = np.concatenate([[prev], h])
+        if len(h) >= 2:
+            with np.errstate(over="ignore"):
+                pair = h[:-1] * np.uint64(0x9E3779B97F4A7C15) ^ h[1:]
+            out.update(int(x) for x in pair[pair % np.uint64(SAMPLE) == 0])
+            prev = h[-1]
+        elif len(h):
+            prev = h[-1]
+    return out
+
+
+def repeated_inputs(dataset: str | Path, entries: list[dict], threshold: float = THRESHOLD) -> list[dict]:
+    """Pairs of the manifest entries ``entries`` (and the dataset's other inputs) whose games
+    repeat. Returns [{"path", "repeats", "share"}]: input ``path`` repeats input ``repeats``'s
+    positions in game order, ``share`` of its sampled position pairs. Entries without rows are skipped."""
+    from . import manifest as mf
+
+    d = Path(dataset)
+    allent = [e for e in mf.load(d)["files"].values() if e["packed"]]
+    new = {e["sha256"] for e in entries}
+    prints = {e["sha256"]: fingerprint(d / e["part"]) for e in allent}
+    out = []
+    for i, a in enumerate(allent):
+        for b in allent[i + 1:]:
+            if a["sha256"] not in new and b["sha256"] not in new:
+                continue
+            fa, fb = prints[a["sha256"]], prints[b["sha256"]]
+            small, big = (a, b) if len(fa) <= len(fb) else (b, a)
+            fs, fbig = prints[small["sha256"]], prints[big["sha256"]]
+            if len(fs) < 4:
+                continue
+            share = len(fs & fbig) / len(fs)
+            if share > threshold:
+                out.append({"path": small["path"], "repeats": big["path"], "share": round(share, 3)})
+    return out
