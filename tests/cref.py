@@ -257,3 +257,19 @@ def py_eval(
         out = _trunc_div(sum(p * x for p, x in zip(p_stm + p_nstm, w)), QA)
     out += b1[bucket]
     return _trunc_div(out * SCALE, QA * QB)
+
+
+def legal_fens(fens: list[str]) -> list[str]:
+    """The FENs ``nnue pack`` (and so ``nnue eval --fens``) accepts: the hand-made extremes of
+    EXTRA_FENS that no game can reach (e.g. the side not to move in check) are left to the API
+    tests, which take any position."""
+    from nnue.pipeline.positions import parse_position
+
+    out = []
+    for f in fens:
+        try:
+            parse_position(f)
+        except ValueError:
+            continue
+        out.append(f)
+    return out

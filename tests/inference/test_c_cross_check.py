@@ -13,7 +13,7 @@ from contextlib import redirect_stdout
 import pytest
 import torch
 from conftest import shared_file
-from cref import c_args_for_arch, piece_count, real_fens, run_c, run_c_eval
+from cref import c_args_for_arch, legal_fens, piece_count, real_fens, run_c, run_c_eval
 from netfiles import (INT16_LIMIT, l1_weight_limit, make_adversarial_int_net, make_int_net_spec,
                       make_model, write_weights)
 
@@ -128,7 +128,7 @@ def test_cli_on_960_positions(c_eval, fens, tmp_path):
     and rooks off their usual squares) and the standard ones, king-bucketed features."""
     frc = real_fens(shared_file(FRC), 5000, per_piece_count=0)
     assert len(frc) >= 4500
-    all_fens = fens + frc
+    all_fens = legal_fens(fens) + frc  # the CLI checks positions as nnue pack does
     net = make_int_net_spec("kb768hm16", "screlu", 64, "SFPieceCount<8>", seed=960)
     net.save(tmp_path / "net.safetensors")
     net.write_bin(tmp_path / "net.bin")

@@ -15,7 +15,7 @@ from contextlib import redirect_stdout
 
 import pytest
 import torch
-from cref import c_args_for_arch, run_c
+from cref import c_args_for_arch, legal_fens, run_c
 from netfiles import INT16_LIMIT, make_adversarial_deep_int_net, make_deep_int_net
 
 from nnue.cli import main as cli_main
@@ -100,6 +100,7 @@ def test_deep_equals_c(fs_name, act, hact, hidden, n1, n2, spec, c_eval, fens, b
 
 def test_deep_through_cli(c_eval, fens, tmp_path):
     """`nnue eval NET.safetensors --fens FILE` on a deep net == C on its net.bin."""
+    fens = legal_fens(fens)  # the CLI checks positions as nnue pack does
     net = make_deep_int_net("halfkav2_hm", "screlu", 32, "SFPieceCount<8>", 16, 32, "screlu", seed=5)
     net.save(tmp_path / "net.safetensors")
     net.write_bin(tmp_path / "net.bin")
