@@ -27,6 +27,8 @@ from nnue.pipeline.formats import FormatError
 from nnue.pipeline.pack import pack
 
 TIME_LIMIT_S = 60
+# the compiled decoders are compiled (or loaded from numba's cache) before any time limit starts
+pytestmark = pytest.mark.usefixtures("warm_compiled")
 BINARY = ("binpack", "bin", "bulletformat", "marlinformat", "viriformat")
 ALL = BINARY + ("epd",)
 EXT = {"binpack": ".binpack", "bin": ".bin", "bulletformat": ".bf", "marlinformat": ".marlin",
