@@ -184,9 +184,11 @@ def check_train_config(cfg) -> None:
     if lam.get("shape", "linear") not in SHAPES:
         raise _bad("wdl_lambda.shape", lam.get("shape"), f"one of {', '.join(SHAPES)}")
     loss = (c.get("model") or {}).get("loss") or {}
-    _known("model.loss", loss, {"wdl_lambda", "power"})
     _num("model.loss.wdl_lambda", loss.get("wdl_lambda", 0.1), 0.0, 1.0)
     _num("model.loss.power", loss.get("power", 2.0), 0.0, lo_open=True)
+    from .loss import check_loss_config
+
+    check_loss_config(loss)  # known keys (target, residual_space, teacher, ...) and their values
     es = c.get("early_stopping") or {}
     _known("early_stopping", es, {"patience", "min_delta", "monitor"})
     _int("early_stopping.patience", es.get("patience"), 0, none_ok=True)
