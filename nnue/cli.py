@@ -463,11 +463,11 @@ def _parser() -> argparse.ArgumentParser:
     s.add_argument("inputs", nargs="*", type=_path,
                    help="dump files or folders (.gz/.zst/.xz/.bz2 read transparently)")
     s.add_argument("--watch", action="append", metavar="DIR", help="keep DATASET up to date with the dumps "
-                   "written into DIR (repeatable): pack each complete new dump, until SIGTERM or Ctrl-C")
+                   "written into DIR (repeatable): pack each complete new dump, until SIGTERM or Ctrl-C (default: none, pack the INPUTs once)")
     s.add_argument("--interval", type=float, default=2.0, metavar="S", help="with --watch: seconds between scans (default 2)")
     s.add_argument("--settle", type=float, default=5.0, metavar="S", help="with --watch: a dump without a rename "
                    "or a NAME.done marker is complete when its size and mtime are unchanged this long (default 5)")
-    s.add_argument("--once", action="store_true", help="with --watch: pack what is complete now and exit")
+    s.add_argument("--once", action="store_true", help="with --watch: pack what is complete now and exit (default off: keep watching)")
     s.add_argument("-o", "--output", required=True, type=_path, help="dataset folder (created or appended to)")
     s.add_argument("--format", default="auto",
                    choices=["auto", "plain", "bullet-text", "pgn", "epd", "binpack", "bin", "bulletformat",
