@@ -31,6 +31,7 @@ from pathlib import Path
 
 import numpy as np
 
+from . import runs  # noqa: F401  (its conf/ resolvers, and the launcher-schema warning filter)
 from .registry import VERSION_JSON, LockedError, Registry, _json, now_iso
 
 log = logging.getLogger("nnue.retrain")

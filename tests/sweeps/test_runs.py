@@ -124,4 +124,6 @@ def test_single_run_into_finished_folder_refused(sample_dataset, tmp_path):
     base = ["experiment=demo", f"data.path={sample_dataset}", f"paths.output_dir={tmp_path}"]
     assert "finished run" in check_train_args(base)
     assert check_train_args(base + ["+overwrite=true"]) is None
+    (tmp_path / "checkpoints").mkdir()
+    (tmp_path / "checkpoints" / "last.ckpt").write_bytes(b"")  # resuming needs the file to exist
     assert check_train_args(base + [f"ckpt_path={tmp_path}/checkpoints/last.ckpt"]) is None
