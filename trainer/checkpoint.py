@@ -1,6 +1,6 @@
 """Read checkpoint files without running code from them: no full unpickling of untrusted input.
 
-A Lightning ``.ckpt`` is a pickle, and ``torch.load(..., weights_only=False)`` runs whatever a
+A Lightning ``.ckpt`` is a pickle, and full unpickling (torch.load without weights_only) runs whatever a
 crafted file asks for before any check. :func:`load_ckpt` unpickles with ``weights_only=True``
 (torch's restricted unpickler: tensors, containers, numbers, strings) plus an allow-list of the
 few other types our own checkpoints hold (:data:`SAFE_GLOBALS`); anything else is refused with
