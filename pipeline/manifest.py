@@ -115,7 +115,8 @@ def merge(dataset: str | Path, entries: list[dict] = (), score_unit: str | None 
     return m
 
 
-def _pid_alive(pid: int) -> bool:
+def pid_alive(pid: int) -> bool:
+    """Whether a process with this pid exists on this machine (signal 0; a process of another user counts)."""
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
@@ -137,7 +138,7 @@ def remove_orphans(dataset: str | Path) -> list[str]:
     with locked(dataset):
         for p in Path(dataset).iterdir():
             m = pat.match(p.name)
-            if (m and not _pid_alive(int(m.group(2)))) or (
+            if (m and not pid_alive(int(m.group(2)))) or (
                     p.name.startswith(f".{MANIFEST}.") and p.name.endswith(".tmp")):
                 p.unlink(missing_ok=True)
                 removed.append(p.name)

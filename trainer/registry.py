@@ -234,14 +234,7 @@ def load_weights(model, path: str | Path) -> None:
         raise RegistryError(f"{path}: does not fit this model (init_weights): {' '.join(str(e).split())[:300]}") from None
 
 
-def pid_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
+from nnue.pipeline.manifest import pid_alive  # noqa: E402  (one stale-lock test for datasets and registries)
 
 
 class CycleLock:
