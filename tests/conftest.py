@@ -86,3 +86,18 @@ def warm_compiled():
     b = cb.buffers(cb.CAP)
     cb.decode_chains(np.zeros(40, np.uint8), 0, 40, *(b[k] for k in cb._FIELDS))
     boards.check_boards(np.zeros((1, 32), np.uint8))
+
+
+@pytest.fixture(scope="session")
+def slurm():
+    """A real one-node SLURM (scripts/slurm_up.sh), or a skip with the reason it cannot start."""
+    import subprocess
+
+    try:
+        r = subprocess.run(["bash", str(REPO / "scripts" / "slurm_up.sh")], capture_output=True, text=True,
+                           timeout=900)
+    except subprocess.TimeoutExpired:
+        pytest.skip("SLURM did not start within 15 minutes (scripts/slurm_up.sh)")
+    if r.returncode != 0:
+        pytest.skip(f"SLURM cannot start here: {r.stderr.strip().splitlines()[-1] if r.stderr.strip() else r.returncode}")
+    return True

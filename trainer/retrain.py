@@ -186,12 +186,38 @@ def _train_config(overrides: list[str]):
 def train_overrides(cfg) -> list[str]:
     """``train.overrides``: a list, or one string of space-separated overrides (easier to quote:
     ``'train.overrides="experiment=demo trainer.max_epochs=4"'``)."""
+    return _override_list(cfg.train.overrides)
+
+
+def _override_list(o) -> list[str]:
+    """A list of overrides, or one string of space-separated ones (shell-quoted)."""
     import shlex
 
-    o = cfg.train.overrides
     if o is None:
         return []
     return shlex.split(o) if isinstance(o, str) else [str(x) for x in o]
+
+
+def train_through_launcher(overrides: list[str], launcher: str, launcher_overrides: list[str],
+                           sweep_dir: Path) -> dict:
+    """Run the cycle's training as a one-job Hydra multirun through ``hydra/launcher=LAUNCHER``
+    (``submitit_slurm``: an sbatch job on the cluster, which this process waits for), in
+    ``SWEEP_DIR/0``. Returns that job's ``metrics.json``; RetrainError with the job's error (its
+    ``error.txt``, else the last line ``nnue train`` printed) when it wrote none."""
+    import json
+    import subprocess
+
+    cmd = [sys.executable, "-m", "nnue.cli", "train", "-m", *overrides, f"hydra/launcher={launcher}",
+           *launcher_overrides, f"hydra.sweep.dir={sweep_dir.resolve()}"]
+    log.info("training through hydra/launcher=%s into %s", launcher, sweep_dir / "0")
+    r = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    job = sweep_dir / "0"
+    if (job / "metrics.json").exists() and r.returncode == 0:
+        return json.loads((job / "metrics.json").read_text())
+    err = job / "error.txt"
+    why = (err.read_text().strip().splitlines() or ["?"])[0] if err.exists() else \
+        ((r.stdout or "").strip().splitlines() or [f"status {r.returncode}"])[-1]
+    raise RetrainError(f"training through hydra/launcher={launcher} failed: {why}")
 
 
 def _check_config(cfg) -> None:
@@ -199,6 +225,13 @@ def _check_config(cfg) -> None:
         raise RetrainError(f"gate.fraction={cfg.gate.fraction}: a share of games in (0, 1]")
     if cfg.gate.sprt.enabled:
         _gate_match()
+    launcher = cfg.train.get("launcher")
+    if launcher:
+        import nnue.conf
+
+        known = sorted(f.stem for f in (Path(nnue.conf.__file__).parent / "hydra" / "launcher").glob("*.yaml"))
+        if str(launcher) not in known:
+            raise RetrainError(f"train.launcher={launcher}: no such hydra/launcher=... (known: {', '.join(known)})")
     for w in cfg.watch or []:
         if not Path(w).is_dir():
             raise FileNotFoundError(f"{w}: watched folder does not exist")
@@ -269,22 +302,29 @@ def run_cycle(cfg) -> dict:
         version = f"{int(max(reg.finished(), default='0')) + 1:04d}"
         work = reg.work / version
         work.mkdir(parents=True)
-        overrides = train_overrides(cfg) + [f"data.path={dataset.resolve()}",
-                                                       f"paths.output_dir={(work / 'train').resolve()}"]
+        launcher = cfg.train.get("launcher")
+        train_dir = work / "train" if not launcher else work / "train_sweep" / "0"
+        overrides = train_overrides(cfg) + [f"data.path={dataset.resolve()}"]
+        if not launcher:
+            overrides.append(f"paths.output_dir={train_dir.resolve()}")
         warm = None
         if champ is not None and cfg.train.warm_start:
             warm = reg.versions / champ / "checkpoint.safetensors"
             overrides.append(f"init_weights={warm.resolve()}")
         tcfg = _train_config(overrides)
-        from .train import run as train_run
-
         t0 = time.time()
-        train_metrics = train_run(tcfg)
-        ckpt = work / "train" / "checkpoints" / "weights-last.safetensors"
+        if launcher:
+            train_metrics = train_through_launcher(overrides, str(launcher), _override_list(cfg.train.get("launcher_overrides")),
+                                                   work / "train_sweep")
+        else:
+            from .train import run as train_run
+
+            train_metrics = train_run(tcfg)
+        ckpt = train_dir / "checkpoints" / "weights-last.safetensors"
         if not ckpt.exists():
             raise RetrainError(f"{ckpt}: training wrote no weights")
         shutil.copyfile(ckpt, work / "checkpoint.safetensors")
-        shutil.rmtree(work / "train" / "checkpoints")  # the weights live on as checkpoint.safetensors
+        shutil.rmtree(train_dir / "checkpoints")  # the weights live on as checkpoint.safetensors
         stage(reg, "trained")
         # 4. export
         from .export import export

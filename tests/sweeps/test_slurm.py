@@ -15,18 +15,6 @@ REPO = Path(__file__).resolve().parents[2]
 pytestmark = pytest.mark.slurm
 
 
-@pytest.fixture(scope="session")
-def slurm():
-    try:
-        r = subprocess.run(["bash", str(REPO / "scripts" / "slurm_up.sh")], capture_output=True, text=True,
-                           timeout=900)
-    except subprocess.TimeoutExpired:
-        pytest.skip("SLURM did not start within 15 minutes (scripts/slurm_up.sh)")
-    if r.returncode != 0:
-        pytest.skip(f"SLURM cannot start here: {r.stderr.strip().splitlines()[-1] if r.stderr.strip() else r.returncode}")
-    return True
-
-
 def _slurm_state(job_id: str) -> str:
     """JobState from slurmctld (kept MinJobAge=600 s after the end; there is no accounting for sacct)."""
     out = subprocess.run(["scontrol", "show", "job", job_id], capture_output=True, text=True).stdout
