@@ -34,6 +34,8 @@ def _known_errors() -> tuple[type[BaseException], ...]:
 
 # ---------------------------------------------------------------------------------------- pack
 def cmd_pack(args) -> int:
+    if args.watch and args.shard:
+        raise ValueError("--shard packs a fixed set of inputs; it cannot be combined with --watch")
     if args.watch:
         from nnue.pipeline.watch import cli_watch
         return cli_watch(args)
@@ -48,7 +50,20 @@ def cmd_pack(args) -> int:
     files, _ignored = expand_inputs(args.inputs)
     if not files:
         raise ValueError(f"no dump files in {', '.join(args.inputs)} (extensions: see 'nnue pack --help')")
-    summary = pack(args.inputs, args.output, fmt=args.format, score_unit=args.score_unit,
+    inputs = args.inputs
+    if args.shard:
+        from nnue.pipeline.shard import parse_shard, shard_files
+
+        k, n = parse_shard(args.shard)
+        inputs = shard_files(files, k, n)
+        if not inputs:
+            out_path.mkdir(parents=True, exist_ok=True)
+            from nnue.pipeline import manifest as mf
+
+            mf.merge(out_path, [], score_unit=args.score_unit)  # an empty shard is still a dataset
+            print(f"shard {k}/{n}: no input files ({len(files)} file(s) over {n} shards); {out_path} is empty")
+            return 0
+    summary = pack(inputs, args.output, fmt=args.format, score_unit=args.score_unit,
                    options=ReaderOptions(pgn_pov=args.pgn_pov), progress=not args.no_progress,
                    workers=args.workers, dedup=args.dedup)
     out = {"read": summary["read"], "packed": summary["packed"], "rejected": summary["rejected"],
@@ -74,6 +89,20 @@ def cmd_pack(args) -> int:
             print(f"  rejected {n:>9,}  {reason}")
         for path in summary["ignored"]:
             print(f"  ignored (no dump extension): {path}")
+    return 0
+
+
+def cmd_merge(args) -> int:
+    from nnue.pipeline.shard import merge_datasets
+
+    r = merge_datasets(args.shards, args.output)
+    if args.json:
+        print(json.dumps(r))
+    else:
+        done = sum(1 for s in r["shards"] if s["status"] == "already merged")
+        print(f"merged {r['files']} file(s), {r['positions']:,} positions from {len(r['shards']) - done} shard(s) "
+              f"into {args.output} ({done} already merged); it holds {r['dataset_files']} file(s), "
+              f"{r['totals']['packed']:,} positions")
     return 0
 
 
@@ -488,7 +517,20 @@ def _parser() -> argparse.ArgumentParser:
                    help="print one JSON object: read, packed, rejected, files (default: text)")
     s.add_argument("--no-progress", action="store_true",
                    help="no progress bar on stderr (default: a bar when stderr is a terminal)")
+    s.add_argument("--shard", metavar="K/N", default=None,
+                   help="pack only shard K of N (0 <= K < N) of the input files, dealt by size (whole files), "
+                        "into a shard dataset for 'nnue merge' (default: all inputs)")
     s.set_defaults(func=cmd_pack)
+
+    s = sub.add_parser("merge", help="merge shard datasets (nnue pack --shard) into one dataset",
+                       description="Move the part files of each SHARD into DATASET and union the manifests "
+                       "under DATASET's writer lock; atomic and idempotent: a rerun after a crash finishes "
+                       "the merge, and a shard already merged is skipped.")
+    s.add_argument("shards", nargs="+", type=_path, metavar="SHARD", help="shard dataset folders (nnue pack --shard)")
+    s.add_argument("-o", "--output", required=True, type=_path, metavar="DATASET",
+                   help="dataset folder (created, or appended to)")
+    s.add_argument("--json", action="store_true", help="print one JSON object (default: one line of text)")
+    s.set_defaults(func=cmd_merge)
 
     s = sub.add_parser("inspect", help="dataset counts and distributions, FENs back out")
     s.add_argument("dataset", type=_path, help="dataset folder written by nnue pack")
@@ -534,6 +576,8 @@ def _parser() -> argparse.ArgumentParser:
     s.add_argument("--json", action="store_true")
     s.set_defaults(func=cmd_analyze)
 
+    sub.add_parser("pack-shards", help="pack N shards of the inputs as the N jobs of a Hydra launcher (SLURM: a "
+                   "job array), then merge them (conf/pack_shards.yaml overrides)", add_help=False)
     sub.add_parser("retrain", help="one gated retrain cycle over a registry (conf/retrain.yaml overrides)",
                    add_help=False)
     from nnue.trainer.registry import add_parser as add_registry_parser
@@ -761,6 +805,9 @@ def _main(argv: list[str]) -> int:
     if argv and argv[0] == "retrain":
         from nnue.trainer.retrain import main as retrain_main
         return retrain_main(argv[1:])
+    if argv and argv[0] == "pack-shards":
+        from nnue.cmd_pack_shards import main as pack_shards_main
+        return pack_shards_main(argv[1:])
     if argv and argv[0] == "train":
         err = check_train_args(argv[1:])
         if err:

@@ -1,0 +1,152 @@
+"""``nnue pack-shards KEY=VALUE...``: pack on a cluster through a Hydra launcher (conf/pack_shards.yaml).
+
+The inputs are dealt into ``shards`` = N shards of whole files (:func:`nnue.pipeline.shard.shard_files`,
+the deal of ``nnue pack --shard K/N``). One Hydra multirun runs one job per shard (``shard=range(0,N)``)
+through the launcher chosen with ``hydra/launcher=`` (``submitit_slurm``: one SLURM job array), each
+job packing its shard into ``WORK/shard-K-of-N`` with :func:`nnue.pipeline.pack.pack`. When every
+job has finished, this process merges the shard datasets into ``output``
+(:func:`nnue.pipeline.shard.merge_datasets`: moved, not copied; atomic and idempotent). A rerun
+packs nothing twice (each shard dataset skips the files it already holds) and finishes a merge
+that was interrupted. A job that failed is named with its error, and nothing is merged.
+"""
+from __future__ import annotations
+
+import json
+import sys
+import warnings
+from pathlib import Path
+
+import hydra
+from omegaconf import DictConfig
+
+# Hydra 1.3's deprecation notice for the launcher plugins' schema (as in nnue.trainer.runs)
+warnings.filterwarnings("ignore", message=r"\s*'hydra/launcher/\w+' is validated against ConfigStore schema")
+
+
+def shard_dir(work: str | Path, k: int, n: int) -> Path:
+    return Path(work) / f"shard-{k}-of-{n}"
+
+
+def error_file(work: str | Path, k: int, n: int) -> Path:
+    return Path(work) / f"shard-{k}-of-{n}.error.txt"
+
+
+@hydra.main(version_base="1.3", config_path="pkg://nnue.conf", config_name="pack_shards")
+def job(cfg: DictConfig) -> dict:
+    """One Hydra job: pack shard ``cfg.shard`` of ``cfg.shards`` into its shard dataset. An error is
+    written to ``WORK/shard-K-of-N.error.txt`` (one line) for the submitting process to report,
+    instead of a traceback in the job's log; ``NNUE_DEBUG=1`` re-raises it."""
+    import os
+
+    from hydra.utils import to_absolute_path
+
+    k, n = int(cfg.shard), int(cfg.shards)
+    err = error_file(to_absolute_path(str(cfg.work)), k, n)
+    err.unlink(missing_ok=True)
+    try:
+        return _pack_shard(cfg)
+    except Exception as e:
+        if os.environ.get("NNUE_DEBUG"):
+            raise
+        from nnue.pipeline.atomic import atomic_write_bytes
+
+        atomic_write_bytes(err, (" ".join(str(e).split()) or type(e).__name__).encode() + b"\n")
+        return {"shard": k, "error": str(e)}
+
+
+def _pack_shard(cfg: DictConfig) -> dict:
+    from hydra.utils import to_absolute_path
+
+    from nnue.pipeline.formats import ReaderOptions
+    from nnue.pipeline.pack import expand_inputs, pack
+    from nnue.pipeline.shard import shard_files
+    from nnue.pipeline import manifest as mf
+
+    k, n = int(cfg.shard), int(cfg.shards)
+    inputs = [to_absolute_path(str(p)) for p in cfg.inputs]
+    files, _ = expand_inputs(inputs)
+    mine = shard_files(files, k, n)
+    out = shard_dir(to_absolute_path(str(cfg.work)), k, n)
+    if not mine:
+        out.mkdir(parents=True, exist_ok=True)
+        if not (out / mf.MANIFEST).exists() and not (out / "merged.json").exists():
+            mf.merge(out, [], score_unit=str(cfg.score_unit))
+        return {"shard": k, "files": 0, "packed": 0}
+    if (out / "merged.json").exists() and not (out / mf.MANIFEST).exists():
+        return {"shard": k, "files": len(mine), "packed": None, "status": "already merged"}
+    s = pack(mine, out, fmt=str(cfg.format), score_unit=str(cfg.score_unit),
+             options=ReaderOptions(pgn_pov=str(cfg.pgn_pov)), progress=False)
+    r = {"shard": k, "files": len(mine), "read": s["read"], "packed": s["packed"],
+         "skipped_already_packed": len(s["skipped"])}
+    print(json.dumps(r), flush=True)
+    return r
+
+
+def _value(argv: list[str], key: str, default: str | None) -> str | None:
+    for a in argv:
+        if a.startswith(key + "="):
+            return a.split("=", 1)[1]
+    return default
+
+
+def main(argv: list[str]) -> int:
+    """The command: check the overrides, run the multirun, then merge. Returns the exit status."""
+    from omegaconf import OmegaConf
+
+    from nnue.pipeline.shard import merge_datasets
+
+    if argv and argv[0] in ("-h", "--help"):
+        print(__doc__.split("\n\n")[0] + "\n\nusage: nnue pack-shards 'inputs=[DUMPS...]' output=DATASET "
+              "[shards=N] [hydra/launcher=NAME] [KEY=VALUE ...]   (keys: conf/pack_shards.yaml)\n\n"
+              + __doc__.split("\n\n", 1)[1])
+        return 0
+    if any(a in ("-m", "--multirun") or a.startswith("shard=") for a in argv):
+        raise ValueError("pack-shards runs the multirun itself: give shards=N, not -m or shard=")
+    from hydra import compose, initialize_config_module
+    from hydra.core.global_hydra import GlobalHydra
+
+    GlobalHydra.instance().clear()
+    try:
+        with initialize_config_module(config_module="nnue.conf", version_base="1.3"):
+            cfg = compose("pack_shards", overrides=argv)
+    except Exception as e:  # Hydra/OmegaConf raise many types; all mean a bad override here
+        raise ValueError(" ".join(str(e).split())) from None
+    finally:
+        GlobalHydra.instance().clear()
+    missing = [k for k in ("inputs", "output") if OmegaConf.is_missing(cfg, k)]
+    if missing:
+        raise ValueError(f"give {' and '.join(missing)}=..., e.g. 'inputs=[DUMPS]' output=DATASET")
+    n = int(cfg.shards)
+    if n < 1:
+        raise ValueError(f"shards={n}: need at least 1")
+    from nnue.pipeline.pack import expand_inputs
+
+    files, _ = expand_inputs([str(p) for p in cfg.inputs])  # FileNotFoundError naming a missing input
+    if not files:
+        raise ValueError(f"no dump files in {', '.join(map(str, cfg.inputs))}")
+    work = Path(str(cfg.work))
+    old_argv = sys.argv
+    sys.argv = ["nnue pack-shards", "-m", f"shard=range(0,{n})", *argv]
+    try:
+        job()
+    except SystemExit as e:
+        if e.code not in (0, None):
+            raise ValueError(f"a shard job failed (status {e.code}); see {work / '.hydra'}") from None
+    finally:
+        sys.argv = old_argv
+    shards = [shard_dir(work, k, n) for k in range(n)]
+    errors = [(k, error_file(work, k, n)) for k in range(n) if error_file(work, k, n).exists()]
+    if errors:
+        k, f = errors[0]
+        raise ValueError(f"{len(errors)} of {n} shard job(s) failed, nothing merged; shard {k}: "
+                         f"{f.read_text().strip()} (fix it and rerun the same command)")
+    bad = [str(s) for s in shards if not (s / "manifest.json").exists() and not (s / "merged.json").exists()]
+    if bad:
+        raise ValueError(f"shard job(s) did not finish: {', '.join(bad)} (rerun the same command to finish)")
+    if not cfg.merge:
+        print(f"packed {n} shard(s) into {work}; merge them with: nnue merge {work}/shard-*-of-{n} -o {cfg.output}")
+        return 0
+    r = merge_datasets(shards, str(cfg.output))
+    print(f"packed {n} shard(s) of {len(files)} file(s); merged {r['files']} file(s), {r['positions']:,} positions "
+          f"into {cfg.output}; it holds {r['dataset_files']} file(s), {r['totals']['packed']:,} positions")
+    return 0
