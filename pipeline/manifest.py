@@ -4,7 +4,12 @@ One entry per packed input file, keyed by its sha256::
 
     {"schema_version": 1, "score_unit": "cp", "files": {"<sha256>": {
         "path", "size", "sha256", "format", "score_unit", "part", "rejects",
-        "read", "packed", "rejected": {reason: count}}}}
+        "read", "packed", "rejected": {reason: count}, "castling", "game_ids"}}}
+
+``game_ids``: how the part's ``game_id`` column was made. ``"content:16"``: a hash of the
+position keys of the game's first 16 valid positions (``pack.GameIds``), so one game has one
+id in every format and every file. Absent in entries packed before it: SplitMix64 of the
+input's sha256 prefix plus the game's ordinal in the file.
 
 Written atomically (temporary file, fsync, rename), so an interrupted run leaves the previous
 manifest intact. Invariant checked on load: ``read == packed + sum(rejected)`` per file.

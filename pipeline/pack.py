@@ -26,7 +26,7 @@ import pyarrow.parquet as pq
 
 from . import manifest as mf
 from .board import pack_board
-from .formats._binary import MASK64, splitmix64
+from .formats._binary import splitmix64
 from .formats import (FormatError, PackedRows, ReaderOptions, Record, Reject, detect_format, format_from_extension,
                       get_format, open_binary, open_text, read_exact)
 from .schema import FLAG_PLY_UNKNOWN, FLAG_SCORE_MATE, FLAG_SCORE_NONE, SCHEMA
@@ -118,15 +118,138 @@ class FileResult:
     reject_samples: list
 
 
-def _game_id(sha: str, game: int) -> int:
-    """Stable uint64 id of game ordinal ``game`` of the input with this sha256 (SplitMix64)."""
-    return splitmix64((int(sha[:16], 16) + game) & MASK64)
+DEDUP_KEY_BYTES = 25  # occupancy, piece nibbles, stm/ep: the position, not its counters or labels
+GAME_ID_POSITIONS = 16  # a game's id hashes the keys of its first this-many valid positions
 
 
-def game_ids(sha: str, games: np.ndarray) -> np.ndarray:
-    """:func:`_game_id` over an array of game ordinals: (n,) int64 -> (n,) uint64."""
+def _key_hashes(boards: np.ndarray) -> np.ndarray:
+    """64-bit hashes of the position keys (bytes 0..24 of each packed board: occupancy, piece
+    nibbles, side to move and en passant; not the counters, score or result).
+    boards: (n, 32) uint8 -> (n,) uint64."""
+    b = np.array(boards, dtype=np.uint8, copy=True).reshape(-1, 32)
+    b[:, DEDUP_KEY_BYTES:] = 0
+    w = b.view("<u8")  # (n, 4), contiguous
     with np.errstate(over="ignore"):
-        return splitmix64(np.uint64(int(sha[:16], 16)) + games.astype(np.uint64))
+        return splitmix64(splitmix64(splitmix64(w[:, 0]) ^ w[:, 1]) ^ w[:, 2]) ^ w[:, 3]
+
+
+class GameIds:
+    """Content-derived game ids for one input, fed its valid positions in file order.
+
+    A game's id is a 64-bit hash of the position keys (:func:`_key_hashes`) of its first
+    ``GAME_ID_POSITIONS`` valid positions, in order (all of them for a shorter game): the same
+    game gets the same id whatever the format, the counters or the scores, so copies of a game
+    packed from ``.plain``, bullet text and ``.pgn`` share an id and a side of the
+    train/validation split. Games are the reader's runs of one game ordinal (explicit in PGN,
+    binpack and viriformat; found from ply and result continuity in ``.plain``, bullet text,
+    sfbin and marlinformat); in formats without games (EPD, bulletformat, shuffled dumps) each
+    position is its own game, so its id is a hash of the position alone. Positions dropped by
+    ``--dedup`` are fed too: an id never depends on what the dataset already holds.
+
+    Usage: :meth:`feed` runs of (ordinal, board) in file order (ordinals non-decreasing),
+    :meth:`ready` says how many fed ordinals are settled, :meth:`lookup` maps settled ordinals to
+    ids, :meth:`finish` settles the last game at the end of the file.
+    """
+
+    def __init__(self, positions: int = GAME_ID_POSITIONS):
+        self.k = positions
+        self.last = None  # ordinal of the game fed last, its running sum and count of positions
+        self.sum = np.uint64(0)
+        self.count = 0
+        self.open = False  # whether that game's id is still to be settled
+        self.fin_ord: list[np.ndarray] = []
+        self.fin_id: list[np.ndarray] = []
+
+    @staticmethod
+    def _id(total: np.ndarray, count: np.ndarray) -> np.ndarray:
+        with np.errstate(over="ignore"):
+            return splitmix64(total ^ splitmix64(np.asarray(count).astype(np.uint64)))
+
+    def _settle(self) -> None:
+        if self.open:
+            self.fin_ord.append(np.array([self.last], np.int64))
+            self.fin_id.append(self._id(np.array([self.sum], np.uint64), np.array([self.count])))
+            self.open = False
+
+    def feed(self, ordinals: np.ndarray, boards: np.ndarray) -> None:
+        """Add a run of valid positions in file order: ordinals (n,) int64 game ordinals
+        (non-decreasing), boards (n, 32) uint8 packed boards."""
+        o = np.asarray(ordinals, np.int64)
+        n = len(o)
+        if not n:
+            return
+        if (self.last is not None and o[0] < self.last) or (n > 1 and np.any(o[1:] < o[:-1])):
+            raise AssertionError("game ordinals must not decrease within a file")
+        new = np.empty(n, bool)
+        new[0] = self.last is None or o[0] != self.last
+        new[1:] = o[1:] != o[:-1]
+        cont = not new[0]  # the first rows continue the game fed last
+        if not cont:
+            self._settle()
+        starts = np.flatnonzero(np.concatenate([[True], new[1:]]))
+        nseg = len(starts)
+        seg = np.cumsum(np.concatenate([[False], new[1:]]))  # segment of each row
+        j = np.arange(n) - starts[seg]  # index of the row in its game
+        if cont:
+            j[seg == 0] += self.count
+        take = j < self.k
+        every = bool(take.all())  # no copies when every row counts (short games, one-position games)
+        with np.errstate(over="ignore"):
+            terms = splitmix64(_key_hashes(boards if every else np.asarray(boards)[take])
+                               + (j if every else j[take]).astype(np.uint64) * np.uint64(0xD6E8FEB86659FD93))
+        if every and nseg == n:  # one row per game: the sums are the terms
+            counts, sums = np.ones(n, np.int64), terms
+        else:
+            counts = np.bincount(seg if every else seg[take], minlength=nseg)
+            # per-segment sums of the taken rows (contiguous, in segment order), wrapping mod 2^64
+            csum = np.concatenate([np.zeros(1, np.uint64), np.cumsum(terms, dtype=np.uint64)])
+            ends = np.cumsum(counts)
+            sums = csum[ends] - csum[ends - counts]
+        seg_ord = o[starts]
+        first = 0
+        if cont:
+            with np.errstate(over="ignore"):
+                sums[0] += self.sum
+            counts[0] += self.count
+            if not self.open:  # that game was settled already (it had k positions)
+                first = 1
+        done = slice(first, nseg - 1)
+        if nseg - 1 > first:
+            self.fin_ord.append(seg_ord[done])
+            self.fin_id.append(self._id(sums[done], counts[done]))
+        if nseg > 1 or not cont:
+            self.open = True
+        self.last, self.sum, self.count = int(seg_ord[-1]), sums[-1], int(counts[-1])
+        if self.count >= self.k:
+            self._settle()
+
+    def pending(self) -> int | None:
+        """The ordinal whose id is not settled yet (the game fed last, while it has fewer than
+        ``positions`` positions), or None."""
+        return self.last if self.open else None
+
+    def finish(self) -> None:
+        """End of the file: settle the last game."""
+        self._settle()
+
+    def lookup(self, ordinals: np.ndarray) -> np.ndarray:
+        """Ids of settled ordinals: (n,) int64/uint64 -> (n,) uint64. Forgets ordinals below the
+        smallest one asked for (they are written). Raises AssertionError for an unsettled one."""
+        o = np.asarray(ordinals).astype(np.int64)
+        if not len(o):
+            return np.zeros(0, np.uint64)
+        if len(self.fin_ord) > 1:
+            self.fin_ord, self.fin_id = [np.concatenate(self.fin_ord)], [np.concatenate(self.fin_id)]
+        fo = self.fin_ord[0] if self.fin_ord else np.zeros(0, np.int64)
+        fi = self.fin_id[0] if self.fin_id else np.zeros(0, np.uint64)
+        at = np.searchsorted(fo, o)
+        if np.any(at >= len(fo)) or np.any(fo[np.minimum(at, len(fo) - 1)] != o):
+            raise AssertionError("game id asked for before its game was settled")
+        ids = fi[at]
+        lo = int(at.min())
+        if lo:
+            self.fin_ord, self.fin_id = [fo[lo:]], [fi[lo:]]
+        return ids
 
 
 def _offset_location(first: str, i: int, size: int = 32) -> str:
@@ -217,9 +340,6 @@ def _looks_like_text(head: bytes) -> bool:
     return printable >= 0.99 * len(sample)
 
 
-DEDUP_KEY_BYTES = 25  # occupancy, piece nibbles, stm/ep: the position, not its counters or labels
-
-
 def pack_file(path: Path, fmt: str, dataset: Path, sha: str, score_unit: str,
               options: ReaderOptions, progress=None, seen: set | None = None) -> dict:
     """Pack one input into ``part-<sha16>.parquet`` and ``rejects-<sha16>.jsonl`` in ``dataset``.
@@ -263,13 +383,19 @@ def pack_file(path: Path, fmt: str, dataset: Path, sha: str, score_unit: str,
     # no min/max statistics for board (32 opaque bytes): a fifth of the write time, never used
     writer = pq.ParquetWriter(tmp_part, SCHEMA, compression="zstd", use_dictionary=["source", "flags"],
                               write_statistics=[n for n in SCHEMA.names if n != "board"])
-    game_cache: tuple[int, int] = (-1, 0)
+    gids = GameIds()  # content-derived game ids; the game_id column holds ordinals until written
+    fed_ord: list[int] = []  # valid positions read one by one, not yet fed to gids
+    fed_board: list[bytes] = []
 
     segments: list[pa.Table] = []
     pending = 0
 
     def seal():
-        """Turn the rows gathered one by one into a table segment."""
+        """Turn the rows gathered one by one into a table segment (feeding gids first)."""
+        if fed_ord:
+            gids.feed(np.array(fed_ord, np.int64), np.frombuffer(b"".join(fed_board), np.uint8).reshape(-1, 32))
+            fed_ord.clear()
+            fed_board.clear()
         if not cols["board"]:
             return
         n = len(cols["board"])
@@ -280,13 +406,23 @@ def pack_file(path: Path, fmt: str, dataset: Path, sha: str, score_unit: str,
 
     def flush(force: bool = False):
         """Write whole row groups of ROW_GROUP rows (and, with force, the rest): row groups stay
-        full-sized whether rows came one by one or in bulk runs of any length."""
+        full-sized whether rows came one by one or in bulk runs of any length. Rows of the game
+        whose id is not settled yet (at most GAME_ID_POSITIONS of them) wait for the next flush."""
         nonlocal pending
         seal()
+        if force:
+            gids.finish()
         if segments and (force or pending >= ROW_GROUP):
             table = pa.concat_tables(segments)
-            cut = table.num_rows if force else table.num_rows - table.num_rows % ROW_GROUP
-            writer.write_table(table.slice(0, cut), row_group_size=ROW_GROUP)
+            ordinal = table.column("game_id").to_numpy().astype(np.int64)
+            waiting = gids.pending()
+            ready = table.num_rows if waiting is None else int(np.searchsorted(ordinal, waiting, "left"))
+            cut = ready if force else ready - ready % ROW_GROUP
+            if cut:
+                done = table.slice(0, cut)
+                done = done.set_column(done.schema.get_field_index("game_id"), "game_id",
+                                       pa.array(gids.lookup(ordinal[:cut]), pa.uint64()))
+                writer.write_table(done, row_group_size=ROW_GROUP)
             segments.clear()
             if cut < table.num_rows:
                 segments.append(table.slice(cut))
@@ -296,6 +432,8 @@ def pack_file(path: Path, fmt: str, dataset: Path, sha: str, score_unit: str,
         """Append a run of records validated in bulk (see formats.PackedRows)."""
         nonlocal pending, packed
         n = len(rows)
+        seal()
+        gids.feed(rows.game, rows.board)  # before dedup: an id never depends on the dataset's contents
         keep = None
         if seen is not None:
             keep = np.ones(n, dtype=bool)
@@ -311,14 +449,13 @@ def pack_file(path: Path, fmt: str, dataset: Path, sha: str, score_unit: str,
         pick = (lambda a: a) if keep is None else (lambda a: a[keep])
         board = np.ascontiguousarray(pick(rows.board))
         m = board.shape[0]
-        seal()
         arrays = {
             "board": pa.FixedSizeBinaryArray.from_buffers(pa.binary(32), m, [None, pa.py_buffer(board.tobytes())]),
             "score": pa.array(pick(rows.score), pa.int16()), "result": pa.array(pick(rows.result), pa.int8()),
             "ply": pa.array(pick(rows.ply), pa.uint16()), "piece_count": pa.array(pick(rows.piece_count), pa.uint8()),
             "in_check": pa.array(pick(rows.in_check), pa.bool_()),
             **_move_columns(rows, pick, m),
-            "game_id": pa.array(game_ids(sha, pick(rows.game)), pa.uint64()),
+            "game_id": pa.array(pick(np.asarray(rows.game, np.int64)).astype(np.uint64), pa.uint64()),
             "flags": pa.array(pick(rows.flags), pa.uint8()),
         }
         segments.append(_table(arrays, m, key))
@@ -367,14 +504,14 @@ def pack_file(path: Path, fmt: str, dataset: Path, sha: str, score_unit: str,
                 except RecordError as e:
                     reject(item.location, e.reason, e.detail, item.fen)
                     continue
+                fed_ord.append(item.game)
+                fed_board.append(packed_board)
                 if seen is not None:
                     position_key = packed_board[:DEDUP_KEY_BYTES]
                     if position_key in seen:
                         reject(item.location, "duplicate position", "dedup: position already packed", item.fen)
                         continue
                     seen.add(position_key)
-                if game_cache[0] != item.game:
-                    game_cache = (item.game, _game_id(sha, item.game))
                 flags = ((FLAG_SCORE_NONE if item.score is None else 0)
                          | (FLAG_SCORE_MATE if item.score_is_mate else 0)
                          | (FLAG_PLY_UNKNOWN if item.ply is None else 0))
@@ -386,7 +523,7 @@ def pack_file(path: Path, fmt: str, dataset: Path, sha: str, score_unit: str,
                 cols["in_check"].append(board.is_check())
                 cols["best_move"].append(best)
                 cols["best_move_is_capture"].append(capture)
-                cols["game_id"].append(game_cache[1])
+                cols["game_id"].append(item.game)  # the ordinal; its id is set when written
                 cols["flags"].append(flags)
                 packed += 1
                 pending += 1
@@ -417,6 +554,9 @@ def pack_file(path: Path, fmt: str, dataset: Path, sha: str, score_unit: str,
         # (e1c1) or "mixed"; nnue convert --to plain writes them back the same way
         "castling": (None if not any(castling) else "mixed" if all(castling)
                      else "king-takes-rook" if castling[1] else "king-two-squares"),
+        # how this part's game ids were made (GameIds); entries without the key (packed before
+        # issue 15 item 5) hold SplitMix64(sha256 prefix + game ordinal)
+        "game_ids": f"content:{GAME_ID_POSITIONS}",
     }
 
 

@@ -11,7 +11,8 @@ Columns (DESIGN.md "Dataset columns"):
 * ``best_move``: uint16 nullable, packed like viriformat (from bits 0–5, to 6–11, promotion
   N/B/R/Q = 0–3 in 12–13, flag 14–15: 1 en passant, 2 castling as king takes rook, 3 promotion).
 * ``best_move_is_capture``: bool nullable, true for captures and promotions.
-* ``game_id``: uint64, stable hash of (source sha256, game ordinal).
+* ``game_id``: uint64, hash of the game's first 16 positions (``pack.GameIds``): the same game
+  has the same id whatever file or format it came from; manifest entry ``game_ids``.
 * ``source``: string, the first 16 hex digits of the source file's sha256 (manifest key).
 * ``flags``: uint8 bit set, FLAG_* below.
 

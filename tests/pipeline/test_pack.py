@@ -153,9 +153,9 @@ def test_cross_format_game_partition(packed_960):
     parts = [partition(packed_960[k]["table"]["game_id"]) for k in ("plain", "txt", "pgn")]
     assert parts[0] == parts[1] == parts[2]
     assert max(parts[0]) + 1 == 40
-    # different sources never share a game id
-    ids = [set(packed_960[k]["table"]["game_id"]) for k in ("plain", "txt", "pgn")]
-    assert not (ids[0] & ids[1]) and not (ids[0] & ids[2])
+    # game ids are content-derived (issue 15 item 5): the same game has the same id in every format
+    ids = [packed_960[k]["table"]["game_id"] for k in ("plain", "txt", "pgn")]
+    assert ids[0] == ids[1] == ids[2]
     for k in ("plain", "txt", "pgn"):
         assert set(packed_960[k]["table"]["source"]) == {packed_960[k]["entry"]["sha256"][:16]}
 
