@@ -120,7 +120,7 @@ def _json_object(path, meta: dict, key: str) -> dict:
 #: hparams field -> (type, required)
 _HPARAMS = {"features": (str, True), "output_buckets": (str, True), "hidden": (int, True), "activation": (str, True),
             "kind": (str, False), "deep": (dict, False), "quant": (dict, False), "factoriser": (bool, False),
-            "qat": (bool, False)}
+            "qat": (bool, False), "alpha": ((int, float), False), "max_bytes": (int, False)}
 
 
 def _check_hparams(path, hp: dict):
@@ -130,14 +130,14 @@ def _check_hparams(path, hp: dict):
         kind = {type(None): "null", dict: "an object", list: "a list", str: "a string", bool: "a boolean"}.get(
             type(v), "a number")
         return ExportError(f"{path}: hparams field {name!r} is {kind} ({json.dumps(v)[:40]}), expected {want}")
-    words = {str: "a string", int: "an integer", dict: "an object", bool: "true or false"}
+    words = {str: "a string", int: "an integer", dict: "an object", bool: "true or false", (int, float): "a number"}
     for name, (types, required) in _HPARAMS.items():
         if name not in hp or (hp[name] is None and not required):
             if required:
                 raise ExportError(f"{path}: hparams field {name!r} is missing")
             continue
         v = hp[name]
-        if not isinstance(v, types) or (types is int and isinstance(v, bool)):
+        if not isinstance(v, types) or (types in (int, (int, float)) and isinstance(v, bool)):
             raise bad(name, v, words[types])
     quant = hp.get("quant") or {}
     for name, v in quant.items():
@@ -410,26 +410,75 @@ def calibrate_output_bias(model: DeepNet, net: deep_int.DeepIntegerNet, scheme: 
     return outb, shift
 
 
-def _int_net(model, q: dict[str, torch.Tensor], scheme: QuantScheme, fs, buckets, provenance: dict):
+def _int_net(model, q: dict[str, torch.Tensor], scheme: QuantScheme, fs, buckets, provenance: dict,
+             residual: dict | None = None):
     """The integer net of quantised (and audited) tensors: the kind's arch builder and integer
-    class (:mod:`nnue.spec.kinds`)."""
+    class (:mod:`nnue.spec.kinds`); ``residual``: the header's residual object, if any."""
     entry = kinds.get(model.arch.kind)
     arch = entry.load("arch_builder")(feature_set=fs.name, output_buckets=buckets.name, **model.arch.header_args())
+    if residual is not None:
+        arch["residual"] = residual
     cls = entry.load("integer")
     specs = cls.tensor_specs(arch)
     return cls(arch, scheme, *(q[k].to(dt) for k, (dt, _) in specs.items()), provenance=provenance)
 
 
+def residual_of(hp: dict, data: dict, base: str | None = None, alpha: float | None = None) -> dict | None:
+    """The ``residual`` header object (:mod:`nnue.inference.residual`) of a run trained with
+    ``model.loss.target=residual``, None for other runs. base: the base's name, default the
+    ``base_eval`` annotation of the training data's manifest (``nnue annotate --base``);
+    alpha: default the run's ``model.alpha`` (0.5). Raises ExportError when the base is not
+    known, or α is not a multiple of 1/256 in (0, 4]."""
+    from nnue.inference import residual
+
+    if (hp.get("loss") or {}).get("target") != "residual":
+        if base is not None or alpha is not None:
+            raise ExportError("--base / --alpha go with a residual net (model.loss.target=residual); this "
+                              "checkpoint was trained on the plain target")
+        return None
+    if base is None:
+        paths = data.get("path")
+        first = (paths if isinstance(paths, str) else list(paths)[0]) if paths else None
+        try:
+            ann = mf.load(first).get("annotations", {}).get("base_eval", {}) if first else {}
+        except (mf.ManifestError, OSError):
+            ann = {}
+        base = ann.get("source")
+        if base is None:
+            raise ExportError(f"residual net: which base it was trained on is not known (no base_eval annotation "
+                              f"in the manifest of {first or 'its training data'}); pass --base "
+                              f"{'|'.join(residual.BASES)}")
+    a = hp.get("alpha", 0.5) if alpha is None else alpha
+    try:
+        return residual.header(base, a)
+    except ValueError as e:
+        raise ExportError(str(e)) from None
+
+
+def check_size(net, max_bytes: int | None) -> int:
+    """The size of the net's ``net.safetensors`` in bytes; raises ExportError with it when it
+    exceeds ``max_bytes`` (``model.max_bytes``; None: no limit)."""
+    n = len(net.file_bytes())
+    if max_bytes is not None and n > max_bytes:
+        raise ExportError(f"net.safetensors would be {n:,} bytes ({n / 2**20:.2f} MiB), over model.max_bytes = "
+                          f"{max_bytes:,} ({max_bytes / 2**20:.2f} MiB); nothing written")
+    return n
+
+
 def export(ckpt: str | Path, out_dir: str | Path, clip: bool = False, data_path=None,
-           max_positions: int = 20000, bias_correction: bool = True) -> dict:
+           max_positions: int = 20000, bias_correction: bool = True, alpha: float | None = None,
+           base: str | None = None, max_bytes: int | None = None) -> dict:
     """Export a checkpoint into ``out_dir`` (net.safetensors, net.bin, export.json).
 
     data_path: dataset(s) for the cross-check, overriding the checkpoint's own. max_positions:
     validation positions read; with bias_correction the even-numbered ones calibrate the bias
     (perspective nets: :func:`correct_l1_bias`; deep nets: :func:`calibrate_output_bias`) and
     the odd-numbered ones are the cross-check, else all are the cross-check.
-    Returns the export.json contents. Raises ExportError (overflow, bad checkpoint) and writes
-    nothing then.
+    A run trained with ``model.loss.target=residual`` exports a residual net
+    (:func:`residual_of`: base and α, default the run's ``model.alpha``, in the header).
+    max_bytes: limit on ``net.safetensors`` (default the run's ``model.max_bytes``, none if
+    unset). Returns the export.json contents. Raises ExportError (overflow, bad checkpoint,
+    over the byte budget) and writes nothing then.
     """
     if max_positions < 0:
         raise ExportError(f"max_positions is {max_positions}: it must be 0 or more")
@@ -438,6 +487,11 @@ def export(ckpt: str | Path, out_dir: str | Path, clip: bool = False, data_path=
         raise ExportError(f"{out_dir}: exists and is not a folder; -o names the folder to write "
                           "net.safetensors, net.bin and export.json into")
     model, hp, data, progress = load_checkpoint(ckpt)
+    res = residual_of(hp, data, base, alpha)  # from the training data's manifest, before --data
+    if max_bytes is None:
+        max_bytes = hp.get("max_bytes")
+    if max_bytes is not None and (not isinstance(max_bytes, int) or isinstance(max_bytes, bool) or max_bytes < 1):
+        raise ExportError(f"max_bytes is {max_bytes!r}: a positive integer (bytes of net.safetensors)")
     if data_path is not None:
         data = dict(data, path=data_path)
     scheme = QuantScheme(**(hp.get("quant") or {}))
@@ -469,7 +523,7 @@ def export(ckpt: str | Path, out_dir: str | Path, clip: bool = False, data_path=
     provenance = {"checkpoint": str(ckpt), "dataset_manifest_sha256": manifest_hash,
                   "commit": _git_commit(), "epoch": progress.get("epoch"),
                   "global_step": progress.get("global_step"), "val_loss": progress.get("val_loss")}
-    net = _int_net(model, q, scheme, fs, buckets, provenance)
+    net = _int_net(model, q, scheme, fs, buckets, provenance, res)
     if deep and cb is not None:
         q["outb"], shift = calibrate_output_bias(model, net, scheme, cb.stm_indices, cb.nstm_indices, cb.bucket)
         calibration["output_bias_shift_cp"] = shift
@@ -477,7 +531,7 @@ def export(ckpt: str | Path, out_dir: str | Path, clip: bool = False, data_path=
         for k, n in again["clipped"].items():
             report["clipped"][k] = report["clipped"].get(k, 0) + n
         report = again | {"clipped": report["clipped"], "problems": report["problems"] + again["problems"]}
-        net = _int_net(model, q, scheme, fs, buckets, provenance)
+        net = _int_net(model, q, scheme, fs, buckets, provenance, res)
     # cross-check on real validation positions: float eval vs integer eval, and int32 sums
     cross = {"positions": int(boards.shape[0]), "cpu_capability": torch.backends.cpu.get_cpu_capability()}
     if boards.shape[0]:
@@ -501,6 +555,7 @@ def export(ckpt: str | Path, out_dir: str | Path, clip: bool = False, data_path=
     # export.json is written last and names the hashes of the two nets: a folder whose
     # export.json is missing, or whose nets do not hash to what it says, is not a finished export
     # (an interrupted re-export removes the old export.json before it replaces anything)
+    size = check_size(net, max_bytes)
     out_dir.mkdir(parents=True, exist_ok=True)
     (out_dir / "export.json").unlink(missing_ok=True)
     net.save(out_dir / "net.safetensors")
@@ -509,7 +564,8 @@ def export(ckpt: str | Path, out_dir: str | Path, clip: bool = False, data_path=
         "net": str(out_dir / "net.safetensors"), "bin": str(out_dir / "net.bin"),
         "sha256": {"net.safetensors": mf.sha256_file(out_dir / "net.safetensors"),
                    "net.bin": mf.sha256_file(out_dir / "net.bin")},
-        "bin_layout": net.raw_layout(),
+        "bin_layout": net.raw_layout(), "bytes": {"net.safetensors": size, "max_bytes": max_bytes},
+        "residual": res,
         "architecture": net.arch, "quantisation": scheme.to_dict(), "provenance": net.provenance,
         "audit": report, "calibration": calibration, "cross_check": cross,
     }

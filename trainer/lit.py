@@ -38,13 +38,15 @@ class LitNNUE(pl.LightningModule):
     ``residual_space``, ``teacher`` (:func:`~nnue.trainer.loss.check_loss_config`). act_l1: weight of the L1 penalty on the L0 activations (``act_l1 · mean(x0)``,
     x0 in [0, 1]) that pushes them to zero, for the block-sparse L1 path of inference; logged
     with ``l0_density`` (fraction of nonzero activations) and ``val_block_sparsity`` (fraction
-    of all-zero blocks of 4)."""
+    of all-zero blocks of 4). alpha: a residual net's α (eval = base + α·net), and max_bytes: the
+    byte budget of net.safetensors, both read by ``nnue export`` from the hparams."""
 
     def __init__(self, hidden: int, activation: str, features: str, output_buckets: str,
                  quant: dict | None = None, loss: dict | None = None, optimizer=None,
                  scheduler=None, backend: str = "auto", factoriser: bool = False,
                  kind: str = "perspective", deep: dict | None = None, qat: bool = False,
-                 act_l1: float = 0.0, lambda_schedule: dict | None = None):
+                 act_l1: float = 0.0, lambda_schedule: dict | None = None, alpha: float = 0.5,
+                 max_bytes: int | None = None):
         super().__init__()
         quant, loss, deep = plain(quant), plain(loss), plain(deep)  # DictConfig -> dict: checkpoints hold plain data
         self.save_hyperparameters(ignore=["optimizer", "scheduler", "lambda_schedule"])
