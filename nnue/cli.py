@@ -240,8 +240,13 @@ def cmd_export(args) -> int:
     print(f"wrote {r['net']}, {r['bin']} and {Path(r['net']).parent / 'export.json'}")
     arch = r["architecture"]
     layers = (f" -> {arch['l1_outputs']} {arch['hidden_activation']} -> {arch['l2_outputs']} "
-              f"{arch.get('l2_activation') or arch['hidden_activation']} -> 1" if "l1_outputs" in arch else "")
+              f"{arch.get('l2_activation') or arch['hidden_activation']} -> 1" if "l2_outputs" in arch else
+              f" -> {arch['l1_outputs']} {arch['hidden_activation']} -> 1" if "l1_outputs" in arch else "")
     print(f"  {arch['feature_set']} -> {arch['hidden']}x2 {arch['activation']}{layers} -> {arch['output_buckets']}")
+    if r.get("residual"):
+        print(f"  residual net: eval = {r['residual']['base']} + {r['residual']['alpha']:g}·net")
+    print(f"  {r['bytes']['net.safetensors']:,} bytes" + (f" (model.max_bytes {r['bytes']['max_bytes']:,})"
+                                                         if r["bytes"]["max_bytes"] else ""))
     print(f"  audit: accumulator worst case {a['accumulator_worst_case']} (limit {a['accumulator_limit']}), "
           f"clipped {a['clipped'] or 'nothing'}")
     if not c["positions"] and args.positions == 0:
@@ -764,10 +769,10 @@ def check_train_args(overrides: list[str]) -> str | None:
         if kind not in kinds.KINDS:
             return f"model.kind={kind}: one of {', '.join(kinds.KINDS)}"
         hidden = _int_field("model.hidden", m.hidden, 1)
-        d = dict(m.get("deep") or {})
+        d = dict(m.get("tiny" if kind == "tiny" else "deep") or {})
         for k in ("l1_outputs", "l2_outputs"):
             if k in d:
-                d[k] = _int_field(f"model.deep.{k}", d[k], 1, 4096)
+                d[k] = _int_field(f"model.{'tiny' if kind == 'tiny' else 'deep'}.{k}", d[k], 1, 4096)
         # the kind's arch checks activations (where each is allowed) and sizes
         kinds.get(kind).load("float_arch").from_config(fs.num_inputs, hidden, m.activation, buckets.count, d, 1.0)
         if not isinstance(m.get("qat", False), bool):

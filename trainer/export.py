@@ -27,7 +27,6 @@ import torch
 from safetensors import safe_open
 
 from nnue.inference import api as inference_api
-from nnue.inference import deep as deep_int
 from nnue.inference.exact import INT32_MAX
 from nnue.inference.net import IntegerNet  # noqa: F401  (tests patch export_mod.IntegerNet.write_bin)
 from nnue.kernels import sparse_ft_pair
@@ -93,7 +92,8 @@ def load_checkpoint(path: str | Path) -> tuple[PerspectiveNet | DeepNet, dict, d
     try:
         model = build_model(hp.get("kind") or "perspective", hp["features"], fs.num_inputs, int(hp["hidden"]),
                             hp["activation"], buckets.count, "torch", bool(hp.get("factoriser")),
-                            hp.get("deep"), product_scale=scheme.qa / (1 << scheme.l0_shift))
+                            hp.get("tiny") if hp.get("kind") == "tiny" else hp.get("deep"),
+                            product_scale=scheme.qa / (1 << scheme.l0_shift))
         model.load_state_dict(state)
         if hp.get("qat"):
             model.enable_qat(scheme)  # the function the net was trained as
@@ -120,7 +120,7 @@ def _json_object(path, meta: dict, key: str) -> dict:
 #: hparams field -> (type, required)
 _HPARAMS = {"features": (str, True), "output_buckets": (str, True), "hidden": (int, True), "activation": (str, True),
             "kind": (str, False), "deep": (dict, False), "quant": (dict, False), "factoriser": (bool, False),
-            "qat": (bool, False), "alpha": ((int, float), False), "max_bytes": (int, False)}
+            "qat": (bool, False), "tiny": (dict, False), "alpha": ((int, float), False), "max_bytes": (int, False)}
 
 
 def _check_hparams(path, hp: dict):
@@ -204,6 +204,19 @@ def quantise_deep(model: DeepNet, scheme: QuantScheme) -> dict[str, torch.Tensor
         }
 
 
+def quantise_tiny(model, scheme: QuantScheme) -> dict[str, torch.Tensor]:
+    """:func:`quantise` of a tiny net (:mod:`nnue.inference.tiny`): l0 at QA; l1 and out
+    weights at QB (l1 bucket-major (B, N1, L1)); biases at QA·QB, plus QB/2 for l1."""
+    qa, qb = scheme.qa, scheme.qb
+    a = model.arch
+    B, N1 = a.num_buckets, a.l1_outputs
+    with torch.no_grad():
+        return {"l0w": _r(model.folded_ft_weight(), qa), "l0b": _r(model.ft.bias, qa),
+                "l1w": _r(model.l1.weight, qb).view(B, N1, a.l1_inputs),
+                "l1b": _r(model.l1.bias, qa * qb).view(B, N1) + qb // 2,
+                "outw": _r(model.out.weight, qb), "outb": _r(model.out.bias, qa * qb)}
+
+
 def _where(t: torch.Tensor, flat: int) -> str:
     """A flat index of ``t`` as its (i, j, …) index."""
     idx, rest = [], flat
@@ -235,6 +248,14 @@ def audit_deep(q, arch, scheme: QuantScheme, max_active: int, clip: bool = False
     return _audit(q, arch, scheme, max_active, clip, inputs)
 
 
+def audit_tiny(q, arch, scheme: QuantScheme, max_active: int, clip: bool = False):
+    """:func:`audit` of a tiny net: as :func:`audit_deep` for its two dense layers (l1 takes
+    the u8 L0 activations, out the activation after L1)."""
+    x0 = max(abs(v) for v in acts.get(arch.activation).out_range["deep_l0"])
+    inputs = {"l1": max(x0, 255), "out": acts.hidden_max_abs(arch.hidden_activation, scheme.qa, scheme.l0_shift)}
+    return _audit(q, arch, scheme, max_active, clip, inputs)
+
+
 def _audit(q: dict[str, torch.Tensor], arch, scheme: QuantScheme, max_active: int,
            clip: bool, dense_inputs: dict | None) -> tuple[dict[str, torch.Tensor], dict]:
     """Check (or, with clip, repair) the static ranges of quantised tensors.
@@ -263,11 +284,11 @@ def _audit(q: dict[str, torch.Tensor], arch, scheme: QuantScheme, max_active: in
 
     fit("l0w", -INT16_MAX, INT16_MAX, " (int16)")
     fit("l0b", -INT16_MAX, INT16_MAX, " (int16)")
-    if deep:
-        for name in ("l1w", "l2w", "outw"):
-            fit(name, -INT8_MAX, INT8_MAX, " (int8)")
-        for name in ("l1b", "l2b", "outb"):
-            fit(name, -INT32_MAX, INT32_MAX, " (int32)")
+    if deep:  # the dense layers of dense_inputs (deep: l1, l2, out; tiny: l1, out)
+        for layer in dense_inputs:
+            fit(layer + "w", -INT8_MAX, INT8_MAX, " (int8)")
+        for layer in dense_inputs:
+            fit(layer + "b", -INT32_MAX, INT32_MAX, " (int32)")
     else:
         fit("l1w", -INT16_MAX, INT16_MAX, " (int16)")
         fit("l1b", -INT16_MAX, INT16_MAX, " (int16)")
@@ -289,7 +310,7 @@ def _audit(q: dict[str, torch.Tensor], arch, scheme: QuantScheme, max_active: in
     report = {"accumulator_worst_case": int(worst.max()), "accumulator_limit": INT16_MAX}
     if deep:
         # worst case |b| + X·Σ|w| per neuron, X the layer's largest |input| (dense_inputs)
-        for layer in ("l1", "l2", "out"):
+        for layer in dense_inputs:
             w, b = q[layer + "w"], q[layer + "b"]
             xmax = dense_inputs[layer]
             report[f"{layer}_input_max_abs"] = xmax
@@ -380,9 +401,28 @@ def correct_l1_bias(model: PerspectiveNet, q: dict[str, torch.Tensor], scheme: Q
     return torch.round(bias * scheme.qa * scheme.qb).long(), shift
 
 
-def calibrate_output_bias(model: DeepNet, net: deep_int.DeepIntegerNet, scheme: QuantScheme,
-                          stm: torch.Tensor, nstm: torch.Tensor, bucket: torch.Tensor) -> tuple[torch.Tensor, list]:
-    """Deep nets: remove the mean offset between the integer and the float net, per output bucket.
+def calibrate_l1_bias(model: PerspectiveNet, q: dict, net, scheme: QuantScheme, stm: torch.Tensor,
+                      nstm: torch.Tensor, bucket: torch.Tensor) -> tuple[dict, dict]:
+    """The ``calibrate`` piece of perspective nets (:mod:`nnue.spec.kinds`): :func:`correct_l1_bias`,
+    skipped for a QAT net (trained on its rounded weights: no rounding error to correct).
+    Returns (tensors to replace, calibration report)."""
+    if model.qat is not None:
+        return {}, {"bias_correction": False, "skipped": "qat: the net was trained on its quantised weights"}
+    l1b, shift = correct_l1_bias(model, q, scheme, stm, nstm, bucket)
+    return {"l1b": l1b}, {"l1_bias_shift_cp": shift}
+
+
+def calibrate_output_bias(model, q: dict, net, scheme: QuantScheme, stm: torch.Tensor, nstm: torch.Tensor,
+                          bucket: torch.Tensor) -> tuple[dict, dict]:
+    """The ``calibrate`` piece of deep and tiny nets: :func:`output_bias_correction`. Returns
+    (tensors to replace, calibration report)."""
+    outb, shift = output_bias_correction(model, net, scheme, stm, nstm, bucket)
+    return {"outb": outb}, {"output_bias_shift_cp": shift}
+
+
+def output_bias_correction(model: DeepNet, net, scheme: QuantScheme,
+                           stm: torch.Tensor, nstm: torch.Tensor, bucket: torch.Tensor) -> tuple[torch.Tensor, list]:
+    """Deep and tiny nets: remove the mean offset between the integer and the float net, per output bucket.
 
     The rounding of every layer, and the shifts between them, leave an error whose mean over
     real positions is not zero; it reaches the eval through the output layer. Measured on
@@ -396,7 +436,7 @@ def calibrate_output_bias(model: DeepNet, net: deep_int.DeepIntegerNet, scheme: 
     with torch.no_grad():
         y = model(stm, nstm, bucket).double() * scheme.qa * scheme.qb
     try:
-        _, parts = deep_int.forward_int(net, stm, nstm, bucket, return_parts=True)
+        _, parts = inference_api.forward_int(net, stm, nstm, bucket, return_parts=True)
     except OverflowError as e:
         raise ExportError(f"integer eval overflows on a calibration position: {e}") from None
     err = parts["out"].double() - y
@@ -497,7 +537,6 @@ def export(ckpt: str | Path, out_dir: str | Path, clip: bool = False, data_path=
     scheme = QuantScheme(**(hp.get("quant") or {}))
     fs = get_feature_set(hp["features"])
     buckets = parse_output_buckets(hp["output_buckets"])
-    deep = model.arch.kind == "deep"  # which calibration applies (below)
     boards, scores = validation_boards(data, max_positions)
     q = quantise(model, scheme)
     calibration = {"bias_correction": False, "positions": 0}
@@ -506,13 +545,6 @@ def export(ckpt: str | Path, out_dir: str | Path, clip: bool = False, data_path=
         cb = to_sparse_batch({"boards": boards[0::2], "score": scores[0::2], "result": scores[0::2]}, fs, buckets)
         boards, scores = boards[1::2], scores[1::2]
         calibration = {"bias_correction": True, "positions": int(cb.score.shape[0])}
-        if not deep and model.qat is not None:
-            # trained on the rounded weights already: there is no rounding error to correct
-            calibration["bias_correction"] = False
-            calibration["skipped"] = "qat: the net was trained on its quantised weights"
-        elif not deep:
-            q["l1b"], shift = correct_l1_bias(model, q, scheme, cb.stm_indices, cb.nstm_indices, cb.bucket)
-            calibration["l1_bias_shift_cp"] = shift
     q, report = audit(q, model.arch, scheme, fs.max_active, clip)
     paths = data.get("path")
     manifest_hash = None
@@ -524,9 +556,12 @@ def export(ckpt: str | Path, out_dir: str | Path, clip: bool = False, data_path=
                   "commit": _git_commit(), "epoch": progress.get("epoch"),
                   "global_step": progress.get("global_step"), "val_loss": progress.get("val_loss")}
     net = _int_net(model, q, scheme, fs, buckets, provenance, res)
-    if deep and cb is not None:
-        q["outb"], shift = calibrate_output_bias(model, net, scheme, cb.stm_indices, cb.nstm_indices, cb.bucket)
-        calibration["output_bias_shift_cp"] = shift
+    if cb is not None:  # the kind's bias calibration (nnue.spec.kinds: calibrate)
+        calibrate = kinds.get(model.arch.kind).load("calibrate")
+        changed, info = calibrate(model, q, net, scheme, cb.stm_indices, cb.nstm_indices, cb.bucket)
+        calibration |= info
+    if cb is not None and changed:
+        q |= changed
         q, again = audit(q, model.arch, scheme, fs.max_active, clip)  # the new outb must fit int32 too
         for k, n in again["clipped"].items():
             report["clipped"][k] = report["clipped"].get(k, 0) + n
