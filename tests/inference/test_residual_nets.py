@@ -193,3 +193,25 @@ def test_export_refuses_bad_alpha_missing_base_and_over_budget(tmp_path, materia
     assert not (tmp_path / "c" / "net.safetensors").exists()
     size = export(ck, tmp_path / "d", max_positions=0)["bytes"]["net.safetensors"]
     assert export(ck, tmp_path / "e", max_positions=0, max_bytes=size)["bytes"]["net.safetensors"] == size
+
+
+def test_incremental_accumulator_adds_the_base():
+    from test_c_cross_check_tiny import make_tiny_int_net
+
+    from nnue.inference import IncrementalAccumulator
+
+    net = make_tiny_int_net("chess768", "crelu", 16, 32, "crelu", "MaterialCount<1>", seed=2)
+    net.arch["residual"] = residual.header("material", 0.5)
+    acc = IncrementalAccumulator.from_fen(net, "rnbqkbnr/pppppppp/8/8/8/8/PPPPPPPP/RNBQKBNR w KQkq - 0 1")
+    seen = set()
+    for move in ["e2e4", "d7d5", "e4d5", "d8d5", "b1c3", "d5a5", "d2d4", "c7c6", "g1f3", "c8g4"]:
+        acc.push(move)
+        board = torch.frombuffer(bytearray(acc.packed()), dtype=torch.uint8).view(1, 32)
+        assert acc.evaluate() == int(evaluate(net, board)[0])
+        assert acc.evaluate_net() == int(evaluate_net(net, board)[0])
+        seen.add(acc.evaluate() - ((acc.evaluate_net() * 128 + 128) >> 8))
+    assert seen == {0, -100}  # the material base (stm POV) moves with the captures
+    net.arch["residual"] = residual.header("stockfish-classical", 1)
+    with pytest.raises(residual.BaseMissingError):
+        acc.evaluate()
+    assert acc.evaluate(base=-37) == acc.evaluate_net() - 37
