@@ -769,10 +769,10 @@ def check_train_args(overrides: list[str]) -> str | None:
         if kind not in kinds.KINDS:
             return f"model.kind={kind}: one of {', '.join(kinds.KINDS)}"
         hidden = _int_field("model.hidden", m.hidden, 1)
-        d = dict(m.get("tiny" if kind == "tiny" else "deep") or {})
+        d = kinds.layers_config(kind, m)
         for k in ("l1_outputs", "l2_outputs"):
             if k in d:
-                d[k] = _int_field(f"model.{'tiny' if kind == 'tiny' else 'deep'}.{k}", d[k], 1, 4096)
+                d[k] = _int_field(f"model.{kinds.get(kind).layers_key}.{k}", d[k], 1, 4096)
         # the kind's arch checks activations (where each is allowed) and sizes
         kinds.get(kind).load("float_arch").from_config(fs.num_inputs, hidden, m.activation, buckets.count, d, 1.0)
         if not isinstance(m.get("qat", False), bool):

@@ -92,7 +92,7 @@ def load_checkpoint(path: str | Path) -> tuple[PerspectiveNet | DeepNet, dict, d
     try:
         model = build_model(hp.get("kind") or "perspective", hp["features"], fs.num_inputs, int(hp["hidden"]),
                             hp["activation"], buckets.count, "torch", bool(hp.get("factoriser")),
-                            hp.get("tiny") if hp.get("kind") == "tiny" else hp.get("deep"),
+                            kinds.layers_config(hp.get("kind") or "perspective", hp),
                             product_scale=scheme.qa / (1 << scheme.l0_shift))
         model.load_state_dict(state)
         if hp.get("qat"):

@@ -22,6 +22,8 @@ from .callbacks import plain
 from .loss import check_loss_config, training_loss
 from .schedule import Ramp, Schedule, lr_schedule
 from .metrics import spearman
+from nnue.spec import kinds
+
 from .model import build_model
 
 
@@ -56,7 +58,8 @@ class LitNNUE(pl.LightningModule):
         self.scheme = QuantScheme(**(quant or {}))
         self.loss_cfg = check_loss_config(loss)  # target=residual: trainer/loss.py
         self.model = build_model(kind, features, self.feature_set.num_inputs, hidden, activation,
-                                 self.buckets.count, backend, factoriser, tiny if kind == "tiny" else deep,
+                                 self.buckets.count, backend, factoriser,
+                                 kinds.layers_config(kind, {"deep": deep, "tiny": tiny}),
                                  product_scale=self.scheme.qa / (1 << self.scheme.l0_shift))
         self.arch = self.model.arch
         if qat:

@@ -14,7 +14,9 @@ of DESIGN.md: inference never imports trainer or kernels). Pieces:
 * ``calibrate``: export's bias calibration on real positions (perspective nets: L1's bias
   absorbs the mean rounding error of L1's weights; deep and tiny nets: the output bias absorbs
   the mean integer-vs-float offset), ``calibrate(model, q, net, scheme, stm, nstm, bucket)`` ->
-  (tensors to replace, calibration report).
+  (tensors to replace, calibration report);
+* ``layers_key``: the ``model.`` config group (and checkpoint hparam) holding the sizes and
+  activations of the layers after L0 (``deep``, ``tiny``; None: none).
 
 A net of any kind may also be *residual* (eval = base + α·net): that is a header field
 (:mod:`nnue.inference.residual`), not a kind. The C reference adds ``--residual BASE NUM
@@ -62,6 +64,7 @@ class NetKind:
     arch_builder: str
     c_args: object  # callable(arch dict) -> list[str]
     calibrate: str = "nnue.trainer.export:calibrate_output_bias"
+    layers_key: str | None = None
 
     def load(self, piece: str):
         """The object a piece names (module or attribute), imported on first use."""
@@ -73,17 +76,17 @@ KINDS: dict[str, NetKind] = {
         "perspective", "nnue.trainer.model:PerspectiveNet", "nnue.trainer.model:Arch",
         "nnue.trainer.export:quantise_perspective", "nnue.trainer.export:audit_perspective",
         "nnue.inference.net:IntegerNet", "nnue.inference.perspective", "nnue.inference.net:make_arch",
-        _c_args_perspective, "nnue.trainer.export:calibrate_l1_bias"),
+        _c_args_perspective, "nnue.trainer.export:calibrate_l1_bias", None),
     "deep": NetKind(
         "deep", "nnue.trainer.model:DeepNet", "nnue.trainer.model:DeepArch",
         "nnue.trainer.export:quantise_deep", "nnue.trainer.export:audit_deep",
         "nnue.inference.deep:DeepIntegerNet", "nnue.inference.deep", "nnue.inference.deep:make_deep_arch",
-        _c_args_deep, "nnue.trainer.export:calibrate_output_bias"),
+        _c_args_deep, "nnue.trainer.export:calibrate_output_bias", "deep"),
     "tiny": NetKind(
         "tiny", "nnue.trainer.model:TinyNet", "nnue.trainer.model:TinyArch",
         "nnue.trainer.export:quantise_tiny", "nnue.trainer.export:audit_tiny",
         "nnue.inference.tiny:TinyIntegerNet", "nnue.inference.tiny", "nnue.inference.tiny:make_tiny_arch",
-        _c_args_tiny, "nnue.trainer.export:calibrate_output_bias"),
+        _c_args_tiny, "nnue.trainer.export:calibrate_output_bias", "tiny"),
 }
 
 
@@ -93,6 +96,13 @@ def get(kind) -> NetKind:
         return KINDS[kind]
     except (KeyError, TypeError):
         raise ValueError(f"net kind {kind!r}: one of {', '.join(KINDS)}") from None
+
+
+def layers_config(kind: str, cfg) -> dict:
+    """The layer settings of a ``kind`` net from a model config or checkpoint hparams ``cfg``
+    (a mapping): its ``layers_key`` group, {} when the kind has none or it is unset."""
+    key = get(kind).layers_key
+    return dict((cfg.get(key) if key else None) or {})
 
 
 def c_args(arch: dict) -> list[str]:
