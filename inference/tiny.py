@@ -123,9 +123,18 @@ def forward_from_accumulators(net: TinyIntegerNet, acc_stm: torch.Tensor, acc_ns
     """Steps 2–4 of the module docstring: (N, H) int32 accumulators of each perspective, (N,)
     int64 buckets -> (N,) int64 centipawns, stm POV (with return_parts, also ``s1`` (N, N1) and
     ``out`` (N,), the integer sums). Raises OverflowError when a sum leaves int32."""
-    s = net.scheme
     x0 = deep.l0_activations(net, acc_stm, acc_nstm)
     s1 = deep.dense_int(x0, net.l1w, net.l1b, bucket, "L1 sum", _plan(net, "l1w"), bucket_range)
+    return forward_after_l1(net, s1, bucket, return_parts, bucket_range)
+
+
+def forward_after_l1(net: TinyIntegerNet, s1: torch.Tensor, bucket: torch.Tensor, return_parts: bool = False,
+                     bucket_range: tuple[int, int] | None = None):
+    """Steps 3 (after the sum) and 4 from the L1 sums ``s1`` (N, N1) int64, bias included and
+    checked against int32 (the block-sparse L1 path, :mod:`nnue.inference.sparse_l1`, computes
+    them its own way): -> (N,) int64 centipawns (and the parts, as
+    :func:`forward_from_accumulators`)."""
+    s = net.scheme
     a1 = acts.get(net.arch["hidden_activation"])
     x1 = acts.int_hidden(a1.name, s1 >> s.dense_shift, s.qa, s.l0_shift).to(torch.int32)
     out = deep.dense_int(x1, net.outw.unsqueeze(1), net.outb.unsqueeze(1), bucket, "output sum",

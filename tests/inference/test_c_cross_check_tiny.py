@@ -133,3 +133,13 @@ def test_tiny_residual_net_equals_c_under_every_cpu_capability(c_eval, fens, tmp
         if var == "ATEN_CPU_CAPABILITY" and cap == "default":
             assert reported == "DEFAULT"
         assert evals == theirs, (var, cap)
+
+
+@pytest.mark.parametrize("method", ["gather", "compact"])
+def test_block_sparse_path_equals_evaluate_for_tiny_and_residual_nets(method, boards):
+    from nnue.inference import evaluate_sparse
+
+    net = make_tiny_int_net("kb768hm4", "screlu", 32, 16, "hardswish", "SFPieceCount<8>", seed=3)
+    assert torch.equal(evaluate_sparse(net, boards, method=method), evaluate(net, boards))
+    net.arch["residual"] = residual.header("material", 0.5)
+    assert torch.equal(evaluate_sparse(net, boards, method=method), evaluate(net, boards))
