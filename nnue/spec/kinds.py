@@ -22,7 +22,9 @@ A net of any kind may also be *residual* (eval = base + α·net): that is a head
 (:mod:`nnue.inference.residual`), not a kind. The C reference adds ``--residual BASE NUM
 SHIFT`` for it (:func:`c_args`).
 
-Adding a kind (e.g. the residual tiny net) is one entry here plus its pieces.
+Adding a kind is one entry here plus its pieces: the tiny net (issue 11 part 3) took the entry,
+its float model and arch (trainer/model.py), quantise/audit (trainer/export.py), its integer
+class and evaluator (nnue/inference/tiny.py), the C reference's ``--tiny`` and its tests.
 """
 from __future__ import annotations
 
