@@ -5,8 +5,11 @@ Steps, in the visible chain bullet's saved format uses:
 1. load the float model (Lightning ``.ckpt`` or ``weights-*.safetensors``);
 2. quantise (:func:`quantise`): ``l0w = round(W·QA)``, ``l0b = round(b0·QA)``,
    ``l1w = round(W1·QB)``, ``l1b = round(b1·QA·QB)``, all int16;
-3. correct L1's bias for the mean rounding error of L1's weights (:func:`correct_l1_bias`), on
-   half of the validation positions;
+3. calibrate, on half of the validation positions, with the kind's ``calibrate`` piece
+   (:mod:`nnue.spec.kinds`): perspective nets correct L1's bias for the mean rounding error of
+   L1's weights (:func:`calibrate_l1_bias`), deep and tiny nets their output bias for the mean
+   integer-vs-float offset (:func:`calibrate_output_bias`); this runs after a first audit, on the
+   audited tensors, and the changed tensors are audited again;
 4. audit (:func:`audit`): every value fits int16; per neuron, ``|l0b| + Σ of the max_active
    largest |l0w|`` fits int16 (the accumulator can never overflow); for screlu/pairwise,
    ``|l1w|·QA`` fits int16; the L1 sum's worst case against int32, and, where that bound is not
