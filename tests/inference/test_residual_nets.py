@@ -215,3 +215,24 @@ def test_incremental_accumulator_adds_the_base():
     with pytest.raises(residual.BaseMissingError):
         acc.evaluate()
     assert acc.evaluate(base=-37) == acc.evaluate_net() - 37
+
+
+@pytest.mark.skipif(not STOCKFISH.exists(), reason="Stockfish 15.1 not installed (scripts/ensure_stockfish.sh)")
+def test_cli_eval_dataset_engine_base_equals_annotated_column(sample_dataset, tmp_path, capsys):
+    """nnue eval --dataset of a stockfish-classical residual net: the base from the engine (plain
+    dataset) and from the base_eval column (annotated copy) give the same lines."""
+    net = _residual_net("stockfish-classical", alpha=0.5)
+    net.save(tmp_path / "sf.safetensors")
+    ds = tmp_path / "ds"
+    shutil.copytree(sample_dataset, ds)
+    annotate(ds, base="stockfish-classical", progress=False)
+    args = ["eval", str(tmp_path / "sf.safetensors"), "--dataset"]
+    assert cli_main(args + [str(sample_dataset), "--limit", "300"]) == 0
+    from_engine = capsys.readouterr().out.split()
+    assert cli_main(args + [str(ds), "--limit", "300"]) == 0
+    from_column = capsys.readouterr().out.split()
+    assert from_engine == from_column and len(from_engine) == 300
+    assert 0 < from_engine.count("none") < 100  # in-check rows: no static eval
+    assert cli_main(args + [str(ds), "--summary"]) == 0
+    s = json.loads(capsys.readouterr().out)
+    assert s["base_from"] == "dataset base_eval column" and s["positions_without_base"] > 0
