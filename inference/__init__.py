@@ -2,7 +2,9 @@
 
 Entry points: :func:`load`, :func:`evaluate` (packed boards), :func:`evaluate_fens`;
 :class:`IncrementalAccumulator` (push/pop moves on one position); :func:`evaluate_sparse`
-(the block-sparse L1 path, identical results).
+(the block-sparse L1 path, identical results). Kinds: perspective, deep, tiny
+(:mod:`nnue.spec.kinds`); any of them may be a residual net (eval = base + α·net,
+:mod:`nnue.inference.residual`).
 """
 from .incremental import IncrementalAccumulator  # noqa: F401
 from .api import boards_from_fens, evaluate, evaluate_fens, forward_int  # noqa: F401

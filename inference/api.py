@@ -8,6 +8,8 @@ import torch
 
 from nnue.spec import kinds
 
+from . import residual
+
 
 def evaluator(net):
     """The exact evaluator module of ``net``'s kind (``forward_int``, ``evaluate``)."""
@@ -21,10 +23,24 @@ def forward_int(net, stm: torch.Tensor, nstm: torch.Tensor, bucket: torch.Tensor
     return evaluator(net).forward_int(net, stm, nstm, bucket, return_parts)
 
 
-def evaluate(net, boards: torch.Tensor, chunk: int = 1024) -> torch.Tensor:
-    """Integer evals of packed boards, any net kind: (N, 32) uint8 -> (N,) int64 centipawns,
-    stm POV (see :func:`nnue.inference.perspective.evaluate`, :func:`nnue.inference.deep.evaluate`)."""
+def evaluate_net(net, boards: torch.Tensor, chunk: int = 1024) -> torch.Tensor:
+    """The net's own integer evals, any kind, without a residual net's base: (N, 32) uint8 ->
+    (N,) int64 centipawns, stm POV (see :func:`nnue.inference.perspective.evaluate`,
+    :func:`nnue.inference.deep.evaluate`)."""
     return evaluator(net).evaluate(net, boards, chunk)
+
+
+def evaluate(net, boards: torch.Tensor, chunk: int = 1024, base: torch.Tensor | None = None) -> torch.Tensor:
+    """Integer evals of packed boards, any net kind: (N, 32) uint8 -> (N,) int64 centipawns,
+    stm POV. A residual net (:mod:`nnue.inference.residual`) returns ``base + α·net`` by the
+    integer rule there: ``base`` (N,) integer centipawns, stm POV, or None to compute a
+    ``material`` base; raises :class:`~nnue.inference.residual.BaseMissingError` when a
+    Stockfish base is not given. ``base`` is ignored for a plain net."""
+    ev = evaluate_net(net, boards, chunk)
+    r = residual.of(net)
+    if r is None:
+        return ev
+    return residual.combine(ev, residual.base_for(net, boards, base), r["alpha_num"], r["alpha_shift"])
 
 
 def boards_from_fens(fens: list[str], labels: list[str] | None = None) -> torch.Tensor:
@@ -49,10 +65,10 @@ def boards_from_fens(fens: list[str], labels: list[str] | None = None) -> torch.
     return torch.from_numpy(np.frombuffer(b"".join(rows), dtype=np.uint8).reshape(-1, 32).copy())
 
 
-def evaluate_fens(net, fens: list[str], labels: list[str] | None = None) -> list[int]:
+def evaluate_fens(net, fens: list[str], labels: list[str] | None = None, base=None) -> list[int]:
     """Integer evals (centipawns, side-to-move POV) of FENs (``labels``: how errors name them,
-    see :func:`boards_from_fens`)."""
-    return evaluate(net, boards_from_fens(fens, labels)).tolist()
+    see :func:`boards_from_fens`; ``base``: a residual net's base, see :func:`evaluate`)."""
+    return evaluate(net, boards_from_fens(fens, labels), base=base).tolist()
 
 
 def evaluate_boards(net, boards) -> list[int]:

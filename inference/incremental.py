@@ -58,6 +58,8 @@ from nnue.pipeline.features.lookup import TableEncoder
 from nnue.spec import activations as acts
 from nnue.spec import kinds
 
+from . import residual
+
 from .exact import INT32_MAX, INT32_MIN
 from .net import IntegerNet
 
@@ -621,11 +623,24 @@ class IncrementalAccumulator:
 
     # -- evaluation ----------------------------------------------------------------------------
 
-    def evaluate(self) -> int:
+    def evaluate(self, base: int | None = None) -> int:
         """The integer eval of the current position (centipawns, side to move's POV): the value
-        ``nnue.inference.net.forward_int`` (deep nets: ``nnue.inference.deep.forward_int``) gives
-        for the full position. Raises OverflowError
-        where it does (an accumulator outside int16, an L1 sum or output outside int32)."""
+        ``nnue.inference.evaluate`` gives for the full position. Raises OverflowError where it
+        does (an accumulator outside int16, an L1 sum or output outside int32). A residual net
+        (:mod:`nnue.inference.residual`) adds its base: ``base`` (centipawns, stm POV), else the
+        material base computed from the position; a Stockfish base without ``base`` raises
+        BaseMissingError."""
+        n = self.evaluate_net()
+        r = residual.of(self.net)
+        if r is None:
+            return n
+        boards = torch.frombuffer(bytearray(self.packed()), dtype=torch.uint8).view(1, 32)
+        b = residual.base_for(self.net, boards, None if base is None else torch.tensor([int(base)]))
+        return int(residual.combine(torch.tensor([n]), b, r["alpha_num"], r["alpha_shift"])[0])
+
+    def evaluate_net(self) -> int:
+        """The net's own integer eval (without a residual net's base), as
+        :func:`nnue.inference.api.evaluate_net` gives it for the full position."""
         c = self._c
         s = self.net.scheme
         qa = s.qa

@@ -78,10 +78,13 @@ class NetFile:
     def tensors(self) -> dict[str, torch.Tensor]:
         raise NotImplementedError
 
+    def file_bytes(self) -> bytes:
+        """The bytes of ``net.safetensors`` (what :meth:`save` writes)."""
+        return st_save({k: v.contiguous() for k, v in self.tensors().items()}, self.metadata())
+
     def save(self, path: str | Path) -> None:
         """Write ``net.safetensors`` atomically (byte-identical for identical nets)."""
-        data = st_save({k: v.contiguous() for k, v in self.tensors().items()}, self.metadata())
-        atomic_write_bytes(Path(path), data)
+        atomic_write_bytes(Path(path), self.file_bytes())
 
     def raw_bytes(self) -> bytes:
         """The raw engine layout (:meth:`raw_layout`): every tensor of :meth:`tensors` in order,
@@ -205,6 +208,12 @@ def check_header(path, meta) -> tuple[dict, QuantScheme, type]:
             acts.check(v, place)
         except ValueError as e:
             raise NetFormatError(f"{path}: field 'architecture.{name}': {e}") from None
+    if "residual" in arch:  # base + α·net (nnue.inference.residual)
+        from . import residual
+
+        why = residual.check("architecture.residual", arch["residual"])
+        if why:
+            raise NetFormatError(f"{path}: {why}")
     for name in ("hidden", "num_inputs", "num_buckets", "l1_inputs", "l1_outputs", "l2_outputs"):
         if name in arch and arch[name] < 1:
             raise NetFormatError(f"{path}: field 'architecture.{name}' is {arch[name]}, expected ≥ 1")

@@ -33,6 +33,8 @@ import torch
 from nnue.spec import activations as acts
 from nnue.spec import kinds
 
+from . import residual
+
 from .exact import accumulators_f32, check_acc_int16, check_int32
 
 METHODS = ("gather", "compact")
@@ -191,6 +193,15 @@ def _forward_deep(net, accs, bucket, block, method):
     return forward_after_l1(net, deep_l1_sum(net, x, bucket, block, method), bucket), x
 
 
+def _forward_tiny(net, accs, bucket, block, method):
+    from .deep import l0_activations
+    from .tiny import forward_after_l1
+
+    x = l0_activations(net, accs[0].to(torch.int32), accs[1].to(torch.int32))
+    x = x.view(x.shape[0], 2, -1)
+    return forward_after_l1(net, deep_l1_sum(net, x, bucket, block, method), bucket), x  # same L1 layout as deep
+
+
 def _forward_perspective(net, accs, bucket, block, method):
     s = net.scheme
     x = activations(net, torch.stack(accs, 1))
@@ -203,13 +214,14 @@ def _forward_perspective(net, accs, bucket, block, method):
 
 
 #: net kind -> its path after the accumulators (the kinds of :mod:`nnue.spec.kinds` that have an L1)
-_FORWARD = {"perspective": _forward_perspective, "deep": _forward_deep}
+_FORWARD = {"perspective": _forward_perspective, "deep": _forward_deep, "tiny": _forward_tiny}
 
 
 def evaluate_sparse(net, boards: torch.Tensor, chunk: int = 1024, block: int = 4,
-                    method: str = "gather", return_stats: bool = False):
-    """:func:`~nnue.inference.net.evaluate` through :func:`forward_sparse`: (N, 32) uint8 packed
-    boards -> (N,) int64 evals; with return_stats also the block sparsity over all of them."""
+                    method: str = "gather", return_stats: bool = False, base=None):
+    """:func:`~nnue.inference.api.evaluate` through :func:`forward_sparse`: (N, 32) uint8 packed
+    boards -> (N,) int64 evals (a residual net's base added as there: ``base``, or the material
+    base computed); with return_stats also the block sparsity over all of them."""
     fs, buckets = net.features, net.buckets
     out, zero, total, zs, zn, n = [], 0, 0, 0.0, 0.0, 0
     for start in range(0, boards.shape[0], chunk):
@@ -223,6 +235,9 @@ def evaluate_sparse(net, boards: torch.Tensor, chunk: int = 1024, block: int = 4
         zn += st["sparsity_nstm"] * st["positions"]
         n += st["positions"]
     ev = torch.cat(out) if out else torch.zeros(0, dtype=torch.int64)
+    r = residual.of(net)
+    if r is not None:  # base + α·net, as nnue.inference.evaluate (material computed; else base=)
+        ev = residual.combine(ev, residual.base_for(net, boards, base), r["alpha_num"], r["alpha_shift"])
     if not return_stats:
         return ev
     return ev, {"block": block, "positions": n, "blocks": total, "zero_blocks": zero,

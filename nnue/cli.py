@@ -260,7 +260,8 @@ def cmd_export(args) -> int:
     from nnue.trainer.export import export
 
     r = export(args.checkpoint, args.output, clip=args.clip, data_path=args.data,
-               max_positions=args.positions, bias_correction=not args.no_bias_correction)
+               max_positions=args.positions, bias_correction=not args.no_bias_correction,
+               alpha=args.alpha, base=args.base, max_bytes=args.max_bytes)
     if args.json:
         print(json.dumps(r, default=float))
         return 0
@@ -268,8 +269,13 @@ def cmd_export(args) -> int:
     print(f"wrote {r['net']}, {r['bin']} and {Path(r['net']).parent / 'export.json'}")
     arch = r["architecture"]
     layers = (f" -> {arch['l1_outputs']} {arch['hidden_activation']} -> {arch['l2_outputs']} "
-              f"{arch.get('l2_activation') or arch['hidden_activation']} -> 1" if "l1_outputs" in arch else "")
+              f"{arch.get('l2_activation') or arch['hidden_activation']} -> 1" if "l2_outputs" in arch else
+              f" -> {arch['l1_outputs']} {arch['hidden_activation']} -> 1" if "l1_outputs" in arch else "")
     print(f"  {arch['feature_set']} -> {arch['hidden']}x2 {arch['activation']}{layers} -> {arch['output_buckets']}")
+    if r.get("residual"):
+        print(f"  residual net: eval = {r['residual']['base']} + {r['residual']['alpha']:g}·net")
+    print(f"  {r['bytes']['net.safetensors']:,} bytes" + (f" (model.max_bytes {r['bytes']['max_bytes']:,})"
+                                                         if r["bytes"]["max_bytes"] else ""))
     print(f"  audit: accumulator worst case {a['accumulator_worst_case']} (limit {a['accumulator_limit']}), "
           f"clipped {a['clipped'] or 'nothing'}")
     if not c["positions"] and args.positions == 0:
@@ -349,18 +355,74 @@ def cmd_eval(args) -> int:
             raise ValueError(f"--fen: {e}") from None
     else:
         fens, labels = _read_fens(args.fens)
+    from nnue.inference.api import boards_from_fens
+
+    boards = boards_from_fens(fens, labels)
+    base = _residual_base(net, net_path, boards, args)
     try:
-        evals = evaluate_fens(net, fens, labels)
+        evals = _evaluate_rows(net, boards, base)
     except OverflowError as e:  # name the first position that overflows (one at a time: rare path)
         for fen, label in zip(fens, labels):
             try:
-                evaluate_fens(net, [fen], [label])
+                evaluate_fens(net, [fen], [label], base=[0])
             except OverflowError as one:
                 raise OverflowError(f"{label} ({fen}): {one}") from None
         raise e
     for v in evals:
-        print(v)
+        print("none" if v is None else v)
     return 0
+
+
+def _residual_base(net, net_path, boards, args, column=None):
+    """A residual net's base for ``boards`` ((N, 32) uint8) when the evaluator cannot compute
+    it (a Stockfish base): ``column`` (the dataset's base_eval, float, NaN = none) when given,
+    else Stockfish 15.1's classical eval from the engine (``--engine``, else ``stockfish`` on
+    PATH, else /usr/games/stockfish). Returns None for plain nets and the ``material`` base
+    (computed by the evaluator), else (N,) float64 centipawns, stm POV, NaN where the engine
+    prints none (side to move in check). Raises EngineError naming what is missing."""
+    from nnue.inference import residual
+
+    r = residual.of(net)
+    if r is None or r["base"] == "material":
+        return None
+    if column is not None:
+        return column.double().numpy()
+    import numpy as np
+
+    from nnue.pipeline.annotate import EngineError, EnginePool, find_engine, stm_cp
+
+    why = (f"{net_path} is a residual net (eval = {r['base']} + {r['alpha']:g}·net) and its base is "
+           "Stockfish 15.1's classical static eval")
+    try:
+        pool = EnginePool(find_engine(args.engine), 1, ("classical",))
+    except EngineError as e:
+        raise EngineError(f"{why}: {e}") from None
+    try:
+        pawns = pool.evaluate(boards.numpy())["classical"] if len(boards) else np.zeros(0)
+    finally:
+        pool.close()
+    cp, null = stm_cp(pawns, (boards[:, 24] >> 7).bool().numpy())
+    return np.where(null, np.nan, cp.astype(np.float64))
+
+
+def _evaluate_rows(net, boards, base) -> list:
+    """Evals of packed boards (ints), with a residual net's given base (``base``: float array,
+    NaN = none, or None): a position without a base gets None ("none" in the output)."""
+    from nnue.inference import evaluate
+
+    if base is None:
+        return evaluate(net, boards).tolist()
+    import numpy as np
+    import torch
+
+    ok = np.isfinite(base)
+    out: list = [None] * len(base)
+    idx = np.nonzero(ok)[0]
+    if len(idx):
+        vals = evaluate(net, boards[torch.from_numpy(idx)], base=torch.from_numpy(base[idx]).to(torch.int64))
+        for i, v in zip(idx.tolist(), vals.tolist()):
+            out[i] = v
+    return out
 
 
 def _eval_dataset(net, args) -> int:
@@ -376,42 +438,62 @@ def _eval_dataset(net, args) -> int:
     from nnue.pipeline.stream import Filters, PackedStream
     from nnue.trainer.metrics import spearman
 
+    from nnue.inference import residual
+    from nnue.pipeline import manifest as mf
+
     no_filters = Filters(skip_in_check=False, skip_capture=False, skip_score_none=False, skip_mate=False)
     ds = PackedStream([args.dataset], 65536, 0, "all", 0.0, no_filters, drop_last=False)
     limit = args.limit if args.limit is not None else None
-    evals, scores, n, spent = [], [], 0, 0.0
+    # a residual net on a Stockfish base: the dataset's base_eval column if it holds that base
+    r = residual.of(net)
+    ann = mf.load(args.dataset).get("annotations", {}).get("base_eval", {})
+    use_column = (r is not None and r["base"] != "material" and ann.get("source") == r["base"]
+                  and ann.get("complete", True) and "base_eval" in ds.extra_columns)
+    evals, scores, n, spent, no_base = [], [], 0, 0.0, 0
     for b in ds:
         boards, score = b["boards"], b["score"]
+        column = b.get("base_eval") if use_column else None
         if limit is not None:
             boards, score = boards[: limit - n], score[: limit - n]
+            column = None if column is None else column[: limit - n]
+        base = _residual_base(net, args.net, boards, args, column)
         t = time.perf_counter()
         try:
-            ev = evaluate(net, boards)
+            ev = evaluate(net, boards) if base is None else _evaluate_rows(net, boards, base)
         except OverflowError as e:  # name the first row that overflows (one at a time: rare path)
             from nnue.pipeline.board import unpack_fen
 
             for i in range(len(boards)):
                 try:
-                    evaluate(net, boards[i:i + 1])
+                    evaluate(net, boards[i:i + 1], base=torch.zeros(1, dtype=torch.int64))
                 except OverflowError as one:
                     raise OverflowError(f"{args.dataset}: row {n + i + 1} in file order "
                                         f"({unpack_fen(boards[i].numpy().tobytes())}): {one}") from None
             raise e
         spent += time.perf_counter() - t
-        n += len(ev)
+        if base is not None:  # rows without a base (in check: Stockfish prints none): "none"
+            keep = np.isfinite(base)
+            no_base += int((~keep).sum())
+            if args.summary:
+                ev, score = torch.tensor([v for v in ev if v is not None], dtype=torch.int64), score[torch.from_numpy(keep)]
+        n += len(boards)
         if args.summary:
             evals.append(ev.numpy())
             scores.append(score.numpy())
         else:
-            sys.stdout.write("".join(f"{v}\n" for v in ev.tolist()))
+            rows = ev.tolist() if torch.is_tensor(ev) else ev
+            sys.stdout.write("".join(f"{'none' if v is None else v}\n" for v in rows))
         if limit is not None and n >= limit:
             break
     if args.summary:
         ev = np.concatenate(evals) if evals else np.zeros(0, np.int64)
         sc = np.concatenate(scores) if scores else np.zeros(0, np.float32)
-        print(json.dumps({"positions": int(n), "evals_per_s": round(n / spent) if spent else None,
-                          "mean_eval_cp": float(ev.mean()) if n else None,
-                          "spearman_with_score": spearman(ev, sc) if n > 1 else None,
+        extra = {} if r is None else {"residual": r, "positions_without_base": no_base,
+                                      "base_from": "material (computed)" if r["base"] == "material" else
+                                      "dataset base_eval column" if use_column else "engine"}
+        print(json.dumps(extra | {"positions": int(n), "evals_per_s": round(n / spent) if spent else None,
+                          "mean_eval_cp": float(ev.mean()) if len(ev) else None,
+                          "spearman_with_score": spearman(ev, sc) if len(ev) > 1 else None,
                           "cpu_capability": torch.backends.cpu.get_cpu_capability(),
                           "architecture": net.arch}, default=float))
     return 0
@@ -602,6 +684,12 @@ def _parser() -> argparse.ArgumentParser:
     s.add_argument("--no-bias-correction", action="store_true",
                    help="round L1's bias as is, without folding in the mean rounding error of L1's "
                         "weights (default: corrected)")
+    s.add_argument("--alpha", type=float, default=None, help="residual nets: α of eval = base + α·net, "
+                   "a multiple of 1/256 (default: the run's model.alpha, 0.5)")
+    s.add_argument("--base", choices=["material", "stockfish-classical"], default=None,
+                   help="residual nets: the base (default: the training data's base_eval annotation)")
+    s.add_argument("--max-bytes", type=_non_negative, default=None, metavar="N",
+                   help="refuse a net.safetensors over N bytes (default: the run's model.max_bytes; none)")
     s.add_argument("--json", action="store_true", help="print one JSON object (default: text)")
     s.set_defaults(func=cmd_export)
 
@@ -631,6 +719,11 @@ def _parser() -> argparse.ArgumentParser:
     s.add_argument("--summary", action="store_true",
                    help="with --dataset: one JSON line (positions, evals/s, mean, Spearman with the score) "
                         "instead of the evals (default off)")
+    s.add_argument("--engine", metavar="PATH", default=None,
+                   help="residual nets on a Stockfish base: the Stockfish 15.1 binary that computes it "
+                        "(default: stockfish on PATH, else /usr/games/stockfish; with --dataset, the "
+                        "dataset's base_eval column when it holds that base). Positions without a base "
+                        "(in check) print 'none'")
     s.set_defaults(func=cmd_eval)
 
     from nnue.selfplay.cli import add_parsers as add_selfplay_parsers  # sprt, selfplay, match, datagen
@@ -720,14 +813,22 @@ def check_train_args(overrides: list[str]) -> str | None:
         if kind not in kinds.KINDS:
             return f"model.kind={kind}: one of {', '.join(kinds.KINDS)}"
         hidden = _int_field("model.hidden", m.hidden, 1)
-        d = dict(m.get("deep") or {})
+        d = kinds.layers_config(kind, m)
         for k in ("l1_outputs", "l2_outputs"):
             if k in d:
-                d[k] = _int_field(f"model.deep.{k}", d[k], 1, 4096)
+                d[k] = _int_field(f"model.{kinds.get(kind).layers_key}.{k}", d[k], 1, 4096)
         # the kind's arch checks activations (where each is allowed) and sizes
         kinds.get(kind).load("float_arch").from_config(fs.num_inputs, hidden, m.activation, buckets.count, d, 1.0)
         if not isinstance(m.get("qat", False), bool):
             return f"model.qat={m.qat}: true or false"
+        from nnue.inference.residual import header as residual_header
+        try:
+            residual_header("material", m.get("alpha", 0.5))  # α: a multiple of 1/256 in (0, 4]
+        except ValueError as e:
+            return f"model.alpha={m.get('alpha')}: {str(e).split(': ', 1)[1]}"
+        mb = m.get("max_bytes")
+        if mb is not None and (not isinstance(mb, int) or isinstance(mb, bool) or mb < 1):
+            return f"model.max_bytes={mb}: a positive integer (bytes of the exported net.safetensors) or null"
         try:
             act_l1 = float(m.get("act_l1", 0.0))
         except (TypeError, ValueError):

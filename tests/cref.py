@@ -111,16 +111,33 @@ def run_c_eval(
     return run_c(exe, net_bin, args, fens, allow_overflow)
 
 
+def c_tiny_args(features: str, output_buckets: str, hidden: int, activation: str, l1_outputs: int,
+                hidden_activation: str) -> list[str]:
+    """Command-line arguments (after NET.bin) of the C evaluator for a tiny net."""
+    return ["--features", features, "--buckets", output_buckets, "--tiny", str(hidden), activation,
+            str(l1_outputs), hidden_activation]
+
+
 def c_args_for_arch(arch: dict) -> list[str]:
     """C evaluator arguments for a net's ``arch`` dict: keys feature_set, output_buckets,
     hidden, activation; a deep net (``kind == "deep"``) also l1_outputs, l2_outputs,
-    hidden_activation."""
-    if arch.get("kind", "perspective") == "deep":
-        return c_deep_args(arch["feature_set"], arch["output_buckets"], arch["hidden"], arch["activation"],
-                           arch["l1_outputs"], arch["l2_outputs"], arch["hidden_activation"], arch.get("l2_activation"))
-    if arch.get("kind", "perspective") != "perspective":
-        raise ValueError(f"unknown net kind {arch.get('kind')!r}")
-    return c_perspective_args(arch["feature_set"], arch["output_buckets"], arch["hidden"], arch["activation"])
+    hidden_activation; a tiny net l1_outputs, hidden_activation; a residual net (``residual``:
+    base, alpha_num, alpha_shift) adds ``--residual BASE NUM SHIFT``."""
+    kind = arch.get("kind", "perspective")
+    if kind == "deep":
+        out = c_deep_args(arch["feature_set"], arch["output_buckets"], arch["hidden"], arch["activation"],
+                          arch["l1_outputs"], arch["l2_outputs"], arch["hidden_activation"], arch.get("l2_activation"))
+    elif kind == "tiny":
+        out = c_tiny_args(arch["feature_set"], arch["output_buckets"], arch["hidden"], arch["activation"],
+                          arch["l1_outputs"], arch["hidden_activation"])
+    elif kind == "perspective":
+        out = c_perspective_args(arch["feature_set"], arch["output_buckets"], arch["hidden"], arch["activation"])
+    else:
+        raise ValueError(f"unknown net kind {kind!r}")
+    r = arch.get("residual")
+    if r is not None:
+        out += ["--residual", r["base"], str(r["alpha_num"]), str(r["alpha_shift"])]
+    return out
 
 
 @functools.lru_cache(maxsize=None)

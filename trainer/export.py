@@ -5,8 +5,11 @@ Steps, in the visible chain bullet's saved format uses:
 1. load the float model (Lightning ``.ckpt`` or ``weights-*.safetensors``);
 2. quantise (:func:`quantise`): ``l0w = round(W·QA)``, ``l0b = round(b0·QA)``,
    ``l1w = round(W1·QB)``, ``l1b = round(b1·QA·QB)``, all int16;
-3. correct L1's bias for the mean rounding error of L1's weights (:func:`correct_l1_bias`), on
-   half of the validation positions;
+3. calibrate, on half of the validation positions, with the kind's ``calibrate`` piece
+   (:mod:`nnue.spec.kinds`): perspective nets correct L1's bias for the mean rounding error of
+   L1's weights (:func:`calibrate_l1_bias`), deep and tiny nets their output bias for the mean
+   integer-vs-float offset (:func:`calibrate_output_bias`); this runs after a first audit, on the
+   audited tensors, and the changed tensors are audited again;
 4. audit (:func:`audit`): every value fits int16; per neuron, ``|l0b| + Σ of the max_active
    largest |l0w|`` fits int16 (the accumulator can never overflow); for screlu/pairwise,
    ``|l1w|·QA`` fits int16; the L1 sum's worst case against int32, and, where that bound is not
@@ -27,7 +30,6 @@ import torch
 from safetensors import safe_open
 
 from nnue.inference import api as inference_api
-from nnue.inference import deep as deep_int
 from nnue.inference.exact import INT32_MAX
 from nnue.inference.net import IntegerNet  # noqa: F401  (tests patch export_mod.IntegerNet.write_bin)
 from nnue.kernels import sparse_ft_pair
@@ -93,7 +95,8 @@ def load_checkpoint(path: str | Path) -> tuple[PerspectiveNet | DeepNet, dict, d
     try:
         model = build_model(hp.get("kind") or "perspective", hp["features"], fs.num_inputs, int(hp["hidden"]),
                             hp["activation"], buckets.count, "torch", bool(hp.get("factoriser")),
-                            hp.get("deep"), product_scale=scheme.qa / (1 << scheme.l0_shift))
+                            kinds.layers_config(hp.get("kind") or "perspective", hp),
+                            product_scale=scheme.qa / (1 << scheme.l0_shift))
         model.load_state_dict(state)
         if hp.get("qat"):
             model.enable_qat(scheme)  # the function the net was trained as
@@ -120,7 +123,7 @@ def _json_object(path, meta: dict, key: str) -> dict:
 #: hparams field -> (type, required)
 _HPARAMS = {"features": (str, True), "output_buckets": (str, True), "hidden": (int, True), "activation": (str, True),
             "kind": (str, False), "deep": (dict, False), "quant": (dict, False), "factoriser": (bool, False),
-            "qat": (bool, False)}
+            "qat": (bool, False), "tiny": (dict, False), "alpha": ((int, float), False), "max_bytes": (int, False)}
 
 
 def _check_hparams(path, hp: dict):
@@ -130,14 +133,14 @@ def _check_hparams(path, hp: dict):
         kind = {type(None): "null", dict: "an object", list: "a list", str: "a string", bool: "a boolean"}.get(
             type(v), "a number")
         return ExportError(f"{path}: hparams field {name!r} is {kind} ({json.dumps(v)[:40]}), expected {want}")
-    words = {str: "a string", int: "an integer", dict: "an object", bool: "true or false"}
+    words = {str: "a string", int: "an integer", dict: "an object", bool: "true or false", (int, float): "a number"}
     for name, (types, required) in _HPARAMS.items():
         if name not in hp or (hp[name] is None and not required):
             if required:
                 raise ExportError(f"{path}: hparams field {name!r} is missing")
             continue
         v = hp[name]
-        if not isinstance(v, types) or (types is int and isinstance(v, bool)):
+        if not isinstance(v, types) or (types in (int, (int, float)) and isinstance(v, bool)):
             raise bad(name, v, words[types])
     quant = hp.get("quant") or {}
     for name, v in quant.items():
@@ -204,6 +207,19 @@ def quantise_deep(model: DeepNet, scheme: QuantScheme) -> dict[str, torch.Tensor
         }
 
 
+def quantise_tiny(model, scheme: QuantScheme) -> dict[str, torch.Tensor]:
+    """:func:`quantise` of a tiny net (:mod:`nnue.inference.tiny`): l0 at QA; l1 and out
+    weights at QB (l1 bucket-major (B, N1, L1)); biases at QA·QB, plus QB/2 for l1."""
+    qa, qb = scheme.qa, scheme.qb
+    a = model.arch
+    B, N1 = a.num_buckets, a.l1_outputs
+    with torch.no_grad():
+        return {"l0w": _r(model.folded_ft_weight(), qa), "l0b": _r(model.ft.bias, qa),
+                "l1w": _r(model.l1.weight, qb).view(B, N1, a.l1_inputs),
+                "l1b": _r(model.l1.bias, qa * qb).view(B, N1) + qb // 2,
+                "outw": _r(model.out.weight, qb), "outb": _r(model.out.bias, qa * qb)}
+
+
 def _where(t: torch.Tensor, flat: int) -> str:
     """A flat index of ``t`` as its (i, j, …) index."""
     idx, rest = [], flat
@@ -235,6 +251,14 @@ def audit_deep(q, arch, scheme: QuantScheme, max_active: int, clip: bool = False
     return _audit(q, arch, scheme, max_active, clip, inputs)
 
 
+def audit_tiny(q, arch, scheme: QuantScheme, max_active: int, clip: bool = False):
+    """:func:`audit` of a tiny net: as :func:`audit_deep` for its two dense layers (l1 takes
+    the u8 L0 activations, out the activation after L1)."""
+    x0 = max(abs(v) for v in acts.get(arch.activation).out_range["deep_l0"])
+    inputs = {"l1": max(x0, 255), "out": acts.hidden_max_abs(arch.hidden_activation, scheme.qa, scheme.l0_shift)}
+    return _audit(q, arch, scheme, max_active, clip, inputs)
+
+
 def _audit(q: dict[str, torch.Tensor], arch, scheme: QuantScheme, max_active: int,
            clip: bool, dense_inputs: dict | None) -> tuple[dict[str, torch.Tensor], dict]:
     """Check (or, with clip, repair) the static ranges of quantised tensors.
@@ -263,11 +287,11 @@ def _audit(q: dict[str, torch.Tensor], arch, scheme: QuantScheme, max_active: in
 
     fit("l0w", -INT16_MAX, INT16_MAX, " (int16)")
     fit("l0b", -INT16_MAX, INT16_MAX, " (int16)")
-    if deep:
-        for name in ("l1w", "l2w", "outw"):
-            fit(name, -INT8_MAX, INT8_MAX, " (int8)")
-        for name in ("l1b", "l2b", "outb"):
-            fit(name, -INT32_MAX, INT32_MAX, " (int32)")
+    if deep:  # the dense layers of dense_inputs (deep: l1, l2, out; tiny: l1, out)
+        for layer in dense_inputs:
+            fit(layer + "w", -INT8_MAX, INT8_MAX, " (int8)")
+        for layer in dense_inputs:
+            fit(layer + "b", -INT32_MAX, INT32_MAX, " (int32)")
     else:
         fit("l1w", -INT16_MAX, INT16_MAX, " (int16)")
         fit("l1b", -INT16_MAX, INT16_MAX, " (int16)")
@@ -289,7 +313,7 @@ def _audit(q: dict[str, torch.Tensor], arch, scheme: QuantScheme, max_active: in
     report = {"accumulator_worst_case": int(worst.max()), "accumulator_limit": INT16_MAX}
     if deep:
         # worst case |b| + X·Σ|w| per neuron, X the layer's largest |input| (dense_inputs)
-        for layer in ("l1", "l2", "out"):
+        for layer in dense_inputs:
             w, b = q[layer + "w"], q[layer + "b"]
             xmax = dense_inputs[layer]
             report[f"{layer}_input_max_abs"] = xmax
@@ -380,9 +404,28 @@ def correct_l1_bias(model: PerspectiveNet, q: dict[str, torch.Tensor], scheme: Q
     return torch.round(bias * scheme.qa * scheme.qb).long(), shift
 
 
-def calibrate_output_bias(model: DeepNet, net: deep_int.DeepIntegerNet, scheme: QuantScheme,
-                          stm: torch.Tensor, nstm: torch.Tensor, bucket: torch.Tensor) -> tuple[torch.Tensor, list]:
-    """Deep nets: remove the mean offset between the integer and the float net, per output bucket.
+def calibrate_l1_bias(model: PerspectiveNet, q: dict, net, scheme: QuantScheme, stm: torch.Tensor,
+                      nstm: torch.Tensor, bucket: torch.Tensor) -> tuple[dict, dict]:
+    """The ``calibrate`` piece of perspective nets (:mod:`nnue.spec.kinds`): :func:`correct_l1_bias`,
+    skipped for a QAT net (trained on its rounded weights: no rounding error to correct).
+    Returns (tensors to replace, calibration report)."""
+    if model.qat is not None:
+        return {}, {"bias_correction": False, "skipped": "qat: the net was trained on its quantised weights"}
+    l1b, shift = correct_l1_bias(model, q, scheme, stm, nstm, bucket)
+    return {"l1b": l1b}, {"l1_bias_shift_cp": shift}
+
+
+def calibrate_output_bias(model, q: dict, net, scheme: QuantScheme, stm: torch.Tensor, nstm: torch.Tensor,
+                          bucket: torch.Tensor) -> tuple[dict, dict]:
+    """The ``calibrate`` piece of deep and tiny nets: :func:`output_bias_correction`. Returns
+    (tensors to replace, calibration report)."""
+    outb, shift = output_bias_correction(model, net, scheme, stm, nstm, bucket)
+    return {"outb": outb}, {"output_bias_shift_cp": shift}
+
+
+def output_bias_correction(model: DeepNet, net, scheme: QuantScheme,
+                           stm: torch.Tensor, nstm: torch.Tensor, bucket: torch.Tensor) -> tuple[torch.Tensor, list]:
+    """Deep and tiny nets: remove the mean offset between the integer and the float net, per output bucket.
 
     The rounding of every layer, and the shifts between them, leave an error whose mean over
     real positions is not zero; it reaches the eval through the output layer. Measured on
@@ -396,7 +439,7 @@ def calibrate_output_bias(model: DeepNet, net: deep_int.DeepIntegerNet, scheme: 
     with torch.no_grad():
         y = model(stm, nstm, bucket).double() * scheme.qa * scheme.qb
     try:
-        _, parts = deep_int.forward_int(net, stm, nstm, bucket, return_parts=True)
+        _, parts = inference_api.forward_int(net, stm, nstm, bucket, return_parts=True)
     except OverflowError as e:
         raise ExportError(f"integer eval overflows on a calibration position: {e}") from None
     err = parts["out"].double() - y
@@ -410,26 +453,75 @@ def calibrate_output_bias(model: DeepNet, net: deep_int.DeepIntegerNet, scheme: 
     return outb, shift
 
 
-def _int_net(model, q: dict[str, torch.Tensor], scheme: QuantScheme, fs, buckets, provenance: dict):
+def _int_net(model, q: dict[str, torch.Tensor], scheme: QuantScheme, fs, buckets, provenance: dict,
+             residual: dict | None = None):
     """The integer net of quantised (and audited) tensors: the kind's arch builder and integer
-    class (:mod:`nnue.spec.kinds`)."""
+    class (:mod:`nnue.spec.kinds`); ``residual``: the header's residual object, if any."""
     entry = kinds.get(model.arch.kind)
     arch = entry.load("arch_builder")(feature_set=fs.name, output_buckets=buckets.name, **model.arch.header_args())
+    if residual is not None:
+        arch["residual"] = residual
     cls = entry.load("integer")
     specs = cls.tensor_specs(arch)
     return cls(arch, scheme, *(q[k].to(dt) for k, (dt, _) in specs.items()), provenance=provenance)
 
 
+def residual_of(hp: dict, data: dict, base: str | None = None, alpha: float | None = None) -> dict | None:
+    """The ``residual`` header object (:mod:`nnue.inference.residual`) of a run trained with
+    ``model.loss.target=residual``, None for other runs. base: the base's name, default the
+    ``base_eval`` annotation of the training data's manifest (``nnue annotate --base``);
+    alpha: default the run's ``model.alpha`` (0.5). Raises ExportError when the base is not
+    known, or α is not a multiple of 1/256 in (0, 4]."""
+    from nnue.inference import residual
+
+    if (hp.get("loss") or {}).get("target") != "residual":
+        if base is not None or alpha is not None:
+            raise ExportError("--base / --alpha go with a residual net (model.loss.target=residual); this "
+                              "checkpoint was trained on the plain target")
+        return None
+    if base is None:
+        paths = data.get("path")
+        first = (paths if isinstance(paths, str) else list(paths)[0]) if paths else None
+        try:
+            ann = mf.load(first).get("annotations", {}).get("base_eval", {}) if first else {}
+        except (mf.ManifestError, OSError):
+            ann = {}
+        base = ann.get("source")
+        if base is None:
+            raise ExportError(f"residual net: which base it was trained on is not known (no base_eval annotation "
+                              f"in the manifest of {first or 'its training data'}); pass --base "
+                              f"{'|'.join(residual.BASES)}")
+    a = hp.get("alpha", 0.5) if alpha is None else alpha
+    try:
+        return residual.header(base, a)
+    except ValueError as e:
+        raise ExportError(str(e)) from None
+
+
+def check_size(net, max_bytes: int | None) -> int:
+    """The size of the net's ``net.safetensors`` in bytes; raises ExportError with it when it
+    exceeds ``max_bytes`` (``model.max_bytes``; None: no limit)."""
+    n = len(net.file_bytes())
+    if max_bytes is not None and n > max_bytes:
+        raise ExportError(f"net.safetensors would be {n:,} bytes ({n / 2**20:.2f} MiB), over model.max_bytes = "
+                          f"{max_bytes:,} ({max_bytes / 2**20:.2f} MiB); nothing written")
+    return n
+
+
 def export(ckpt: str | Path, out_dir: str | Path, clip: bool = False, data_path=None,
-           max_positions: int = 20000, bias_correction: bool = True) -> dict:
+           max_positions: int = 20000, bias_correction: bool = True, alpha: float | None = None,
+           base: str | None = None, max_bytes: int | None = None) -> dict:
     """Export a checkpoint into ``out_dir`` (net.safetensors, net.bin, export.json).
 
     data_path: dataset(s) for the cross-check, overriding the checkpoint's own. max_positions:
     validation positions read; with bias_correction the even-numbered ones calibrate the bias
     (perspective nets: :func:`correct_l1_bias`; deep nets: :func:`calibrate_output_bias`) and
     the odd-numbered ones are the cross-check, else all are the cross-check.
-    Returns the export.json contents. Raises ExportError (overflow, bad checkpoint) and writes
-    nothing then.
+    A run trained with ``model.loss.target=residual`` exports a residual net
+    (:func:`residual_of`: base and α, default the run's ``model.alpha``, in the header).
+    max_bytes: limit on ``net.safetensors`` (default the run's ``model.max_bytes``, none if
+    unset). Returns the export.json contents. Raises ExportError (overflow, bad checkpoint,
+    over the byte budget) and writes nothing then.
     """
     if max_positions < 0:
         raise ExportError(f"max_positions is {max_positions}: it must be 0 or more")
@@ -438,12 +530,16 @@ def export(ckpt: str | Path, out_dir: str | Path, clip: bool = False, data_path=
         raise ExportError(f"{out_dir}: exists and is not a folder; -o names the folder to write "
                           "net.safetensors, net.bin and export.json into")
     model, hp, data, progress = load_checkpoint(ckpt)
+    res = residual_of(hp, data, base, alpha)  # from the training data's manifest, before --data
+    if max_bytes is None:
+        max_bytes = hp.get("max_bytes")
+    if max_bytes is not None and (not isinstance(max_bytes, int) or isinstance(max_bytes, bool) or max_bytes < 1):
+        raise ExportError(f"max_bytes is {max_bytes!r}: a positive integer (bytes of net.safetensors)")
     if data_path is not None:
         data = dict(data, path=data_path)
     scheme = QuantScheme(**(hp.get("quant") or {}))
     fs = get_feature_set(hp["features"])
     buckets = parse_output_buckets(hp["output_buckets"])
-    deep = model.arch.kind == "deep"  # which calibration applies (below)
     boards, scores = validation_boards(data, max_positions)
     q = quantise(model, scheme)
     calibration = {"bias_correction": False, "positions": 0}
@@ -452,13 +548,6 @@ def export(ckpt: str | Path, out_dir: str | Path, clip: bool = False, data_path=
         cb = to_sparse_batch({"boards": boards[0::2], "score": scores[0::2], "result": scores[0::2]}, fs, buckets)
         boards, scores = boards[1::2], scores[1::2]
         calibration = {"bias_correction": True, "positions": int(cb.score.shape[0])}
-        if not deep and model.qat is not None:
-            # trained on the rounded weights already: there is no rounding error to correct
-            calibration["bias_correction"] = False
-            calibration["skipped"] = "qat: the net was trained on its quantised weights"
-        elif not deep:
-            q["l1b"], shift = correct_l1_bias(model, q, scheme, cb.stm_indices, cb.nstm_indices, cb.bucket)
-            calibration["l1_bias_shift_cp"] = shift
     q, report = audit(q, model.arch, scheme, fs.max_active, clip)
     paths = data.get("path")
     manifest_hash = None
@@ -469,15 +558,18 @@ def export(ckpt: str | Path, out_dir: str | Path, clip: bool = False, data_path=
     provenance = {"checkpoint": str(ckpt), "dataset_manifest_sha256": manifest_hash,
                   "commit": _git_commit(), "epoch": progress.get("epoch"),
                   "global_step": progress.get("global_step"), "val_loss": progress.get("val_loss")}
-    net = _int_net(model, q, scheme, fs, buckets, provenance)
-    if deep and cb is not None:
-        q["outb"], shift = calibrate_output_bias(model, net, scheme, cb.stm_indices, cb.nstm_indices, cb.bucket)
-        calibration["output_bias_shift_cp"] = shift
+    net = _int_net(model, q, scheme, fs, buckets, provenance, res)
+    if cb is not None:  # the kind's bias calibration (nnue.spec.kinds: calibrate)
+        calibrate = kinds.get(model.arch.kind).load("calibrate")
+        changed, info = calibrate(model, q, net, scheme, cb.stm_indices, cb.nstm_indices, cb.bucket)
+        calibration |= info
+    if cb is not None and changed:
+        q |= changed
         q, again = audit(q, model.arch, scheme, fs.max_active, clip)  # the new outb must fit int32 too
         for k, n in again["clipped"].items():
             report["clipped"][k] = report["clipped"].get(k, 0) + n
         report = again | {"clipped": report["clipped"], "problems": report["problems"] + again["problems"]}
-        net = _int_net(model, q, scheme, fs, buckets, provenance)
+        net = _int_net(model, q, scheme, fs, buckets, provenance, res)
     # cross-check on real validation positions: float eval vs integer eval, and int32 sums
     cross = {"positions": int(boards.shape[0]), "cpu_capability": torch.backends.cpu.get_cpu_capability()}
     if boards.shape[0]:
@@ -501,6 +593,7 @@ def export(ckpt: str | Path, out_dir: str | Path, clip: bool = False, data_path=
     # export.json is written last and names the hashes of the two nets: a folder whose
     # export.json is missing, or whose nets do not hash to what it says, is not a finished export
     # (an interrupted re-export removes the old export.json before it replaces anything)
+    size = check_size(net, max_bytes)
     out_dir.mkdir(parents=True, exist_ok=True)
     (out_dir / "export.json").unlink(missing_ok=True)
     net.save(out_dir / "net.safetensors")
@@ -509,7 +602,8 @@ def export(ckpt: str | Path, out_dir: str | Path, clip: bool = False, data_path=
         "net": str(out_dir / "net.safetensors"), "bin": str(out_dir / "net.bin"),
         "sha256": {"net.safetensors": mf.sha256_file(out_dir / "net.safetensors"),
                    "net.bin": mf.sha256_file(out_dir / "net.bin")},
-        "bin_layout": net.raw_layout(),
+        "bin_layout": net.raw_layout(), "bytes": {"net.safetensors": size, "max_bytes": max_bytes},
+        "residual": res,
         "architecture": net.arch, "quantisation": scheme.to_dict(), "provenance": net.provenance,
         "audit": report, "calibration": calibration, "cross_check": cross,
     }

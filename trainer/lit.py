@@ -22,6 +22,8 @@ from .callbacks import plain
 from .loss import check_loss_config, training_loss
 from .schedule import Ramp, Schedule, lr_schedule
 from .metrics import spearman
+from nnue.spec import kinds
+
 from .model import build_model
 
 
@@ -38,22 +40,26 @@ class LitNNUE(pl.LightningModule):
     ``residual_space``, ``teacher`` (:func:`~nnue.trainer.loss.check_loss_config`). act_l1: weight of the L1 penalty on the L0 activations (``act_l1 · mean(x0)``,
     x0 in [0, 1]) that pushes them to zero, for the block-sparse L1 path of inference; logged
     with ``l0_density`` (fraction of nonzero activations) and ``val_block_sparsity`` (fraction
-    of all-zero blocks of 4)."""
+    of all-zero blocks of 4). alpha: a residual net's α (eval = base + α·net), and max_bytes: the
+    byte budget of net.safetensors, both read by ``nnue export`` from the hparams. tiny:
+    {"l1_outputs", "hidden_activation"} of a tiny net (kind "tiny", conf/model/tiny.yaml)."""
 
     def __init__(self, hidden: int, activation: str, features: str, output_buckets: str,
                  quant: dict | None = None, loss: dict | None = None, optimizer=None,
                  scheduler=None, backend: str = "auto", factoriser: bool = False,
                  kind: str = "perspective", deep: dict | None = None, qat: bool = False,
-                 act_l1: float = 0.0, lambda_schedule: dict | None = None):
+                 act_l1: float = 0.0, lambda_schedule: dict | None = None, alpha: float = 0.5,
+                 max_bytes: int | None = None, tiny: dict | None = None):
         super().__init__()
-        quant, loss, deep = plain(quant), plain(loss), plain(deep)  # DictConfig -> dict: checkpoints hold plain data
+        quant, loss, deep, tiny = plain(quant), plain(loss), plain(deep), plain(tiny)  # DictConfig -> dict: checkpoints hold plain data
         self.save_hyperparameters(ignore=["optimizer", "scheduler", "lambda_schedule"])
         self.feature_set = get_feature_set(features)
         self.buckets = parse_output_buckets(output_buckets)
         self.scheme = QuantScheme(**(quant or {}))
         self.loss_cfg = check_loss_config(loss)  # target=residual: trainer/loss.py
         self.model = build_model(kind, features, self.feature_set.num_inputs, hidden, activation,
-                                 self.buckets.count, backend, factoriser, deep,
+                                 self.buckets.count, backend, factoriser,
+                                 kinds.layers_config(kind, {"deep": deep, "tiny": tiny}),
                                  product_scale=self.scheme.qa / (1 << self.scheme.l0_shift))
         self.arch = self.model.arch
         if qat:

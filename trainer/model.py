@@ -304,11 +304,69 @@ class DeepNet(PerspectiveNet):
         self.out.weight.clamp_(-l1_limit, l1_limit)
 
 
+@dataclass(frozen=True)
+class TinyArch(Arch):
+    """Architecture of a tiny net (the seed's 5 MiB residual MLP): the perspective feature
+    transformer on a compact input (num_inputs F, e.g. chess768; hidden H per perspective, L0
+    activation), then per output bucket one hidden layer L1 (l1_inputs → l1_outputs N1,
+    ``hidden_activation``) and out (N1 → 1): e.g. 2·16 = 32 → 32 → 1 with CReLU. Integer rule:
+    :mod:`nnue.inference.tiny` (int16 L0, int8/int32 dense layers, as the deep nets' first and
+    last layers). ``product_scale``: as :class:`DeepArch`."""
+
+    l1_outputs: int = 32
+    hidden_activation: str = "crelu"
+    product_scale: float = 255 / 256
+
+    kind = "tiny"
+
+    def __post_init__(self):
+        super().__post_init__()
+        acts.check(self.hidden_activation, "l1", "hidden activation", "model.tiny.hidden_activation")
+        if self.l1_outputs < 1:
+            raise ValueError("model.tiny.l1_outputs must be positive")
+
+    @classmethod
+    def from_config(cls, num_inputs, hidden, activation, num_buckets, deep, product_scale) -> "TinyArch":
+        """``deep``: the ``model.tiny`` group here ({"l1_outputs", "hidden_activation"})."""
+        return cls(num_inputs, hidden, activation, num_buckets, product_scale=product_scale, **dict(deep))
+
+    def header_args(self) -> dict:
+        return super().header_args() | {"l1_outputs": self.l1_outputs, "hidden_activation": self.hidden_activation}
+
+
+class TinyNet(DeepNet):
+    """Feature transformer → L0 activation → per output bucket: L1 → hidden activation → out
+    (:class:`TinyArch`). ``l1.weight`` (B·N1, L1), ``out.weight`` (B, N1); QAT as
+    :class:`DeepNet`. Forward: (B,) float eval / SCALE."""
+
+    def _make_layers(self, arch: TinyArch) -> None:
+        B, N1 = arch.num_buckets, arch.l1_outputs
+        self.l1 = nn.Linear(arch.l1_inputs, B * N1)
+        self.out = nn.Linear(N1, B)
+
+    def forward_with_activations(self, stm, nstm, bucket):
+        a = self.arch
+        w, b = self._ft_params()
+        x0 = sparse_ft_pair(w, b, stm, nstm, a.activation, self.backend)
+        if a.activation != "crelu":
+            x0 = x0 * a.product_scale
+            if self.qat is not None:
+                x0 = fake_quant(x0, self.qat.qa, "floor")
+        x1 = self._hidden_act(self._bucket_rows(self._dense(self.l1, x0), bucket, a.l1_outputs), a.hidden_activation)
+        return self._dense(self.out, x1).gather(1, bucket.view(-1, 1)).squeeze(1), x0
+
+    @torch.no_grad()
+    def clip_weights(self, ft_limit: float, l1_limit: float) -> None:
+        PerspectiveNet.clip_weights(self, ft_limit, l1_limit)
+        self.out.weight.clamp_(-l1_limit, l1_limit)
+
+
 def build_model(kind: str, feature_set: str, num_inputs: int, hidden: int, activation: str,
                 num_buckets: int, backend: str = "auto", factoriser: bool = False,
                 deep: dict | None = None, product_scale: float = 255 / 256) -> PerspectiveNet:
-    """The float model of a ``kind`` net (:mod:`nnue.spec.kinds`: "perspective" | "deep"). deep:
-    {"l1_outputs", "l2_outputs", "hidden_activation", "l2_activation"} for deep nets. Raises
+    """The float model of a ``kind`` net (:mod:`nnue.spec.kinds`: "perspective" | "deep" |
+    "tiny"). deep: {"l1_outputs", "l2_outputs", "hidden_activation", "l2_activation"} for deep
+    nets, {"l1_outputs", "hidden_activation"} for tiny nets (``model.tiny``). Raises
     ValueError for an unknown kind or activation."""
     entry = kinds.get(kind)
     factors = factor_map(feature_set, num_inputs) if factoriser else None

@@ -9,6 +9,8 @@
  *       legacy form: chess768 inputs, MaterialCount<B> buckets, perspective net.
  *   nnue_eval NET.bin --features NAME --buckets SPEC --perspective H ACT
  *   nnue_eval NET.bin --features NAME --buckets SPEC --deep H ACT N1 N2 HACT [HACT2]
+ *   nnue_eval NET.bin --features NAME --buckets SPEC --tiny H ACT N1 HACT
+ *   any of the last three with  --residual BASE NUM SHIFT  (a residual net, below)
  *
  *   NAME: chess768 | halfkp | halfkav2_hm | kb768hm4 | kb768hm16 | kb768:<map> | kb768hm:<map>
  *   SPEC: MaterialCount<N> | SFPieceCount<N>
@@ -69,6 +71,17 @@
  *   swiglu / swiglu_swish (after L2): L2 has 2 N2 rows per bucket (l2w int8[B][2 N2][N1],
  *          l2b int32[B][2 N2]); g = hardswish / swish of y2[n], b = clamp(y2[N2 + n], -2040, 2040),
  *          x2[n] = (g b) // 256, for n < N2.
+ *
+ * Tiny net (--tiny), layout (little endian, no header):
+ *   l0w int16[F][H] | l0b int16[H] | l1w int8[B][N1][L1] | l1b int32[B][N1] |
+ *   outw int8[B][N1] | outb int32[B] | zeros to 64 B
+ *   x0 and x1 as in the deep net (HACT after L1); out = outb + outw x1;
+ *   eval = out 400 / (255 64), truncating toward zero.
+ *
+ * Residual net (--residual BASE NUM SHIFT): the eval above is the net's own n; the printed eval
+ * is  base + floor((NUM n + 2^(SHIFT-1)) / 2^SHIFT)  (alpha = NUM / 2^SHIFT, rounded half up).
+ * BASE "material": P N B R Q K = 100 300 300 500 900 0 cp, side to move's POV, clamped to
+ * +-32767; any other base is read from the line, written after the FEN as "FEN | BASE".
  */
 #include <stdint.h>
 #include <stdio.h>
@@ -103,7 +116,8 @@ static int FS, MIRRORED, NB_KING;       /* feature set; kb768: mirrored, number 
 static int KMAP[64];                    /* kb768: bucket of each relative king square */
 static long NF;                         /* number of features */
 static int OBKIND, B;                   /* output buckets */
-static int DEEP, H, ACT, L1, N1, N2, HACT, HACT2, R2;  /* R2: L2 rows per bucket */
+static int DEEP, H, ACT, L1, N1, N2, HACT, HACT2, R2;  /* R2: L2 rows per bucket; DEEP 2: tiny */
+static int RESID, RMATERIAL, RNUM, RSHIFT;  /* residual net: base material (else from the line), alpha */
 
 /* parameters */
 static int16_t *l0w, *l0b, *pl1w, *pl1b;            /* perspective */
@@ -231,7 +245,9 @@ static int8_t *take8(const unsigned char **p, long n) {
 
 static void load(const char *path) {
     long bytes = 2 * (NF * H + H);
-    if (DEEP)
+    if (DEEP == 2)
+        bytes += (long)B * N1 * L1 + 4L * B * N1 + (long)B * N1 + 4L * B;
+    else if (DEEP)
         bytes += (long)B * N1 * L1 + 4L * B * N1 + (long)B * R2 * N1 + 4L * B * R2 + (long)B * N2 + 4L * B;
     else
         bytes += 2 * ((long)B * L1 + B);
@@ -253,7 +269,12 @@ static void load(const char *path) {
     const unsigned char *p = raw;
     l0w = take16(&p, NF * H);
     l0b = take16(&p, H);
-    if (DEEP) {
+    if (DEEP == 2) {
+        dl1w = take8(&p, (long)B * N1 * L1);
+        dl1b = take32(&p, (long)B * N1);
+        doutw = take8(&p, (long)B * N1);
+        doutb = take32(&p, B);
+    } else if (DEEP) {
         dl1w = take8(&p, (long)B * N1 * L1);
         dl1b = take32(&p, (long)B * N1);
         dl2w = take8(&p, (long)B * R2 * N1);
@@ -356,6 +377,15 @@ static int output_bucket(int pieces) {
     if (bucket > B - 1) bucket = B - 1;
     if (bucket < 0) bucket = 0;
     return bucket;
+}
+
+/* material balance, side to move's POV: P N B R Q K = 100 300 300 500 900 0, clamped to +-32767 */
+static int64_t material(const Board *b) {
+    static const int64_t val[6] = {100, 300, 300, 500, 900, 0};
+    int64_t w = 0;
+    for (int i = 0; i < b->n; i++) w += b->colour[i] == 0 ? val[b->type[i]] : -val[b->type[i]];
+    if (b->stm == 1) w = -w;
+    return w < -32767 ? -32767 : w > 32767 ? 32767 : w;
 }
 
 /* Accumulator of perspective p, clamped to [0, QA] into v. Returns 1 if it leaves int16. */
@@ -484,6 +514,35 @@ static int eval_deep(const int32_t *vs, const int32_t *vn, int bucket, int64_t *
     return bad;
 }
 
+static int eval_tiny(const int32_t *vs, const int32_t *vn, int bucket, int64_t *eval) {
+    int32_t *x0 = xmalloc((size_t)L1 * sizeof *x0), *x1 = xmalloc((size_t)N1 * sizeof *x1);
+    int half = L1 / 2, bad = 0;
+    const int32_t *vv[2] = {vs, vn};
+    for (int side = 0; side < 2; side++) {
+        const int32_t *v = vv[side];
+        for (int i = 0; i < half; i++) {
+            int32_t x;
+            if (ACT == PAIRWISE) x = (v[i] * v[i + H / 2]) >> SHIFT_BITS;  /* operands >= 0 */
+            else if (ACT == SCRELU) x = (v[i] * v[i]) >> SHIFT_BITS;
+            else x = v[i];
+            x0[side * half + i] = x;
+        }
+    }
+    const int8_t *w1 = dl1w + (long)bucket * N1 * L1;
+    for (int n = 0; n < N1; n++) {
+        int64_t s = dl1b[(long)bucket * N1 + n];
+        for (int j = 0; j < L1; j++) s += (int64_t)w1[(long)n * L1 + j] * x0[j];
+        if (!fits32(s)) bad = 1;
+        x1[n] = (int32_t)hidden_act(floor_div(s, HIDDEN_DIV), HACT);
+    }
+    int64_t out = doutb[bucket];
+    for (int j = 0; j < N1; j++) out += (int64_t)doutw[(long)bucket * N1 + j] * x1[j];
+    if (!fits32(out)) bad = 1;
+    *eval = out * SCALE / (QA * QB);
+    free(x0); free(x1);
+    return bad;
+}
+
 /* Prints the eval of one FEN (or "overflow"). */
 static long LINE; /* line of stdin being evaluated, for error messages */
 
@@ -492,8 +551,17 @@ static void bad_fen(const char *why) {
     exit(1);
 }
 
-static void evaluate(const char *fen) {
+static void evaluate(char *fen) {
     Board b;
+    int64_t given = 0;
+    char *bar = strchr(fen, '|');
+    if (RESID && !RMATERIAL) {
+        char *end;
+        if (!bar) bad_fen("a residual net on a given base needs 'FEN | BASE'");
+        given = strtoll(bar + 1, &end, 10);
+        if (end == bar + 1) bad_fen("bad base after '|'");
+    }
+    if (bar) *bar = 0;
     if (parse_fen(fen, &b)) bad_fen("bad FEN");
     /* as nnue.inference: every position needs one king of each colour */
     if (b.king[0] < 0 || b.king[1] < 0) bad_fen("bad FEN: a king is missing");
@@ -502,7 +570,9 @@ static void evaluate(const char *fen) {
     bad |= accumulate(&b, 1 - b.stm, vn);
     int bucket = output_bucket(b.n);
     int64_t ev = 0;
-    bad |= DEEP ? eval_deep(vs, vn, bucket, &ev) : eval_perspective(vs, vn, bucket, &ev);
+    bad |= DEEP == 2 ? eval_tiny(vs, vn, bucket, &ev) : DEEP ? eval_deep(vs, vn, bucket, &ev)
+                                                            : eval_perspective(vs, vn, bucket, &ev);
+    if (RESID) ev = (RMATERIAL ? material(&b) : given) + floor_div(RNUM * ev + (RSHIFT ? 1LL << (RSHIFT - 1) : 0), 1LL << RSHIFT);
     if (bad) printf("overflow\n");
     else printf("%lld\n", (long long)ev);
     free(vs); free(vn);
@@ -511,7 +581,9 @@ static void evaluate(const char *fen) {
 static void usage(void) {
     die("usage: nnue_eval NET.bin H B ACT\n"
         "       nnue_eval NET.bin --features NAME --buckets SPEC --perspective H ACT\n"
-        "       nnue_eval NET.bin --features NAME --buckets SPEC --deep H ACT N1 N2 HACT [HACT2]");
+        "       nnue_eval NET.bin --features NAME --buckets SPEC --deep H ACT N1 N2 HACT [HACT2]\n"
+        "       nnue_eval NET.bin --features NAME --buckets SPEC --tiny H ACT N1 HACT\n"
+        "       (the last three also with --residual BASE NUM SHIFT)");
 }
 
 int main(int argc, char **argv) {
@@ -548,6 +620,19 @@ int main(int argc, char **argv) {
                 HACT2 = HACT;
                 if (i + 1 < argc && argv[i + 1][0] != '-') HACT2 = parse_act(argv[++i], 2);
                 have_net = 1;
+            } else if (!strcmp(argv[i], "--tiny") && i + 4 < argc) {
+                DEEP = 2;
+                H = parse_pos_int(argv[++i]);
+                ACT = parse_act(argv[++i], 0);
+                N1 = parse_pos_int(argv[++i]);
+                HACT = parse_act(argv[++i], 1);
+                have_net = 1;
+            } else if (!strcmp(argv[i], "--residual") && i + 3 < argc) {
+                RESID = 1;
+                RMATERIAL = !strcmp(argv[++i], "material");
+                RNUM = parse_pos_int(argv[++i]);
+                RSHIFT = atoi(argv[++i]);
+                if (RSHIFT < 0 || RSHIFT > 16) die("--residual: SHIFT must be 0..16");
             } else {
                 usage();
             }
