@@ -575,14 +575,15 @@ def expand_inputs(inputs: Iterable[str | Path]) -> tuple[list[Path], list[Path]]
     return out, ignored
 
 
-def _existing_keys(dataset: Path, m: dict) -> set:
-    """Position keys of every row already in the dataset (for dedup)."""
-    keys: set = set()
-    for entry in m["files"].values():
-        if entry["packed"]:
-            for b in pq.read_table(dataset / entry["part"], columns=["board"]).column("board").to_pylist():
-                keys.add(b[:DEDUP_KEY_BYTES])
-    return keys
+def _add_keys(dataset: Path, m: dict, keys: set, loaded: set) -> None:
+    """Add the position keys of every row of the manifest's parts not in ``loaded`` (sha256s
+    whose keys are in ``keys`` already) to ``keys`` (for dedup)."""
+    for sha, entry in m["files"].items():
+        if sha not in loaded:
+            if entry["packed"]:
+                for b in pq.read_table(dataset / entry["part"], columns=["board"]).column("board").to_pylist():
+                    keys.add(b[:DEDUP_KEY_BYTES])
+            loaded.add(sha)
 
 
 def _pack_one(args) -> dict:
@@ -617,8 +618,10 @@ def pack(inputs: Iterable[str | Path], dataset: str | Path, fmt: str = "auto",
     try:
         return _pack_into(dataset, files, ignored, fmt, score_unit, options, progress, workers, dedup)
     except BaseException:
-        if created and not any(dataset.iterdir()):
-            dataset.rmdir()  # a run that failed before writing anything leaves no empty folder
+        if created and all(p.name == mf.LOCK for p in dataset.iterdir()):
+            # a run that failed before writing anything leaves no empty folder (nor its lock file)
+            (dataset / mf.LOCK).unlink(missing_ok=True)
+            dataset.rmdir()
         raise
 
 
@@ -636,12 +639,10 @@ def _pack_into(dataset, files, ignored, fmt, score_unit, options, progress, work
             summary["skipped"].append(str(path))
             continue
         todo.append((path, detect_format(path) if fmt == "auto" else fmt, dataset, sha, score_unit, options))
-    seen = _existing_keys(dataset, m) if dedup else None
-
-    def record(entry: dict) -> None:
+    def record(entry: dict, lock: bool = True) -> None:
         # after each file (a crash keeps the finished ones), under the dataset's writer lock and
         # merged into the manifest as it is on disk now: concurrent packs never drop each other's files
-        mf.merge(dataset, [entry], score_unit)
+        mf.merge(dataset, [entry], score_unit, lock=lock)
         summary["read"] += entry["read"]
         summary["packed"] += entry["packed"]
         summary["rejected"].update(entry["rejected"])
@@ -664,11 +665,29 @@ def _pack_into(dataset, files, ignored, fmt, score_unit, options, progress, work
                     if bar is not None:
                         bar.update(entry["read"])
                         bar.set_postfix_str(Path(entry["path"]).name)
+        elif dedup:
+            # each file is packed under the dataset's writer lock, against the keys of every part
+            # in the manifest as it is then: two concurrent `pack --dedup` never both add a position
+            # (issue 10); other writers wait for one file at a time, never for the whole run
+            seen: set = set()
+            loaded: set = set()  # sha256s whose keys are in seen
+            for t in todo:
+                if bar is not None:
+                    bar.set_postfix_str(t[0].name)
+                with mf.locked(dataset):
+                    now = mf.load(dataset) if (dataset / mf.MANIFEST).exists() else mf.new()
+                    if t[3] in now["files"]:  # packed by another writer meanwhile
+                        summary["skipped"].append(str(t[0]))
+                        continue
+                    _add_keys(dataset, now, seen, loaded)
+                    entry = pack_file(*t, progress=bar, seen=seen)
+                    record(entry, lock=False)
+                    loaded.add(entry["sha256"])
         else:
             for t in todo:
                 if bar is not None:
                     bar.set_postfix_str(t[0].name)
-                record(pack_file(*t, progress=bar, seen=seen))
+                record(pack_file(*t, progress=bar))
     finally:
         if bar is not None:
             bar.close()
