@@ -146,9 +146,12 @@ class GameIds:
     position is its own game, so its id is a hash of the position alone. Positions dropped by
     ``--dedup`` are fed too: an id never depends on what the dataset already holds.
 
-    Usage: :meth:`feed` runs of (ordinal, board) in file order (ordinals non-decreasing),
-    :meth:`ready` says how many fed ordinals are settled, :meth:`lookup` maps settled ordinals to
-    ids, :meth:`finish` settles the last game at the end of the file.
+    Usage: :meth:`feed` runs of (ordinal, board) in file order (ordinals non-decreasing);
+    :meth:`pending` names the one ordinal not settled yet (the last game, while it has fewer than
+    ``positions`` positions: its rows wait); :meth:`lookup` maps settled ordinals to ids;
+    :meth:`finish` settles the last game at the end of the file. The hash: each key is hashed
+    (SplitMix64 over its words), mixed with its index in the game, the terms are summed mod 2^64
+    and the sum is mixed with the count, so that feeding in any run lengths gives the same ids.
     """
 
     def __init__(self, positions: int = GAME_ID_POSITIONS):
