@@ -245,10 +245,13 @@ class GameIds:
             self.fin_ord, self.fin_id = [np.concatenate(self.fin_ord)], [np.concatenate(self.fin_id)]
         fo = self.fin_ord[0] if self.fin_ord else np.zeros(0, np.int64)
         fi = self.fin_id[0] if self.fin_id else np.zeros(0, np.uint64)
-        at = np.searchsorted(fo, o)
-        if np.any(at >= len(fo)) or np.any(fo[np.minimum(at, len(fo) - 1)] != o):
+        # rows come in runs of one ordinal (a game): look up each run once
+        starts = np.flatnonzero(np.concatenate([[True], o[1:] != o[:-1]]))
+        runs = o[starts]
+        at = np.searchsorted(fo, runs)
+        if np.any(at >= len(fo)) or np.any(fo[np.minimum(at, len(fo) - 1)] != runs):
             raise AssertionError("game id asked for before its game was settled")
-        ids = fi[at]
+        ids = np.repeat(fi[at], np.diff(np.append(starts, len(o))))
         lo = int(at.min())
         if lo:
             self.fin_ord, self.fin_id = [fo[lo:]], [fi[lo:]]
