@@ -12,3 +12,20 @@ def emit(report: dict, out: str | None = None) -> int:
     if out:
         Path(out).write_text(text + "\n")
     return 0
+
+
+def parser(prog: str, description: str):
+    """An ``argparse.ArgumentParser`` for ``nnue bench <name>`` whose ``--help`` gives every
+    option's default after its help text (``(default: X)``), unless the help already names the
+    default or there is none (None, a flag)."""
+    import argparse
+
+    class Formatter(argparse.HelpFormatter):
+        def _get_help_string(self, action):
+            text = action.help or ""
+            if (action.default in (None, False, argparse.SUPPRESS) or "default" in text
+                    or not action.option_strings):
+                return text
+            return f"{text} (default: %(default)s)"
+
+    return argparse.ArgumentParser(prog=prog, description=description, formatter_class=Formatter)

@@ -11,13 +11,12 @@ and the JSON says so.
 """
 from __future__ import annotations
 
-import argparse
 
 import torch
 from nnue.bench.bench_sparse_ft import DTYPES, copy_bandwidth, cpu_note, environment, measure, pick_device
 
 from nnue.kernels import reference
-from nnue.bench import emit
+from nnue.bench import emit, parser
 
 NAMES = ("crelu", "screlu", "hardswish", "swish", "swiglu")
 GPU_SHAPE, CPU_SHAPE = (16384, 2048), (1024, 512)
@@ -63,17 +62,17 @@ def run(name: str, shape, dtype_name: str, device, backends, reps: int, warmup: 
 
 
 def main(argv=None) -> dict:
-    p = argparse.ArgumentParser(prog="nnue bench activations", description=__doc__.splitlines()[0])
-    p.add_argument("--device", default="auto", choices=["auto", "cpu", "cuda"])
-    p.add_argument("--shape", help="comma-separated, e.g. 16384,2048")
-    p.add_argument("--names", default=",".join(NAMES))
-    p.add_argument("--dtypes", default="fp32,bf16")
+    p = parser("nnue bench activations", __doc__.splitlines()[0])
+    p.add_argument("--device", default="auto", choices=["auto", "cpu", "cuda"], help="auto: CUDA when present")
+    p.add_argument("--shape", help="rows,columns of the activation input, e.g. 16384,2048 (default: 16384,2048 on CUDA, 1024,512 on CPU)")
+    p.add_argument("--names", default=",".join(NAMES), help="comma-separated activations to time")
+    p.add_argument("--dtypes", default="fp32,bf16", help="comma-separated: fp32,bf16")
     p.add_argument("--backends", help="comma-separated torch,triton (default: both on CUDA, torch on CPU)")
     p.add_argument("--copy-mib", type=int, help="copy-bandwidth probe size (default 1024 on CUDA, 256 on CPU)")
-    p.add_argument("--reps", type=int)
-    p.add_argument("--warmup", type=int, default=3)
+    p.add_argument("--reps", type=int, help="timed repetitions per case (default: 50 on CUDA, 7 on CPU)")
+    p.add_argument("--warmup", type=int, default=3, help="untimed repetitions before timing")
     p.add_argument("--threads", type=int, help="torch CPU threads (default: torch's); 1 is steadier when shared")
-    p.add_argument("--out", help="also write the JSON here")
+    p.add_argument("--out", help="also write the JSON here (default: stdout only)")
     a = p.parse_args(argv)
     if a.threads:
         torch.set_num_threads(a.threads)

@@ -19,7 +19,6 @@ Target (issue 6): ≤ 5 µs per incremental move.
 """
 from __future__ import annotations
 
-import argparse
 import platform
 import statistics
 import sys
@@ -29,7 +28,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from nnue.bench import emit
+from nnue.bench import emit, parser
 
 REPO = Path(__file__).resolve().parents[1]
 SAMPLE = REPO / "data" / "sample" / "sf15-n5000-s1-sample.plain"
@@ -273,12 +272,12 @@ def notes(inc: dict, sparse: list[dict]) -> str:
 
 
 def main(argv=None) -> int:
-    p = argparse.ArgumentParser(prog="nnue bench incremental", description=__doc__.split("\n\n")[0])
-    p.add_argument("--hidden", type=int, default=256)
+    p = parser("nnue bench incremental", __doc__.split("\n\n")[0])
+    p.add_argument("--hidden", type=int, default=256, help="hidden size of the random net")
     p.add_argument("--runs", type=int, default=7, help="passes over the sample games / timed repeats")
     p.add_argument("--batch", type=int, default=4096, help="positions in the sparse-L1 batch")
-    p.add_argument("--games", type=int, default=None, help="use only the first N sample games")
-    p.add_argument("--out", default=None)
+    p.add_argument("--games", type=int, default=None, help="use only the first N sample games (default: all)")
+    p.add_argument("--out", default=None, help="also write the JSON to this file (default: stdout only)")
     p.add_argument("--json", action="store_true", help="(accepted; output is always JSON)")
     a = p.parse_args(argv)
     torch.set_num_threads(1)

@@ -24,7 +24,6 @@ takes page faults out of both paths (``--no-neutral`` skips it).
 """
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import platform
@@ -38,7 +37,7 @@ from pathlib import Path
 
 import torch
 
-from nnue.bench import emit
+from nnue.bench import emit, parser
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -49,11 +48,11 @@ def _spread(ts: list[float]) -> dict:
 
 
 def main(argv=None) -> int:
-    p = argparse.ArgumentParser(prog="nnue bench infer", description=__doc__.split("\n\n")[0])
-    p.add_argument("--batch", type=int, default=4096, help="positions per evaluation call (default 4096)")
-    p.add_argument("--runs", type=int, default=21, help="timed runs per path (default 21)")
-    p.add_argument("--block", type=int, default=3, help="timed runs per path and round (default 3)")
-    p.add_argument("--hidden", type=int, default=256, help="hidden size of the random net (default 256)")
+    p = parser("nnue bench infer", __doc__.split("\n\n")[0])
+    p.add_argument("--batch", type=int, default=4096, help="positions per evaluation call")
+    p.add_argument("--runs", type=int, default=21, help="timed runs per path")
+    p.add_argument("--block", type=int, default=3, help="timed runs per path and round")
+    p.add_argument("--hidden", type=int, default=256, help="hidden size of the random net")
     p.add_argument("--arch", choices=("perspective", "deep"), default="perspective",
                    help="perspective: 768x2 -> H SCReLU -> 8 buckets (issue 6's targets); deep: "
                         "768x2 -> H pairwise CReLU -> 16 -> 32 -> 1 CReLU layer stacks, 8 buckets")

@@ -13,7 +13,6 @@ viriformat, bulletformat, marlinformat ≥ 2M/s; text formats ≥ 300k/s, PGN �
 """
 from __future__ import annotations
 
-import argparse
 import platform
 import statistics
 import sys
@@ -21,7 +20,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from nnue.bench import emit
+from nnue.bench import emit, parser
 
 REPO = Path(__file__).resolve().parents[1]
 SHARED = REPO.parent / "shared" / "data"
@@ -137,9 +136,9 @@ def _binpack_slice(path: Path, work: Path, positions: int) -> Path:
 
 
 def main(argv=None) -> int:
-    p = argparse.ArgumentParser(prog="nnue bench pack", description=__doc__.split("\n\n")[0])
+    p = parser("nnue bench pack", __doc__.split("\n\n")[0])
     p.add_argument("--runs", type=int, default=3, help="timed runs per measurement (median reported)")
-    p.add_argument("--out", default=None, help="also write the JSON to this file")
+    p.add_argument("--out", default=None, help="also write the JSON to this file (default: stdout only)")
     p.add_argument("--formats", default=None, help="comma-separated formats to run (default: all)")
     p.add_argument("--json", action="store_true", help="(accepted for symmetry; output is always JSON)")
     a = p.parse_args(argv)

@@ -15,7 +15,6 @@ batching across games pay.
 """
 from __future__ import annotations
 
-import argparse
 import platform
 import random
 import statistics
@@ -24,7 +23,7 @@ from pathlib import Path
 
 import torch
 
-from nnue.bench import emit
+from nnue.bench import emit, parser
 
 REPO = Path(__file__).resolve().parents[1]
 DEMO_NET = REPO / "demo-out" / "net" / "net.safetensors"
@@ -105,12 +104,12 @@ def run(net_path: Path, games: int, nodes: int, in_flight: int) -> dict:
 
 
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(prog="nnue bench selfplay", description=__doc__.split("\n\n")[0])
-    ap.add_argument("--net", default=str(DEMO_NET))
-    ap.add_argument("--games", type=int, default=32)
-    ap.add_argument("--nodes", type=int, default=64)
+    ap = parser("nnue bench selfplay", __doc__.split("\n\n")[0])
+    ap.add_argument("--net", default=str(DEMO_NET), help="the net that plays (net.safetensors)")
+    ap.add_argument("--games", type=int, default=32, help="self-play games per in-flight setting")
+    ap.add_argument("--nodes", type=int, default=64, help="MCTS simulations per move")
     ap.add_argument("--in-flight", default="8,32", help="comma-separated in-flight game counts")
-    ap.add_argument("--out", default=None)
+    ap.add_argument("--out", default=None, help="also write the JSON to this file (default: stdout only)")
     args = ap.parse_args(argv)
     net_path = Path(args.net)
     if not net_path.exists():

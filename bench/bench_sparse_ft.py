@@ -16,7 +16,6 @@ and the JSON says so.
 """
 from __future__ import annotations
 
-import argparse
 import os
 import platform
 import statistics
@@ -26,7 +25,7 @@ import time
 import torch
 
 from nnue.kernels import reference
-from nnue.bench import emit
+from nnue.bench import emit, parser
 
 TARGET = dict(batch=16384, features=45056, hidden=1024, active=32)
 CPU_CASE = dict(batch=1024, features=45056, hidden=256, active=32)
@@ -214,23 +213,23 @@ def sweep(B, F, H, A, activation, device, reps, warmup) -> list[dict]:
 
 
 def main(argv=None) -> dict:
-    p = argparse.ArgumentParser(prog="nnue bench sparse_ft", description=__doc__.splitlines()[0])
-    p.add_argument("--device", default="auto", choices=["auto", "cpu", "cuda"])
-    p.add_argument("--batch", type=int)
-    p.add_argument("--features", type=int)
-    p.add_argument("--hidden", type=int)
-    p.add_argument("--active", type=int)
-    p.add_argument("--activations", default="crelu,screlu,pairwise_crelu")
+    p = parser("nnue bench sparse_ft", __doc__.splitlines()[0])
+    p.add_argument("--device", default="auto", choices=["auto", "cpu", "cuda"], help="auto: CUDA when present")
+    p.add_argument("--batch", type=int, help="positions per batch (default: 16384 on CUDA, 1024 on CPU)")
+    p.add_argument("--features", type=int, help="feature-transformer inputs (default: 45056)")
+    p.add_argument("--hidden", type=int, help="accumulator size per perspective (default: 1024 on CUDA, 256 on CPU)")
+    p.add_argument("--active", type=int, help="active features per position and perspective (default: 32)")
+    p.add_argument("--activations", default="crelu,screlu,pairwise_crelu", help="comma-separated perspective activations")
     p.add_argument("--dtypes", default="fp32", help="comma-separated: fp32,bf16")
-    p.add_argument("--reps", type=int)
-    p.add_argument("--warmup", type=int, default=3)
+    p.add_argument("--reps", type=int, help="timed repetitions per case (default: 20 on CUDA, 5 on CPU)")
+    p.add_argument("--warmup", type=int, default=3, help="untimed repetitions before timing")
     p.add_argument("--backends", help="comma-separated torch,triton (default: both on CUDA, torch on CPU; "
                                       "triton on CPU needs TRITON_INTERPRET=1 and is for smoke tests only)")
     p.add_argument("--sweep", action="store_true",
                    help="time the fused op's block sizes (screlu and pairwise_crelu, fp32)")
     p.add_argument("--copy-mib", type=int, help="copy-bandwidth probe size (default 1024 on CUDA, 256 on CPU)")
     p.add_argument("--threads", type=int, help="torch CPU threads (default: torch's); 1 is steadier when shared")
-    p.add_argument("--out", help="also write the JSON here")
+    p.add_argument("--out", help="also write the JSON here (default: stdout only)")
     a = p.parse_args(argv)
     if a.threads:
         torch.set_num_threads(a.threads)

@@ -35,15 +35,18 @@ DEFAULT_PLAIN = Path(__file__).resolve().parents[1].parent / "shared" / "data" /
 
 
 def _parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="nnue bench stream", description=__doc__.split("\n\n")[0])
+    from nnue.bench import parser
+
+    p = parser("nnue bench stream", __doc__.split("\n\n")[0])
     p.add_argument("--dataset", help="a packed dataset folder (default: pack sf15-n2000-s11.plain)")
     p.add_argument("--plain", default=str(DEFAULT_PLAIN), help="dump to pack when --dataset is absent")
-    p.add_argument("--feature-sets", default="chess768,halfkp,halfkav2_hm,kb768hm4,kb768hm16")
-    p.add_argument("--batch-size", type=int, default=16384)
-    p.add_argument("--shuffle-buffer", type=int, default=1 << 17)
-    p.add_argument("--repeats", type=int, default=5)
+    p.add_argument("--feature-sets", default="chess768,halfkp,halfkav2_hm,kb768hm4,kb768hm16",
+                   help="comma-separated feature sets to time")
+    p.add_argument("--batch-size", type=int, default=16384, help="positions per batch")
+    p.add_argument("--shuffle-buffer", type=int, default=1 << 17, help="rows held for shuffling")
+    p.add_argument("--repeats", type=int, default=5, help="timed passes per feature set (median reported)")
     p.add_argument("--json", action="store_true", help="accepted for symmetry; the output is always JSON")
-    p.add_argument("--out", help="also write the JSON to this file")
+    p.add_argument("--out", help="also write the JSON to this file (default: stdout only)")
     return p
 
 

@@ -96,16 +96,19 @@ def locked(dataset: str | Path):
 
 
 def merge(dataset: str | Path, entries: list[dict] = (), score_unit: str | None = None,
-          failed: dict | None = None) -> dict:
+          failed: dict | None = None, lock: bool = True) -> dict:
     """Add ``entries`` (manifest file entries, keyed by their ``sha256``) to the dataset's
     manifest under the writer lock: re-read the manifest on disk (or start a new one), check the
     score unit, add what is not there yet, save atomically. An entry already present (the same
     input packed by another writer meanwhile) is kept as it is: packing is idempotent.
     ``failed``: {sha256: {"path", "size", "error"}} of inputs that could not be packed at all
     (``nnue pack --watch`` records them so that it does not retry an unchanged file forever).
-    Returns the merged manifest. Raises ManifestError (unreadable manifest) or ValueError
-    (a score unit other than the dataset's)."""
-    with locked(dataset):
+    ``lock=False``: the caller already holds :func:`locked` (``flock`` on a second descriptor
+    would wait for the first). Returns the merged manifest. Raises ManifestError (unreadable
+    manifest) or ValueError (a score unit other than the dataset's)."""
+    from contextlib import nullcontext
+
+    with locked(dataset) if lock else nullcontext():
         m = load(dataset) if (Path(dataset) / MANIFEST).exists() else new()
         if score_unit is not None:
             if m["score_unit"] not in (None, score_unit):

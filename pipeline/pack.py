@@ -146,9 +146,12 @@ class GameIds:
     position is its own game, so its id is a hash of the position alone. Positions dropped by
     ``--dedup`` are fed too: an id never depends on what the dataset already holds.
 
-    Usage: :meth:`feed` runs of (ordinal, board) in file order (ordinals non-decreasing),
-    :meth:`ready` says how many fed ordinals are settled, :meth:`lookup` maps settled ordinals to
-    ids, :meth:`finish` settles the last game at the end of the file.
+    Usage: :meth:`feed` runs of (ordinal, board) in file order (ordinals non-decreasing);
+    :meth:`pending` names the one ordinal not settled yet (the last game, while it has fewer than
+    ``positions`` positions: its rows wait); :meth:`lookup` maps settled ordinals to ids;
+    :meth:`finish` settles the last game at the end of the file. The hash: each key is hashed
+    (SplitMix64 over its words), mixed with its index in the game, the terms are summed mod 2^64
+    and the sum is mixed with the count, so that feeding in any run lengths gives the same ids.
     """
 
     def __init__(self, positions: int = GAME_ID_POSITIONS):
@@ -242,10 +245,13 @@ class GameIds:
             self.fin_ord, self.fin_id = [np.concatenate(self.fin_ord)], [np.concatenate(self.fin_id)]
         fo = self.fin_ord[0] if self.fin_ord else np.zeros(0, np.int64)
         fi = self.fin_id[0] if self.fin_id else np.zeros(0, np.uint64)
-        at = np.searchsorted(fo, o)
-        if np.any(at >= len(fo)) or np.any(fo[np.minimum(at, len(fo) - 1)] != o):
+        # rows come in runs of one ordinal (a game): look up each run once
+        starts = np.flatnonzero(np.concatenate([[True], o[1:] != o[:-1]]))
+        runs = o[starts]
+        at = np.searchsorted(fo, runs)
+        if np.any(at >= len(fo)) or np.any(fo[np.minimum(at, len(fo) - 1)] != runs):
             raise AssertionError("game id asked for before its game was settled")
-        ids = fi[at]
+        ids = np.repeat(fi[at], np.diff(np.append(starts, len(o))))
         lo = int(at.min())
         if lo:
             self.fin_ord, self.fin_id = [fo[lo:]], [fi[lo:]]
@@ -575,14 +581,15 @@ def expand_inputs(inputs: Iterable[str | Path]) -> tuple[list[Path], list[Path]]
     return out, ignored
 
 
-def _existing_keys(dataset: Path, m: dict) -> set:
-    """Position keys of every row already in the dataset (for dedup)."""
-    keys: set = set()
-    for entry in m["files"].values():
-        if entry["packed"]:
-            for b in pq.read_table(dataset / entry["part"], columns=["board"]).column("board").to_pylist():
-                keys.add(b[:DEDUP_KEY_BYTES])
-    return keys
+def _add_keys(dataset: Path, m: dict, keys: set, loaded: set) -> None:
+    """Add the position keys of every row of the manifest's parts not in ``loaded`` (sha256s
+    whose keys are in ``keys`` already) to ``keys`` (for dedup)."""
+    for sha, entry in m["files"].items():
+        if sha not in loaded:
+            if entry["packed"]:
+                for b in pq.read_table(dataset / entry["part"], columns=["board"]).column("board").to_pylist():
+                    keys.add(b[:DEDUP_KEY_BYTES])
+            loaded.add(sha)
 
 
 def _pack_one(args) -> dict:
@@ -617,8 +624,10 @@ def pack(inputs: Iterable[str | Path], dataset: str | Path, fmt: str = "auto",
     try:
         return _pack_into(dataset, files, ignored, fmt, score_unit, options, progress, workers, dedup)
     except BaseException:
-        if created and not any(dataset.iterdir()):
-            dataset.rmdir()  # a run that failed before writing anything leaves no empty folder
+        if created and all(p.name == mf.LOCK for p in dataset.iterdir()):
+            # a run that failed before writing anything leaves no empty folder (nor its lock file)
+            (dataset / mf.LOCK).unlink(missing_ok=True)
+            dataset.rmdir()
         raise
 
 
@@ -636,12 +645,10 @@ def _pack_into(dataset, files, ignored, fmt, score_unit, options, progress, work
             summary["skipped"].append(str(path))
             continue
         todo.append((path, detect_format(path) if fmt == "auto" else fmt, dataset, sha, score_unit, options))
-    seen = _existing_keys(dataset, m) if dedup else None
-
-    def record(entry: dict) -> None:
+    def record(entry: dict, lock: bool = True) -> None:
         # after each file (a crash keeps the finished ones), under the dataset's writer lock and
         # merged into the manifest as it is on disk now: concurrent packs never drop each other's files
-        mf.merge(dataset, [entry], score_unit)
+        mf.merge(dataset, [entry], score_unit, lock=lock)
         summary["read"] += entry["read"]
         summary["packed"] += entry["packed"]
         summary["rejected"].update(entry["rejected"])
@@ -664,11 +671,29 @@ def _pack_into(dataset, files, ignored, fmt, score_unit, options, progress, work
                     if bar is not None:
                         bar.update(entry["read"])
                         bar.set_postfix_str(Path(entry["path"]).name)
+        elif dedup:
+            # each file is packed under the dataset's writer lock, against the keys of every part
+            # in the manifest as it is then: two concurrent `pack --dedup` never both add a position
+            # (issue 10); other writers wait for one file at a time, never for the whole run
+            seen: set = set()
+            loaded: set = set()  # sha256s whose keys are in seen
+            for t in todo:
+                if bar is not None:
+                    bar.set_postfix_str(t[0].name)
+                with mf.locked(dataset):
+                    now = mf.load(dataset) if (dataset / mf.MANIFEST).exists() else mf.new()
+                    if t[3] in now["files"]:  # packed by another writer meanwhile
+                        summary["skipped"].append(str(t[0]))
+                        continue
+                    _add_keys(dataset, now, seen, loaded)
+                    entry = pack_file(*t, progress=bar, seen=seen)
+                    record(entry, lock=False)
+                    loaded.add(entry["sha256"])
         else:
             for t in todo:
                 if bar is not None:
                     bar.set_postfix_str(t[0].name)
-                record(pack_file(*t, progress=bar, seen=seen))
+                record(pack_file(*t, progress=bar))
     finally:
         if bar is not None:
             bar.close()

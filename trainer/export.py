@@ -510,8 +510,13 @@ def check_size(net, max_bytes: int | None) -> int:
 
 def export(ckpt: str | Path, out_dir: str | Path, clip: bool = False, data_path=None,
            max_positions: int = 20000, bias_correction: bool = True, alpha: float | None = None,
-           base: str | None = None, max_bytes: int | None = None) -> dict:
+           base: str | None = None, max_bytes: int | None = None,
+           final_dir: str | Path | None = None) -> dict:
     """Export a checkpoint into ``out_dir`` (net.safetensors, net.bin, export.json).
+
+    final_dir: where ``out_dir`` is renamed to once complete (``nnue retrain`` exports into
+    ``work/NNNN`` and renames it to ``versions/NNNN``): the paths export.json and the net's
+    provenance give under ``out_dir`` (the nets, the checkpoint) name that folder instead.
 
     data_path: dataset(s) for the cross-check, overriding the checkpoint's own. max_positions:
     validation positions read; with bias_correction the even-numbered ones calibrate the bias
@@ -555,7 +560,16 @@ def export(ckpt: str | Path, out_dir: str | Path, clip: bool = False, data_path=
         first = paths if isinstance(paths, str) else list(paths)[0]
         if (Path(first) / mf.MANIFEST).exists():
             manifest_hash = mf.digest(first)
-    provenance = {"checkpoint": str(ckpt), "dataset_manifest_sha256": manifest_hash,
+    def named(p) -> str:
+        """A path under out_dir as it will be known (under final_dir)."""
+        if final_dir is not None:
+            try:
+                return str(Path(final_dir) / Path(p).resolve().relative_to(out_dir.resolve()))
+            except ValueError:
+                pass
+        return str(p)
+
+    provenance = {"checkpoint": named(ckpt), "dataset_manifest_sha256": manifest_hash,
                   "commit": _git_commit(), "epoch": progress.get("epoch"),
                   "global_step": progress.get("global_step"), "val_loss": progress.get("val_loss")}
     net = _int_net(model, q, scheme, fs, buckets, provenance, res)
@@ -599,7 +613,7 @@ def export(ckpt: str | Path, out_dir: str | Path, clip: bool = False, data_path=
     net.save(out_dir / "net.safetensors")
     net.write_bin(out_dir / "net.bin")
     result = {
-        "net": str(out_dir / "net.safetensors"), "bin": str(out_dir / "net.bin"),
+        "net": named(out_dir / "net.safetensors"), "bin": named(out_dir / "net.bin"),
         "sha256": {"net.safetensors": mf.sha256_file(out_dir / "net.safetensors"),
                    "net.bin": mf.sha256_file(out_dir / "net.bin")},
         "bin_layout": net.raw_layout(), "bytes": {"net.safetensors": size, "max_bytes": max_bytes},

@@ -329,8 +329,9 @@ def run_cycle(cfg) -> dict:
         # 4. export
         from .export import export
 
+        # export.json and the net's provenance name versions/NNNN, where work/NNNN ends up
         export(work / "checkpoint.safetensors", work, data_path=str(dataset.resolve()),
-               max_positions=int(cfg.export.positions))
+               max_positions=int(cfg.export.positions), final_dir=(reg.versions / version).resolve())
         stage(reg, "exported")
         # 5. gate
         boards, score, result = gate_positions(dataset, gate, dict(tcfg.data.filters), int(cfg.gate.max_positions))

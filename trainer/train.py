@@ -126,8 +126,9 @@ def run(cfg: DictConfig) -> dict:
     if trainer.global_rank == 0:  # under DDP only rank 0 writes the run folder
         from nnue.pipeline.atomic import atomic_write_bytes
 
-        atomic_write_bytes(out / "metrics.json", (json.dumps(metrics, indent=1, sort_keys=True) + "\n").encode())
+        # config.yaml first: metrics.json is the finished marker (runs.FINISHED_MARKER), written last
         atomic_write_bytes(out / "config.yaml", OmegaConf.to_yaml(cfg, resolve=True).encode())
+        atomic_write_bytes(out / "metrics.json", (json.dumps(metrics, indent=1, sort_keys=True) + "\n").encode())
     log.info("metrics: %s", metrics)
     return metrics
 

@@ -1,0 +1,42 @@
+"""Issue 15 item 11: ``nnue bench NAME --help`` names itself and gives every option of the
+benchmark with its help text and, where it has one, its default."""
+from __future__ import annotations
+
+import argparse
+
+import pytest
+
+from nnue.cli import bench_names, run_bench
+
+
+def test_every_benchmark_is_listed():
+    assert {"activations", "infer", "pack", "sparse_ft", "stream"} <= set(bench_names())
+
+
+@pytest.mark.parametrize("name", bench_names())
+def test_bench_help_gives_every_option_with_help_and_default(name, capsys, monkeypatch):
+    seen = []
+    real = argparse.ArgumentParser.parse_args
+
+    def spy(self, *a, **kw):
+        seen.append(self)
+        return real(self, *a, **kw)
+
+    monkeypatch.setattr(argparse.ArgumentParser, "parse_args", spy)
+    with pytest.raises(SystemExit) as e:
+        run_bench([name, "--help"])
+    assert e.value.code == 0
+    text = capsys.readouterr().out
+    assert text.startswith(f"usage: nnue bench {name}"), text[:80]
+    (p,) = seen
+    fmt = p._get_formatter()
+    for action in p._actions:
+        if isinstance(action, argparse._HelpAction):
+            continue
+        opt = action.option_strings[0] if action.option_strings else action.dest
+        assert opt in text, opt
+        shown = fmt._expand_help(action) if action.help else ""
+        assert shown.strip(), f"{name} {opt}: no help text"
+        if action.default not in (None, False, argparse.SUPPRESS):
+            assert "default" in shown and str(action.default) in " ".join(text.split()), \
+                f"{name} {opt}: default {action.default!r} not shown"
