@@ -24,7 +24,7 @@ never see them) and the shard's manifest still in place, so a rerun finishes ste
 crash between 2 and 3 leaves entries that are already merged, which step 2 keeps as they are.
 A shard already merged (``merged.json``, no ``manifest.json``) is skipped. The same input file in
 two shards is merged once (its entry is keyed by sha256); the second copy stays in its shard.
-Game ids need no renumbering: they are derived per input file, never per shard.
+Game ids need no renumbering: they are derived from the games themselves, never from the shard.
 """
 from __future__ import annotations
 
