@@ -1,0 +1,516 @@
+"""Compiled decoders and validators for the fixed-size binary formats: Stockfish ``.bin``
+(40-byte PackedSfenValue), bulletformat and marlinformat (32-byte records).
+
+Each kernel walks a block of records once and, per record, decodes it into the numba board state
+of :mod:`.chesscore`, decides what the one-by-one python-chess reader and the packer would make
+of it, and for the records it settles writes the packed board and the dataset columns straight
+into caller-owned NumPy buffers (no Python object per position). Per record it writes ``kind``:
+
+* 0: settled — a valid position (and legal move), packed exactly as python-chess packs it;
+* 1: handed back — the reader's own one-record function (the python-chess path) reads it and
+  the packer validates it: every reject (a record that does not decode, a result, score or ply
+  out of range, an invalid position, an illegal move) and every position this core does not
+  model exactly (in check with an en-passant square, two checkers, Chess960 or irregular
+  castling rights, an en-passant square without an enemy pawn behind it).
+
+The kernels also number games exactly as the reference readers do (``game``), for handed-back
+records too, so that the reference path only has to build that one record. Every read of the
+input is bounds-checked against the array shapes.
+"""
+from __future__ import annotations
+
+import numpy as np
+from numba import njit
+
+from .bits import lsb, msb, popcount
+from .chesscore import (BACKRANKS, CASTLE, KING, LINE, OCC, PAWN, PAWN_ATT, SQ, U64, attackers, is_legal,
+                        legal_ep, position_status, write_board)
+
+VALUE_NONE = 32002
+MATE_BOUND = 31754
+F_NONE, F_MATE, F_PLY_UNKNOWN = 1, 2, 4  # schema FLAG_*
+
+
+def buffers(cap: int) -> dict:
+    """Output buffers of ``cap`` rows for the kernels of this module."""
+    return dict(board=np.zeros((cap, 32), np.uint8), score=np.zeros(cap, np.int16),
+                result=np.zeros(cap, np.int8), ply=np.zeros(cap, np.uint16),
+                piece_count=np.zeros(cap, np.uint8), in_check=np.zeros(cap, np.bool_),
+                best_move=np.zeros(cap, np.uint16), capture=np.zeros(cap, np.bool_),
+                has_move=np.zeros(cap, np.bool_), flags=np.zeros(cap, np.uint8), kind=np.zeros(cap, np.uint8),
+                game=np.zeros(cap, np.int64))
+
+
+OUT = ("board", "score", "result", "ply", "piece_count", "in_check", "best_move", "capture", "has_move", "flags",
+       "kind")
+
+
+@njit(cache=True)
+def ep_candidates(bb, us, ep):
+    """Own pawns that python-chess's ``generate_pseudo_legal_ep`` would try onto ``ep``."""
+    if ep <= 0 or ep > 63:
+        return U64(0)
+    occ = bb[OCC] | bb[OCC + 1]
+    if occ & SQ[ep]:
+        return U64(0)
+    rank = U64(0xFF00000000) if us == 0 else U64(0xFF000000)
+    return PAWN_ATT[1 - us, ep] & bb[8 * us + PAWN] & rank
+
+
+@njit(cache=True)
+def settle_ep(bb, pc, us, ep):
+    """(ok, legal en-passant square or −1) for python-chess's ep_square ``ep`` (−1 none): ok is
+    False when a capture onto it is pseudo-legal but no enemy pawn stands behind it (python-chess's
+    en-passant rules then differ from the generic make-and-test legality)."""
+    if ep < 0:
+        return True, -1
+    if not ep_candidates(bb, us, ep):
+        return True, -1
+    behind = ep - 8 if us == 0 else ep + 8
+    if pc[behind] != 8 * (1 - us) + PAWN:
+        return False, -1
+    return True, legal_ep(bb, pc, us, ep)
+
+
+@njit(cache=True)
+def settle(r, bb, pc, us, ep_raw, half, full, score, none, mate, result, ply, ply_known, frm, to, promo, has,
+           any_rights, o_board, o_score, o_result, o_ply, o_pcount, o_check, o_best, o_cap, o_has, o_flags):
+    """Validate the position (standard chess, python-chess ``Board.status()`` plus the packer's
+    checks) and write row r. any_rights: the castling rights were checked by :func:`clean_rights`
+    (there is no move to play), else they must be standard ones. Returns 0 (settled) or 1 (hand the record to python-chess).
+    score: side-to-move POV (0 when none); result: side-to-move POV; ep_raw: python-chess's
+    ep_square (−1 none)."""
+    ok, ep = settle_ep(bb, pc, us, ep_raw)
+    if not ok:
+        return 1
+    if (status_nc(bb, us, ep) if any_rights else position_status(bb, us, ep)) != 0:
+        return 1
+    occ = bb[OCC] | bb[OCC + 1]
+    checkers = attackers(bb, 1 - us, lsb(bb[8 * us + KING]), occ, U64(0))
+    if popcount(checkers) > 1:  # the packer's retrograde double-check rule: python-chess decides
+        return 1
+    if score < -32767 or score > 32767 or result < -1 or result > 1 or ply < 0 or ply > 65535:
+        return 1
+    if has and not is_legal(bb, pc, us, ep, frm, to, promo):
+        return 1
+    eval_white = score if us == 0 else -score
+    wdl = (result if us == 0 else -result) + 1
+    write_board(o_board, r, bb, pc, us, ep, half, full, eval_white, wdl)
+    o_pcount[r] = popcount(occ)
+    o_check[r] = checkers != 0
+    o_score[r] = score
+    o_result[r] = result
+    o_ply[r] = ply
+    o_flags[r] = (F_NONE if none else 0) | (F_MATE if mate else 0) | (0 if ply_known else F_PLY_UNKNOWN)
+    o_has[r] = has
+    if has:
+        flag = 0
+        pr = 0
+        capture = (bb[OCC + 1 - us] & SQ[to]) != 0
+        t = pc[frm] & 7
+        if promo != 0:
+            flag, pr = 3, promo - 1
+            capture = True
+        elif t == KING and (bb[OCC + us] & SQ[to]):
+            flag = 2
+        elif t == PAWN and to == ep and (frm & 7) != (to & 7):
+            flag = 1
+            capture = True
+        o_best[r] = frm | (to << 6) | (pr << 12) | (flag << 14)
+        o_cap[r] = capture
+    else:
+        o_best[r] = 0
+        o_cap[r] = False
+    return 0
+
+
+@njit(cache=True)
+def _clear(bb, pc):
+    for i in range(16):
+        bb[i] = 0
+    for i in range(64):
+        pc[i] = -1
+
+
+@njit(cache=True)
+def _put(bb, pc, sq, code):
+    pc[sq] = code
+    bb[code] |= SQ[sq]
+    bb[OCC + (code >> 3)] |= SQ[sq]
+
+
+@njit(cache=True)
+def simple_castling(bb, flags):
+    """Castling rights as a rook-square mask when every right python-chess reads from the FEN
+    flags (bit 0 K, 1 Q, 2 k, 3 q) is a corner rook with its king on e1/e8 (standard chess, the
+    rights python-chess keeps): (True, mask); (False, 0) otherwise (python-chess decides)."""
+    rights = U64(0)
+    for i in range(4):
+        if not (flags >> i) & 1:
+            continue
+        c = i >> 1
+        home = 56 * c
+        rook = home + (7 if (i & 1) == 0 else 0)
+        if not (bb[8 * c + KING] & SQ[home + 4]) or popcount(bb[8 * c + KING]) != 1:
+            return False, U64(0)
+        if not (bb[8 * c + 3] & SQ[rook]):
+            return False, U64(0)
+        rights |= SQ[rook]
+    return True, rights
+
+
+# ------------------------------------------------------------------ Stockfish .bin (40 bytes)
+@njit(cache=True)
+def _bits(rec, r, pos, n):
+    """n bits LSB first from bit ``pos`` of the 32 packed bytes; −1 on overrun."""
+    if pos + n > 256:
+        return -1
+    v = 0
+    for k in range(n):
+        p = pos + k
+        v |= ((np.int64(rec[r, p >> 3]) >> (p & 7)) & 1) << k
+    return v
+
+
+@njit(cache=True)
+def _sfen(rec, r, bb, pc, st):
+    """Decode the packed position of record r into bb/pc/st (st: us, ep, half, full, castling
+    flags). Returns False where the reference decoder raises (a malformed record)."""
+    _clear(bb, pc)
+    pos = 0
+    black = _bits(rec, r, pos, 1)
+    pos += 1
+    wk = _bits(rec, r, pos, 6)
+    pos += 6
+    bk = _bits(rec, r, pos, 6)
+    pos += 6
+    if wk == bk:
+        return False
+    _put(bb, pc, wk, KING)
+    _put(bb, pc, bk, 8 + KING)
+    count = 2
+    for rank in range(7, -1, -1):
+        for file in range(8):
+            sq = 8 * rank + file
+            if sq == wk or sq == bk:
+                continue
+            b = _bits(rec, r, pos, 1)
+            if b < 0:
+                return False
+            pos += 1
+            if b == 0:
+                continue
+            rest = _bits(rec, r, pos, 3)
+            if rest < 0:
+                return False
+            pos += 3
+            code = 1 | (rest << 1)
+            if code == 1:
+                t = 0
+            elif code == 3:
+                t = 1
+            elif code == 5:
+                t = 2
+            elif code == 7:
+                t = 3
+            elif code == 9:
+                t = 4
+            else:
+                return False
+            colour = _bits(rec, r, pos, 1)
+            if colour < 0:
+                return False
+            pos += 1
+            _put(bb, pc, sq, 8 * colour + t)
+            count += 1
+            if count > 32:
+                return False
+    castle = _bits(rec, r, pos, 4)
+    if castle < 0:
+        return False
+    pos += 4
+    epf = _bits(rec, r, pos, 1)
+    if epf < 0:
+        return False
+    pos += 1
+    ep = -1
+    if epf:
+        ep = _bits(rec, r, pos, 6)
+        if ep < 0:
+            return False
+        pos += 6
+    r50 = _bits(rec, r, pos, 6)
+    if r50 < 0:
+        return False
+    pos += 6
+    lo = _bits(rec, r, pos, 8)
+    if lo < 0:
+        return False
+    pos += 8
+    hi = _bits(rec, r, pos, 8)
+    if hi < 0:
+        return False
+    pos += 8
+    r50hi = _bits(rec, r, pos, 1)
+    if r50hi < 0:
+        return False
+    st[0] = black
+    st[1] = ep
+    st[2] = r50 | (r50hi << 6)
+    st[3] = max(lo | (hi << 8), 1)
+    st[4] = castle
+    return True
+
+
+@njit(cache=True)
+def decode_sfbin(rec, state, o_board, o_score, o_result, o_ply, o_pcount, o_check, o_best, o_cap, o_has, o_flags,
+                 o_kind, o_game):
+    """Records (n, 40) uint8 of a ``.bin`` file. state: int64[4] = (last game ordinal, has a
+    previous record, its ply, its result), carried from block to block."""
+    bb = np.zeros(16, np.uint64)
+    pc = np.full(64, -1, np.int8)
+    st = np.zeros(5, np.int64)
+    for r in range(rec.shape[0]):
+        o_kind[r] = 1
+        readable = _sfen(rec, r, bb, pc, st)
+        score = np.int64(np.int16(np.uint16(rec[r, 32]) | (np.uint16(rec[r, 33]) << np.uint16(8))))
+        m = np.int64(rec[r, 34]) | (np.int64(rec[r, 35]) << 8)
+        ply = np.int64(rec[r, 36]) | (np.int64(rec[r, 37]) << 8)
+        result = np.int64(np.int8(rec[r, 38]))
+        if not readable or result < -1 or result > 1:
+            o_game[r] = state[0]
+            continue
+        if not (state[1] and ply == state[2] + 1 and result == -state[3]):
+            state[0] += 1
+        state[1] = 1
+        state[2] = ply
+        state[3] = result
+        o_game[r] = state[0]
+        ok, rights = simple_castling(bb, st[4])
+        if not ok:
+            continue
+        bb[CASTLE] = rights
+        none = score == VALUE_NONE
+        mate = not none and abs(score) >= MATE_BOUND
+        has = m != 0
+        to = m & 63
+        frm = (m >> 6) & 63
+        promo = ((m >> 12) & 3) + 1 if (m >> 14) == 1 else 0
+        o_kind[r] = settle(r, bb, pc, st[0], st[1], st[2], st[3], 0 if none else score, none, mate, result, ply,
+                           True, frm, to, promo, has, False, o_board, o_score, o_result, o_ply, o_pcount, o_check, o_best,
+                           o_cap, o_has, o_flags)
+
+
+# ------------------------------------------------------------------ marlinformat (32 bytes)
+@njit(cache=True)
+def _marlin(rec, r, bb, pc):
+    """Board of marlinformat record r into bb/pc (castling rooks into bb[CASTLE]); False where
+    :func:`nnue.pipeline.board.unpack` raises."""
+    _clear(bb, pc)
+    occ = U64(0)
+    for i in range(8):
+        occ |= U64(rec[r, i]) << U64(8 * i)
+    if popcount(occ) > 32:
+        return False
+    m = occ
+    i = 0
+    while m:
+        sq = lsb(m)
+        m &= m - U64(1)
+        code = (rec[r, 8 + (i >> 1)] >> (4 * (i & 1))) & 15
+        i += 1
+        t = code & 7
+        c = code >> 3
+        if t == 6:
+            if (sq >> 3) != (7 if c else 0):
+                return False
+            bb[CASTLE] |= SQ[sq]
+            t = 3
+        elif t > 5:
+            return False
+        _put(bb, pc, sq, 8 * c + t)
+    return (rec[r, 24] & 0x7F) <= 64
+
+
+@njit(cache=True)
+def clean_rights(bb):
+    """Do the board's castling rooks (bb[CASTLE], rook squares) come back unchanged through the
+    packer's FEN (:func:`nnue.pipeline.board.unpack_fen`: X-FEN letters for outermost rooks, else
+    file letters) and python-chess's FEN parser, and are they rights python-chess keeps
+    (``clean_castling_rights``; standard rights in standard chess, the others in Chess960, which
+    the packer then reads the board as)? True when, for each colour with rights, it has one king,
+    on its back rank, and at most one right on each side of it."""
+    rights = bb[CASTLE]
+    for c in range(2):
+        back = U64(0xFF) << U64(56 * c)
+        own = rights & back
+        if own:
+            kings = bb[8 * c + KING]
+            if popcount(kings) != 1 or not (kings & back):
+                return False
+            below = own & (SQ[lsb(kings)] - U64(1))
+            above = own & ~below
+            if popcount(below) > 1 or popcount(above) > 1:
+                return False
+    return True
+
+
+@njit(cache=True)
+def status_nc(bb, us, ep):
+    """:func:`.chesscore.position_status` without its (standard-chess) castling check, for
+    boards whose rights :func:`clean_rights` accepted."""
+    if popcount(bb[KING]) != 1 or popcount(bb[8 + KING]) != 1:
+        return 2
+    if popcount(bb[PAWN]) > 8 or popcount(bb[8 + PAWN]) > 8:
+        return 2
+    if popcount(bb[OCC]) > 16 or popcount(bb[OCC + 1]) > 16:
+        return 2
+    if (bb[PAWN] | bb[8 + PAWN]) & BACKRANKS:
+        return 2
+    occ = bb[OCC] | bb[OCC + 1]
+    if attackers(bb, us, lsb(bb[8 * (1 - us) + KING]), occ, U64(0)):
+        return 2
+    ksq = lsb(bb[8 * us + KING])
+    checkers = attackers(bb, 1 - us, ksq, occ, U64(0))
+    n = popcount(checkers)
+    if n > 2:
+        return 2
+    if n and ep >= 0:
+        return 1
+    if n == 2 and LINE[lsb(checkers), msb(checkers)] & SQ[ksq]:
+        return 1
+    return 0
+
+
+@njit(cache=True)
+def decode_marlin(rec, state, o_board, o_score, o_result, o_ply, o_pcount, o_check, o_best, o_cap, o_has, o_flags,
+                  o_kind, o_game):
+    """Records (n, 32) uint8 of a marlinformat file; state as in :func:`decode_sfbin` (ply −1:
+    unknown)."""
+    bb = np.zeros(16, np.uint64)
+    pc = np.full(64, -1, np.int8)
+    for r in range(rec.shape[0]):
+        o_kind[r] = 1
+        readable = _marlin(rec, r, bb, pc)
+        wdl = np.int64(rec[r, 30])
+        if not readable or wdl > 2:
+            o_game[r] = state[0]
+            continue
+        us = np.int64(rec[r, 24] >> 7)
+        sign = -1 if us else 1
+        result = (wdl - 1) * sign
+        full = np.int64(rec[r, 26]) | (np.int64(rec[r, 27]) << 8)
+        ply = 2 * (full - 1) + us if full >= 1 else -1
+        if not (state[1] and ply >= 0 and state[2] >= 0 and ply == state[2] + 1 and result == -state[3]):
+            state[0] += 1
+        state[1] = 1
+        state[2] = ply
+        state[3] = result
+        o_game[r] = state[0]
+        if not clean_rights(bb):
+            continue
+        ev = np.int64(np.int16(np.uint16(rec[r, 28]) | (np.uint16(rec[r, 29]) << np.uint16(8))))
+        none = abs(ev) == VALUE_NONE
+        mate = not none and abs(ev) >= MATE_BOUND
+        epb = np.int64(rec[r, 24] & 0x7F)
+        o_kind[r] = settle(r, bb, pc, us, -1 if epb == 64 else epb, np.int64(rec[r, 25]), max(full, 1),
+                           0 if none else ev * sign, none, mate, result, max(ply, 0), ply >= 0, 0, 0, 0, False, True,
+                           o_board, o_score, o_result, o_ply, o_pcount, o_check, o_best, o_cap, o_has, o_flags)
+
+
+# ------------------------------------------------------------------ bulletformat (32 bytes)
+@njit(cache=True)
+def decode_bullet(rec, o_board, o_score, o_result, o_ply, o_pcount, o_check, o_best, o_cap, o_has, o_flags,
+                  o_kind):
+    """Records (n, 32) uint8 of a bulletformat file: the board seen from the side to move (who
+    plays white), no castling, en passant or counters."""
+    bb = np.zeros(16, np.uint64)
+    pc = np.full(64, -1, np.int8)
+    for r in range(rec.shape[0]):
+        o_kind[r] = 1
+        if rec[r, 26] > 2:
+            continue
+        _clear(bb, pc)
+        occ = U64(0)
+        for i in range(8):
+            occ |= U64(rec[r, i]) << U64(8 * i)
+        if popcount(occ) > 32:
+            continue
+        m = occ
+        i = 0
+        bad = False
+        own_k = -1
+        opp_k = -1
+        while m:
+            sq = lsb(m)
+            m &= m - U64(1)
+            code = (rec[r, 8 + (i >> 1)] >> (4 * (i & 1))) & 15
+            i += 1
+            t = code & 7
+            if t > 5:
+                bad = True
+                break
+            if t == KING:
+                if code & 8:
+                    opp_k = sq
+                else:
+                    own_k = sq
+            _put(bb, pc, sq, code)
+        if bad or own_k != rec[r, 27] or opp_k != (rec[r, 28] ^ 56):
+            continue
+        score = np.int64(np.int16(np.uint16(rec[r, 24]) | (np.uint16(rec[r, 25]) << np.uint16(8))))
+        none = abs(score) == VALUE_NONE
+        mate = not none and abs(score) >= MATE_BOUND
+        o_kind[r] = settle(r, bb, pc, 0, -1, 0, 1, 0 if none else score, none, mate, np.int64(rec[r, 26]) - 1,
+                           0, False, 0, 0, 0, False, False, o_board, o_score, o_result, o_ply, o_pcount, o_check, o_best,
+                           o_cap, o_has, o_flags)
+
+
+# ------------------------------------------------------------------ Python driver
+class Offsets:
+    """Lazy "byte N" locations of a run of fixed-size records (no string per row until asked)."""
+
+    def __init__(self, first: int, size: int, n: int):
+        self.first, self.size, self.n = first, size, n
+
+    def __len__(self):
+        return self.n
+
+    def __getitem__(self, i):
+        return f"byte {self.first + int(i) * self.size}"
+
+
+def run_block(kernel, recs, offset: int, size: int, state, one_record, with_moves: bool, game=None):
+    """Items (PackedRows, Record, Reject) of one block of whole records, in record order.
+
+    kernel: one of the decode_* kernels (``state`` passed when not None); recs: (n, size) uint8;
+    offset: byte offset of the block; one_record(i, game) -> Record | Reject: the reference
+    reader's function for record i of the block (the handed-back records); game: (n,) ordinals
+    when the kernel does not number games (bulletformat)."""
+    from ..formats import PackedRows
+
+    n = len(recs)
+    b = buffers(n)
+    recs = np.require(recs, np.uint8, ["C", "W"])  # one compiled signature (fixed_blocks' views are read-only)
+    if state is None:
+        kernel(recs, *(b[k] for k in OUT))
+        b["game"] = game
+    else:
+        kernel(recs, state, *(b[k] for k in OUT), b["game"])
+    kind = b["kind"]
+    special = np.flatnonzero(kind).tolist()
+    start = 0
+    for i in special + [n]:
+        if i > start:
+            sl = slice(start, i)
+            yield PackedRows(board=b["board"][sl], score=b["score"][sl], result=b["result"][sl], ply=b["ply"][sl],
+                             piece_count=b["piece_count"][sl], in_check=b["in_check"][sl], game=b["game"][sl],
+                             flags=b["flags"][sl], first=f"byte {offset + start * size}",
+                             locations=Offsets(offset + start * size, size, i - start),
+                             best_move=b["best_move"][sl] if with_moves else None,
+                             best_move_is_capture=b["capture"][sl] if with_moves else None,
+                             has_move=b["has_move"][sl] if with_moves else None)
+        if i == n:
+            break
+        yield one_record(i, int(b["game"][i]))
+        start = i + 1
