@@ -19,16 +19,18 @@ input is bounds-checked against the array shapes.
 """
 from __future__ import annotations
 
+import chess
 import numpy as np
 from numba import njit
 
 from .bits import lsb, msb, popcount
-from .chesscore import (BACKRANKS, CASTLE, KING, LINE, OCC, PAWN, PAWN_ATT, SQ, U64, attackers, is_legal,
-                        legal_ep, position_status, write_board)
+from .chesscore import (BACKRANKS, CASTLE, KING, LINE, OCC, PAWN, PAWN_ATT, RANK_MASK, SQ, U64, attackers,
+                        is_legal, legal_ep, position_status, write_board)
 
 VALUE_NONE = 32002
 MATE_BOUND = 31754
 F_NONE, F_MATE, F_PLY_UNKNOWN = 1, 2, 4  # schema FLAG_*
+BETWEEN = np.array([[chess.between(a, b) for b in range(64)] for a in range(64)], dtype=U64)
 
 
 def buffers(cap: int) -> dict:
@@ -74,10 +76,11 @@ def settle_ep(bb, pc, us, ep):
 
 @njit(cache=True)
 def settle(r, bb, pc, us, ep_raw, half, full, score, none, mate, result, ply, ply_known, frm, to, promo, has,
-           any_rights, o_board, o_score, o_result, o_ply, o_pcount, o_check, o_best, o_cap, o_has, o_flags):
+           any_rights, c960, o_board, o_score, o_result, o_ply, o_pcount, o_check, o_best, o_cap, o_has, o_flags):
     """Validate the position (standard chess, python-chess ``Board.status()`` plus the packer's
     checks) and write row r. any_rights: the castling rights were checked by :func:`clean_rights`
-    (there is no move to play), else they must be standard ones. Returns 0 (settled) or 1 (hand the record to python-chess).
+    (there is no move to play, or c960: the move is played in Chess960 mode, king takes rook), else
+    they must be standard ones. Returns 0 (settled) or 1 (hand the record to python-chess).
     score: side-to-move POV (0 when none); result: side-to-move POV; ep_raw: python-chess's
     ep_square (−1 none)."""
     ok, ep = settle_ep(bb, pc, us, ep_raw)
@@ -91,7 +94,7 @@ def settle(r, bb, pc, us, ep_raw, half, full, score, none, mate, result, ply, pl
         return 1
     if score < -32767 or score > 32767 or result < -1 or result > 1 or ply < 0 or ply > 65535:
         return 1
-    if has and not is_legal(bb, pc, us, ep, frm, to, promo):
+    if has and not (is_legal960(bb, pc, us, ep, frm, to, promo) if c960 else is_legal(bb, pc, us, ep, frm, to, promo)):
         return 1
     eval_white = score if us == 0 else -score
     wdl = (result if us == 0 else -result) + 1
@@ -122,6 +125,48 @@ def settle(r, bb, pc, us, ep_raw, half, full, score, none, mate, result, ply, pl
         o_best[r] = 0
         o_cap[r] = False
     return 0
+
+
+@njit(cache=True)
+def castle960_legal(bb, us, ksq, rsq):
+    """python-chess's generate_castling_moves (Chess960) for the king on ``ksq`` taking its own
+    rook on ``rsq``, which holds a castling right."""
+    home = 56 * us
+    them = 1 - us
+    occ = bb[OCC] | bb[OCC + 1]
+    king = SQ[ksq]
+    rook = SQ[rsq]
+    a_side = rsq < ksq
+    kto = home + (2 if a_side else 6)
+    rto = home + (3 if a_side else 5)
+    king_path = BETWEEN[ksq, kto]
+    rook_path = BETWEEN[rsq, rto]
+    if (occ ^ king ^ rook) & (king_path | rook_path | SQ[kto] | SQ[rto]):
+        return False
+    m = king_path | king
+    o1 = occ ^ king
+    while m:
+        s = lsb(m)
+        m &= m - U64(1)
+        if attackers(bb, them, s, o1, U64(0)):
+            return False
+    return attackers(bb, them, kto, occ ^ king ^ rook ^ SQ[rto], U64(0)) == 0
+
+
+@njit(cache=True)
+def is_legal960(bb, pc, us, ep, frm, to, promo):
+    """python-chess ``Board.is_legal`` in Chess960 mode (castling: king takes own rook) on a
+    valid position whose rights python-chess keeps."""
+    p = pc[frm]
+    if p < 0 or (p >> 3) != us:
+        return False
+    if (p & 7) == KING and (bb[OCC + us] & SQ[to]):
+        back = RANK_MASK[us]
+        kings = bb[8 * us + KING] & back
+        if promo != 0 or not (bb[CASTLE] & SQ[to] & back) or not kings or lsb(kings) != frm:
+            return False
+        return castle960_legal(bb, us, frm, to)
+    return is_legal(bb, pc, us, ep, frm, to, promo)
 
 
 @njit(cache=True)
@@ -297,7 +342,7 @@ def decode_sfbin(rec, state, o_board, o_score, o_result, o_ply, o_pcount, o_chec
         frm = (m >> 6) & 63
         promo = ((m >> 12) & 3) + 1 if (m >> 14) == 1 else 0
         o_kind[r] = settle(r, bb, pc, st[0], st[1], st[2], st[3], 0 if none else score, none, mate, result, ply,
-                           True, frm, to, promo, has, False, o_board, o_score, o_result, o_ply, o_pcount, o_check, o_best,
+                           True, frm, to, promo, has, False, False, o_board, o_score, o_result, o_ply, o_pcount, o_check, o_best,
                            o_cap, o_has, o_flags)
 
 
@@ -414,7 +459,7 @@ def decode_marlin(rec, state, o_board, o_score, o_result, o_ply, o_pcount, o_che
         mate = not none and abs(ev) >= MATE_BOUND
         epb = np.int64(rec[r, 24] & 0x7F)
         o_kind[r] = settle(r, bb, pc, us, -1 if epb == 64 else epb, np.int64(rec[r, 25]), max(full, 1),
-                           0 if none else ev * sign, none, mate, result, max(ply, 0), ply >= 0, 0, 0, 0, False, True,
+                           0 if none else ev * sign, none, mate, result, max(ply, 0), ply >= 0, 0, 0, 0, False, True, False,
                            o_board, o_score, o_result, o_ply, o_pcount, o_check, o_best, o_cap, o_has, o_flags)
 
 
@@ -462,7 +507,7 @@ def decode_bullet(rec, o_board, o_score, o_result, o_ply, o_pcount, o_check, o_b
         none = abs(score) == VALUE_NONE
         mate = not none and abs(score) >= MATE_BOUND
         o_kind[r] = settle(r, bb, pc, 0, -1, 0, 1, 0 if none else score, none, mate, np.int64(rec[r, 26]) - 1,
-                           0, False, 0, 0, 0, False, False, o_board, o_score, o_result, o_ply, o_pcount, o_check, o_best,
+                           0, False, 0, 0, 0, False, False, False, o_board, o_score, o_result, o_ply, o_pcount, o_check, o_best,
                            o_cap, o_has, o_flags)
 
 
