@@ -205,29 +205,35 @@ def simple_castling(bb, flags):
 
 
 # ------------------------------------------------------------------ Stockfish .bin (40 bytes)
-@njit(cache=True)
-def _bits(rec, r, pos, n):
-    """n bits LSB first from bit ``pos`` of the 32 packed bytes; −1 on overrun."""
+@njit(cache=True, inline="always")
+def _bits(w, pos, n):
+    """n ≤ 16 bits LSB first from bit ``pos`` of the 256-bit packed position held as four
+    little-endian uint64 words ``w``; −1 on overrun."""
     if pos + n > 256:
         return -1
-    v = 0
-    for k in range(n):
-        p = pos + k
-        v |= ((np.int64(rec[r, p >> 3]) >> (p & 7)) & 1) << k
-    return v
+    i = pos >> 6
+    sh = pos & 63
+    v = w[i] >> U64(sh)
+    if sh + n > 64:
+        v |= w[i + 1] << U64(64 - sh)
+    return np.int64(v & U64((1 << n) - 1))
 
 
 @njit(cache=True)
-def _sfen(rec, r, bb, pc, st):
+def _sfen(rec, r, bb, pc, st, w):
     """Decode the packed position of record r into bb/pc/st (st: us, ep, half, full, castling
     flags). Returns False where the reference decoder raises (a malformed record)."""
     _clear(bb, pc)
+    for i in range(4):
+        w[i] = 0
+    for i in range(32):
+        w[i >> 3] |= U64(rec[r, i]) << U64(8 * (i & 7))
     pos = 0
-    black = _bits(rec, r, pos, 1)
+    black = _bits(w, pos, 1)
     pos += 1
-    wk = _bits(rec, r, pos, 6)
+    wk = _bits(w, pos, 6)
     pos += 6
-    bk = _bits(rec, r, pos, 6)
+    bk = _bits(w, pos, 6)
     pos += 6
     if wk == bk:
         return False
@@ -239,13 +245,13 @@ def _sfen(rec, r, bb, pc, st):
             sq = 8 * rank + file
             if sq == wk or sq == bk:
                 continue
-            b = _bits(rec, r, pos, 1)
+            b = _bits(w, pos, 1)
             if b < 0:
                 return False
             pos += 1
             if b == 0:
                 continue
-            rest = _bits(rec, r, pos, 3)
+            rest = _bits(w, pos, 3)
             if rest < 0:
                 return False
             pos += 3
@@ -262,7 +268,7 @@ def _sfen(rec, r, bb, pc, st):
                 t = 4
             else:
                 return False
-            colour = _bits(rec, r, pos, 1)
+            colour = _bits(w, pos, 1)
             if colour < 0:
                 return False
             pos += 1
@@ -270,33 +276,33 @@ def _sfen(rec, r, bb, pc, st):
             count += 1
             if count > 32:
                 return False
-    castle = _bits(rec, r, pos, 4)
+    castle = _bits(w, pos, 4)
     if castle < 0:
         return False
     pos += 4
-    epf = _bits(rec, r, pos, 1)
+    epf = _bits(w, pos, 1)
     if epf < 0:
         return False
     pos += 1
     ep = -1
     if epf:
-        ep = _bits(rec, r, pos, 6)
+        ep = _bits(w, pos, 6)
         if ep < 0:
             return False
         pos += 6
-    r50 = _bits(rec, r, pos, 6)
+    r50 = _bits(w, pos, 6)
     if r50 < 0:
         return False
     pos += 6
-    lo = _bits(rec, r, pos, 8)
+    lo = _bits(w, pos, 8)
     if lo < 0:
         return False
     pos += 8
-    hi = _bits(rec, r, pos, 8)
+    hi = _bits(w, pos, 8)
     if hi < 0:
         return False
     pos += 8
-    r50hi = _bits(rec, r, pos, 1)
+    r50hi = _bits(w, pos, 1)
     if r50hi < 0:
         return False
     st[0] = black
@@ -315,9 +321,10 @@ def decode_sfbin(rec, state, o_board, o_score, o_result, o_ply, o_pcount, o_chec
     bb = np.zeros(16, np.uint64)
     pc = np.full(64, -1, np.int8)
     st = np.zeros(5, np.int64)
+    w = np.zeros(4, np.uint64)
     for r in range(rec.shape[0]):
         o_kind[r] = 1
-        readable = _sfen(rec, r, bb, pc, st)
+        readable = _sfen(rec, r, bb, pc, st, w)
         score = np.int64(np.int16(np.uint16(rec[r, 32]) | (np.uint16(rec[r, 33]) << np.uint16(8))))
         m = np.int64(rec[r, 34]) | (np.int64(rec[r, 35]) << 8)
         ply = np.int64(rec[r, 36]) | (np.int64(rec[r, 37]) << 8)
