@@ -10,8 +10,9 @@ into caller-owned NumPy buffers (no Python object per position). Per record it w
 * 1: handed back — the reader's own one-record function (the python-chess path) reads it and
   the packer validates it: every reject (a record that does not decode, a result, score or ply
   out of range, an invalid position, an illegal move) and every position this core does not
-  model exactly (in check with an en-passant square, two checkers, Chess960 or irregular
-  castling rights, an en-passant square without an enemy pawn behind it).
+  model exactly (in check with an en-passant square, two checkers on a line with the king or that
+  no last move can give, Chess960 or irregular castling rights, an en-passant square without an
+  enemy pawn behind it).
 
 The kernels also number games exactly as the reference readers do (``game``), for handed-back
 records too, so that the reference path only has to build that one record. Every read of the
@@ -24,8 +25,8 @@ import numpy as np
 from numba import njit
 
 from .bits import lsb, msb, popcount
-from .chesscore import (BACKRANKS, CASTLE, KING, LINE, OCC, PAWN, PAWN_ATT, RANK_MASK, SQ, U64, attackers,
-                        is_legal, legal_ep, position_status, write_board)
+from .chesscore import (BACKRANKS, CASTLE, KING, KING_ATT, KNIGHT_ATT, LINE, OCC, PAWN, PAWN_ATT, RANK_MASK, SQ,
+                        U64, attackers, bishop_att, is_legal, legal_ep, position_status, rook_att, write_board)
 
 VALUE_NONE = 32002
 MATE_BOUND = 31754
@@ -90,7 +91,7 @@ def settle(r, bb, pc, us, ep_raw, half, full, score, none, mate, result, ply, pl
         return 1
     occ = bb[OCC] | bb[OCC + 1]
     checkers = attackers(bb, 1 - us, lsb(bb[8 * us + KING]), occ, U64(0))
-    if popcount(checkers) > 1:  # the packer's retrograde double-check rule: python-chess decides
+    if popcount(checkers) > 1 and not double_check_possible(bb, pc, us):  # the packer's retrograde rule
         return 1
     if score < -32767 or score > 32767 or result < -1 or result > 1 or ply < 0 or ply > 65535:
         return 1
@@ -167,6 +168,99 @@ def is_legal960(bb, pc, us, ep, frm, to, promo):
             return False
         return castle960_legal(bb, us, frm, to)
     return is_legal(bb, pc, us, ep, frm, to, promo)
+
+
+@njit(cache=True)
+def _unmove_ok(bb, b2, us, code, t, f, as_type, capture, victim):
+    """:func:`nnue.pipeline.retro._unmove_ok`: is the side to move (``us``) out of check in the
+    position before the piece ``code`` (then an ``as_type``) of the other side moved f -> t?"""
+    them = 1 - us
+    for i in range(16):
+        b2[i] = bb[i]
+    b2[code] &= ~SQ[t]
+    b2[OCC + them] &= ~SQ[t]
+    b2[8 * them + as_type] |= SQ[f]
+    b2[OCC + them] |= SQ[f]
+    if capture:
+        b2[8 * us + 1] |= SQ[t]  # a knight of the side to move: attacks nothing of its own
+        b2[OCC + us] |= SQ[t]
+    if victim >= 0:
+        b2[8 * us + PAWN] |= SQ[victim]
+        b2[OCC + us] |= SQ[victim]
+    kings = b2[8 * us + KING]
+    if not kings:
+        return False
+    return attackers(b2, them, msb(kings), b2[OCC] | b2[OCC + 1], U64(0)) == 0
+
+
+@njit(cache=True)
+def double_check_possible(bb, pc, us):
+    """Compiled twin of :func:`nnue.pipeline.retro.double_check_possible` (same un-moves, same
+    answer; tested against it): could the side not to move (``1 - us``) have given this position's
+    check by its last move?"""
+    them = 1 - us
+    forward = 8 if them == 0 else -8
+    last_rank = 7 if them == 0 else 0
+    back = 0 if them == 0 else 7
+    b2 = np.zeros(16, np.uint64)
+    kings = bb[8 * them + KING]
+    if kings:
+        k = msb(kings)
+        if (k >> 3) == back:  # it may have castled: accepted, as retro does
+            flip = 56 * back // 7
+            for ksq, rsq in ((6, 5), (2, 3)):
+                if k == (ksq ^ flip) and pc[rsq ^ flip] == 8 * them + 3:
+                    return True
+    occ = bb[OCC] | bb[OCC + 1]
+    empty = ~occ
+    m = bb[OCC + them]
+    while m:
+        t = lsb(m)
+        m &= m - U64(1)
+        code = pc[t]
+        pt = code & 7
+        if pt == PAWN or ((t >> 3) == last_rank and pt != KING):
+            if pt == PAWN and ((t >> 3) == 0 or (t >> 3) == 7):
+                continue
+            f = t - forward
+            if 0 <= f < 64 and empty & SQ[f]:
+                if _unmove_ok(bb, b2, us, code, t, f, PAWN, False, -1):
+                    return True
+                f2 = f - forward
+                start_rank = 1 if them == 0 else 6
+                if 0 <= f2 < 64 and (f2 >> 3) == start_rank and empty & SQ[f2] and pt == PAWN:
+                    if _unmove_ok(bb, b2, us, code, t, f2, PAWN, False, -1):
+                        return True
+            for df in (-1, 1):
+                fc = t - forward + df
+                if 0 <= fc < 64 and abs((fc & 7) - (t & 7)) == 1 and empty & SQ[fc]:
+                    if _unmove_ok(bb, b2, us, code, t, fc, PAWN, True, -1):
+                        return True
+                    ep_rank = 5 if them == 0 else 2
+                    victim = t - forward
+                    if pt == PAWN and (t >> 3) == ep_rank and empty & SQ[victim]:
+                        if _unmove_ok(bb, b2, us, code, t, fc, PAWN, False, victim):
+                            return True
+        if pt != PAWN:
+            if pt == 1:
+                froms = KNIGHT_ATT[t] & empty
+            elif pt == KING:
+                froms = KING_ATT[t] & empty
+            else:
+                o = occ & ~SQ[t]
+                froms = U64(0)
+                if pt == 2 or pt == 4:
+                    froms |= bishop_att(t, o)
+                if pt == 3 or pt == 4:
+                    froms |= rook_att(t, o)
+                froms &= empty
+            while froms:
+                f = lsb(froms)
+                froms &= froms - U64(1)
+                if _unmove_ok(bb, b2, us, code, t, f, pt, False, -1) or _unmove_ok(bb, b2, us, code, t, f, pt,
+                                                                                   True, -1):
+                    return True
+    return False
 
 
 @njit(cache=True)

@@ -237,3 +237,39 @@ def test_marlinformat_edge_cases(tmp_path, fen):
 @pytest.mark.parametrize("fmt", ["bin", "marlinformat", "bulletformat"])
 def test_mutated_records_many(tmp_path, sources, fmt, seed):
     test_mutated_records(tmp_path, sources, fmt, 100 + seed)
+
+
+def test_double_check_rule_equals_retro(warm):
+    """The compiled retrograde double-check rule (fixed.double_check_possible) gives
+    pipeline/retro.py's answer on random positions with two checkers (either side to move, kings
+    on back ranks included, possible and impossible ones)."""
+    from nnue.pipeline.board import pack_board
+    from nnue.pipeline.retro import double_check_possible
+
+    rng = random.Random(11)
+    bb, pc = np.zeros(16, np.uint64), np.full(64, -1, np.int8)
+    seen = {True: 0, False: 0}
+    tried = 0
+    while min(seen.values()) < 150 and tried < 400_000:
+        tried += 1
+        b = chess.Board(None)
+        for color in (chess.WHITE, chess.BLACK):
+            while True:
+                sq = rng.randrange(64) if rng.random() < 0.7 else rng.choice([0, 2, 4, 6, 56, 58, 60, 62])
+                if b.piece_at(sq) is None:
+                    b.set_piece_at(sq, chess.Piece(chess.KING, color))
+                    break
+        for _ in range(rng.randint(2, 7)):
+            sq = rng.randrange(64)
+            pt = rng.choice([chess.PAWN, chess.KNIGHT, chess.BISHOP, chess.ROOK, chess.QUEEN])
+            if b.piece_at(sq) is None and not (pt == chess.PAWN and chess.square_rank(sq) in (0, 7)):
+                b.set_piece_at(sq, chess.Piece(pt, rng.random() < 0.5))
+        b.turn = rng.random() < 0.5
+        if b.status() != chess.STATUS_VALID or chess.popcount(b.checkers_mask()) != 2:
+            continue
+        rec = np.frombuffer(pack_board(b), np.uint8).reshape(1, 32).copy()
+        assert warm._marlin(rec, 0, bb, pc)
+        want = double_check_possible(b)
+        assert warm.double_check_possible(bb, pc, 0 if b.turn == chess.WHITE else 1) == want, b.fen()
+        seen[want] += 1
+    assert min(seen.values()) >= 150, seen
