@@ -13,6 +13,10 @@ NumPy's bulk validator (pipeline/fastcheck.py) with the same in-check flag and p
 result, flags and best-move fields in range. Then the first ``--exact`` mutated records are
 packed by the compiled path and by the python-chess reference path, which must give identical
 tables, rejects and counts. Writes ``bench/results/fuzz_<fmt>.json`` per format.
+
+Run it with ``NUMBA_BOUNDSCHECK=1 NUMBA_CACHE_DIR=$(mktemp -d)`` (as for the committed results):
+numba then checks every array index and an out-of-bounds read raises IndexError instead of
+reading past a buffer silently; the JSON records whether it was on.
 """
 from __future__ import annotations
 
@@ -223,7 +227,10 @@ def main(argv=None) -> int:
             fuzz_s = time.perf_counter() - t0
             t1 = time.perf_counter()
             same = exact(fmt, cut, work)
-            report = {"fuzz": f"compiled {fmt} decoder", "seed": a.seed, **totals, "fuzz_seconds": round(fuzz_s, 1),
+            import os
+
+            report = {"fuzz": f"compiled {fmt} decoder", "seed": a.seed,
+                      "numba_boundscheck": os.environ.get("NUMBA_BOUNDSCHECK") == "1", **totals, "fuzz_seconds": round(fuzz_s, 1),
                       "exact_vs_python_chess": {"records": same, "seconds": round(time.perf_counter() - t1, 1),
                                                 "result": "identical tables, rejects and counts"},
                       "result": "no crash, no hang, every record settled or handed back, every settled row valid"}

@@ -84,6 +84,8 @@ def settle(r, bb, pc, us, ep_raw, half, full, score, none, mate, result, ply, pl
     they must be standard ones. Returns 0 (settled) or 1 (hand the record to python-chess).
     score: side-to-move POV (0 when none); result: side-to-move POV; ep_raw: python-chess's
     ep_square (−1 none)."""
+    if popcount(bb[KING]) != 1 or popcount(bb[8 + KING]) != 1:  # before any king-square lookup
+        return 1
     ok, ep = settle_ep(bb, pc, us, ep_raw)
     if not ok:
         return 1

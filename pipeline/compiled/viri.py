@@ -27,7 +27,8 @@ import chess
 import numpy as np
 from numba import njit
 
-from .chesscore import push, write_board
+from .bits import popcount
+from .chesscore import KING, push, write_board
 from .fixed import MATE_BOUND, VALUE_NONE, _marlin, clean_rights, is_legal960, settle, settle_ep, status_nc
 
 END, NEED, FULL, GAME, PAIR = range(5)
@@ -79,6 +80,8 @@ def decode_games(data, pos, end, final, game, bb, pc, st, o_board, o_score, o_re
         st[1] = -1 if epb == 64 else epb
         st[2] = head[0, 25]
         st[3] = max(np.int64(head[0, 26]) | (np.int64(head[0, 27]) << 8), 1)
+        if popcount(bb[KING]) != 1 or popcount(bb[8 + KING]) != 1:  # before any king-square lookup
+            return rows, pos, game, GAME, 0, pos, 0
         ok, ep = settle_ep(bb, pc, st[0], st[1])
         if not ok or status_nc(bb, st[0], ep) != 0:
             return rows, pos, game, GAME, 0, pos, 0

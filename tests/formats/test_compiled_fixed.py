@@ -223,7 +223,11 @@ def test_sfbin_en_passant_without_a_pawn_behind(tmp_path):
     "4k3/8/8/8/8/8/8/RR2K3 w AB - 0 1",       # two rights on one side: not rights python-chess keeps
     "rk5r/8/8/8/8/8/8/RK5R w HAha - 0 1",     # Chess960 rights
     "4k3/8/8/8/8/8/8/3qK3 w - - 0 1",
-    "4k3/8/8/8/8/5n2/8/4K2r w - - 0 1",
+    "4k3/8/8/8/8/5n2/8/4K2r w - - 0 1",       # a possible double check
+    "4k3/8/3N1N2/8/8/8/8/4K3 b - - 0 1",      # two knights: no last move gives it
+    "4k3/3P4/5N2/8/8/8/8/4K3 b - - 0 1",      # a pawn and a knight: impossible too
+    "8/8/8/3pP3/8/8/8/4k3 w - d6 0 2",        # no white king, an en-passant capture to test
+    "4K3/8/8/8/3Pp3/8/8/8 b - d3 0 2",        # no black king, likewise
 ])
 def test_marlinformat_edge_cases(tmp_path, fen):
     from nnue.pipeline.board import pack_fen
