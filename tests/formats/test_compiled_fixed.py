@@ -277,3 +277,23 @@ def test_double_check_rule_equals_retro(warm):
         assert warm.double_check_possible(bb, pc, 0 if b.turn == chess.WHITE else 1) == want, b.fen()
         seen[want] += 1
     assert min(seen.values()) >= 150, seen
+
+
+@pytest.mark.slow
+def test_kernels_bounds_checked(tmp_path):
+    """The fuzz script in a fresh process with numba's bounds checking on (every array index
+    checked; recompiles everything, minutes): mutated records of every format, no IndexError."""
+    import json
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    script = Path(__file__).resolve().parents[2] / "scripts" / "fuzz_compiled_fixed.py"
+    env = dict(os.environ, NUMBA_BOUNDSCHECK="1", NUMBA_CACHE_DIR=str(tmp_path / "numba"))
+    r = subprocess.run([sys.executable, str(script), "--records", "30000", "--exact", "2000", "--out-dir",
+                        str(tmp_path)], env=env, capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr[-3000:]
+    for fmt in ("bin", "bulletformat", "marlinformat", "viriformat"):
+        report = json.loads((tmp_path / f"fuzz_{fmt}.json").read_text())
+        assert report["numba_boundscheck"] and report["records"] >= 30000, report
