@@ -288,8 +288,10 @@ def _binpack_slice(path: Path, work: Path, positions: int) -> Path:
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(prog="nnue bench pack", description=__doc__.split("\n\n")[0])
     p.add_argument("--runs", type=int, default=3, help="timed runs per measurement (median reported)")
-    p.add_argument("--out", default=None, help="also write the JSON to this file")
-    p.add_argument("--formats", default=None, help="comma-separated formats to run (default: all)")
+    p.add_argument("--out", default=None, help="also write the JSON to this file (with --formats, an existing "
+                   "file keeps the formats not run)")
+    p.add_argument("--formats", default=None, help="comma-separated formats to run, e.g. bin,viriformat "
+                   "(default: all)")
     p.add_argument("--json", action="store_true", help="(accepted for symmetry; output is always JSON)")
     a = p.parse_args(argv)
     import torch
