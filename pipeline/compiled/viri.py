@@ -39,17 +39,18 @@ def buffers(cap: int) -> dict:
     from .fixed import buffers as fixed_buffers
 
     return fixed_buffers(cap) | dict(loc=np.zeros(cap, np.int64), state=np.zeros((cap, 32), np.uint8),
-                                     half=np.zeros(cap, np.int64), raw_ev=np.zeros(cap, np.int16),
+                                     half=np.zeros(cap, np.int64), full=np.zeros(cap, np.int64), raw_ev=np.zeros(cap, np.int16),
                                      raw_move=np.zeros(cap, np.uint16))
 
 
 OUT = ("board", "score", "result", "ply", "piece_count", "in_check", "best_move", "capture", "has_move", "flags",
-       "kind", "game", "loc", "state", "half", "raw_ev", "raw_move")
+       "kind", "game", "loc", "state", "half", "full", "raw_ev", "raw_move")
 
 
 @njit(cache=True)
 def decode_games(data, pos, end, final, game, bb, pc, st, o_board, o_score, o_result, o_ply, o_pcount, o_check,
-                 o_best, o_cap, o_has, o_flags, o_kind, o_game, o_loc, o_state, o_half, o_raw_ev, o_raw_move):
+                 o_best, o_cap, o_has, o_flags, o_kind, o_game, o_loc, o_state, o_half, o_full, o_raw_ev,
+                 o_raw_move):
     """Decode the games of ``data[:end]`` from byte ``pos``. bb/pc/st: the board state arrays
     (uint64[16], int8[64], int64[4]: side to move, ep square, halfmove clock, fullmove number),
     left as they were before the pair where a ``PAIR`` status stops. game: the last game
@@ -110,6 +111,7 @@ def decode_games(data, pos, end, final, game, bb, pc, st, o_board, o_score, o_re
                 o_result[rows] = white_result * sign
                 write_board(o_state, rows, bb, pc, us, st[1], st[2], st[3], 0, 1)
                 o_half[rows] = st[2]
+                o_full[rows] = st[3]
                 o_raw_ev[rows] = ev
                 o_raw_move[rows] = mv
             o_game[rows] = game
@@ -127,9 +129,10 @@ def pack_state(bb, pc, st, out):
     write_board(out, 0, bb, pc, st[0], st[1], st[2], st[3], 0, 1)
 
 
-def board_from_state(packed: bytes, half: int) -> chess.Board:
+def board_from_state(packed: bytes, half: int, full: int) -> chess.Board:
     """The Chess960-mode python-chess board of a packed state (castling rooks as rights, the
-    en-passant byte as python-chess's ep_square, as the reference reader's board holds it)."""
+    en-passant byte as python-chess's ep_square, as the reference reader's board holds it) and
+    its counters (unclamped: the packed board holds at most 255 and 65535)."""
     from ..board import unpack
 
     d = unpack(packed)
@@ -140,5 +143,5 @@ def board_from_state(packed: bytes, half: int) -> chess.Board:
     board.castling_rights = d["castling_rooks"]
     board.ep_square = d["ep_square"]
     board.halfmove_clock = half
-    board.fullmove_number = d["fullmove"]
+    board.fullmove_number = full
     return board

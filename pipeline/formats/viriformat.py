@@ -155,7 +155,7 @@ def _read_compiled(stream):
                 pos = end - base
             elif status == viri.PAIR:
                 viri.pack_state(bb, pc, st, scratch)
-                board = viri.board_from_state(scratch[0].tobytes(), int(st[2]))
+                board = viri.board_from_state(scratch[0].tobytes(), int(st[2]), int(st[3]))
                 end = yield from read_pairs(_View(buf, pair), base + pair, base + start, game, board,
                                             None, int(white_result))
                 pos = end - base
@@ -186,7 +186,7 @@ def _items(b: dict, rows: int, base: int):
                              has_move=b["has_move"][sl].copy())
         if i == rows:
             break
-        board = viri.board_from_state(b["state"][i].tobytes(), int(b["half"][i]))
+        board = viri.board_from_state(b["state"][i].tobytes(), int(b["half"][i]), int(b["full"][i]))
         ev = int(b["raw_ev"][i])
         sign = 1 if board.turn == chess.WHITE else -1
         none = abs(ev) == VALUE_NONE

@@ -167,3 +167,16 @@ def test_illegal_and_odd_moves(tmp_path, standard):
 @pytest.mark.parametrize("seed", range(100))
 def test_mutated_games_many(tmp_path, standard, seed):
     test_mutated_games(tmp_path, standard, 100 + seed)
+
+
+def test_counters_beyond_the_packed_range(tmp_path, standard):
+    """A header with fullmove 65535 and halfmove 255: later plies pass ply 65535 (rejected as
+    'ply out of range' with the true ply) and halfmove 255; the handed-back rows keep the
+    unclamped counters, as python-chess's board does."""
+    s, e = _games(standard)[0]
+    g = bytearray(standard[s:e])
+    g[25] = 255
+    g[26:28] = struct.pack("<H", 65535)
+    out = standard[:e] + bytes(g)
+    summary = both(tmp_path, out)
+    assert summary["rejected"].get("ply out of range", 0) > 0
