@@ -302,109 +302,96 @@ def simple_castling(bb, flags):
 
 # ------------------------------------------------------------------ Stockfish .bin (40 bytes)
 @njit(cache=True, inline="always")
-def _bits(w, pos, n):
-    """n ≤ 16 bits LSB first from bit ``pos`` of the 256-bit packed position held as four
-    little-endian uint64 words ``w``; −1 on overrun."""
-    if pos + n > 256:
-        return -1
+def _window(w, pos):
+    """64 bits of the packed position from bit ``pos`` on (fewer in the last word: zeros past
+    bit 256)."""
     i = pos >> 6
     sh = pos & 63
     v = w[i] >> U64(sh)
-    if sh + n > 64:
+    if sh and i < 3:
         v |= w[i + 1] << U64(64 - sh)
-    return np.int64(v & U64((1 << n) - 1))
+    return v
 
 
 @njit(cache=True)
 def _sfen(rec, r, bb, pc, st, w):
     """Decode the packed position of record r into bb/pc/st (st: us, ep, half, full, castling
-    flags). Returns False where the reference decoder raises (a malformed record)."""
+    flags) with a shifting 64-bit window (``left`` valid bits). Returns False where the
+    reference decoder raises (a malformed record): a bit read past bit 256, a bad piece code,
+    more than 32 pieces, kings on one square."""
     _clear(bb, pc)
     for i in range(4):
-        w[i] = 0
-    for i in range(32):
-        w[i >> 3] |= U64(rec[r, i]) << U64(8 * (i & 7))
-    pos = 0
-    black = _bits(w, pos, 1)
-    pos += 1
-    wk = _bits(w, pos, 6)
-    pos += 6
-    bk = _bits(w, pos, 6)
-    pos += 6
+        v = U64(0)
+        for j in range(8):
+            v |= U64(rec[r, 8 * i + j]) << U64(8 * j)
+        w[i] = v
+    black = np.int64(w[0] & U64(1))
+    wk = np.int64((w[0] >> U64(1)) & U64(63))
+    bk = np.int64((w[0] >> U64(7)) & U64(63))
     if wk == bk:
         return False
     _put(bb, pc, wk, KING)
     _put(bb, pc, bk, 8 + KING)
+    pos = 13
     count = 2
-    for rank in range(7, -1, -1):
-        for file in range(8):
-            sq = 8 * rank + file
-            if sq == wk or sq == bk:
-                continue
-            b = _bits(w, pos, 1)
-            if b < 0:
-                return False
-            pos += 1
-            if b == 0:
-                continue
-            rest = _bits(w, pos, 3)
-            if rest < 0:
-                return False
-            pos += 3
-            code = 1 | (rest << 1)
-            if code == 1:
-                t = 0
-            elif code == 3:
-                t = 1
-            elif code == 5:
-                t = 2
-            elif code == 7:
-                t = 3
-            elif code == 9:
-                t = 4
-            else:
-                return False
-            colour = _bits(w, pos, 1)
-            if colour < 0:
-                return False
-            pos += 1
-            _put(bb, pc, sq, 8 * colour + t)
-            count += 1
-            if count > 32:
-                return False
-    castle = _bits(w, pos, 4)
-    if castle < 0:
-        return False
-    pos += 4
-    epf = _bits(w, pos, 1)
-    if epf < 0:
-        return False
-    pos += 1
-    ep = -1
-    if epf:
-        ep = _bits(w, pos, 6)
-        if ep < 0:
+    v = _window(w, pos)
+    left = 64 - (pos & 63)  # (at least) the bits of the window that are data
+    for j in range(64):  # rank 8 down to rank 1, files a to h: square j ^ 56
+        sq = j ^ 56
+        if sq == wk or sq == bk:
+            continue
+        if pos + 1 > 256:
             return False
-        pos += 6
-    r50 = _bits(w, pos, 6)
-    if r50 < 0:
+        if left < 5:
+            v = _window(w, pos)
+            left = 64 - (pos & 63) if (pos >> 6) == 3 else 64
+        if not v & U64(1):
+            pos += 1
+            v >>= U64(1)
+            left -= 1
+            continue
+        if pos + 5 > 256:
+            return False
+        code = np.int64(v & U64(15))
+        if code == 1:
+            t = 0
+        elif code == 3:
+            t = 1
+        elif code == 5:
+            t = 2
+        elif code == 7:
+            t = 3
+        elif code == 9:
+            t = 4
+        else:
+            return False
+        _put(bb, pc, sq, 8 * np.int64((v >> U64(4)) & U64(1)) + t)
+        pos += 5
+        v >>= U64(5)
+        left -= 5
+        count += 1
+        if count > 32:
+            return False
+    # castling 4 bits, ep flag (+6), rule50 6, fullmove 8 + 8, rule50 bit 6
+    if pos + 5 > 256:
         return False
-    pos += 6
-    lo = _bits(w, pos, 8)
-    if lo < 0:
+    v = _window(w, pos)
+    castle = np.int64(v & U64(15))
+    ep = -1
+    if (v >> U64(4)) & U64(1):
+        if pos + 11 > 256:
+            return False
+        ep = np.int64((v >> U64(5)) & U64(63))
+        pos += 11
+    else:
+        pos += 5
+    if pos + 23 > 256:
         return False
-    pos += 8
-    hi = _bits(w, pos, 8)
-    if hi < 0:
-        return False
-    pos += 8
-    r50hi = _bits(w, pos, 1)
-    if r50hi < 0:
-        return False
+    v = _window(w, pos)
     st[0] = black
     st[1] = ep
-    st[2] = r50 | (r50hi << 6)
-    st[3] = max(lo | (hi << 8), 1)
+    st[2] = np.int64(v & U64(63)) | (np.int64((v >> U64(22)) & U64(1)) << 6)
+    st[3] = max(np.int64((v >> U64(6)) & U64(0xFFFF)), 1)
     st[4] = castle
     return True
 
