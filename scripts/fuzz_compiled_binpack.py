@@ -11,7 +11,8 @@ block, rows fit the buffers; for every row it settles (kind 0), NumPy's bulk val
 count, and the columns are in range. Random-byte blocks are decoded the same way. Each
 decoded position and each handed-back chain counts as a record. Prints (and writes) JSON.
 The exactness of the handed-back path against python-chess is tested in
-tests/formats/test_compiled_binpack.py.
+tests/formats/test_compiled_binpack.py. Run it with ``NUMBA_BOUNDSCHECK=1
+NUMBA_CACHE_DIR=$(mktemp -d)`` to have numba check every array index (the JSON records it).
 """
 from __future__ import annotations
 
@@ -95,7 +96,10 @@ def main(argv=None) -> int:
     for _ in range(a.random_blocks):
         buf = np.frombuffer(rng.randbytes(rng.choice((33, 34, 40, 64, 100, 300))), np.uint8)
         run(buf, lambda p: len(buf))
+    import os
+
     report = {"fuzz": "compiled binpack decoder", "input": SMALL.name, "seed": a.seed, "rounds": a.rounds,
+              "numba_boundscheck": os.environ.get("NUMBA_BOUNDSCHECK") == "1",
               "random_blocks": a.random_blocks, **totals, "seconds": round(time.perf_counter() - t0, 1),
               "result": "no crash, no hang, every settled row valid and every other chain handed back"}
     text = json.dumps(report, indent=1)

@@ -86,6 +86,19 @@ def warm_compiled():
     b = cb.buffers(cb.CAP)
     cb.decode_chains(np.zeros(40, np.uint8), 0, 40, *(b[k] for k in cb._FIELDS))
     boards.check_boards(np.zeros((1, 32), np.uint8))
+    from nnue.pipeline.compiled import fixed
+
+    for kernel, size in ((fixed.decode_sfbin, 40), (fixed.decode_marlin, 32)):
+        fb = fixed.buffers(1)
+        kernel(np.zeros((1, size), np.uint8), np.array([-1, 0, 0, 0], np.int64), *(fb[k] for k in fixed.OUT),
+               fb["game"])
+    fb = fixed.buffers(1)
+    fixed.decode_bullet(np.zeros((1, 32), np.uint8), *(fb[k] for k in fixed.OUT))
+    from nnue.pipeline.compiled import viri
+
+    vb = viri.buffers(4)
+    viri.decode_games(np.zeros(36, np.uint8), 0, 36, True, -1, np.zeros(16, np.uint64), np.full(64, -1, np.int8),
+                      np.zeros(4, np.int64), *(vb[k] for k in viri.OUT))
 
 
 @pytest.fixture(scope="session")

@@ -17,7 +17,8 @@ position). It stops
 
 Each row gets ``kind``: 0 = settled (packed as is), 1 = to be validated by python-chess as a
 Record (in check with a legal en-passant capture, or two checkers on a line with the king,
-whose status python-chess's 'impossible check' rules decide; a score, result or ply the packer
+whose status python-chess's 'impossible check' rules decide, and two checkers no last move can
+give, which the packer's retrograde rule rejects; a score, result or ply the packer
 rejects). Every read of ``data`` is bounds-checked against ``end``.
 """
 from __future__ import annotations
@@ -26,6 +27,7 @@ import numpy as np
 from numba import njit
 
 from .bits import msb, popcount, lsb
+from .fixed import double_check_possible
 from .chesscore import (CASTLE, KING, OCC, PAWN, PAWN_ATT, KING_ATT, SQ, U64, is_legal, legal_ep,
                         piece_attacks, position_status, check_status, push, write_board, RANK_MASK, attackers)
 
@@ -231,7 +233,8 @@ def _emit(o_board, o_score, o_result, o_ply, o_pcount, o_check, o_best, o_cap, o
     o_half[r] = st[2]
     o_full[r] = st[3]
     o_flags[r] = (1 if none else 0) | (2 if (not none and abs(s) >= MATE_BOUND) else 0)
-    slow = status == 1
+    # two checkers no last move can give: the packer's retrograde rule rejects it (python-chess)
+    slow = status == 1 or (popcount(checkers) == 2 and not double_check_possible(bb, pc, us))
     bad = s == -32768 or result < -1 or result > 1 or ply > 65535
     o_kind[r] = 1 if (slow or bad) else 0
     o_has[r] = has

@@ -108,29 +108,6 @@ def fixed_blocks(stream, size: int, records: int = 65536):
         offset += len(block)
 
 
-def emit_runs(offset: int, size: int, ok, rows_slow, rejects, make_rows, make_record):
-    """Yield, in record order, PackedRows for runs of ``ok`` records, one Record (via
-    make_record(i)) for each slow record and a Reject for each (i, reason, detail) in rejects.
-    ok, rows_slow: (n,) bool; make_rows(lo, hi) -> PackedRows for records lo..hi−1 (all ok)."""
-    import numpy as np
-
-    n = len(ok)
-    rej = {i: (reason, detail) for i, reason, detail in rejects}
-    special = np.nonzero(~ok)[0].tolist()
-    start = 0
-    for i in special + [n]:
-        if i > start:
-            yield make_rows(start, i)
-        if i == n:
-            break
-        if i in rej:
-            reason, detail = rej[i]
-            yield Reject(f"byte {offset + i * size}", reason, detail, "")
-        elif rows_slow[i]:
-            yield from make_record(i)
-        start = i + 1
-
-
 MASK64 = (1 << 64) - 1
 
 

@@ -15,8 +15,8 @@ import struct
 from typing import Iterator
 
 from ..board import placement_fen
-from . import MATE_BOUND, VALUE_NONE, FormatSpec, ReaderOptions, Record, Reject
-from ._binary import BitReaderLSB, fixed_records, game_boundary
+from . import MATE_BOUND, VALUE_NONE, FormatSpec, PackedRows, ReaderOptions, Record, Reject
+from ._binary import BitReaderLSB, fixed_blocks, fixed_records, game_boundary
 
 SIZE = 40
 _TAIL = struct.Struct("<hHHbB")
@@ -74,30 +74,61 @@ def decode_move(m: int) -> str | None:
     return _square(frm) + _square(to) + ("nbrq"[promo] if flag == 1 else "")
 
 
-def read(stream, options: ReaderOptions) -> Iterator[Record | Reject]:
+def decode_record(offset: int, rec: bytes, game: int | None) -> Record | Reject:
+    """One 40-byte record at byte ``offset`` -> Record (with game ordinal ``game``) or Reject."""
+    loc = f"byte {offset}"
+    try:
+        fen, _ = decode_position(rec[:32])
+    except ValueError as e:
+        return Reject(loc, "malformed record", str(e), rec.hex())
+    score, move, ply, result, _pad = _TAIL.unpack(rec[32:])
+    if result not in (-1, 0, 1):
+        return Reject(loc, "result out of range", f"result {result}", rec.hex())
+    none = score == VALUE_NONE
+    return Record(fen=fen, score=None if none else score, result=result, ply=ply,
+                  move=decode_move(move), location=loc, game=game,
+                  score_is_mate=not none and abs(score) >= MATE_BOUND)
+
+
+def read(stream, options: ReaderOptions) -> Iterator[Record | Reject | PackedRows]:
+    """Records in file order. With ``options.fast`` (the default) the compiled core
+    (:mod:`nnue.pipeline.compiled.fixed`) decodes and validates blocks of records and yields
+    runs of them as PackedRows; the records it does not settle come from :func:`decode_record`,
+    as on the reference path (``fast=False``: every record one by one, python-chess validates)."""
+    if options.fast:
+        yield from _read_compiled(stream)
+        return
     game, prev = -1, None
     for item in fixed_records(stream, SIZE):
         if isinstance(item, Reject):
             yield item
             continue
         offset, rec = item
-        loc = f"byte {offset}"
-        try:
-            fen, _ = decode_position(rec[:32])
-        except ValueError as e:
-            yield Reject(loc, "malformed record", str(e), rec.hex())
+        out = decode_record(offset, rec, None)
+        if isinstance(out, Record):
+            if game_boundary(prev, out.ply, out.result):
+                game += 1
+            prev = (out.ply, out.result)
+            out.game = game
+        yield out
+
+
+def _read_compiled(stream):
+    import numpy as np
+
+    from ..compiled.fixed import decode_sfbin, run_block
+
+    state = np.array([-1, 0, 0, 0], np.int64)  # last game ordinal, has previous, its ply, its result
+    for item in fixed_blocks(stream, SIZE):
+        if isinstance(item, Reject):
+            yield item
             continue
-        score, move, ply, result, _pad = _TAIL.unpack(rec[32:])
-        if result not in (-1, 0, 1):
-            yield Reject(loc, "result out of range", f"result {result}", rec.hex())
-            continue
-        if game_boundary(prev, ply, result):
-            game += 1
-        prev = (ply, result)
-        none = score == VALUE_NONE
-        yield Record(fen=fen, score=None if none else score, result=result, ply=ply,
-                     move=decode_move(move), location=loc, game=game,
-                     score_is_mate=not none and abs(score) >= MATE_BOUND)
+        offset, recs = item
+
+        def one(i, game, offset=offset, recs=recs):
+            return decode_record(offset + i * SIZE, recs[i].tobytes(), game)
+
+        yield from run_block(decode_sfbin, recs, offset, SIZE, state, one, with_moves=True)
 
 
 def sniff(head: bytes) -> bool:

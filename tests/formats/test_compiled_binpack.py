@@ -163,3 +163,38 @@ def test_all_of_small_binpack(tmp_path):
 @pytest.mark.parametrize("seed", range(200))
 def test_mutated_chains_many(tmp_path, small, seed):
     test_mutated_chains(tmp_path, small, 1000 + seed)
+
+
+def _stem(fen: str, move: str | None, score: int = 5, ply: int = 30) -> bytes:
+    """A binpack chain of one stem (no movetext) for a position without en passant or castling
+    rights (FORMATS.md: occupancy BE, nibbles, move, zigzag score, ply | result, rule50, count)."""
+    import chess
+
+    b = chess.Board(fen)
+    occ = b.occupied
+    codes = []
+    for sq in chess.scan_forward(occ):
+        p = b.piece_at(sq)
+        c = 2 * (p.piece_type - 1) + (p.color == chess.BLACK)
+        if p.piece_type == chess.KING and p.color == chess.BLACK and b.turn == chess.BLACK:
+            c = 15
+        codes.append(c)
+    nib = bytearray(16)
+    for i, c in enumerate(codes):
+        nib[i >> 1] |= c << (4 * (i & 1))
+    m = 0 if move is None else (chess.parse_square(move[:2]) << 8 | chess.parse_square(move[2:4]) << 2)
+    z = 2 * score if score >= 0 else -2 * score - 1
+    return occ.to_bytes(8, "big") + bytes(nib) + struct.pack(">HHHHH", m, z, ply, 0, 0)
+
+
+@pytest.mark.parametrize("fen,move", [
+    ("4k3/8/3N1N2/8/8/8/8/4K3 b - - 0 1", "e8e7"),   # two knights: no last move gives it
+    ("4k3/3P4/5N2/8/8/8/8/4K3 b - - 0 1", "e8d7"),   # a pawn and a knight
+    ("4k3/8/8/8/8/5n2/8/4K2r w - - 0 1", "e1e2"),    # a rook and a knight: possible
+])
+def test_stem_double_checks(tmp_path, fen, move):
+    """A stem with two checkers is packed, or rejected as an impossible check, as python-chess's
+    path (with the packer's retrograde rule) decides."""
+    good = _stem("4k3/8/8/8/8/8/8/4K3 w - - 0 1", "e1e2")
+    s = both(tmp_path, block(good + _stem(fen, move)))
+    assert s["read"] == 2
