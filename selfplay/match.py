@@ -24,7 +24,7 @@ import chess
 from nnue.pipeline.atomic import atomic_write_bytes
 
 from .mcts import SearchConfig
-from .engines import play_engine_game
+from .engines import MOVE_TIMEOUT, play_engine_game
 from .play import Adjudication, Game, Player, make_opening, play_games, read_openings
 from .sprt import sprt
 
@@ -70,7 +70,8 @@ class Tally:
         self.elo0, self.elo1, self.alpha, self.beta, self.model = elo0, elo1, alpha, beta, model
         self.w = self.d = self.l = 0
         self.penta = [0] * 5
-        self.crashes = 0
+        self.crashes = 0   # games an engine lost by crashing (or an illegal move)
+        self.timeouts = 0  # games an engine lost by hanging past the move timeout
         self._half: dict[int, float] = {}
 
     def add(self, pair: int, score_a: float) -> bool:
@@ -94,7 +95,8 @@ class Tally:
         r = self.result()
         elo = f"{r.elo:+.1f} ± {r.elo_ci95:.1f}" if math.isfinite(r.elo) and math.isfinite(r.elo_ci95) else \
             f"{r.elo:+.1f} ± inf" if not math.isnan(r.elo) else "n/a"
-        crash = f"  crashes {self.crashes}" if self.crashes else ""
+        crash = (f"  crashes {self.crashes}" if self.crashes else "") + \
+            (f"  timeouts {self.timeouts}" if self.timeouts else "")
         return (f"games {self.w + self.d + self.l}  W {self.w} D {self.d} L {self.l}  Elo {elo}  "
                 f"LLR {r.llr:+.2f} ({r.lower:+.2f}, {r.upper:+.2f}){crash}")
 
@@ -131,7 +133,7 @@ def _report(tally: Tally, settings: dict, players: dict, elapsed: float, stopped
     d = r.to_dict()
     return {"verdict": r.verdict, "llr": d["llr"], "elo": d["elo"], "elo_ci95": d["elo_ci95"],
             "penta": list(tally.penta), "games": tally.w + tally.d + tally.l, "pairs": r.pairs,
-            "wdl": [tally.w, tally.d, tally.l], "crashes": tally.crashes, "sprt": d, "sprt_stopped": stopped_early,
+            "wdl": [tally.w, tally.d, tally.l], "crashes": tally.crashes, "timeouts": tally.timeouts, "sprt": d, "sprt_stopped": stopped_early,
             "players": players, "settings": settings, "elapsed_s": round(elapsed, 3), "lines": r.lines()}
 
 
@@ -296,11 +298,13 @@ def engine_match(engine_a: str, engine_b: str, out_dir: str | Path, *, games: in
                  beta: float = 0.05, concurrency: int = 1, openings: str | Path | None = None, random_plies: int = 8,
                  seed: int = 0, chess960: bool = False, adjudication: Adjudication | None = None,
                  sprt_stop: bool = True, live: bool = False, model: str = "normalized",
-                 options: dict | None = None) -> dict:
+                 options: dict | None = None, move_timeout: float | None = MOVE_TIMEOUT) -> dict:
     """A paired match between two UCI engines (command lines), ``nodes`` per move or
     ``movetime`` seconds per move, ``concurrency`` games at once (each worker thread runs its
     own pair of engine processes). An engine that crashes or sends an illegal move loses that
-    game (counted in ``crashes``) and is restarted; the match goes on. Engines start with
+    game (counted in ``crashes``) and is restarted; one that sends no move within
+    ``move_timeout`` s beyond ``movetime`` (None: wait forever) is hung: it loses the game on
+    time (counted in ``timeouts``), is killed and restarted; the match goes on. Engines start with
     Threads=1, Hash=16 unless ``options`` says otherwise. Raises FileNotFoundError (no such
     program) or ValueError (not UCI) before any game. Writes and returns as :func:`net_match`."""
     import queue as queue_mod
@@ -308,7 +312,7 @@ def engine_match(engine_a: str, engine_b: str, out_dir: str | Path, *, games: in
 
     import chess.engine
 
-    from .engines import EngineCrash, close_engine, open_engine
+    from .engines import EngineCrash, EngineTimeout, close_engine, open_engine
 
     t0 = time.monotonic()
     out_dir = Path(out_dir)
@@ -316,6 +320,8 @@ def engine_match(engine_a: str, engine_b: str, out_dir: str | Path, *, games: in
         raise ValueError("give exactly one of --nodes and --movetime for an engine match")
     if games < 2 or concurrency < 1:
         raise ValueError(f"games={games}, concurrency={concurrency}: need games ≥ 2 and concurrency ≥ 1")
+    if move_timeout is not None and not move_timeout > 0:
+        raise ValueError(f"--move-timeout {move_timeout}: seconds > 0")
     limit = chess.engine.Limit(nodes=nodes) if nodes is not None else chess.engine.Limit(time=movetime)
     opts = {"Threads": 1, "Hash": 16, **(options or {})}
     for cmd in (engine_a, engine_b):  # fail fast, one line, before anything is written
@@ -349,22 +355,26 @@ def engine_match(engine_a: str, engine_b: str, out_dir: str | Path, *, games: in
                 try:
                     g = play_engine_game(board, engines[wn], engines[bn], limit, adj,
                                          names=(names[0], names[1]) if c == 0 else (names[1], names[0]),
-                                         tag=(p, c), nodes_label=nodes or 0)
+                                         tag=(p, c), nodes_label=nodes or 0, move_timeout=move_timeout)
                     score_white = (g.result + 1) / 2
                     pgn = g.pgn({"Round": f"{p + 1}.{c + 1}"})
                     crashed = False
                 except EngineCrash as e:
                     who = wn if e.side == chess.WHITE else bn
                     score_white = 0.0 if e.side == chess.WHITE else 1.0
+                    what = "timed out" if isinstance(e, EngineTimeout) else "crashed"
+                    res = "0-1" if score_white == 0 else "1-0"
                     pgn = (f'[Round "{p + 1}.{c + 1}"]\n[White "{names[0] if c == 0 else names[1]}"]\n'
-                           f'[Black "{names[1] if c == 0 else names[0]}"]\n[Result "{"0-1" if score_white == 0 else "1-0"}"]\n'
-                           f'[Termination "engine {who} crashed: {e}"]\n\n*\n\n')
-                    crashed = True
-                    close_engine(engines[who])
+                           f'[Black "{names[1] if c == 0 else names[0]}"]\n[Result "{res}"]\n'
+                           f'[Termination "engine {who} {what}: {e}"]\n\n{res}\n\n')
+                    crashed = e.kind
+                    close_engine(engines[who], kill=True)
                     engines[who] = open_engine(engine_a if who == "A" else engine_b, opts)
                 score_a = score_white if c == 0 else 1 - score_white
                 with lock:
-                    if crashed:
+                    if crashed == "timeout":
+                        tally.timeouts += 1
+                    elif crashed:
                         tally.crashes += 1
                     pgns.append((p, c, pgn))
                     if tally.add(p, score_a):
@@ -390,7 +400,7 @@ def engine_match(engine_a: str, engine_b: str, out_dir: str | Path, *, games: in
                 "elo1": elo1, "alpha": alpha, "beta": beta, "model": model, "concurrency": concurrency,
                 "openings": str(openings) if openings else None,
                 "random_plies": random_plies if openings is None else 0, "seed": seed, "chess960": chess960,
-                "adjudication": adj.to_dict(), "engine_options": opts}
+                "adjudication": adj.to_dict(), "engine_options": opts, "move_timeout": move_timeout}
     players = {"A": {"engine": engine_a}, "B": {"engine": engine_b}}
     report = _report(tally, settings, players, time.monotonic() - t0, stop.is_set() and not errors)
     pgn_path, json_path = _write_results(out_dir, pgns, report)
