@@ -159,11 +159,14 @@ def add_parsers(sub) -> None:
     s = sub.add_parser("match", help="paired match with SPRT: two nets in our search, or two UCI engines",
                        description="Play paired games (each opening with both colours) between two of our nets "
                        "(--net A --net B) or two UCI engines (--engine CMD --engine CMD); live line on stderr; "
-                       "stops at the SPRT bounds; writes DIR/match.pgn and DIR/match.json.")
+                       "stops at the SPRT bounds or when --max-games are played; writes DIR/match.pgn and "
+                       "DIR/match.json.")
     s.add_argument("--net", action="append", metavar="NET", help="net.safetensors (twice)")
     s.add_argument("--engine", action="append", metavar="CMD", help="UCI engine command (twice)")
     s.add_argument("-o", "--output", default="match-out", metavar="DIR")
-    s.add_argument("--games", type=int, default=200, help="at most this many games (pairs × 2)")
+    s.add_argument("--max-games", "--games", dest="games", type=int, default=200, metavar="N",
+                   help="the game budget: stop at an SPRT bound, else after N games (whole pairs) with the "
+                   "unfinished verdict (inconclusive, and which way the LLR leans) (default %(default)s)")
     s.add_argument("--nodes", type=int, default=None, help="nodes per move (nets: MCTS simulations, default 64)")
     s.add_argument("--movetime", type=float, default=None, metavar="SECONDS", help="engines: time per move")
     s.add_argument("--move-timeout", type=float, default=MOVE_TIMEOUT, metavar="SECONDS",
