@@ -8,7 +8,10 @@
 #   (weights-*.safetensors); default: the demo net, demo-out/ from scripts/demo.sh (made if missing).
 #   WORK_DIR (default: a fresh temporary folder) ends up holding selfplay/, dataset/, run/, net/,
 #   match/ (match.pgn, match.json) and loop.json (every step's summary and wall time).
-#   SAVE=1 copies loop.json to bench/results/loop_selfplay.json.
+#   SAVE=1 copies loop.json to bench/results/loop_selfplay.json. QUALITY=FILE.plain (default
+#   ../shared/data/selfplay/sf15-n2000-s11.plain when present, none: skip) adds both nets'
+#   Spearman rho and mean |error| against Stockfish scores of its first 5,000 records
+#   (QUALITY_RECORDS to change; bench/loop_quality.py): games neither net was trained on.
 # The same sequence by hand (what this script runs, in order):
 #   nnue selfplay demo-out/net/net.safetensors -o W/selfplay --games 200 --nodes 32
 #   nnue pack W/selfplay -o W/dataset
@@ -56,6 +59,12 @@ echo "== 5. match new ($W/net) vs old ($NET0): at most $MATCH_GAMES games at $NO
 nnue match --net "$W/net/net.safetensors" --net "$NET0" --games "$MATCH_GAMES" --nodes "$NODES" \
   --concurrency "$THREADS" -o "$W/match" --quiet | tee "$W/match.txt"
 t5=$(t)
+QUALITY=${QUALITY:-../shared/data/selfplay/sf15-n2000-s11.plain}
+if [ "$QUALITY" != none ] && [ -f "$QUALITY" ]; then
+  echo "== 6. both nets against Stockfish scores: $QUALITY" >&2
+  python -m bench.loop_quality "$NET0" "$W/net/net.safetensors" "$QUALITY" --records "${QUALITY_RECORDS:-5000}" \
+    > "$W/quality.json"
+fi
 python - "$W" "$t0" "$t1" "$t2" "$t3" "$t4" "$t5" "$NET0" "$CKPT0" "$EPOCHS" "${TRAIN:-}" <<'PY'
 import json, os, platform, sys
 w, *ts = sys.argv[1:8]
@@ -77,6 +86,8 @@ r = {"bench": "loop_selfplay", "old_net": net0, "warm_start": ckpt0,
      "wall_s": {"selfplay": round(ts[1] - ts[0], 1), "pack": round(ts[2] - ts[1], 1), "train": round(ts[3] - ts[2], 1),
                 "export": round(ts[4] - ts[3], 1), "match": round(ts[5] - ts[4], 1), "total": round(ts[5] - ts[0], 1)},
      "load_average_1min_at_end": round(os.getloadavg()[0], 2), "machine": f"{platform.machine()}, {os.cpu_count()} cpus"}
+if os.path.exists(f"{w}/quality.json"):
+    r["quality_vs_stockfish"] = json.load(open(f"{w}/quality.json"))
 json.dump(r, open(f"{w}/loop.json", "w"), indent=1)
 print(json.dumps(r, indent=1))
 PY

@@ -52,7 +52,8 @@ def test_loop_script_end_to_end(old_net, tmp_path):
     net0, ckpt0 = old_net
     w = tmp_path / "loop"
     env = dict(_env(), GAMES="4", NODES="4", MATCH_GAMES="4", EPOCHS="1", THREADS="1", NET0=str(net0),
-               CKPT0=str(ckpt0), TRAIN=TINY)
+               CKPT0=str(ckpt0), TRAIN=TINY, QUALITY=str(REPO / "data" / "sample" / "sf15-n5000-s1-sample.plain"),
+               QUALITY_RECORDS="300")
     r = subprocess.run(["bash", str(REPO / "bench" / "loop_selfplay.sh"), str(w)], capture_output=True, text=True,
                        env=env, cwd=REPO)
     assert r.returncode == 0, r.stderr[-3000:]
@@ -82,3 +83,6 @@ def test_loop_script_end_to_end(old_net, tmp_path):
     assert s["match"]["verdict"] == m["verdict"] and s["match"]["penta"] == m["penta"]
     assert s["selfplay"]["games"] == 4 and s["pack"]["packed"] == pk["packed"] and s["train"]["epochs"] == 1
     assert set(s["wall_s"]) == {"selfplay", "pack", "train", "export", "match", "total"}
+    q = s["quality_vs_stockfish"]
+    assert q["positions"] == 300 and q["new"]["net"] == str(w / "net" / "net.safetensors")
+    assert all(-1 <= q[k]["spearman"] <= 1 and q[k]["mean_abs_cp_quiet"] >= 0 for k in ("old", "new"))

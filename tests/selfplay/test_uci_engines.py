@@ -97,7 +97,11 @@ def test_bad_engines_one_line(tmp_path):
              (["match", "--engine", "/bin/true", "--engine", "/bin/true", "--nodes", "10", "-o", tmp_path / "b"],
               "does not speak UCI"),
              (["datagen", "--engine", "/bin/true", "--nodes", "10", "--games", "1", "-o", tmp_path / "c"],
-              "does not speak UCI")]
+              "does not speak UCI"),
+             (["datagen", "--engine", "/bin/true", "--nodes", "10", "--games", "1", "-o", tmp_path / "c",
+               "--move-timeout", "-1"], "--move-timeout -1.0: seconds > 0"),
+             (["match", "--engine", "/bin/true", "--engine", "/bin/true", "--nodes", "10", "-o", tmp_path / "b",
+               "--move-timeout", "-2"], "--move-timeout -2.0: seconds > 0")]
     for args, needle in cases:
         rc, _, se = nnue(*args)
         assert rc == 2 and se.count("\n") == 1 and needle in se, (args, se)
