@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import json
 
+from .engines import MOVE_TIMEOUT
+
 
 def _penta(text: str) -> list[int]:
     from .sprt import check_penta
@@ -90,7 +92,8 @@ def cmd_match(args) -> int:
     else:
         from .match import engine_match
 
-        r = engine_match(engines[0], engines[1], args.output, nodes=args.nodes, movetime=args.movetime, **common)
+        r = engine_match(engines[0], engines[1], args.output, nodes=args.nodes, movetime=args.movetime,
+                         move_timeout=args.move_timeout or None, **common)
     if args.json:
         print(json.dumps({k: v for k, v in r.items() if k != "lines"}))
     else:
@@ -106,7 +109,7 @@ def cmd_datagen(args) -> int:
     out = datagen(args.engine, args.output, games=args.games, nodes=args.nodes, threads=args.threads,
                   random_plies=args.random_plies, chess960=args.chess960,
                   adjudication=parse_adjudication(args.adjudicate), games_per_file=args.games_per_file,
-                  seed=args.seed, progress=not args.no_progress)
+                  seed=args.seed, progress=not args.no_progress, move_timeout=args.move_timeout or None)
     print(json.dumps(out))
     return 0
 
@@ -156,13 +159,19 @@ def add_parsers(sub) -> None:
     s = sub.add_parser("match", help="paired match with SPRT: two nets in our search, or two UCI engines",
                        description="Play paired games (each opening with both colours) between two of our nets "
                        "(--net A --net B) or two UCI engines (--engine CMD --engine CMD); live line on stderr; "
-                       "stops at the SPRT bounds; writes DIR/match.pgn and DIR/match.json.")
+                       "stops at the SPRT bounds or when --max-games are played; writes DIR/match.pgn and "
+                       "DIR/match.json.")
     s.add_argument("--net", action="append", metavar="NET", help="net.safetensors (twice)")
     s.add_argument("--engine", action="append", metavar="CMD", help="UCI engine command (twice)")
     s.add_argument("-o", "--output", default="match-out", metavar="DIR")
-    s.add_argument("--games", type=int, default=200, help="at most this many games (pairs × 2)")
+    s.add_argument("--max-games", "--games", dest="games", type=int, default=200, metavar="N",
+                   help="the game budget: stop at an SPRT bound, else after N games (whole pairs) with the "
+                   "unfinished verdict (inconclusive, and which way the LLR leans) (default %(default)s)")
     s.add_argument("--nodes", type=int, default=None, help="nodes per move (nets: MCTS simulations, default 64)")
     s.add_argument("--movetime", type=float, default=None, metavar="SECONDS", help="engines: time per move")
+    s.add_argument("--move-timeout", type=float, default=MOVE_TIMEOUT, metavar="SECONDS",
+                   help="engines: an engine with no move this long beyond --movetime is hung: it loses the game, "
+                   "is killed and restarted (default %(default)g; 0: wait forever)")
     g = s.add_mutually_exclusive_group()
     g.add_argument("--openings", metavar="FILE", help="FEN/EPD openings, each played with both colours")
     g.add_argument("--random-plies", type=int, default=None, metavar="R", help="random openings (default 8 plies)")
@@ -194,5 +203,8 @@ def add_parsers(sub) -> None:
     s.add_argument("--adjudicate", metavar="SPEC", help="as for selfplay")
     s.add_argument("--games-per-file", type=int, default=25)
     s.add_argument("--seed", type=int, default=0)
+    s.add_argument("--move-timeout", type=float, default=MOVE_TIMEOUT, metavar="SECONDS",
+                   help="an engine with no move this long is hung: its game is dropped and counted, the engine "
+                   "killed and restarted (default %(default)g; 0: wait forever)")
     s.add_argument("--no-progress", action="store_true")
     s.set_defaults(func=cmd_datagen)

@@ -9,6 +9,8 @@ if the game had ended there).
 Files, resumption and atomicity as :mod:`nnue.selfplay.generate` (``datagen-NNNNN.plain``,
 ``run.json``). A game whose engine crashes or sends an illegal move is dropped (its positions
 are not written), counted in ``crashed_games``, and the engine is restarted; the run goes on. A
+game whose engine sends no move within ``move_timeout`` seconds (a hung engine) is dropped the
+same way, counted in ``timed_out_games``, and the engine killed and restarted. A
 move without a score is written as ``score 32002`` (VALUE_NONE: the packer flags it).
 """
 from __future__ import annotations
@@ -21,7 +23,7 @@ from pathlib import Path
 
 from nnue.pipeline.atomic import atomic_write_bytes
 
-from .engines import EngineCrash, close_engine, engine_argv, open_engine, play_engine_game
+from .engines import MOVE_TIMEOUT, EngineCrash, close_engine, engine_argv, open_engine, play_engine_game
 from .generate import _game_seed, _plan
 from .play import Adjudication, make_opening
 
@@ -30,10 +32,11 @@ FILE_PATTERN = "datagen-{:05d}.plain"
 
 def datagen(engine: str, out_dir: str | Path, *, games: int, nodes: int = 5000, threads: int = 1,
             random_plies: int = 8, chess960: bool = False, adjudication: Adjudication | None = None,
-            games_per_file: int = 25, seed: int = 0, options: dict | None = None, progress: bool = True) -> dict:
+            games_per_file: int = 25, seed: int = 0, options: dict | None = None, progress: bool = True,
+            move_timeout: float | None = MOVE_TIMEOUT) -> dict:
     """Play ``games`` games of ``engine`` (a command line) against itself into ``out_dir``.
     threads: games at once, each thread with its own engine process. Returns a summary (games,
-    positions, crashed_games, files written, seconds, games/s, positions/s). Raises
+    positions, crashed_games, timed_out_games, files written, seconds, games/s, positions/s). Raises
     FileNotFoundError / ValueError (engine missing or not UCI; bad settings; a folder holding
     another run) before any game."""
     import chess.engine
@@ -41,6 +44,8 @@ def datagen(engine: str, out_dir: str | Path, *, games: int, nodes: int = 5000, 
     out_dir = Path(out_dir)
     if games < 1 or threads < 1 or games_per_file < 1 or nodes < 1 or random_plies < 0:
         raise ValueError("games, threads, games per file and nodes must be ≥ 1, random plies ≥ 0")
+    if move_timeout is not None and not move_timeout > 0:
+        raise ValueError(f"--move-timeout {move_timeout}: seconds > 0")
     engine_argv(engine)
     opts = {"Threads": 1, "Hash": 16, **(options or {})}
     probe = open_engine(engine, opts)
@@ -57,7 +62,7 @@ def datagen(engine: str, out_dir: str | Path, *, games: int, nodes: int = 5000, 
     texts: dict[int, dict[int, str]] = {f: {} for f in files}
     limit = chess.engine.Limit(nodes=nodes)
     lock = threading.Lock()
-    counts = {"games": 0, "positions": 0, "crashed_games": 0}
+    counts = {"games": 0, "positions": 0, "crashed_games": 0, "timed_out_games": 0}
     errors: list[str] = []
     it = iter(todo)
     t0 = time.monotonic()
@@ -80,7 +85,8 @@ def datagen(engine: str, out_dir: str | Path, *, games: int, nodes: int = 5000, 
                 dt = max(time.monotonic() - t0, 1e-9)
                 bar.update(1)
                 bar.set_postfix_str(f"{counts['positions'] / dt:.0f} pos/s" +
-                                    (f", {counts['crashed_games']} crashed" if counts["crashed_games"] else ""))
+                                    (f", {counts['crashed_games']} crashed" if counts["crashed_games"] else "") +
+                                    (f", {counts['timed_out_games']} hung" if counts["timed_out_games"] else ""))
 
     def worker():
         eng = None
@@ -96,12 +102,12 @@ def datagen(engine: str, out_dir: str | Path, *, games: int, nodes: int = 5000, 
                 board = make_opening(rng, random_plies, chess960)
                 try:
                     game = play_engine_game(board, eng, eng, limit, adj, names=(engine_name, engine_name),
-                                            tag=g, nodes_label=nodes)
+                                            tag=g, nodes_label=nodes, move_timeout=move_timeout)
                     text = game.plain_text()
-                except EngineCrash:
+                except EngineCrash as e:
                     with lock:
-                        counts["crashed_games"] += 1
-                    close_engine(eng)
+                        counts["timed_out_games" if e.kind == "timeout" else "crashed_games"] += 1
+                    close_engine(eng, kill=True)
                     eng = open_engine(engine, opts)
                     text = ""
                 finish(f, g, text)
@@ -123,6 +129,7 @@ def datagen(engine: str, out_dir: str | Path, *, games: int, nodes: int = 5000, 
         raise RuntimeError(f"datagen stopped: {errors[0]} (finished files are complete; rerun to resume)")
     dt = time.monotonic() - t0
     return {"games": counts["games"], "positions": counts["positions"], "crashed_games": counts["crashed_games"],
+            "timed_out_games": counts["timed_out_games"],
             "files_written": len(files), "files_total": -(-games // gpf), "seconds": round(dt, 3),
             "games_per_s": round(counts["games"] / dt, 3) if dt else None,
             "positions_per_s": round(counts["positions"] / dt, 2) if dt else None, "output": str(out_dir)}

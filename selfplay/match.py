@@ -24,7 +24,7 @@ import chess
 from nnue.pipeline.atomic import atomic_write_bytes
 
 from .mcts import SearchConfig
-from .engines import play_engine_game
+from .engines import MOVE_TIMEOUT, play_engine_game
 from .play import Adjudication, Game, Player, make_opening, play_games, read_openings
 from .sprt import sprt
 
@@ -70,8 +70,20 @@ class Tally:
         self.elo0, self.elo1, self.alpha, self.beta, self.model = elo0, elo1, alpha, beta, model
         self.w = self.d = self.l = 0
         self.penta = [0] * 5
-        self.crashes = 0
+        self.crashes = 0   # games an engine lost by crashing (or an illegal move)
+        self.timeouts = 0  # games an engine lost by hanging past the move timeout
+        self.stopped_at: dict | None = None  # the SPRT state when the LLR first crossed a bound
         self._half: dict[int, float] = {}
+
+    def crossed(self) -> bool:
+        """After a finished pair: True (and the state recorded once) when the LLR is at or past a
+        bound. The match then starts no new pair; games already in flight are still counted."""
+        r = self.result()
+        if r.verdict == "inconclusive":
+            return False
+        if self.stopped_at is None:
+            self.stopped_at = {"verdict": r.verdict, "llr": r.to_dict()["llr"], "games": r.games}
+        return True
 
     def add(self, pair: int, score_a: float) -> bool:
         """Record one game (A's score 1, ½ or 0); True when it completed its pair."""
@@ -94,7 +106,8 @@ class Tally:
         r = self.result()
         elo = f"{r.elo:+.1f} ± {r.elo_ci95:.1f}" if math.isfinite(r.elo) and math.isfinite(r.elo_ci95) else \
             f"{r.elo:+.1f} ± inf" if not math.isnan(r.elo) else "n/a"
-        crash = f"  crashes {self.crashes}" if self.crashes else ""
+        crash = (f"  crashes {self.crashes}" if self.crashes else "") + \
+            (f"  timeouts {self.timeouts}" if self.timeouts else "")
         return (f"games {self.w + self.d + self.l}  W {self.w} D {self.d} L {self.l}  Elo {elo}  "
                 f"LLR {r.llr:+.2f} ({r.lower:+.2f}, {r.upper:+.2f}){crash}")
 
@@ -127,12 +140,36 @@ def _write_results(out_dir: Path, pgns: list[tuple[int, int, str]], report: dict
 
 
 def _report(tally: Tally, settings: dict, players: dict, elapsed: float, stopped_early: bool) -> dict:
+    """The match's JSON. ``verdict``: the bound the LLR crossed first when the match stopped there
+    (pairs that were in flight then are counted in the numbers but cannot undo it); otherwise the
+    verdict at the end, "inconclusive" when the game budget (``settings["games"]``) ran out
+    between the bounds. ``stop``: why it ended ("H1 bound", "H0 bound", "budget") with the
+    budget, the games played, and the LLR at the stop."""
     r = tally.result()
     d = r.to_dict()
-    return {"verdict": r.verdict, "llr": d["llr"], "elo": d["elo"], "elo_ci95": d["elo_ci95"],
+    budget = int(settings.get("pairs_planned", 0)) * 2
+    at = tally.stopped_at if stopped_early else None
+    verdict = at["verdict"] if at else r.verdict
+    stop = {"reason": f"{at['verdict']} bound" if at else "budget", "max_games": budget, "games": r.games,
+            "llr_at_stop": at["llr"] if at else d["llr"], "games_at_stop": at["games"] if at else r.games}
+    lines = r.lines()
+    if at and at["verdict"] != r.verdict:  # in-flight pairs moved the LLR back inside the bounds
+        lines[0] = lines[0].rsplit(" ", 1)[0] + f" {verdict} (crossed at {at['games']} games, LLR {at['llr']:+.2f})"
+    if at:
+        lines.append(f"STOP: {verdict} bound after {at['games']} of at most {budget} games")
+    elif r.verdict == "inconclusive":
+        lean = ("H1" if d["llr"] > 0 else "H0") if d["llr"] else "neither"
+        far = (d["llr"] / r.upper if d["llr"] > 0 else d["llr"] / r.lower) if d["llr"] else 0.0
+        lines.append(f"STOP: budget of {budget} games spent, no bound reached: inconclusive, leaning {lean} "
+                     f"(LLR {d['llr']:+.2f}, {100 * far:.0f}% of the way to its bound)")
+        stop["leaning"] = lean
+    else:
+        lines.append(f"STOP: all {r.games} games played (--no-sprt-stop); {verdict} at the end")
+    return {"verdict": verdict, "llr": d["llr"], "elo": d["elo"], "elo_ci95": d["elo_ci95"],
             "penta": list(tally.penta), "games": tally.w + tally.d + tally.l, "pairs": r.pairs,
-            "wdl": [tally.w, tally.d, tally.l], "crashes": tally.crashes, "sprt": d, "sprt_stopped": stopped_early,
-            "players": players, "settings": settings, "elapsed_s": round(elapsed, 3), "lines": r.lines()}
+            "wdl": [tally.w, tally.d, tally.l], "crashes": tally.crashes, "timeouts": tally.timeouts, "sprt": d,
+            "sprt_stopped": bool(at), "stop": stop, "players": players, "settings": settings,
+            "elapsed_s": round(elapsed, 3), "lines": lines}
 
 
 # ------------------------------------------------------------------------------- nets, our search
@@ -186,7 +223,8 @@ def net_match(net_a: str | Path, net_b: str | Path, out_dir: str | Path, *, game
     """A paired match between two integer nets (``net.safetensors`` paths; header checks raise
     NetFormatError), both in our MCTS at ``nodes`` simulations per move (``nodes_b`` for B).
 
-    games: the most games (rounded up to pairs). concurrency: worker processes (each loads the
+    games: the game budget, at most this many (whole pairs: an odd budget plays one game fewer);
+    the match stops earlier when the LLR crosses a bound (``sprt_stop``). concurrency: worker processes (each loads the
     nets and plays its share of the pairs, ``in_flight`` games at a time with batched leaf
     evals). search: extra :class:`SearchConfig` fields for both sides (backup, priors, …).
     Writes ``out_dir/match.pgn`` and ``out_dir/match.json`` atomically and returns the JSON's
@@ -204,7 +242,7 @@ def net_match(net_a: str | Path, net_b: str | Path, out_dir: str | Path, *, game
     nets = (load(net_a), load(net_b))  # header checks, in this process first
     extra = dict(search or {})
     cfgs = (SearchConfig(nodes=nodes, **extra), SearchConfig(nodes=nodes_b or nodes, **extra))
-    pairs = (games + 1) // 2
+    pairs = games // 2  # the budget: at most `games` games, whole pairs
     ops = make_openings(pairs, openings, random_plies if openings is None else 0, seed, chess960)
     adj = adjudication or Adjudication()
     names = (f"A:{net_a.parent.name or net_a.name}", f"B:{net_b.parent.name or net_b.name}")
@@ -218,7 +256,7 @@ def net_match(net_a: str | Path, net_b: str | Path, out_dir: str | Path, *, game
         pgns.append((p, c, pgn))
         if tally.add(p, score):
             view.show(tally)
-            if sprt_stop and tally.result().verdict != "inconclusive":
+            if sprt_stop and tally.crossed():
                 stopped[0] = True
         return stopped[0]
 
@@ -296,11 +334,13 @@ def engine_match(engine_a: str, engine_b: str, out_dir: str | Path, *, games: in
                  beta: float = 0.05, concurrency: int = 1, openings: str | Path | None = None, random_plies: int = 8,
                  seed: int = 0, chess960: bool = False, adjudication: Adjudication | None = None,
                  sprt_stop: bool = True, live: bool = False, model: str = "normalized",
-                 options: dict | None = None) -> dict:
+                 options: dict | None = None, move_timeout: float | None = MOVE_TIMEOUT) -> dict:
     """A paired match between two UCI engines (command lines), ``nodes`` per move or
     ``movetime`` seconds per move, ``concurrency`` games at once (each worker thread runs its
     own pair of engine processes). An engine that crashes or sends an illegal move loses that
-    game (counted in ``crashes``) and is restarted; the match goes on. Engines start with
+    game (counted in ``crashes``) and is restarted; one that sends no move within
+    ``move_timeout`` s beyond ``movetime`` (None: wait forever) is hung: it loses the game on
+    time (counted in ``timeouts``), is killed and restarted; the match goes on. Engines start with
     Threads=1, Hash=16 unless ``options`` says otherwise. Raises FileNotFoundError (no such
     program) or ValueError (not UCI) before any game. Writes and returns as :func:`net_match`."""
     import queue as queue_mod
@@ -308,7 +348,7 @@ def engine_match(engine_a: str, engine_b: str, out_dir: str | Path, *, games: in
 
     import chess.engine
 
-    from .engines import EngineCrash, close_engine, open_engine
+    from .engines import EngineCrash, EngineTimeout, close_engine, open_engine
 
     t0 = time.monotonic()
     out_dir = Path(out_dir)
@@ -316,11 +356,13 @@ def engine_match(engine_a: str, engine_b: str, out_dir: str | Path, *, games: in
         raise ValueError("give exactly one of --nodes and --movetime for an engine match")
     if games < 2 or concurrency < 1:
         raise ValueError(f"games={games}, concurrency={concurrency}: need games ≥ 2 and concurrency ≥ 1")
+    if move_timeout is not None and not move_timeout > 0:
+        raise ValueError(f"--move-timeout {move_timeout}: seconds > 0")
     limit = chess.engine.Limit(nodes=nodes) if nodes is not None else chess.engine.Limit(time=movetime)
     opts = {"Threads": 1, "Hash": 16, **(options or {})}
     for cmd in (engine_a, engine_b):  # fail fast, one line, before anything is written
         close_engine(open_engine(cmd, opts))
-    pairs = (games + 1) // 2
+    pairs = games // 2  # the budget: at most `games` games, whole pairs
     ops = make_openings(pairs, openings, random_plies if openings is None else 0, seed, chess960)
     adj = adjudication or Adjudication()
     names = (f"A:{engine_a}", f"B:{engine_b}")
@@ -349,27 +391,31 @@ def engine_match(engine_a: str, engine_b: str, out_dir: str | Path, *, games: in
                 try:
                     g = play_engine_game(board, engines[wn], engines[bn], limit, adj,
                                          names=(names[0], names[1]) if c == 0 else (names[1], names[0]),
-                                         tag=(p, c), nodes_label=nodes or 0)
+                                         tag=(p, c), nodes_label=nodes or 0, move_timeout=move_timeout)
                     score_white = (g.result + 1) / 2
                     pgn = g.pgn({"Round": f"{p + 1}.{c + 1}"})
                     crashed = False
                 except EngineCrash as e:
                     who = wn if e.side == chess.WHITE else bn
                     score_white = 0.0 if e.side == chess.WHITE else 1.0
+                    what = "timed out" if isinstance(e, EngineTimeout) else "crashed"
+                    res = "0-1" if score_white == 0 else "1-0"
                     pgn = (f'[Round "{p + 1}.{c + 1}"]\n[White "{names[0] if c == 0 else names[1]}"]\n'
-                           f'[Black "{names[1] if c == 0 else names[0]}"]\n[Result "{"0-1" if score_white == 0 else "1-0"}"]\n'
-                           f'[Termination "engine {who} crashed: {e}"]\n\n*\n\n')
-                    crashed = True
-                    close_engine(engines[who])
+                           f'[Black "{names[1] if c == 0 else names[0]}"]\n[Result "{res}"]\n'
+                           f'[Termination "engine {who} {what}: {e}"]\n\n{res}\n\n')
+                    crashed = e.kind
+                    close_engine(engines[who], kill=True)
                     engines[who] = open_engine(engine_a if who == "A" else engine_b, opts)
                 score_a = score_white if c == 0 else 1 - score_white
                 with lock:
-                    if crashed:
+                    if crashed == "timeout":
+                        tally.timeouts += 1
+                    elif crashed:
                         tally.crashes += 1
                     pgns.append((p, c, pgn))
                     if tally.add(p, score_a):
                         view.show(tally)
-                        if sprt_stop and tally.result().verdict != "inconclusive":
+                        if sprt_stop and tally.crossed():
                             stop.set()
         except Exception as e:  # a restart that failed, or a bug: stop the match, report it
             errors.append(f"{type(e).__name__}: {e}")
@@ -390,8 +436,8 @@ def engine_match(engine_a: str, engine_b: str, out_dir: str | Path, *, games: in
                 "elo1": elo1, "alpha": alpha, "beta": beta, "model": model, "concurrency": concurrency,
                 "openings": str(openings) if openings else None,
                 "random_plies": random_plies if openings is None else 0, "seed": seed, "chess960": chess960,
-                "adjudication": adj.to_dict(), "engine_options": opts}
+                "adjudication": adj.to_dict(), "engine_options": opts, "move_timeout": move_timeout}
     players = {"A": {"engine": engine_a}, "B": {"engine": engine_b}}
-    report = _report(tally, settings, players, time.monotonic() - t0, stop.is_set() and not errors)
+    report = _report(tally, settings, players, time.monotonic() - t0, tally.stopped_at is not None)
     pgn_path, json_path = _write_results(out_dir, pgns, report)
     return dict(report, pgn=str(pgn_path), json=str(json_path))

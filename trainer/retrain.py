@@ -165,6 +165,60 @@ def _gate_match():
     return gate_match
 
 
+SPRT_MODES = ("after_metrics", "alone")
+SPRT_INCONCLUSIVE = ("reject", "promote")
+#: the keys of gate.sprt passed on to gate_match
+SPRT_MATCH_KEYS = ("games", "nodes", "elo0", "elo1", "alpha", "beta", "concurrency", "openings", "seed")
+
+
+def sprt_decision(metrics_verdict: str, sprt_verdict: str | None, mode: str = "after_metrics",
+                  inconclusive: str = "reject") -> str:
+    """The gate's final verdict ("promote" | "reject") once the SPRT match has run.
+
+    mode ``after_metrics``: the match runs only for a candidate that passed the loss/Spearman gate
+    (``metrics_verdict == "promote"``) and must then not fail it; ``alone``: the metrics are
+    recorded but the match alone decides. The match's verdict: "H1" promotes, "H0" rejects,
+    "inconclusive" (the game budget ran out between the bounds) does what ``inconclusive`` says.
+    ``sprt_verdict`` None (no match was played): the metrics verdict stands."""
+    if mode not in SPRT_MODES:
+        raise RetrainError(f"gate.sprt.mode={mode!r}: one of {', '.join(SPRT_MODES)}")
+    if inconclusive not in SPRT_INCONCLUSIVE:
+        raise RetrainError(f"gate.sprt.inconclusive={inconclusive!r}: one of {', '.join(SPRT_INCONCLUSIVE)}")
+    if sprt_verdict is None:
+        return metrics_verdict
+    if mode == "after_metrics" and metrics_verdict != "promote":
+        return "reject"
+    if sprt_verdict == "H1":
+        return "promote"
+    if sprt_verdict == "H0":
+        return "reject"
+    return inconclusive
+
+
+def run_gate_match(sprt_cfg, candidate: Path, champion: Path, work: Path, final: Path) -> dict:
+    """Play the gate's SPRT match (``gate_match``) candidate vs champion into ``work/sprt``; the
+    match's ``match.pgn`` and ``match.json`` travel with the version folder, so their recorded
+    paths (in match.json and in the returned summary) are those under ``final`` (the
+    ``versions/NNNN`` the work folder is renamed to). Returns the summary kept in gate.json and
+    history.jsonl: verdict, llr, elo, elo_ci95, penta (LL..WW, candidate's POV), games, wdl,
+    sprt_stopped, elo0, elo1, nodes, pgn, json."""
+    import json
+
+    from nnue.pipeline.atomic import atomic_write_bytes
+
+    kw = {k: sprt_cfg[k] for k in SPRT_MATCH_KEYS if sprt_cfg.get(k) is not None}
+    if kw.get("openings") is not None:
+        kw["openings"] = Path(str(kw["openings"]))
+    r = _gate_match()(candidate, champion, work / "sprt", **kw)
+    paths = {"pgn": str(final / "sprt" / "match.pgn"), "json": str(final / "sprt" / "match.json")}
+    on_disk = json.loads((work / "sprt" / "match.json").read_text())
+    on_disk.update(paths)
+    atomic_write_bytes(work / "sprt" / "match.json", (json.dumps(on_disk, indent=2) + "\n").encode())
+    summary = {k: r.get(k) for k in ("verdict", "llr", "elo", "elo_ci95", "penta", "games", "wdl", "sprt_stopped")}
+    summary.update(elo0=kw.get("elo0"), elo1=kw.get("elo1"), nodes=kw.get("nodes"), **paths)
+    return summary
+
+
 # ------------------------------------------------------------------------------------- cycle
 def _train_config(overrides: list[str]):
     from hydra import compose, initialize_config_module
@@ -225,6 +279,8 @@ def _check_config(cfg) -> None:
         raise RetrainError(f"gate.fraction={cfg.gate.fraction}: a share of games in (0, 1]")
     if cfg.gate.sprt.enabled:
         _gate_match()
+        sprt_decision("promote", None, str(cfg.gate.sprt.get("mode", "after_metrics")),
+                      str(cfg.gate.sprt.get("inconclusive", "reject")))  # checks both settings
     launcher = cfg.train.get("launcher")
     if launcher:
         import nnue.conf
@@ -341,17 +397,21 @@ def run_cycle(cfg) -> dict:
                                                    result, loss_cfg)
         verdict, reason = decide(cand, ch, cfg.gate)
         sprt = None
-        if verdict == "promote" and champ is not None and cfg.gate.sprt.enabled:
-            p = dict(cfg.gate.sprt)
-            p.pop("enabled")
-            inconclusive = p.pop("inconclusive", "reject")
-            sprt = _gate_match()(work / "net.safetensors", reg.versions / champ / "net.safetensors",
-                                 work / "sprt", **p)
-            v = sprt.get("verdict")
-            if v == "H0" or (v != "H1" and inconclusive != "promote"):
-                verdict = "reject"
-            reason += (f"; SPRT [{p.get('elo0')}, {p.get('elo1')}]: {v}, LLR {sprt.get('llr')}, "
-                       f"Elo {sprt.get('elo')} ± {sprt.get('elo_ci95')} over {sprt.get('games')} games")
+        sc = cfg.gate.sprt
+        mode, inconclusive = str(sc.get("mode", "after_metrics")), str(sc.get("inconclusive", "reject"))
+        metrics_verdict = verdict
+        finite = bool(np.isfinite(cand["loss"]) and np.isfinite(cand["spearman"]))
+        if champ is not None and sc.enabled and (verdict == "promote" or (mode == "alone" and finite)):
+            sprt = run_gate_match(sc, work / "net.safetensors", reg.versions / champ / "net.safetensors", work,
+                                  reg.versions / version)
+            verdict = sprt_decision(metrics_verdict, sprt["verdict"], mode, inconclusive)
+            elo = ("n/a" if sprt["elo"] is None else f"{sprt['elo']:+.1f} ± " +
+                   ("inf" if sprt["elo_ci95"] is None else f"{sprt['elo_ci95']:.1f}"))
+            llr = "n/a" if sprt["llr"] is None else f"{sprt['llr']:+.2f}"
+            reason = ("metrics (not deciding, gate.sprt.mode=alone): " + reason if mode == "alone" else reason)
+            reason += (f"; SPRT [{sprt['elo0']}, {sprt['elo1']}] at {sprt['nodes']} nodes: {sprt['verdict']}"
+                       f"{' (budget spent: inconclusive=' + inconclusive + ')' if sprt['verdict'] == 'inconclusive' else ''}"
+                       f", LLR {llr}, Elo {elo} over {sprt['games']} games -> {verdict}")
         import json
 
         from nnue.pipeline.atomic import atomic_write_bytes
@@ -359,7 +419,7 @@ def run_cycle(cfg) -> dict:
         report = {"version": version, "champion": champ, "gate_set": gate, "candidate": cand,
                   "champion_metrics": ch, "margins": {"loss": float(cfg.gate.loss_margin),
                                                       "spearman": float(cfg.gate.spearman_margin)},
-                  "sprt": sprt, "verdict": verdict, "reason": reason}
+                  "metrics_verdict": metrics_verdict, "sprt": sprt, "verdict": verdict, "reason": reason}
         atomic_write_bytes(work / "gate.json", (json.dumps(report, indent=1, default=float) + "\n").encode())
         stage(reg, "gated")
         # 6. finish: version.json last, then one rename

@@ -157,14 +157,60 @@ def test_gate_match_signature_files_and_result(nets, tmp_path):
 def test_match_stops_at_the_sprt_bound(nets, tmp_path):
     # the same net on both sides, games drawn at ply 12: with bounds [100, 150] nElo each drawn
     # pair adds about -0.16 to the LLR, so H0 comes after about 20 pairs, well before 100
-    rc, so, se = nnue("match", "--net", nets[0], "--net", nets[0], "-o", tmp_path / "m", "--games", "200",
+    rc, so, se = nnue("match", "--net", nets[0], "--net", nets[0], "-o", tmp_path / "m", "--max-games", "200",
                       "--nodes", "4", "--elo0", "100", "--elo1", "150", "--in-flight", "4", "--adjudicate", "maxply=12",
                       "--json")
     assert rc == 0, se
     r = json.loads(so)
     assert r["verdict"] == "H0" and r["sprt_stopped"] and r["games"] < 100
     assert r["llr"] <= -2.94 and r["sprt"]["llr_bounds"][0] == pytest.approx(-2.944, abs=1e-3)
+    assert r["stop"]["reason"] == "H0 bound" and r["stop"]["max_games"] == 200
+    assert r["stop"]["games_at_stop"] <= r["games"] and r["stop"]["llr_at_stop"] <= -2.94
+    lines = json.loads(Path(r["json"]).read_text())["lines"]
+    assert f"STOP: H0 bound after {r['stop']['games_at_stop']} of at most 200 games" in lines
     assert "LLR" in se and "W " in se  # the live line
+
+
+def test_match_game_budget_reports_the_unfinished_verdict(nets, tmp_path):
+    """--max-games: no bound within the budget (3 pairs, bounds [0, 5]): exactly the budget is
+    played (an odd budget: whole pairs, one game fewer) and the verdict is the unfinished one."""
+    for budget, played in (("6", 6), ("7", 6)):
+        rc, so, se = nnue("match", "--net", nets[0], "--net", nets[1], "-o", tmp_path / f"m{budget}",
+                          "--max-games", budget, "--nodes", "4", "--in-flight", "6", "--adjudicate", "maxply=30")
+        assert rc == 0, se
+        r = json.loads((tmp_path / f"m{budget}" / "match.json").read_text())
+        lo, hi = r["sprt"]["llr_bounds"]
+        assert r["games"] == played == 2 * sum(r["penta"]) and lo < r["llr"] < hi
+        assert r["verdict"] == "inconclusive" and not r["sprt_stopped"]
+        assert r["stop"]["reason"] == "budget" and r["stop"]["max_games"] == played
+        lean = "H1" if r["llr"] > 0 else "H0" if r["llr"] < 0 else "neither"
+        assert r["stop"]["leaning"] == lean
+        # printed in seed 000's layout, then the stop line
+        out = so.splitlines()
+        assert out[0].startswith("LLR: ") and out[0].endswith(" inconclusive") and out[3].startswith("PENTA: ")
+        assert out[4].startswith(f"STOP: budget of {played} games spent, no bound reached: inconclusive, leaning {lean}")
+
+
+def test_the_verdict_is_the_bound_crossed_first():
+    """Pairs in flight when the LLR crosses a bound are counted, but cannot undo the crossing."""
+    from nnue.selfplay.match import Tally, _report
+
+    t = Tally(100.0, 150.0, 0.05, 0.05)
+    for p in range(1000):  # drawn pairs: the LLR falls to the H0 bound
+        t.add(p, 0.5)
+        if t.add(p, 0.5) and t.crossed():
+            break
+    at = t.stopped_at
+    assert at["verdict"] == "H0" and at["llr"] <= -2.94
+    for q in range(3):  # then won pairs that were in flight pull it back inside
+        t.add(20_000 + q, 1.0)
+        t.add(20_000 + q, 1.0)
+    assert t.result().verdict == "inconclusive"
+    assert t.crossed() is False and t.stopped_at == at  # recorded once
+    r = _report(t, {"pairs_planned": 100}, {}, 0.0, True)
+    assert r["verdict"] == "H0" and r["sprt_stopped"] and r["stop"]["reason"] == "H0 bound"
+    assert r["games"] == at["games"] + 6 and r["stop"]["games_at_stop"] == at["games"]
+    assert r["lines"][0].endswith(f"H0 (crossed at {at['games']} games, LLR {at['llr']:+.2f})")
 
 
 def test_bad_input_is_one_line(nets, tmp_path):

@@ -97,8 +97,76 @@ def test_bad_engines_one_line(tmp_path):
              (["match", "--engine", "/bin/true", "--engine", "/bin/true", "--nodes", "10", "-o", tmp_path / "b"],
               "does not speak UCI"),
              (["datagen", "--engine", "/bin/true", "--nodes", "10", "--games", "1", "-o", tmp_path / "c"],
-              "does not speak UCI")]
+              "does not speak UCI"),
+             (["datagen", "--engine", "/bin/true", "--nodes", "10", "--games", "1", "-o", tmp_path / "c",
+               "--move-timeout", "-1"], "--move-timeout -1.0: seconds > 0"),
+             (["match", "--engine", "/bin/true", "--engine", "/bin/true", "--nodes", "10", "-o", tmp_path / "b",
+               "--move-timeout", "-2"], "--move-timeout -2.0: seconds > 0")]
     for args, needle in cases:
         rc, _, se = nnue(*args)
         assert rc == 2 and se.count("\n") == 1 and needle in se, (args, se)
     assert not (tmp_path / "c").exists()
+
+
+MISBEHAVE = Path(__file__).with_name("uci_misbehave.py")
+
+
+def misbehave(*args) -> str:
+    """The command line of a real misbehaving UCI engine process (tests/selfplay/uci_misbehave.py)."""
+    import shlex
+
+    return shlex.join([sys.executable, str(MISBEHAVE), *map(str, args)])
+
+
+def test_datagen_survives_a_hung_and_a_crashing_engine(tmp_path):
+    """A random-move UCI process that hangs at its 5th 'go' (first process only): that game is
+    dropped and counted as timed out, the engine killed and restarted, the other games written;
+    the same with one that exits at its 7th 'go' (crashed)."""
+    for kind, flag, key in (("hang", "--hang-at", "timed_out_games"), ("exit", "--exit-at", "crashed_games")):
+        out = tmp_path / kind
+        eng = misbehave(flag, 5 if kind == "hang" else 7, "--once", tmp_path / f"{kind}.armed")
+        rc, so, se = nnue("datagen", "--engine", eng, "--nodes", "1", "--games", "3", "-o", out,
+                          "--adjudicate", "maxply=30", "--move-timeout", "1", "--no-progress")
+        assert rc == 0, se
+        s = json.loads(so)
+        other = "crashed_games" if key == "timed_out_games" else "timed_out_games"
+        assert s["games"] == 3 and s[key] == 1 and s[other] == 0, s
+        text = (out / "datagen-00000.plain").read_text()
+        # two whole games survive: 30 - 8 random plies = 22 records each, the first game dropped
+        assert text.count("\ne\n") == s["positions"] == 2 * 22
+        res = pack([out], tmp_path / f"ds-{kind}", progress=False)
+        assert res["packed"] == s["positions"] and sum(res["rejected"].values()) == 0
+
+
+@needs_sf
+def test_match_hung_engine_loses_on_time_and_the_match_goes_on(tmp_path):
+    """A real Stockfish behind a proxy that stops answering at its 5th 'go' (only the first
+    process): the hung side loses that game on time, is killed and restarted, and the match's
+    other games are played by the restarted engine."""
+    eng = misbehave("--engine", STOCKFISH, "--hang-at", 5, "--once", tmp_path / "armed")
+    rc, so, se = nnue("match", "--engine", eng, "--engine", STOCKFISH, "--nodes", "200", "--games", "4",
+                      "-o", tmp_path / "m", "--adjudicate", "maxply=40", "--move-timeout", "2", "--json")
+    assert rc == 0, se
+    r = json.loads(so)
+    assert r["games"] == 4 and r["timeouts"] == 1 and r["crashes"] == 0
+    assert r["settings"]["move_timeout"] == 2.0
+    with open(r["pgn"]) as f:
+        import chess.pgn
+
+        games = [g for g in iter(lambda: chess.pgn.read_game(f), None)]
+    hung = [g for g in games if "timed out" in g.headers.get("Termination", "")]
+    assert len(hung) == 1 and hung[0].headers["Round"] == "1.1"  # A is white in 1.1, its 5th move
+    assert hung[0].headers["Result"] == "0-1"  # the hung side (A, white) lost on time
+    assert all(len(list(g.mainline_moves())) > 0 for g in games if g is not hung[0])  # real games after it
+
+
+@needs_sf
+def test_datagen_stockfish_hung_mid_run_still_packs_clean(tmp_path):
+    eng = misbehave("--engine", STOCKFISH, "--hang-at", 9, "--once", tmp_path / "armed")
+    rc, so, se = nnue("datagen", "--engine", eng, "--nodes", "200", "--games", "3", "-o", tmp_path / "d",
+                      "--adjudicate", "maxply=40", "--move-timeout", "2", "--no-progress")
+    assert rc == 0, se
+    s = json.loads(so)
+    assert s["games"] == 3 and s["timed_out_games"] == 1 and s["crashed_games"] == 0 and s["positions"] > 0
+    res = pack([tmp_path / "d"], tmp_path / "ds", progress=False)
+    assert res["read"] == res["packed"] == s["positions"] and sum(res["rejected"].values()) == 0

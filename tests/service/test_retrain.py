@@ -179,4 +179,92 @@ def test_bad_config_is_one_line(tmp_path, dumps):
                            capture_output=True, text=True, env=env())
         assert r.returncode == 2 and "gate.sprt.enabled=true needs nnue.selfplay.match.gate_match" in r.stderr
         assert len(r.stderr.strip().splitlines()) == 1
+    r = subprocess.run([*NNUE, "retrain", f"registry={reg}", f"watch=[{dumps}]", "gate.sprt.enabled=true",
+                        "gate.sprt.mode=sometimes"], capture_output=True, text=True, env=env())
+    assert r.returncode == 2 and r.stderr.strip().splitlines() == [
+        "nnue retrain: error: gate.sprt.mode='sometimes': one of after_metrics, alone"]
     assert not reg.exists()  # nothing written
+
+
+def test_sprt_decision_rule():
+    from nnue.trainer.retrain import RetrainError, sprt_decision
+
+    for metrics in ("promote", "reject"):
+        assert sprt_decision(metrics, None) == metrics  # no match played: the metrics stand
+        for inc in ("reject", "promote"):
+            # after_metrics: a candidate that failed the metrics is never promoted by a match
+            exp = {"H1": "promote", "H0": "reject", "inconclusive": inc}
+            for v in exp:
+                assert sprt_decision(metrics, v, "after_metrics", inc) == (exp[v] if metrics == "promote" else "reject")
+                assert sprt_decision(metrics, v, "alone", inc) == exp[v]  # the match alone decides
+    for bad in (("promote", "H1", "sometimes", "reject"), ("promote", "H1", "alone", "maybe")):
+        with pytest.raises(RetrainError, match="gate.sprt"):
+            sprt_decision(*bad)
+
+
+def _match_games(pgn: Path) -> list:
+    import chess.pgn
+
+    with open(pgn) as f:
+        return [g for g in iter(lambda: chess.pgn.read_game(f), None)]
+
+
+SPRT_CASES = [("0002", ("gate.loss_margin=-1", "gate.spearman_margin=-2", "gate.sprt.inconclusive=promote"),
+               "promote", "after_metrics", "promote"),
+              # metrics that cannot pass (the loss must drop by 1): only the match can promote
+              ("0003", ("gate.loss_margin=1", "gate.sprt.mode=alone", "gate.sprt.inconclusive=reject"),
+               "reject", "alone", "reject")]
+
+
+def test_sprt_gate_plays_a_real_match_and_decides(tmp_path, dumps):
+    """The gate's SPRT match is the real nnue.selfplay.match.gate_match (our MCTS on both integer
+    nets, 4 nodes per move, at most 4 games): its PGN and JSON land in versions/NNNN/sprt/ with
+    the paths recorded there, and the verdict follows the configured rule."""
+    _sprt_cycles(tmp_path, dumps, SPRT_CASES[:1])
+
+
+@pytest.mark.slow
+def test_sprt_gate_alone_mode(tmp_path, dumps):
+    """gate.sprt.mode=alone: a candidate that fails the metrics still plays, and the match decides."""
+    _sprt_cycles(tmp_path, dumps, SPRT_CASES)
+
+
+def _sprt_cycles(tmp_path, dumps, cases):
+    from nnue.trainer.retrain import sprt_decision
+
+    reg = tmp_path / "reg"
+    rc, out, err = retrain(reg, dumps)
+    assert rc == 0, err[-2000:]
+    match = ("gate.sprt.enabled=true", "gate.sprt.games=4", "gate.sprt.nodes=4", "gate.sprt.seed=3")
+    champion = "0001"
+    for i, (version, extra, metrics_verdict, mode, inconclusive) in enumerate(cases):
+        cut_dumps(dumps, 1, records=500, bad_every=0, start=4000 + 1000 * i, stem=f"new{i}")
+        champion_sha = json.loads((reg / "champion").read_text())["net_sha256"]
+        rc, out, err = retrain(reg, dumps, *match, *extra)
+        assert rc == 0, err[-2000:]
+        vdir = reg / "versions" / version
+        gate = json.loads((vdir / "gate.json").read_text())
+        on_disk = json.loads((vdir / "sprt" / "match.json").read_text())
+        s = gate["sprt"]
+        assert gate["metrics_verdict"] == metrics_verdict
+        # the PGN and JSON travelled with the version folder and say where they are now
+        assert s["pgn"] == on_disk["pgn"] == str(vdir / "sprt" / "match.pgn")
+        assert s["json"] == on_disk["json"] == str(vdir / "sprt" / "match.json")
+        games = _match_games(vdir / "sprt" / "match.pgn")
+        assert len(games) == s["games"] == on_disk["games"] == 2 * sum(s["penta"]) and 2 <= s["games"] <= 4
+        assert on_disk["settings"]["nodes"] == 4 and on_disk["players"]["A"]["net"].endswith("net.safetensors")
+        assert on_disk["players"]["B"]["sha256"] == champion_sha  # the champion before this cycle
+        assert s["verdict"] == on_disk["verdict"] in ("H1", "H0", "inconclusive")
+        assert s["penta"] == on_disk["penta"] and s["llr"] == on_disk["llr"]
+        # the candidate's score in the PGN is the one the pentanomial counts say
+        score_a = sum({"1-0": 1.0, "0-1": 0.0, "1/2-1/2": 0.5}[g.headers["Result"]] if g.headers["White"].startswith("A:")
+                      else {"1-0": 0.0, "0-1": 1.0, "1/2-1/2": 0.5}[g.headers["Result"]] for g in games)
+        assert score_a == pytest.approx(sum(k * 0.5 * n for k, n in enumerate(s["penta"])))
+        assert gate["verdict"] == sprt_decision(metrics_verdict, s["verdict"], mode, inconclusive)
+        assert f"SPRT [0.0, 5.0] at 4 nodes: {s['verdict']}" in gate["reason"]
+        h = [json.loads(x) for x in (reg / "history.jsonl").read_text().splitlines()][-1]
+        assert h["version"] == version and h["sprt"] == s and h["verdict"] == gate["verdict"]
+        if gate["verdict"] == "promote":
+            champion = version
+        assert_consistent(reg, champion)
+        assert f"version {version} {gate['verdict']}d" in out
