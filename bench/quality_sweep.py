@@ -29,6 +29,7 @@ from pathlib import Path
 
 DEMO = ["experiment=demo"]
 Q = ["experiment=quality"]
+VIRI = ["experiment=deep_demo", "model.deep.hidden_activation=hardswish", "model.deep.l2_activation=swiglu"]
 
 # name -> overrides; each is measured by one full train/export/report
 RECIPES: dict[str, list[str]] = {
@@ -38,10 +39,19 @@ RECIPES: dict[str, list[str]] = {
     "demo_3x": DEMO + ["data.positions_per_epoch=393216"],
     "demo_l0_3x": DEMO + ["model.loss.wdl_lambda=0.0", "data.positions_per_epoch=393216"],
     "demo_l0_3x_h64": DEMO + ["model.loss.wdl_lambda=0.0", "data.positions_per_epoch=393216", "model.hidden=64"],
+    "demo_l0_s800": DEMO + ["model.loss.wdl_lambda=0.0", "model.quant.scale=800"],
+    "demo_l0_s1200": DEMO + ["model.loss.wdl_lambda=0.0", "model.quant.scale=1200"],
     "quality": Q,
     "quality_halfkav2_hm": Q + ["features=halfkav2_hm"],
     "quality_kb768hm4": Q + ["features=kb768hm4"],
     "deep_demo": ["experiment=deep_demo"],
+    # act_l1 (issue 11): the L1 penalty on L0's activations, for SCReLU (the demo) and for the
+    # Viridithas layer sequence (pairwise CReLU, Hard-Swish, Hard-Swish-gated SwiGLU) at deep_demo's widths
+    "screlu_act_l1_1e-3": DEMO + ["model.act_l1=1e-3"],
+    "screlu_act_l1_1e-2": DEMO + ["model.act_l1=1e-2"],
+    "viridithas_seq": VIRI,
+    "viridithas_seq_act_l1_1e-3": VIRI + ["model.act_l1=1e-3"],
+    "viridithas_seq_act_l1_1e-2": VIRI + ["model.act_l1=1e-2"],
 }
 
 
@@ -71,7 +81,8 @@ def measure(name: str, overrides: list[str], dataset: Path, work: Path) -> dict:
     r = report(out, out / "net")
     m = json.loads((out / "metrics.json").read_text())
     return {"name": name, "overrides": overrides, "train_seconds": train_s,
-            "epochs": m.get("epochs"), "global_step": m.get("global_step"), **r}
+            "epochs": m.get("epochs"), "global_step": m.get("global_step"),
+            "val_block_sparsity": m.get("val_block_sparsity"), "val_l0_density": m.get("val_l0_density"), **r}
 
 
 def main(argv=None) -> int:
