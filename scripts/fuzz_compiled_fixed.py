@@ -39,8 +39,12 @@ EXT = {"bin": "bin", "bulletformat": "bf", "marlinformat": "marlin", "viriformat
 def _sources(work: Path) -> dict[str, bytes]:
     import chess
 
-    sys.path.insert(0, str(REPO / "tests" / "formats"))
-    from formats_testlib import encode_psv, plain_records
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("formats_testlib", REPO / "tests" / "formats" / "formats_testlib.py")
+    lib = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(lib)
+    encode_psv, plain_records = lib.encode_psv, lib.plain_records
 
     from nnue.pipeline.convert import convert
     from nnue.pipeline.pack import pack

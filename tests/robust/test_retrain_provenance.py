@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-import sys
 from pathlib import Path
 
 from netfiles import make_model, write_weights
@@ -33,8 +32,13 @@ def test_export_names_the_folder_it_is_renamed_to(tmp_path, sample_dataset):
 
 
 def test_a_retrain_cycle_names_versions_not_work(tmp_path):
-    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "service"))
-    from service_testlib import NNUE, cut_dumps, env
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location(
+        "service_testlib", Path(__file__).resolve().parents[1] / "service" / "service_testlib.py")
+    lib = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(lib)
+    NNUE, cut_dumps, env = lib.NNUE, lib.cut_dumps, lib.env
 
     dumps = tmp_path / "dumps"
     cut_dumps(dumps, 2, records=700, bad_every=0)
