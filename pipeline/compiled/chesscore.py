@@ -340,12 +340,9 @@ def check_status(bb, us, ep, checkers):
 
 
 @njit(cache=True)
-def position_status(bb, us, ep):
-    """python-chess ``Board.status()`` for a position the caller built, after the packer drops
-    an en-passant square with no legal capture (ep: the legal en-passant square or −1):
-    0 valid; 1 python-chess must settle it (in check with an en-passant square, or two checkers
-    on one line with the king: its 'impossible check' rules); 2 not a position this core
-    accepts (a status error, more than two checkers)."""
+def piece_status(bb):
+    """The piece part of :func:`position_status`: 2 unless each side has one king, at most 8 pawns
+    and 16 pieces, and no pawn stands on a back rank; else 0."""
     if popcount(bb[KING]) != 1 or popcount(bb[8 + KING]) != 1:
         return 2
     if popcount(bb[PAWN]) > 8 or popcount(bb[8 + PAWN]) > 8:
@@ -354,6 +351,28 @@ def position_status(bb, us, ep):
         return 2
     if (bb[PAWN] | bb[8 + PAWN]) & BACKRANKS:
         return 2
+    return 0
+
+
+@njit(cache=True)
+def king_status(bb, us, ep):
+    """The king part of :func:`position_status` (pieces already checked): 2 when the side not to
+    move is in check, else :func:`check_status` of the side to move's checkers."""
+    occ = bb[OCC] | bb[OCC + 1]
+    if attackers(bb, us, lsb(bb[8 * (1 - us) + KING]), occ, U64(0)):
+        return 2
+    return check_status(bb, us, ep, attackers(bb, 1 - us, lsb(bb[8 * us + KING]), occ, U64(0)))
+
+
+@njit(cache=True)
+def position_status(bb, us, ep):
+    """python-chess ``Board.status()`` for a position the caller built, after the packer drops
+    an en-passant square with no legal capture (ep: the legal en-passant square or −1):
+    0 valid; 1 python-chess must settle it (in check with an en-passant square, or two checkers
+    on one line with the king: its 'impossible check' rules); 2 not a position this core
+    accepts (a status error, more than two checkers)."""
+    if piece_status(bb):
+        return 2
     valid = U64(0)
     if bb[KING] & SQ[4]:
         valid |= (SQ[0] | SQ[7]) & bb[ROOK]
@@ -361,16 +380,4 @@ def position_status(bb, us, ep):
         valid |= (SQ[56] | SQ[63]) & bb[8 + ROOK]
     if bb[CASTLE] & ~valid:
         return 2
-    occ = bb[OCC] | bb[OCC + 1]
-    if attackers(bb, us, lsb(bb[8 * (1 - us) + KING]), occ, U64(0)):
-        return 2
-    ksq = lsb(bb[8 * us + KING])
-    checkers = attackers(bb, 1 - us, ksq, occ, U64(0))
-    n = popcount(checkers)
-    if n > 2:
-        return 2
-    if n and ep >= 0:
-        return 1
-    if n == 2 and LINE[lsb(checkers), msb(checkers)] & SQ[ksq]:
-        return 1
-    return 0
+    return king_status(bb, us, ep)

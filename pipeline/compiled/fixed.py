@@ -26,7 +26,8 @@ from numba import njit
 
 from .bits import lsb, msb, popcount
 from .chesscore import (BACKRANKS, CASTLE, KING, KING_ATT, KNIGHT_ATT, LINE, OCC, PAWN, PAWN_ATT, RANK_MASK, SQ,
-                        U64, attackers, bishop_att, is_legal, legal_ep, position_status, rook_att, write_board)
+                        U64, attackers, bishop_att, is_legal, king_status, legal_ep, piece_status, position_status,
+                        rook_att, write_board)
 
 VALUE_NONE = 32002
 MATE_BOUND = 31754
@@ -494,27 +495,9 @@ def clean_rights(bb):
 def status_nc(bb, us, ep):
     """:func:`.chesscore.position_status` without its (standard-chess) castling check, for
     boards whose rights :func:`clean_rights` accepted."""
-    if popcount(bb[KING]) != 1 or popcount(bb[8 + KING]) != 1:
+    if piece_status(bb):
         return 2
-    if popcount(bb[PAWN]) > 8 or popcount(bb[8 + PAWN]) > 8:
-        return 2
-    if popcount(bb[OCC]) > 16 or popcount(bb[OCC + 1]) > 16:
-        return 2
-    if (bb[PAWN] | bb[8 + PAWN]) & BACKRANKS:
-        return 2
-    occ = bb[OCC] | bb[OCC + 1]
-    if attackers(bb, us, lsb(bb[8 * (1 - us) + KING]), occ, U64(0)):
-        return 2
-    ksq = lsb(bb[8 * us + KING])
-    checkers = attackers(bb, 1 - us, ksq, occ, U64(0))
-    n = popcount(checkers)
-    if n > 2:
-        return 2
-    if n and ep >= 0:
-        return 1
-    if n == 2 and LINE[lsb(checkers), msb(checkers)] & SQ[ksq]:
-        return 1
-    return 0
+    return king_status(bb, us, ep)
 
 
 @njit(cache=True)
