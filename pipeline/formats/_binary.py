@@ -108,6 +108,47 @@ def fixed_blocks(stream, size: int, records: int = 65536):
         offset += len(block)
 
 
+
+def read_game_records(stream, size: int, decode_record) -> Iterator:
+    """The reference path of a format of fixed-size records whose consecutive records form games
+    (:func:`game_boundary`): ``decode_record(offset, rec, None)`` for each record, with its game
+    ordinal set, and the Rejects of :func:`fixed_records`, in file order."""
+    game, prev = -1, None
+    for item in fixed_records(stream, size):
+        if isinstance(item, Reject):
+            yield item
+            continue
+        offset, rec = item
+        out = decode_record(offset, rec, None)
+        if not isinstance(out, Reject):
+            if game_boundary(prev, out.ply, out.result):
+                game += 1
+            prev = (out.ply, out.result)
+            out.game = game
+        yield out
+
+
+def read_game_blocks_compiled(stream, size: int, decode_record, kernel: str, with_moves: bool) -> Iterator:
+    """The compiled path of the same formats: blocks of records through the kernel ``kernel`` of
+    :mod:`nnue.pipeline.compiled.fixed` (``run_block``: PackedRows for the records it settles,
+    ``decode_record(offset, rec, game)`` for the others), game ordinals carried across blocks."""
+    import numpy as np
+
+    from ..compiled import fixed
+
+    state = np.array([-1, 0, 0, 0], np.int64)  # last game ordinal, has previous, its ply (-1: none), its result
+    for item in fixed_blocks(stream, size):
+        if isinstance(item, Reject):
+            yield item
+            continue
+        offset, recs = item
+
+        def one(i, game, offset=offset, recs=recs):
+            return decode_record(offset + i * size, recs[i].tobytes(), game)
+
+        yield from fixed.run_block(getattr(fixed, kernel), recs, offset, size, state, one, with_moves=with_moves)
+
+
 MASK64 = (1 << 64) - 1
 
 

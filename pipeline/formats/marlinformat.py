@@ -10,7 +10,7 @@ from typing import Iterator
 
 from ..board import unpack, unpack_fen
 from . import MATE_BOUND, VALUE_NONE, FormatSpec, PackedRows, ReaderOptions, Record, Reject
-from ._binary import fixed_blocks, fixed_records, game_boundary
+from ._binary import read_game_blocks_compiled, read_game_records
 
 SIZE = 32
 
@@ -21,39 +21,8 @@ def read(stream, options: ReaderOptions) -> Iterator[Record | Reject | PackedRow
     runs of them as PackedRows; the records it does not settle come from :func:`decode_record`,
     as on the reference path (``fast=False``: every record one by one, python-chess validates)."""
     if options.fast:
-        yield from _read_compiled(stream)
-        return
-    game, prev = -1, None
-    for item in fixed_records(stream, SIZE):
-        if isinstance(item, Reject):
-            yield item
-            continue
-        offset, rec = item
-        out = decode_record(offset, rec, None)
-        if isinstance(out, Record):
-            if game_boundary(prev, out.ply, out.result):
-                game += 1
-            prev = (out.ply, out.result)
-            out.game = game
-        yield out
-
-
-def _read_compiled(stream):
-    import numpy as np
-
-    from ..compiled.fixed import decode_marlin, run_block
-
-    state = np.array([-1, 0, 0, 0], np.int64)  # last game ordinal, has previous, its ply (-1: none), its result
-    for item in fixed_blocks(stream, SIZE):
-        if isinstance(item, Reject):
-            yield item
-            continue
-        offset, recs = item
-
-        def one(i, game, offset=offset, recs=recs):
-            return decode_record(offset + i * SIZE, recs[i].tobytes(), game)
-
-        yield from run_block(decode_marlin, recs, offset, SIZE, state, one, with_moves=False)
+        return read_game_blocks_compiled(stream, SIZE, decode_record, "decode_marlin", with_moves=False)
+    return read_game_records(stream, SIZE, decode_record)
 
 
 def decode_record(offset: int, rec: bytes, game: int | None) -> Record | Reject:

@@ -16,7 +16,7 @@ from typing import Iterator
 
 from ..board import placement_fen
 from . import MATE_BOUND, VALUE_NONE, FormatSpec, PackedRows, ReaderOptions, Record, Reject
-from ._binary import BitReaderLSB, fixed_blocks, fixed_records, game_boundary
+from ._binary import BitReaderLSB, read_game_blocks_compiled, read_game_records
 
 SIZE = 40
 _TAIL = struct.Struct("<hHHbB")
@@ -96,39 +96,8 @@ def read(stream, options: ReaderOptions) -> Iterator[Record | Reject | PackedRow
     runs of them as PackedRows; the records it does not settle come from :func:`decode_record`,
     as on the reference path (``fast=False``: every record one by one, python-chess validates)."""
     if options.fast:
-        yield from _read_compiled(stream)
-        return
-    game, prev = -1, None
-    for item in fixed_records(stream, SIZE):
-        if isinstance(item, Reject):
-            yield item
-            continue
-        offset, rec = item
-        out = decode_record(offset, rec, None)
-        if isinstance(out, Record):
-            if game_boundary(prev, out.ply, out.result):
-                game += 1
-            prev = (out.ply, out.result)
-            out.game = game
-        yield out
-
-
-def _read_compiled(stream):
-    import numpy as np
-
-    from ..compiled.fixed import decode_sfbin, run_block
-
-    state = np.array([-1, 0, 0, 0], np.int64)  # last game ordinal, has previous, its ply, its result
-    for item in fixed_blocks(stream, SIZE):
-        if isinstance(item, Reject):
-            yield item
-            continue
-        offset, recs = item
-
-        def one(i, game, offset=offset, recs=recs):
-            return decode_record(offset + i * SIZE, recs[i].tobytes(), game)
-
-        yield from run_block(decode_sfbin, recs, offset, SIZE, state, one, with_moves=True)
+        return read_game_blocks_compiled(stream, SIZE, decode_record, "decode_sfbin", with_moves=True)
+    return read_game_records(stream, SIZE, decode_record)
 
 
 def sniff(head: bytes) -> bool:
