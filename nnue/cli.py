@@ -219,7 +219,7 @@ def cmd_convert(args) -> int:
 
     if Path(args.output).is_dir():
         raise ValueError(f"{args.output}: is a folder; -o names the output file")
-    r = convert(args.dataset, args.to, args.output)
+    r = convert(args.dataset, args.to, args.output, progress=not args.no_progress)
     print(json.dumps(r) if args.json else f"wrote {r['rows']:,} positions to {r['path']} ({r['format']})")
     return 0
 
@@ -629,6 +629,8 @@ def _parser() -> argparse.ArgumentParser:
                         "result), bulletformat or marlinformat (32-byte records)")
     s.add_argument("-o", "--output", required=True, type=_path, help="output file (written atomically)")
     s.add_argument("--json", action="store_true", help="print one JSON object (default: one line of text)")
+    s.add_argument("--no-progress", action="store_true",
+                   help="no progress bar on stderr (default: a bar when stderr is a terminal)")
     s.set_defaults(func=cmd_convert)
 
     s = sub.add_parser("annotate", help="add base_eval / teacher_eval columns (material, Stockfish static evals)",

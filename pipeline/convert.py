@@ -37,15 +37,10 @@ _COLS = ["board", "score", "result", "ply", "best_move", "flags"]
 def rows(dataset: str | Path) -> Iterator[dict]:
     """Every row of a dataset as a dict of the columns in ``_COLS``, in dataset order."""
     d = Path(dataset)
-    m = mf.load(d)
-    for entry in sorted(m["files"].values(), key=lambda e: e["part"]):
-        if not entry["packed"]:
-            continue
-        pf = pq.ParquetFile(d / entry["part"])
-        for rg in range(pf.metadata.num_row_groups):
-            t = pf.read_row_group(rg, columns=_COLS).to_pydict()
-            for i in range(len(t["board"])):
-                yield {**{c: t[c][i] for c in _COLS}, "castling": entry.get("castling")}
+    for table, entry in _row_groups(d):
+        t = table.to_pydict()
+        for i in range(len(t["board"])):
+            yield {**{c: t[c][i] for c in _COLS}, "castling": entry.get("castling")}
 
 
 def _board(packed: bytes) -> chess.Board:
@@ -119,19 +114,119 @@ _WRITERS = {"plain": _plain, "bullet-text": _bullet_text, "bulletformat": _bulle
             "marlinformat": _marlinformat}
 
 
-def convert(dataset: str | Path, to: str, out: str | Path) -> dict:
-    """Write every row of ``dataset`` to ``out`` in format ``to``. Returns {"rows", "format",
-    "path", "ply_unknown"} (rows whose ply was unknown are written with ply 0). Raises
-    ValueError for an unknown target, ManifestError for a folder that is not a dataset."""
+def _parts(entry: dict) -> list[str]:
+    """The part files of a manifest entry, in order (one, or one per byte range)."""
+    get = getattr(mf, "entry_parts", None)
+    return list(get(entry)) if get is not None else [entry["part"]]
+
+
+def _row_groups(dataset: Path):
+    """(arrow table of ``_COLS``, manifest entry) per row group, in dataset order."""
+    m = mf.load(dataset)
+    for entry in sorted(m["files"].values(), key=lambda e: _parts(e)[0]):
+        if not entry["packed"]:
+            continue
+        for name in _parts(entry):
+            pf = pq.ParquetFile(dataset / name)
+            for rg in range(pf.metadata.num_row_groups):
+                yield pf.read_row_group(rg, columns=_COLS), entry
+
+
+def _compiled_chunk(table, entry: dict, to: str) -> tuple[bytes | memoryview, int]:
+    """One row group in format ``to`` through :mod:`.compiled.dump` (rows the kernels leave to
+    python-chess are written by the python writers, in place). Returns (bytes, fallback rows)."""
+    import numpy as np
+
+    from .board import boards_from_bytes
+    from .compiled import dump
+
+    n = table.num_rows
+    boards = np.ascontiguousarray(boards_from_bytes(table.column("board")))
+    score = table.column("score").to_numpy().astype(np.int64)
+    result = table.column("result").to_numpy().astype(np.int64)
+    none = (table.column("flags").to_numpy() & FLAG_SCORE_NONE) != 0
+    if to == "marlinformat":
+        out = boards.copy()
+        out[none, 28] = VALUE_NONE & 255
+        out[none, 29] = VALUE_NONE >> 8
+        return out.tobytes(), 0
+    if to == "bulletformat":
+        out = np.zeros((n, 32), np.uint8)
+        dump.write_bulletformat(boards, score, result, none, out)
+        return out.tobytes(), 0
+    out = np.empty(dump.ROW_BYTES * n, np.uint8)
+    ends = np.zeros(n, np.int64)
+    fallback = np.zeros(n, np.uint8)
+    if to == "plain":
+        best = table.column("best_move").fill_null(0xFFFF).to_numpy().astype(np.int64)
+        best[table.column("best_move").is_null().to_numpy(zero_copy_only=False)] = -1
+        ply = table.column("ply").to_numpy().astype(np.int64)
+        nfb = dump.write_plain(boards, score, result, ply, best, none,
+                               entry.get("castling") == "king-takes-rook", out, ends, fallback)
+    else:
+        nfb = dump.write_bullet_text(boards, score, result, none, out, ends, fallback)
+    if not nfb:
+        return memoryview(out)[:int(ends[-1]) if n else 0], 0
+    write = _WRITERS[to]
+    cols = table.to_pydict()
+    pieces, start = [], 0
+    for i in np.flatnonzero(fallback):
+        pieces.append(out[start:ends[i]].tobytes())
+        pieces.append(write({**{c: cols[c][i] for c in _COLS}, "castling": entry.get("castling")}))
+        start = ends[i]
+    pieces.append(out[start:ends[-1]].tobytes())
+    return b"".join(pieces), nfb
+
+
+def convert(dataset: str | Path, to: str, out: str | Path, progress: bool = False, fast: bool = True) -> dict:
+    """Write every row of ``dataset`` to ``out`` in format ``to``, in dataset order.
+
+    fast: row groups go through the compiled writers (:mod:`nnue.pipeline.compiled.dump`), which
+    hand the rows they do not settle exactly (castling rights python-chess reads as Chess960) to
+    the python-chess writers; False: every row through the python-chess writers (the test
+    oracle; the output is identical, tested). progress: a tqdm bar on stderr (positions, rate,
+    ETA; none when stderr is not a terminal).
+
+    Returns {"rows", "format", "path", "ply_unknown", "python_chess_rows"} (rows whose ply was
+    unknown are written with ply 0; ``python_chess_rows``: rows written by the python-chess
+    writers). Raises ValueError for an unknown target, ManifestError for a folder that is not a
+    dataset.
+    """
     if to not in _WRITERS:
         raise ValueError(f"cannot write {to!r}; targets: {', '.join(TARGETS)}")
+    dataset = Path(dataset)
     write = _WRITERS[to]
     out = Path(out)
     out.parent.mkdir(parents=True, exist_ok=True)
-    n = unknown = 0
-    with atomic_writer(out) as f:
-        for r in rows(dataset):
-            f.write(write(r))
-            n += 1
-            unknown += bool(r["flags"] & FLAG_PLY_UNKNOWN)
-    return {"rows": n, "format": to, "path": str(out), "ply_unknown": unknown}
+    bar = None
+    if progress:
+        import sys
+
+        from tqdm import tqdm
+
+        total = sum(e["packed"] for e in mf.load(dataset)["files"].values())
+        bar = tqdm(total=total, unit=" pos", unit_scale=True, file=sys.stderr, desc=f"convert to {to}",
+                   dynamic_ncols=True, disable=None)
+    n = unknown = slow = 0
+    try:
+        with atomic_writer(out) as f:
+            for table, entry in _row_groups(dataset):
+                rows_here = table.num_rows
+                unknown += int(((table.column("flags").to_numpy() & FLAG_PLY_UNKNOWN) != 0).sum())
+                if fast:
+                    data, nfb = _compiled_chunk(table, entry, to)
+                    f.write(data)
+                    slow += nfb
+                else:
+                    cols = table.to_pydict()
+                    castling = entry.get("castling")
+                    for i in range(rows_here):
+                        f.write(write({**{c: cols[c][i] for c in _COLS}, "castling": castling}))
+                    slow += rows_here
+                n += rows_here
+                if bar is not None:
+                    bar.update(rows_here)
+    finally:
+        if bar is not None:
+            bar.close()
+    return {"rows": n, "format": to, "path": str(out), "ply_unknown": unknown, "python_chess_rows": slow}
