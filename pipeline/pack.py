@@ -126,11 +126,9 @@ def _key_hashes(boards: np.ndarray) -> np.ndarray:
     """64-bit hashes of the position keys (bytes 0..24 of each packed board: occupancy, piece
     nibbles, side to move and en passant; not the counters, score or result).
     boards: (n, 32) uint8 -> (n,) uint64."""
-    b = np.array(boards, dtype=np.uint8, copy=True).reshape(-1, 32)
-    b[:, DEDUP_KEY_BYTES:] = 0
-    w = b.view("<u8")  # (n, 4), contiguous
-    with np.errstate(over="ignore"):
-        return splitmix64(splitmix64(splitmix64(w[:, 0]) ^ w[:, 1]) ^ w[:, 2]) ^ w[:, 3]
+    from .compiled.gameid import key_hashes  # numba: one pass, no temporaries
+
+    return key_hashes(np.ascontiguousarray(np.asarray(boards, dtype=np.uint8).reshape(-1, 32)))
 
 
 class GameIds:
