@@ -26,7 +26,6 @@ import pyarrow.parquet as pq
 
 from . import manifest as mf
 from .board import pack_board
-from .formats._binary import splitmix64
 from .formats import (FormatError, PackedRows, ReaderOptions, Record, Reject, detect_format, format_from_extension,
                       get_format, open_binary, open_text, read_exact)
 from .schema import FLAG_PLY_UNKNOWN, FLAG_SCORE_MATE, FLAG_SCORE_NONE, SCHEMA
@@ -163,8 +162,9 @@ class GameIds:
 
     @staticmethod
     def _id(total: np.ndarray, count: np.ndarray) -> np.ndarray:
-        with np.errstate(over="ignore"):
-            return splitmix64(total ^ splitmix64(np.asarray(count).astype(np.uint64)))
+        from .compiled.gameid import game_ids  # splitmix64(total ^ splitmix64(count)), in numba
+
+        return game_ids(np.asarray(total, np.uint64), np.asarray(count, np.int64))
 
     def _settle(self) -> None:
         if self.open:
@@ -195,9 +195,10 @@ class GameIds:
             j[seg == 0] += self.count
         take = j < self.k
         every = bool(take.all())  # no copies when every row counts (short games, one-position games)
-        with np.errstate(over="ignore"):
-            terms = splitmix64(_key_hashes(boards if every else np.asarray(boards)[take])
-                               + (j if every else j[take]).astype(np.uint64) * np.uint64(0xD6E8FEB86659FD93))
+        from .compiled.gameid import position_terms  # splitmix64(key hash + j * 0xD6E8FEB86659FD93)
+
+        terms = position_terms(np.ascontiguousarray(boards if every else np.asarray(boards)[take], np.uint8),
+                               (j if every else j[take]).astype(np.int64))
         if every and nseg == n:  # one row per game: the sums are the terms
             counts, sums = np.ones(n, np.int64), terms
         else:
@@ -246,7 +247,11 @@ class GameIds:
         # rows come in runs of one ordinal (a game): look up each run once
         starts = np.flatnonzero(np.concatenate([[True], o[1:] != o[:-1]]))
         runs = o[starts]
-        at = np.searchsorted(fo, runs)
+        if len(fo) and int(fo[-1]) - int(fo[0]) == len(fo) - 1:  # consecutive ordinals (the usual case)
+            at = runs - fo[0]
+            at[(at < 0) | (at >= len(fo))] = len(fo)
+        else:
+            at = np.searchsorted(fo, runs)
         if np.any(at >= len(fo)) or np.any(fo[np.minimum(at, len(fo) - 1)] != runs):
             raise AssertionError("game id asked for before its game was settled")
         ids = np.repeat(fi[at], np.diff(np.append(starts, len(o))))

@@ -40,3 +40,26 @@ def key_hashes(boards):
         h = _splitmix64(h) ^ _word(boards, r, 16, 8)
         out[r] = _splitmix64(h) ^ _word(boards, r, 24, 1)
     return out
+
+
+_INDEX_MIX = U64(0xD6E8FEB86659FD93)  # multiplies a position's index in its game (GameIds)
+
+
+@njit(cache=True)
+def position_terms(boards, j):
+    """The terms GameIds sums: ``splitmix64(key_hash(board) + j * 0xD6E8FEB86659FD93)`` per row.
+    boards: (n, 32) uint8; j: (n,) int64 index of each position in its game -> (n,) uint64."""
+    h = key_hashes(boards)
+    for r in range(h.shape[0]):
+        h[r] = _splitmix64(h[r] + U64(j[r]) * _INDEX_MIX)
+    return h
+
+
+@njit(cache=True)
+def game_ids(total, count):
+    """A game's id from its summed terms and its count of positions:
+    ``splitmix64(total ^ splitmix64(count))``. total: (n,) uint64; count: (n,) int64 -> (n,) uint64."""
+    out = np.empty(total.shape[0], np.uint64)
+    for r in range(total.shape[0]):
+        out[r] = _splitmix64(total[r] ^ _splitmix64(U64(count[r])))
+    return out
