@@ -644,7 +644,7 @@ def scan(data, pos, end, final, line, game, have, bb0, pc0, st0, c960, pov_white
                         n_cur += 1
                     lp = cs  # start of the current piece within its line
                     le = e
-                    lnx = nx
+                    lnx = nextp
                     closed = -1
                     while True:
                         k = lp

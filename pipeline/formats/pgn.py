@@ -226,14 +226,14 @@ class _Source:
         return None
 
     def more(self) -> bool:
-        """Append the next chunk (dropping what was read); False at the end of the input."""
+        """Append the next chunk (dropping what was read); False when the end was already reached."""
         if self.eof:
             return False
         chunk = read_exact(self.raw, CHUNK)
         self.eof = len(chunk) < CHUNK
         self.data = self.data[self.pos:] + chunk
         self.pos = 0
-        return bool(chunk)
+        return True
 
     def readline(self) -> str:
         while True:
