@@ -41,6 +41,7 @@ def both(tmp_path, data: bytes | None = None, name: str = "x", path=None, pov: s
         out.append((s["read"], s["packed"], s["rejected"], pq.read_table(part), rej.read_text()))
     if errors:
         assert len(errors) == 2 and errors[0] == errors[1], errors
+        both.last_error = errors[0]
         return None
     (ra, pa_, ja, ta, xa), (rb, pb, jb, tb, xb) = out
     assert (ra, pa_, ja) == (rb, pb, jb)
