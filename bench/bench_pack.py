@@ -225,7 +225,8 @@ def _pgn_row(path: Path, work: Path, runs: int, first_call: dict) -> dict:
             handed += 0 if isinstance(item, PackedRows) else 1
     new = _rates([_time_pack("pgn", path, work, i) for i in range(runs)], "pack")
     old = _rates([_time_pack("pgn", path, work, i, fast=False) for i in range(runs)], "pack")
-    return {"first_call_s": dict(first_call), "handed_to_python_chess": handed, "handed_share": round(handed / max(n, 1), 5),
+    return {"first_call_s": dict(first_call), "handed_to_python_chess": handed,
+            "handed_share": round(handed / max(n, 1), 5),
             "same_run_whole_file": {"positions": new["pack_positions"], "compiled": new, "python_chess_reference": old,
                                     "ratio_cpu": round(new["pack_cpu_pos_per_s"] / old["pack_cpu_pos_per_s"], 1)}}
 

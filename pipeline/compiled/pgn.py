@@ -157,7 +157,8 @@ def _tag(data, p, e, spans):
     n0 = i
     while i < e:
         c = data[i]
-        if _digit(c) or 65 <= c <= 90 or 97 <= c <= 122 or c == 95 or c == 43 or c == 35 or c == 61 or c == 58 or c == 45:
+        if _digit(c) or 65 <= c <= 90 or 97 <= c <= 122 or c == 95 or c == 43 or c == 35 or c == 61 or c == 58 \
+                or c == 45:  # [A-Za-z0-9_+#=:-]
             i += 1
         else:
             break
@@ -602,7 +603,6 @@ def scan(data, pos, end, final, line, game, have, bb0, pc0, st0, c960, pov_white
         a_score = 0
         a_mate = False
         a_bad = False
-        comments = 0  # comments on the pending node (joined)
         # ---- movetext: the line at mt was read (counted) by the tag loop
         p = mt if mt >= 0 else end
         fresh = True
@@ -690,7 +690,6 @@ def scan(data, pos, end, final, line, game, have, bb0, pc0, st0, c960, pov_white
                     if pending >= 0:
                         if n_cur == base + (1 if sep else 0):  # an empty comment adds nothing
                             n_cur = base
-                        comments += 1
                     # continue with the rest of the closing line (not a fresh line)
                     e = le
                     nextp = lnx
@@ -817,7 +816,6 @@ def scan(data, pos, end, final, line, game, have, bb0, pc0, st0, c960, pov_white
                 pto = to
                 ppro = pcode
                 n_cur = 0
-                comments = 0
             if status != 0:
                 break
             p = nextp

@@ -7,8 +7,6 @@ from __future__ import annotations
 
 import random
 
-import chess
-import chess.pgn
 import pytest
 
 from pgn_testlib import both
@@ -223,8 +221,9 @@ def test_layouts(tmp_path):
 
 def test_layouts_compiled(tmp_path):
     """The ordinary layouts stay on the compiled path."""
-    for name, text in {"crlf": GAME.replace("\n", "\r\n"), "bom": "\ufeff" + GAME, "cr": GAME.replace("\n", "\r"),
-                       "pct": "% escape\n" + GAME, "ml": GAME.replace("{+0.30/10 0.1s}", "{ +0.30/10\n 0.1s }")}.items():
+    cases = {"crlf": GAME.replace("\n", "\r\n"), "bom": "\ufeff" + GAME, "cr": GAME.replace("\n", "\r"),
+             "pct": "% escape\n" + GAME, "ml": GAME.replace("{+0.30/10 0.1s}", "{ +0.30/10\n 0.1s }")}
+    for name, text in cases.items():
         run(tmp_path, text, name, expect_all_compiled=True)
 
 
