@@ -37,8 +37,9 @@ import numpy as np
 from numba import njit
 
 from .bits import lsb, popcount
-from .chesscore import KING, OCC, SQ, U64, _castle_legal, is_legal, piece_status, push
-from .fixed import F_MATE, F_NONE, castle960_legal, settle
+from .chesscore import (CASTLE, KING, OCC, PAWN, ROOK, SQ, U64, _castle_legal, attackers, is_legal, piece_status,
+                        push, write_board)
+from .fixed import F_MATE, F_NONE, castle960_legal, is_legal960, settle, settle_ep
 
 END, NEED, FULL, BOARD, HAND = range(5)
 MATE = 32000
@@ -805,6 +806,9 @@ def scan(data, pos, end, final, line, game, have, bb0, pc0, st0, c960, pov_white
                               True, c960, c960, o_board, o_score, o_result, o_ply, o_pcount, o_check, o_best, o_cap,
                               o_has, o_flags)
                 if kind:
+                    kind = _settle_check_ep(rows, bb, pc, us, st[1], st[2], st[3], ply, frm, to, pcode, c960, o_board,
+                                            o_score, o_result, o_ply, o_pcount, o_check, o_best, o_cap, o_has, o_flags)
+                if kind:
                     status = 2
                     break
                 o_game[rows] = game + 1
@@ -886,4 +890,66 @@ def _finish(r, t, n, white, pov_white, o_board, o_score, o_flags, a_has, a_score
     e16 = ew & 0xFFFF
     o_board[r, 28] = e16 & 255
     o_board[r, 29] = e16 >> 8
+    return 0
+
+
+@njit(cache=True)
+def _settle_check_ep(r, bb, pc, us, ep_raw, half, full, ply, frm, to, pcode, c960, o_board, o_score, o_result, o_ply,
+                     o_pcount, o_check, o_best, o_cap, o_has, o_flags):
+    """Row r for the one position :func:`.fixed.settle` leaves to python-chess that a game's
+    mainline meets often: in check from a pawn that has just pushed two squares, with a legal
+    en-passant capture (python-chess's ``status()``: valid, the checker being the pushed pawn on
+    the en-passant square's ``_valid_ep_square``). 0 written, 1 not this case (hand back)."""
+    if piece_status(bb):
+        return 1
+    ok, ep = settle_ep(bb, pc, us, ep_raw)
+    if not ok or ep < 0:
+        return 1
+    them = 1 - us
+    occ = bb[OCC] | bb[OCC + 1]
+    if attackers(bb, us, lsb(bb[8 * them + KING]), occ, U64(0)):
+        return 1
+    if not c960:  # position_status's castling rights check (standard chess)
+        valid = U64(0)
+        if bb[KING] & SQ[4]:
+            valid |= (SQ[0] | SQ[7]) & bb[ROOK]
+        if bb[8 + KING] & SQ[60]:
+            valid |= (SQ[56] | SQ[63]) & bb[8 + ROOK]
+        if bb[CASTLE] & ~valid:
+            return 1
+    checkers = attackers(bb, them, lsb(bb[8 * us + KING]), occ, U64(0))
+    if popcount(checkers) != 1:
+        return 1
+    pushed_to = ep - 8 if us == 0 else ep + 8
+    pushed_from = ep + 8 if us == 0 else ep - 8
+    if (ep >> 3) != (5 if us == 0 else 2) or pc[pushed_to] != 8 * them + PAWN:
+        return 1
+    if occ & (SQ[ep] | SQ[pushed_from]) or lsb(checkers) != pushed_to:
+        return 1
+    if ply < 0 or ply > 65535:
+        return 1
+    if not (is_legal960(bb, pc, us, ep, frm, to, pcode) if c960 else is_legal(bb, pc, us, ep, frm, to, pcode)):
+        return 1
+    write_board(o_board, r, bb, pc, us, ep, half, full, 0, 1)
+    o_pcount[r] = popcount(occ)
+    o_check[r] = True
+    o_score[r] = 0
+    o_result[r] = 0
+    o_ply[r] = ply
+    o_flags[r] = F_NONE
+    o_has[r] = True
+    flag = 0
+    pr = 0
+    capture = (bb[OCC + them] & SQ[to]) != 0
+    t = pc[frm] & 7
+    if pcode != 0:
+        flag, pr = 3, pcode - 1
+        capture = True
+    elif t == KING and (bb[OCC + us] & SQ[to]):
+        flag = 2
+    elif t == PAWN and to == ep and (frm & 7) != (to & 7):
+        flag = 1
+        capture = True
+    o_best[r] = frm | (to << 6) | (pr << 12) | (flag << 14)
+    o_cap[r] = capture
     return 0
