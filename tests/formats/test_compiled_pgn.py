@@ -135,7 +135,9 @@ def test_en_passant(tmp_path):
     run(tmp_path, _game("1. e4 a6 2. e5 d5 3. exd6e.p. 1-0"), "epnote", expect_all_compiled=True)
     run(tmp_path, _game("1. e4 a6 2. e5 d5 3. a3 c6 4. exd6 1-0"), "late")
     # the en-passant capture would expose the king (pinned along the rank)
-    run(tmp_path, _game("1... e5 2. dxe6 1-0", fen="8/3p4/8/K2P3r/8/8/8/7k b - - 0 1"), "pinned")
+    run(tmp_path, _game("1... d5 2. exd6 1-0", fen="8/3p4/8/K3P2r/8/8/8/7k b - - 0 1"), "pinned")
+    run(tmp_path, _game("1... d5 2. Kb4 1-0", fen="8/3p4/8/K3P2r/8/8/8/7k b - - 0 1"), "pinned2",
+        expect_all_compiled=True)
     # in check from the pawn that just pushed two squares, with a legal en-passant capture
     chk = "4k3/3p4/8/4P3/2K5/8/8/8 b - - 0 1"
     run(tmp_path, _game("1... d5 2. exd6 1-0", fen=chk), "chk", expect_all_compiled=True)
