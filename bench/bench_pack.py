@@ -405,8 +405,10 @@ def main(argv=None) -> int:
                   "compiled reader (pipeline/compiled/pgn.py, numba: tokenizer, tags, comments, SAN against "
                   "the compiled move rules, eval comments, validation) into NumPy buffers; python-chess starts "
                   "each game's board from its FEN tag (~50 us a game) and reads the games the kernel hands "
-                  "back (handed_share: a position in check with an en-passant square, variations, errors, "
-                  "odd bytes); its pack rate is bounded by the Arrow/Parquet write."),
+                  "back (handed_share: variations, null moves, errors, bad eval comments, '*' results, "
+                  "non-ASCII bytes, positions that fixed.settle leaves to python-chess other than check by a "
+                  "pawn just pushed two squares with a legal en-passant capture); its pack rate is bounded by "
+                  "the Arrow/Parquet write."),
     }
     if a.formats and a.out and Path(a.out).exists():  # keep the formats not run this time
         import json
