@@ -25,7 +25,8 @@ from its comment and the previous one's ``[%eval]``). The kernel returns a statu
   a byte outside printable ASCII/tab/CR/LF, a variation, a null move or drop, a move that is
   illegal, ambiguous or fully specified without a piece letter, a comment that looks like an eval
   but does not parse, an unknown result, a number too long for exact arithmetic, a position
-  :func:`.fixed.settle` does not settle, a score out of int16 range, an unterminated comment.
+  :func:`.fixed.settle` does not settle (except check by a pawn just pushed two squares with a legal
+  en-passant capture, :func:`_settle_check_ep`), a score out of int16 range, an unterminated comment.
   The caller reads that whole game with python-chess.
 
 Rows of a game are written only when the whole game is settled. Every read of ``data`` is
