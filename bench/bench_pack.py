@@ -117,6 +117,7 @@ def _inputs(work: Path) -> dict[str, tuple[str, Path, int | None]]:
         convert(ds, fmt, p)
         out[fmt] = (kind, p, None)
     extra = {"pgn": ("pgn", SHARED / "selfplay" / "sf15-960-xfen-s2.pgn", None),
+             "pgn (sf15-n5000-s1)": ("pgn", SHARED / "selfplay" / "sf15-n5000-s1.pgn", None),
              "epd": ("text", SHARED / "public" / "samplefen1000.epd", None),
              "viriformat": ("binary", SHARED / "public" / "test-vf.bin", None),
              "binpack": ("binpack", SHARED / "public" / "small.binpack", None)}
@@ -194,6 +195,40 @@ viri.decode_games(np.zeros(36, np.uint8), 0, 36, True, -1, np.zeros(16, np.uint6
                   np.zeros(4, np.int64), *(v[k] for k in viri.OUT))
 print(time.perf_counter() - t)
 """
+
+
+_FIRST_CALL_PGN = """
+import time
+t = time.perf_counter()
+from nnue.pipeline.formats import ReaderOptions, get_format, open_text
+with open_text({path!r}) as s:
+    next(iter(get_format("pgn").read(s, ReaderOptions())))
+print(time.perf_counter() - t)
+"""
+
+
+def _pgn_row(path: Path, work: Path, runs: int, first_call: dict) -> dict:
+    """PGN extras: the compiled reader's first-call time (fresh processes, numba cache empty and
+    filled), the positions it hands to python-chess, and the python-chess path (``fast=False``)
+    packing the same file in the same run, for the old/new ratio."""
+    from nnue.pipeline.formats import PackedRows, ReaderOptions, get_format, open_text
+
+    if not first_call:
+        with tempfile.TemporaryDirectory() as cold:
+            first_call["compile (empty numba cache)"] = _first_call_s(path, cold, _FIRST_CALL_PGN)
+        first_call["load (numba cache filled)"] = _first_call_s(path, None, _FIRST_CALL_PGN)
+    n = handed = 0
+    with open_text(path) as s:
+        for item in get_format("pgn").read(s, ReaderOptions(pgn_pov="white")):
+            k = len(item) if isinstance(item, PackedRows) else 1
+            n += k
+            handed += 0 if isinstance(item, PackedRows) else 1
+    new = _rates([_time_pack("pgn", path, work, i) for i in range(runs)], "pack")
+    old = _rates([_time_pack("pgn", path, work, i, fast=False) for i in range(runs)], "pack")
+    return {"first_call_s": dict(first_call), "handed_to_python_chess": handed,
+            "handed_share": round(handed / max(n, 1), 5),
+            "same_run_whole_file": {"positions": new["pack_positions"], "compiled": new, "python_chess_reference": old,
+                                    "ratio_cpu": round(new["pack_cpu_pos_per_s"] / old["pack_cpu_pos_per_s"], 1)}}
 
 
 def _kernel_rates(fmt: str, path: Path, runs: int) -> dict:
@@ -302,6 +337,7 @@ def main(argv=None) -> int:
     results = {}
     wanted = set(a.formats.split(",")) if a.formats else None
     first_fixed: dict = {}
+    first_pgn: dict = {}
     with tempfile.TemporaryDirectory() as tmp:
         work = Path(tmp)
         for name, (kind, path, limit) in _inputs(work).items():
@@ -323,6 +359,8 @@ def main(argv=None) -> int:
                 row["first_call_s"] = dict(first_fixed)
                 _time_reader(fmt, path, 100)  # load the compiled kernels before timing
                 row |= _kernel_rates(fmt, path, a.runs)
+            if fmt == "pgn":
+                row |= _pgn_row(path, work, a.runs, first_pgn)
             row |= _rates([_time_reader(fmt, path, limit) for _ in range(a.runs)], "reader")
             row |= _rates([_time_pack(fmt, path, work, i) for i in range(a.runs)], "pack")
             if fixed:
@@ -363,9 +401,14 @@ def main(argv=None) -> int:
                   "bulk too (pipeline/fastfen.py via formats/_bulk_text.py, then the same validation; "
                   ".plain's moves by pipeline/fastmove.py); their rate is bounded by the per-line "
                   "Python parsing (~10 us a record), and records with an en-passant square, Chess960 "
-                  "castling or a castling / en-passant move still go through python-chess. PGN still "
-                  "sends each record through python-chess (FEN parse, status, move legality): 60-100 us "
-                  "a record."),
+                  "castling or a castling / en-passant move still go through python-chess. PGN is read by a "
+                  "compiled reader (pipeline/compiled/pgn.py, numba: tokenizer, tags, comments, SAN against "
+                  "the compiled move rules, eval comments, validation) into NumPy buffers; python-chess starts "
+                  "each game's board from its FEN tag (~50 us a game) and reads the games the kernel hands "
+                  "back (handed_share: variations, null moves, errors, bad eval comments, '*' results, "
+                  "non-ASCII bytes, positions that fixed.settle leaves to python-chess other than check by a "
+                  "pawn just pushed two squares with a legal en-passant capture); its pack rate is bounded by "
+                  "the Arrow/Parquet write."),
     }
     if a.formats and a.out and Path(a.out).exists():  # keep the formats not run this time
         import json

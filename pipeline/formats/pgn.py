@@ -18,6 +18,7 @@ cannot play ends the game's mainline: that is reported as one reject naming the 
 """
 from __future__ import annotations
 
+import io
 import logging
 import re
 from typing import Iterator
@@ -25,7 +26,7 @@ from typing import Iterator
 import chess
 import chess.pgn
 
-from . import MATE, FormatError, FormatSpec, ReaderOptions, Record, Reject
+from . import MATE, FormatError, FormatSpec, PackedRows, ReaderOptions, Record, Reject, read_exact
 
 _CUTECHESS = re.compile(r"^\s*([+-]?)(M?)(\d+(?:\.\d+)?)/\d+")
 # a comment that starts like a cutechess/fastchess eval: a sign, a mate mark or a decimal point
@@ -111,58 +112,267 @@ def parse_lichess(comment: str, white_to_move: bool) -> tuple[int | None, bool]:
     return (white_pov if white_to_move else -white_pov), True if m.group(1) is not None else False
 
 
-def read(stream, options: ReaderOptions) -> Iterator[Record | Reject]:
+def read(stream, options: ReaderOptions) -> Iterator[Record | Reject | PackedRows]:
     """One Record per mainline position. Raises FormatError when the first game has neither
-    tags nor a playable move (the file is not PGN)."""
+    tags nor a playable move (the file is not PGN).
+
+    With ``options.fast`` (the default) the compiled reader (:mod:`nnue.pipeline.compiled.pgn`)
+    tokenizes, plays and validates whole games and yields runs of positions as PackedRows; the
+    games it does not settle exactly are read here by python-chess, as on the reference path
+    (``fast=False``), with the same locations, game ordinals and rejects."""
     logging.getLogger("chess.pgn").setLevel(logging.CRITICAL)  # errors are rejects, not log lines
+    if options.fast:
+        src = _Source.of(stream)
+        if src is not None:
+            yield from _read_compiled(src, options)
+            return
     counter = _LineCounter(stream)
     game_no = -1
     while True:
-        start = counter.line + 1
-        try:
-            game = chess.pgn.read_game(counter)
-        except (ValueError, IndexError) as e:
-            yield Reject(f"line {start}", "unreadable PGN game", str(e))
-            continue
-        if game is None:
+        game_no, done = yield from _one_game(counter, options, game_no)
+        if done:
             return
-        game_no += 1
-        if game_no == 0 and game.errors and not game.variations and not _has_tags(game):
-            raise FormatError(f"line {start}: expected PGN tags or moves, found unreadable text "
-                              f"({game.errors[0]})")
-        result = _RESULTS.get(game.headers.get("Result", "*"))
-        try:
-            board = game.board()
-        except ValueError as e:
-            yield Reject(f"line {start}", "bad FEN", f"FEN header: {e}", game.headers.get("FEN", ""))
+
+
+def _one_game(counter, options: ReaderOptions, game_no: int):
+    """Read one game with python-chess from ``counter`` (a readline source with a ``line``
+    count) and yield its items; return (last game ordinal, end of file reached)."""
+    start = counter.line + 1
+    try:
+        game = chess.pgn.read_game(counter)
+    except (ValueError, IndexError) as e:
+        yield Reject(f"line {start}", "unreadable PGN game", str(e))
+        return game_no, False
+    if game is None:
+        return game_no, True
+    game_no += 1
+    if game_no == 0 and game.errors and not game.variations and not _has_tags(game):
+        raise FormatError(f"line {start}: expected PGN tags or moves, found unreadable text "
+                          f"({game.errors[0]})")
+    result = _RESULTS.get(game.headers.get("Result", "*"))
+    try:
+        board = game.board()
+    except ValueError as e:
+        yield Reject(f"line {start}", "bad FEN", f"FEN header: {e}", game.headers.get("FEN", ""))
+        return game_no, False
+    after = (None, False)  # a lichess eval on the previous move: this position's score
+    after_bad = None       # ... or the text of one that does not parse
+    for node in game.mainline():
+        move = node.move
+        loc = f"line {start} game {game_no} ply {board.ply()}"
+        white = board.turn == chess.WHITE
+        score, mate = parse_cutechess(node.comment, white, options.pgn_pov)
+        bad = _bad_cutechess(node.comment)       # a cutechess-like eval of this position
+        if score is None:
+            score, mate = after                  # the previous move's %eval scores this one
+            bad = bad or after_bad
+        after = parse_lichess(node.comment, not white)
+        after_bad = _bad_lichess(node.comment)   # a %eval-like note of the next position
+        fen = board.fen()
+        if result is None:
+            yield Reject(loc, "unknown game result", "Result tag is '*'", fen)
+        elif bad:
+            yield Reject(loc, BAD_EVAL, f"comment {bad!r}", fen)
+        else:
+            yield Record(
+                fen=fen, score=score, result=result if white else -result,
+                ply=board.ply(), move=move.uci(), location=loc, game=game_no,
+                score_is_mate=mate, board=board.copy(stack=False),
+            )
+        board.push(move)
+    for err in game.errors:
+        yield Reject(f"line {start} game {game_no}", "PGN error, rest of game dropped", str(err))
+    return game_no, False
+
+
+# ------------------------------------------------------------------ compiled path
+CHUNK = 1 << 22  # bytes read at a time
+CAP = 1 << 16    # rows per run of PackedRows
+_EOL = re.compile(rb"\r\n|\r|\n")
+
+
+class _Source:
+    """The bytes of a text input, read in chunks, with the readline() of the text stream that
+    ``formats.open_text`` makes (UTF-8 with errors replaced, universal newlines: ``\\n``,
+    ``\\r\\n`` and ``\\r`` end a line, read as ``\\n``) and a count of the lines read (``line``),
+    so that python-chess and the compiled reader take turns on one input."""
+
+    def __init__(self, raw, data: bytes = b""):
+        self.raw, self.data, self.pos, self.line = raw, data, 0, 0
+        self.eof = raw is None
+
+    @classmethod
+    def of(cls, stream):
+        """A source over ``stream``'s bytes (its binary buffer, from the start; one leading BOM
+        dropped as utf-8-sig does), or None when the compiled reader cannot read it exactly."""
+        from . import UTF8_BOM
+
+        raw = getattr(stream, "buffer", None)
+        if raw is not None and isinstance(stream, io.TextIOWrapper) and stream.encoding == "utf-8-sig":
+            src = cls(raw)
+            src.more()
+            if src.data.startswith(UTF8_BOM):
+                src.pos = len(UTF8_BOM)
+            return src
+        if isinstance(stream, io.StringIO):  # tests: text with no CR (StringIO splits lines at LF only)
+            text = stream.read()
+            stream.seek(0)
+            if "\r" in text:
+                return None
+            try:
+                return cls(None, text.encode("utf-8"))
+            except UnicodeEncodeError:
+                return None
+        return None
+
+    def more(self) -> bool:
+        """Append the next chunk (dropping what was read); False when the end was already reached."""
+        if self.eof:
+            return False
+        chunk = read_exact(self.raw, CHUNK)
+        self.eof = len(chunk) < CHUNK
+        self.data = self.data[self.pos:] + chunk
+        self.pos = 0
+        return True
+
+    def readline(self) -> str:
+        while True:
+            m = _EOL.search(self.data, self.pos)
+            if m is not None and (m.end() < len(self.data) or m.group() != b"\r" or self.eof):
+                s = self.data[self.pos:m.start()].decode("utf-8", "replace") + "\n"
+                self.pos = m.end()
+                self.line += 1
+                return s
+            if m is None and self.eof:
+                if self.pos >= len(self.data):
+                    return ""
+                s = self.data[self.pos:].decode("utf-8", "replace")
+                self.pos = len(self.data)
+                self.line += 1
+                return s
+            self.more()
+
+
+class _Locations:
+    """Lazy "line L game G ply P" locations of a run of rows (no string per row until asked)."""
+
+    def __init__(self, line, game, ply):
+        self.line, self.game, self.ply = line, game, ply
+
+    def __len__(self):
+        return len(self.line)
+
+    def __getitem__(self, i):
+        return f"line {int(self.line[i])} game {int(self.game[i])} ply {int(self.ply[i])}"
+
+
+_START: dict = {}
+
+
+def _start_board(data: bytes, info, bb, pc, st) -> bool | None:
+    """Fill bb/pc/st with the start board python-chess makes from a game's FEN/Variant tags
+    (``Headers.board``); return its Chess960 mode, or None when python-chess reads the game
+    (a variant other than standard/Chess960, a FEN it rejects, castling rights it does not keep,
+    huge counters)."""
+    from ..compiled import pgn as cp
+
+    fen = data[info[cp.I_FEN_A]:info[cp.I_FEN_B]].decode("ascii") if info[cp.I_FEN_A] >= 0 else None
+    var = data[info[cp.I_VAR_A]:info[cp.I_VAR_B]].decode("ascii") if info[cp.I_VAR_A] >= 0 else None
+    key = (fen, var)
+    hit = _START.get(key)
+    if hit is None:
+        hit = _START[key] = _board_arrays(fen, var)
+        if len(_START) > 4096:
+            _START.clear()
+    if hit[0] is None:
+        return None
+    bb[:], pc[:], st[:] = hit[1], hit[2], hit[3]
+    return hit[0]
+
+
+def _board_arrays(fen, var):
+    import numpy as np
+
+    headers = chess.pgn.Headers()
+    if fen is not None:
+        headers["FEN"] = fen
+    if var is not None:
+        headers["Variant"] = var
+    try:
+        if headers.variant() is not chess.Board:
+            return (None,)
+        board = headers.board()
+    except ValueError:
+        return (None,)
+    if type(board) is not chess.Board or board.castling_rights != board.clean_castling_rights():
+        return (None,)
+    if not (0 <= board.halfmove_clock < 1 << 30 and 0 <= board.fullmove_number < 1 << 30):
+        return (None,)
+    bb = np.zeros(16, np.uint64)
+    pc = np.full(64, -1, np.int8)
+    for c, color in ((0, chess.WHITE), (1, chess.BLACK)):
+        for t in range(6):
+            m = board.pieces_mask(t + 1, color)
+            bb[t + 8 * c] = m
+            for sq in chess.scan_forward(m):
+                pc[sq] = t + 8 * c
+        bb[14 + c] = board.occupied_co[color]
+    bb[6] = board.castling_rights
+    st = np.array([0 if board.turn == chess.WHITE else 1, -1 if board.ep_square is None else board.ep_square,
+                   board.halfmove_clock, board.fullmove_number], np.int64)
+    return bool(board.chess960), bb, pc, st
+
+
+def _read_compiled(src: _Source, options: ReaderOptions):
+    import numpy as np
+
+    from ..compiled import pgn as cp
+
+    b = cp.buffers(CAP)
+    outs = [b[k] for k in cp.OUT]
+    info = np.zeros(16, np.int64)
+    t_cur = np.zeros(cp.SCRATCH, np.uint8)
+    bb0, pc0, st0 = np.zeros(16, np.uint64), np.full(64, -1, np.int8), np.zeros(4, np.int64)
+    have, c960, game, rows = False, False, -1, 0
+    pov_white = options.pgn_pov == "white"
+    while True:
+        data = np.frombuffer(src.data, np.uint8)
+        cp.scan(data, src.pos, len(data), src.eof, src.line, game, have, bb0, pc0, st0, c960, pov_white, info,
+                t_cur, rows, *outs)
+        status = int(info[cp.I_STATUS])
+        src.pos, src.line, rows, game = int(info[cp.I_POS]), int(info[cp.I_LINE]), int(info[cp.I_ROWS]), \
+            int(info[cp.I_GAME])
+        have = False
+        if status == cp.BOARD:
+            mode = _start_board(src.data, info, bb0, pc0, st0)
+            if mode is not None:
+                have, c960 = True, mode
+                continue
+            status = cp.HAND
+        if status == cp.NEED:
+            if not src.more():
+                raise AssertionError("compiled PGN reader asked for more input at the end of the file")
             continue
-        after = (None, False)  # a lichess eval on the previous move: this position's score
-        after_bad = None       # ... or the text of one that does not parse
-        for node in game.mainline():
-            move = node.move
-            loc = f"line {start} game {game_no} ply {board.ply()}"
-            white = board.turn == chess.WHITE
-            score, mate = parse_cutechess(node.comment, white, options.pgn_pov)
-            bad = _bad_cutechess(node.comment)       # a cutechess-like eval of this position
-            if score is None:
-                score, mate = after                  # the previous move's %eval scores this one
-                bad = bad or after_bad
-            after = parse_lichess(node.comment, not white)
-            after_bad = _bad_lichess(node.comment)   # a %eval-like note of the next position
-            fen = board.fen()
-            if result is None:
-                yield Reject(loc, "unknown game result", "Result tag is '*'", fen)
-            elif bad:
-                yield Reject(loc, BAD_EVAL, f"comment {bad!r}", fen)
-            else:
-                yield Record(
-                    fen=fen, score=score, result=result if white else -result,
-                    ply=board.ply(), move=move.uci(), location=loc, game=game_no,
-                    score_is_mate=mate, board=board.copy(stack=False),
-                )
-            board.push(move)
-        for err in game.errors:
-            yield Reject(f"line {start} game {game_no}", "PGN error, rest of game dropped", str(err))
+        if rows:
+            yield _rows(b, rows)
+            rows = 0
+        if status == cp.END:
+            return
+        if status == cp.HAND:
+            game, done = yield from _one_game(src, options, game)
+            if done:
+                return
+
+
+def _rows(b: dict, n: int) -> PackedRows:
+    sl = slice(0, n)
+    c = {k: b[k][sl].copy() for k in ("board", "score", "result", "ply", "piece_count", "in_check", "game", "flags",
+                                      "best_move", "capture", "has_move", "line")}
+    locs = _Locations(c["line"], c["game"], c["ply"])
+    return PackedRows(board=c["board"], score=c["score"], result=c["result"], ply=c["ply"],
+                      piece_count=c["piece_count"], in_check=c["in_check"], game=c["game"], flags=c["flags"],
+                      first=locs[0], locations=locs, best_move=c["best_move"], best_move_is_capture=c["capture"],
+                      has_move=c["has_move"])
 
 
 def _has_tags(game) -> bool:
