@@ -285,21 +285,23 @@ def _rights_mode(bb):
 
 
 @njit(cache=True)
-def _move(buf, s, e, bb, pc, us):
-    """(ok, from, to, promo) of a UCI move that python-chess's ``parse_uci`` reads as this plain
-    (non-castling) move: 4 or 5 bytes, squares a1..h8, promotion n/b/r/q. Not ok for anything
-    else, and for king moves onto an own piece or more than one file away (castling, decided by
-    python-chess)."""
+def _move(buf, s, e, bb, pc, us, mode):
+    """(ok, from, to, promo, spelling) of a UCI move as python-chess's ``parse_uci`` reads it on
+    this board: 4 or 5 bytes, squares a1..h8, promotion n/b/r/q. A castling move comes back as
+    king takes rook, spelling 1 when written as the king's two-square step (standard chess,
+    ``e1g1``: python-chess's ``_to_chess960``), 2 when written king takes rook; 0 otherwise.
+    Not ok for other king moves onto an own piece or more than one file away (python-chess
+    decides)."""
     L = e - s
     if L != 4 and L != 5:
-        return False, 0, 0, 0
+        return False, 0, 0, 0, 0
     for k in (0, 2):
         if not (97 <= buf[s + k] <= 104 and 49 <= buf[s + k + 1] <= 56):
-            return False, 0, 0, 0
+            return False, 0, 0, 0, 0
     frm = (buf[s] - 97) + 8 * (buf[s + 1] - 49)
     to = (buf[s + 2] - 97) + 8 * (buf[s + 3] - 49)
     if frm == to:
-        return False, 0, 0, 0
+        return False, 0, 0, 0, 0
     promo = 0
     if L == 5:
         c = buf[s + 4]
@@ -312,12 +314,20 @@ def _move(buf, s, e, bb, pc, us):
         elif c == 113:
             promo = 4
         else:
-            return False, 0, 0, 0
+            return False, 0, 0, 0, 0
     p = pc[frm]
     if p >= 0 and (p & 7) == KING:
-        if bb[OCC + us] & SQ[to] or abs((frm & 7) - (to & 7)) > 1:
-            return False, 0, 0, 0
-    return True, frm, to, promo
+        home = 56 * us
+        if bb[OCC + us] & SQ[to]:  # onto an own piece: castling if it is a rook of the back rank
+            if promo == 0 and pc[to] == 8 * us + 3 and (to >> 3) == (frm >> 3) == (home >> 3):
+                return True, frm, to, 0, 2
+            return False, 0, 0, 0, 0
+        if abs((frm & 7) - (to & 7)) > 1:
+            if (mode == 0 and promo == 0 and frm == home + 4 and p == 8 * us + KING and pc[to] < 0
+                    and (to == home + 6 or to == home + 2)):
+                return True, frm, home + 7 if to == home + 6 else home, 0, 1
+            return False, 0, 0, 0, 0
+    return True, frm, to, promo, 0
 
 
 @njit(cache=True)
@@ -359,7 +369,7 @@ def _key(buf, s, e, k):
 
 @njit(cache=True)
 def scan_plain(buf, pos, n, final, lineno, state, row, cap, o_board, o_score, o_result, o_ply, o_pcount,
-               o_check, o_best, o_cap, o_has, o_flags, o_game, o_line):
+               o_check, o_best, o_cap, o_has, o_flags, o_game, o_line, o_spell):
     """``.plain`` records from buf[pos:n] (the reader between records) into rows row.. of the
     outputs. state: int64[5] as ``plain.Machine.state``. Returns (code, pos, lineno, row): NEED
     (pos: the first byte not consumed: an incomplete record, or n), STOP (pos, lineno: the first
@@ -429,13 +439,13 @@ def scan_plain(buf, pos, n, final, lineno, state, row, cap, o_board, o_score, o_
         if not ok:
             return STOP, pos, lineno, row
         us = st[0]
-        okm, frm, to, promo = _move(buf, vs[1], ve[1], bb, pc, us)
+        okm, frm, to, promo, spell = _move(buf, vs[1], ve[1], bb, pc, us, mode)
         if not okm:
             return STOP, pos, lineno, row
         none = score == VALUE_NONE
         mate = not none and abs(score) >= MATE_BOUND
         if settle(row, bb, pc, us, st[1], half, full, 0 if none else score, none, mate, result, ply, True,
-                  frm, to, promo, True, mode == 1, False, o_board, o_score, o_result, o_ply, o_pcount, o_check,
+                  frm, to, promo, True, mode == 1, mode == 1, o_board, o_score, o_result, o_ply, o_pcount, o_check,
                   o_best, o_cap, o_has, o_flags) != 0:
             return STOP, pos, lineno, row
         if not (state[1] and ply == state[2] + 1 and result == -state[3]):
@@ -446,6 +456,7 @@ def scan_plain(buf, pos, n, final, lineno, state, row, cap, o_board, o_score, o_
         state[4] = 1
         o_game[row] = state[0]
         o_line[row] = start
+        o_spell[row] = spell
         row += 1
         pos = p
         lineno = ln
@@ -453,7 +464,7 @@ def scan_plain(buf, pos, n, final, lineno, state, row, cap, o_board, o_score, o_
 
 @njit(cache=True)
 def scan_bullet(buf, pos, n, final, lineno, state, row, cap, o_board, o_score, o_result, o_ply, o_pcount,
-                o_check, o_best, o_cap, o_has, o_flags, o_game, o_line):
+                o_check, o_best, o_cap, o_has, o_flags, o_game, o_line, o_spell):
     """bullet text lines ``FEN | score | result``; state: int64[5] as ``bullet_text.Machine.state``;
     returns as :func:`scan_plain` (STOP: the line at pos)."""
     bb = np.zeros(16, np.uint64)
@@ -537,7 +548,7 @@ def _word(c):
 
 @njit(cache=True)
 def scan_epd(buf, pos, n, final, lineno, state, row, cap, o_board, o_score, o_result, o_ply, o_pcount,
-             o_check, o_best, o_cap, o_has, o_flags, o_game, o_line):
+             o_check, o_best, o_cap, o_has, o_flags, o_game, o_line, o_spell):
     """Labelled EPD lines (zurichess ``c9 "1-0";``, Ethereal ``[1.0] eval``, ``hmvc``/``fmvn``
     opcodes); state: int64[1] (a line seen); returns as :func:`scan_bullet`."""
     bb = np.zeros(16, np.uint64)
@@ -700,15 +711,24 @@ class Lines:
         return f"line {int(self.lines[i])}"
 
 
+def _spellings(spell) -> tuple | None:
+    """(king's two-square step, king takes rook): castling moves of a run by how they were written."""
+    if not spell.any():
+        return None
+    c = np.bincount(spell, minlength=3)
+    return int(c[1]), int(c[2])
+
+
 def _buffers(cap: int) -> dict:
     return dict(board=np.zeros((cap, 32), np.uint8), score=np.zeros(cap, np.int16), result=np.zeros(cap, np.int8),
                 ply=np.zeros(cap, np.uint16), piece_count=np.zeros(cap, np.uint8), in_check=np.zeros(cap, np.bool_),
                 best_move=np.zeros(cap, np.uint16), capture=np.zeros(cap, np.bool_), has_move=np.zeros(cap, np.bool_),
-                flags=np.zeros(cap, np.uint8), game=np.zeros(cap, np.int64), line=np.zeros(cap, np.int64))
+                flags=np.zeros(cap, np.uint8), game=np.zeros(cap, np.int64), line=np.zeros(cap, np.int64),
+                spell=np.zeros(cap, np.uint8))
 
 
 _OUT = ("board", "score", "result", "ply", "piece_count", "in_check", "best_move", "capture", "has_move", "flags",
-        "game", "line")
+        "game", "line", "spell")
 
 # records handed back to the reader's line machine since the process started, per format (bench, fuzz)
 HANDED: dict[str, int] = {}
@@ -745,7 +765,8 @@ def read_text(stream, fmt: str, machine, cap: int = CAP, chunk: int = CHUNK):
                           flags=b["flags"][sl], first=f"line {int(b['line'][lo])}", locations=Lines(b["line"][sl]),
                           best_move=b["best_move"][sl] if moves else None,
                           best_move_is_capture=b["capture"][sl] if moves else None,
-                          has_move=b["has_move"][sl] if moves else None)
+                          has_move=b["has_move"][sl] if moves else None,
+                          castling=_spellings(b["spell"][sl]) if moves else None)
 
     try:
         while not final:

@@ -88,6 +88,9 @@ class PackedRows:
     best_move: object = None             # (n,) uint16 where has_move, else None (no moves)
     best_move_is_capture: object = None  # (n,) bool
     has_move: object = None              # (n,) bool: the record had a move
+    # (king's two-square step e1g1, king takes rook e1h1): the run's castling moves by how the
+    # input spelled them (.plain; the manifest's "castling"), or None (none)
+    castling: tuple | None = None
 
     def __len__(self) -> int:
         return len(self.score)
