@@ -739,7 +739,7 @@ def _to_state(machine) -> np.ndarray:
     return np.array([v if -_LIMIT < v < _LIMIT else -_LIMIT for v in machine.state()], np.int64)
 
 
-def read_text(stream, fmt: str, machine, cap: int = CAP, chunk: int = CHUNK):
+def read_text(stream, fmt: str, machine, cap: int | None = None, chunk: int | None = None):
     """Items (PackedRows, Record, Reject) of a text dump in file order, through the compiled
     kernel of ``fmt`` ("plain", "bullet-text", "epd") and, for what it hands back, ``machine``
     (the reader's line machine: ``feed(lineno, line)``, ``finish()``, ``idle``, ``state()``,
@@ -748,6 +748,8 @@ def read_text(stream, fmt: str, machine, cap: int = CAP, chunk: int = CHUNK):
     from ..formats import UTF8_BOM, PackedRows
 
     kernel = KERNELS[fmt]
+    cap = cap or CAP
+    chunk = chunk or CHUNK
     moves = fmt == "plain"
     raw = stream.buffer
     data = b""
