@@ -131,7 +131,7 @@ def _field(rec: str, fmt: str, rng: random.Random) -> str:
             if r < 0.35:
                 val = _board_mutation(val, rng)
             else:
-                f = val.split()
+                f = val.split() or [""]
                 j = rng.randrange(len(f))
                 kind = ["castling", "castling", "ep", "counter", "counter"][min(max(j - 2, 0), 4)] if j >= 2 else None
                 if kind:
@@ -155,7 +155,7 @@ def _field(rec: str, fmt: str, rng: random.Random) -> str:
             if rng.random() < 0.4:
                 parts[0] = _board_mutation(parts[0].strip(), rng) + " "
             else:
-                f = parts[0].split()
+                f = parts[0].split() or [""]
                 k = rng.randrange(len(f))
                 f[k] = rng.choice(TOKENS[["castling", "castling", "castling", "ep", "counter", "counter"][min(k, 5)]])
                 parts[0] = " ".join(f) + " "

@@ -18,10 +18,11 @@ beyond the plain spellings (a sign or more than 9 digits in a number, a result t
 table, an EPD opcode form beyond ``key value;``, more than one space between EPD fields after the
 FEN, a ``.plain`` record whose keys are not in file order, ...), every record the reader rejects,
 every FEN python-chess might read differently (fewer than 4 or more than 6 fields, ``~``), castling
-rights that are neither standard nor Chess960-clean, castling moves (the packer counts their
-spelling) and any king move off its neighbouring squares, and every position or move
-:func:`.fixed.settle` hands back. So a reader's output packs to the same rows and rejects with and
-without this core (tested; ``handed`` counts the hand-backs).
+rights that are neither standard nor Chess960-clean, king moves that python-chess might read as
+castling other than the two spellings settled here (standard ``e1g1`` / ``e1h1``, Chess960 king
+takes rook; their spelling is counted per run in ``PackedRows.castling`` for the manifest), and
+every position or move :func:`.fixed.settle` hands back. So a reader's output packs to the same
+rows and rejects with and without this core (tested; ``HANDED`` counts the hand-backs).
 """
 from __future__ import annotations
 
