@@ -34,6 +34,8 @@ from .chesscore import CASTLE, KING, OCC, SQ, U64
 from .fixed import MATE_BOUND, VALUE_NONE, _clear, _put, clean_rights, settle
 
 CAP = 1 << 15          # rows per output buffer
+SHORT = 8              # a run of fewer rows before a hand-back goes to the line machine too (a run costs the
+                       # packer ~0.5 ms, python-chess ~0.1 ms a record: files where most records are rejected)
 CHUNK = 1 << 22        # bytes read at a time
 NEED, STOP, FULL = 0, 1, 2  # kernel return codes: more input needed (or end), hand a record back, buffer full
 MAXF = 16              # most whitespace-separated fields the kernels look at
@@ -370,7 +372,7 @@ def _key(buf, s, e, k):
 
 @njit(cache=True)
 def scan_plain(buf, pos, n, final, lineno, state, row, cap, o_board, o_score, o_result, o_ply, o_pcount,
-               o_check, o_best, o_cap, o_has, o_flags, o_game, o_line, o_spell):
+               o_check, o_best, o_cap, o_has, o_flags, o_game, o_line, o_spell, o_pos):
     """``.plain`` records from buf[pos:n] (the reader between records) into rows row.. of the
     outputs. state: int64[5] as ``plain.Machine.state``. Returns (code, pos, lineno, row): NEED
     (pos: the first byte not consumed: an incomplete record, or n), STOP (pos, lineno: the first
@@ -458,6 +460,7 @@ def scan_plain(buf, pos, n, final, lineno, state, row, cap, o_board, o_score, o_
         o_game[row] = state[0]
         o_line[row] = start
         o_spell[row] = spell
+        o_pos[row] = pos
         row += 1
         pos = p
         lineno = ln
@@ -465,7 +468,7 @@ def scan_plain(buf, pos, n, final, lineno, state, row, cap, o_board, o_score, o_
 
 @njit(cache=True)
 def scan_bullet(buf, pos, n, final, lineno, state, row, cap, o_board, o_score, o_result, o_ply, o_pcount,
-                o_check, o_best, o_cap, o_has, o_flags, o_game, o_line, o_spell):
+                o_check, o_best, o_cap, o_has, o_flags, o_game, o_line, o_spell, o_pos):
     """bullet text lines ``FEN | score | result``; state: int64[5] as ``bullet_text.Machine.state``;
     returns as :func:`scan_plain` (STOP: the line at pos)."""
     bb = np.zeros(16, np.uint64)
@@ -531,6 +534,7 @@ def scan_bullet(buf, pos, n, final, lineno, state, row, cap, o_board, o_score, o
         state[4] = 1
         o_game[row] = state[0]
         o_line[row] = lineno
+        o_pos[row] = pos
         row += 1
         pos = nxt
         lineno += 1
@@ -549,7 +553,7 @@ def _word(c):
 
 @njit(cache=True)
 def scan_epd(buf, pos, n, final, lineno, state, row, cap, o_board, o_score, o_result, o_ply, o_pcount,
-             o_check, o_best, o_cap, o_has, o_flags, o_game, o_line, o_spell):
+             o_check, o_best, o_cap, o_has, o_flags, o_game, o_line, o_spell, o_pos):
     """Labelled EPD lines (zurichess ``c9 "1-0";``, Ethereal ``[1.0] eval``, ``hmvc``/``fmvn``
     opcodes); state: int64[1] (a line seen); returns as :func:`scan_bullet`."""
     bb = np.zeros(16, np.uint64)
@@ -689,6 +693,7 @@ def scan_epd(buf, pos, n, final, lineno, state, row, cap, o_board, o_score, o_re
         state[0] = 1
         o_game[row] = lineno
         o_line[row] = lineno
+        o_pos[row] = pos
         row += 1
         pos = nxt
         lineno += 1
@@ -725,11 +730,11 @@ def _buffers(cap: int) -> dict:
                 ply=np.zeros(cap, np.uint16), piece_count=np.zeros(cap, np.uint8), in_check=np.zeros(cap, np.bool_),
                 best_move=np.zeros(cap, np.uint16), capture=np.zeros(cap, np.bool_), has_move=np.zeros(cap, np.bool_),
                 flags=np.zeros(cap, np.uint8), game=np.zeros(cap, np.int64), line=np.zeros(cap, np.int64),
-                spell=np.zeros(cap, np.uint8))
+                spell=np.zeros(cap, np.uint8), pos=np.zeros(cap, np.int64))
 
 
 _OUT = ("board", "score", "result", "ply", "piece_count", "in_check", "best_move", "capture", "has_move", "flags",
-        "game", "line", "spell")
+        "game", "line", "spell", "pos")
 
 # records handed back to the reader's line machine since the process started, per format (bench, fuzz)
 HANDED: dict[str, int] = {}
@@ -791,11 +796,17 @@ def read_text(stream, fmt: str, machine, cap: int | None = None, chunk: int | No
                     before = state.copy()
                     code, pos, lineno, row = kernel(buf, pos, n, final, lineno, state, row, cap,
                                                     *(b[k] for k in _OUT))
-                    if row > row0:
-                        yield rows(row0, row)
-                        row0 = row
-                    if not np.array_equal(state, before):
-                        machine.set_state(state)
+                    stop_at = -1
+                    if code == STOP and 0 < row - row0 < SHORT:  # rewind: the machine reads the short run too
+                        stop_at, pos, lineno = pos, int(b["pos"][row0]), int(b["line"][row0])
+                        handed += row - row0
+                        row = row0
+                    else:
+                        if row > row0:
+                            yield rows(row0, row)
+                            row0 = row
+                        if not np.array_equal(state, before):
+                            machine.set_state(state)
                     if code == FULL:
                         b = _buffers(cap)
                         row0 = row = 0
@@ -803,6 +814,11 @@ def read_text(stream, fmt: str, machine, cap: int | None = None, chunk: int | No
                     if code == NEED:
                         break
                     handed += 1
+                    while pos < stop_at:  # whole records the kernel had read: the machine is idle after them
+                        end, nxt = line_bounds(buf, pos, n, final)
+                        yield from machine.feed(lineno, data[pos:end].decode("utf-8", errors="replace"))
+                        pos = nxt
+                        lineno += 1
                 # the machine takes lines: at least one, then until it is between records again
                 took = False
                 while pos < n and (not took or not machine.idle):
