@@ -241,7 +241,12 @@ PLAIN_RECORDS = [
 ]
 
 
-def test_plain_reject_reasons_and_edge_records(tmp_path):
+@pytest.mark.parametrize("short", [0, 8])
+def test_plain_reject_reasons_and_edge_records(tmp_path, monkeypatch, short):
+    """short: runs shorter than this before a hand-back are re-read by the line machine (0: never)."""
+    from nnue.pipeline.compiled import text as ct
+
+    monkeypatch.setattr(ct, "SHORT", short)
     s = both(tmp_path, "".join(PLAIN_RECORDS), "plain")
     assert s["rejected"] >= 30 and s["packed"] >= 20
 
@@ -286,7 +291,11 @@ BULLET_LINES = [
 ]
 
 
-def test_bullet_text_reject_reasons_and_edge_lines(tmp_path):
+@pytest.mark.parametrize("short", [0, 8])
+def test_bullet_text_reject_reasons_and_edge_lines(tmp_path, monkeypatch, short):
+    from nnue.pipeline.compiled import text as ct
+
+    monkeypatch.setattr(ct, "SHORT", short)
     s = both(tmp_path, "\n".join(BULLET_LINES) + "\n", "bullet-text")
     assert s["rejected"] >= 15 and s["packed"] >= 15
     rng = random.Random(4)
@@ -320,8 +329,12 @@ def test_epd_reject_reasons_and_edge_lines(tmp_path):
 
 # ------------------------------------------------------------------ mutations
 @pytest.mark.parametrize("fmt", list(EXT))
-def test_mutated_records(tmp_path, fmt):
+@pytest.mark.parametrize("short", [0, 8])
+def test_mutated_records(tmp_path, monkeypatch, fmt, short):
     """300 mutated records per format (scripts/fuzz_compiled_text.py runs 10^6)."""
+    from nnue.pipeline.compiled import text as ct
+
+    monkeypatch.setattr(ct, "SHORT", short)
     recs = fz._sources()[fmt]
     rng = random.Random(11)
     both(tmp_path, fz.make_file(recs, fmt, rng, 300, rng.randrange(len(recs))), fmt)
