@@ -57,7 +57,8 @@ class Machine:
                               f"found {line[:40]!r}")
         self.seen_any = True
         if len(parts) != 3:
-            return Reject(loc, "malformed record", f"expected 'FEN | score | result', found {len(parts)} field(s)", line)
+            return Reject(loc, "malformed record",
+                          f"expected 'FEN | score | result', found {len(parts)} field(s)", line)
         fen, score_s, result_s = parts
         fen_fields = fen.split()
         if len(fen_fields) < 4:
