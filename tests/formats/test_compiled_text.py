@@ -338,3 +338,29 @@ def test_mutated_records(tmp_path, monkeypatch, fmt, short):
     recs = fz._sources()[fmt]
     rng = random.Random(11)
     both(tmp_path, fz.make_file(recs, fmt, rng, 300, rng.randrange(len(recs))), fmt)
+
+
+def test_every_move_of_real_positions(tmp_path):
+    """Every legal move of real positions (castling in both spellings, en passant, promotions),
+    pinned and other pieces' pseudo-legal moves, random square pairs and bad promotions, as .plain
+    records: the compiled path settles or hands back exactly as python-chess decides."""
+    rng = random.Random(1)
+    fens = [line[4:].strip() for line in (SELFPLAY / "sf15-960-xfen-s2.plain").read_text().splitlines()
+            if line.startswith("fen ")][::60]
+    fens += [line[4:].strip() for line in (SELFPLAY / "sf15-n5000-s1.plain").read_text().splitlines()
+             if line.startswith("fen ")][::500]
+    fens += ["r3k2r/p1ppqpb1/bn2pnp1/3PN3/1p2P3/2N2Q1p/PPPBBPPP/R3K2R w KQkq - 0 1",
+             "8/2p5/3p4/KP5r/1R3p1k/8/4P1P1/8 w - - 0 1", "r3k2r/Pppp1ppp/1b3nbN/nP6/BBP1P3/q4N2/Pp1P2PP/R2Q1RK1 w kq - 0 1",
+             "rnbq1k1r/pp1Pbppp/2p5/8/2B5/8/PPP1NnPP/RNBQK2R w KQ - 1 8", "4k3/8/8/2pP4/8/8/8/4K3 w - c6 0 1"]
+    out = []
+    for fen in fens:
+        f = fen.split()
+        b = chess.Board(fen, chess960=f[2] not in ("-", "KQkq", "KQ", "kq", "Kkq", "Qkq", "KQk", "KQq", "K", "Q", "k",
+                                                    "q", "Kk", "Kq", "Qk", "Qq"))
+        cands = [m.uci() for m in b.legal_moves] + [m.uci() for m in b.pseudo_legal_moves if not b.is_legal(m)]
+        cands += [b._from_chess960(False, m.from_square, m.to_square).uci() for m in b.legal_moves if b.is_castling(m)]
+        cands += [chess.square_name(rng.randrange(64)) + chess.square_name(rng.randrange(64))
+                  + rng.choice(["", "", "q", "n", "k", "Q"]) for _ in range(6)] + ["0000", "e2", "zz99"]
+        out += [block(fen, u) for u in cands]
+    s = both(tmp_path, "".join(out), "plain")
+    assert s["packed"] > 500 and s["rejected"] > 300
