@@ -102,7 +102,7 @@ class ReaderOptions:
     fastchess) or "white" (python-chess, lichess)."""
 
     pgn_pov: str = "mover"
-    fast: bool = True  # fixed-record readers validate in bulk (PackedRows); False: one by one
+    fast: bool = True  # compiled/bulk paths (PackedRows: binary formats, .plain, bullet text, EPD); False: one by one
 
 
 @dataclass(frozen=True)
