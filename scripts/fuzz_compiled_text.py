@@ -312,6 +312,9 @@ def fuzz(fmt: str, records: int, file_records: int, seed: int, work: Path, limit
             "mutated_records": done, "source_records": len(recs), "file_records": file_records, **totals,
             "handed_to_python": ct.HANDED.get(fmt, 0) - h0,
             "fuzz_seconds": round(time.time() - t0, 1),
+            "notes": "fast_cpu_s includes the kernels' numba compile in the first file (an empty cache, bounds "
+                     "checks on); handed_to_python counts records read by the line machine (every reject, and "
+                     "short runs before one)",
             "result": "no crash, no hang, every record packed or rejected; compiled == python-chess path "
                       "(tables, rejects, counts, castling spelling)"}
 
