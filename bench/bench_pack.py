@@ -15,7 +15,11 @@ same run, on their python-chess reference paths (``fast=False``) over their firs
 kernel alone (decode + validate + pack into NumPy buffers), the rest of the reader's time is
 building the runs, the rest of the pack's the Arrow tables and the Parquet write. With
 ``--formats`` and ``--out FILE`` an existing FILE keeps the formats not run. Targets (issue 14): binpack ≥ 1M pos/s per core end to end; .bin,
-viriformat, bulletformat, marlinformat ≥ 2M/s; text formats ≥ 300k/s, PGN ≥ 100k/s.
+viriformat, bulletformat, marlinformat ≥ 2M/s; text formats ≥ 300k/s, PGN ≥ 100k/s. The text
+formats (.plain, bullet text, EPD: pipeline/compiled/text.py) are also packed by their
+python-chess reference path (``fast=False``) on the same input in the same run, report the
+compiled core's first-call time like the binary formats, and the share of records it handed back
+(``handed_share``).
 """
 from __future__ import annotations
 
@@ -122,6 +126,14 @@ def _inputs(work: Path) -> dict[str, tuple[str, Path, int | None]]:
              "viriformat": ("binary", SHARED / "public" / "test-vf.bin", None),
              "binpack": ("binpack", SHARED / "public" / "small.binpack", None)}
     out |= {k: v for k, v in extra.items() if v[1].exists()}
+    for name in ("sf15-n5000-s1.plain", "sf15-n5000-s1.txt"):  # larger text inputs (43,919 positions)
+        if (SHARED / "selfplay" / name).exists():
+            fmt = "plain" if name.endswith(".plain") else "bullet-text"
+            out[f"{fmt} ({name})"] = ("text", SHARED / "selfplay" / name, None)
+    if "epd" in out:  # 50,000 lines, each its own position
+        big_epd = work / "samplefen1000-x50.epd"
+        big_epd.write_bytes(out["epd"][1].read_bytes() * 50)
+        out["epd (samplefen1000.epd repeated)"] = ("text", big_epd, None)
     if "viriformat" in out:  # whole games repeated: a valid, larger viriformat file
         big_vf = work / "test-vf-x.vf"
         big_vf.write_bytes(out["viriformat"][1].read_bytes() * (4 * TILES))
@@ -207,6 +219,20 @@ print(time.perf_counter() - t)
 """
 
 
+_FIRST_CALL_TEXT = """
+import io, time
+t = time.perf_counter()
+from nnue.pipeline.compiled import text as ct
+from nnue.pipeline.formats import bullet_text, epd, plain
+start = "rnbqkbnr/pppppppp/8/8/8/8/PPPPPPPP/RNBQKBNR w KQkq - 0 1"
+for fmt, m, line in (("plain", plain.Machine(), f"fen {{start}}\\nmove e2e4\\nscore 0\\nply 0\\nresult 0\\ne\\n"),
+                     ("bullet-text", bullet_text.Machine(), f"{{start}} | 0 | 0.5\\n"),
+                     ("epd", epd.Machine(), f"{{start}} c9 \\"1-0\\";\\n")):
+    list(ct.read_text(io.TextIOWrapper(io.BytesIO(line.encode())), fmt, m))
+print(time.perf_counter() - t)
+"""
+
+
 def _pgn_row(path: Path, work: Path, runs: int, first_call: dict) -> dict:
     """PGN extras: the compiled reader's first-call time (fresh processes, numba cache empty and
     filled), the positions it hands to python-chess, and the python-chess path (``fast=False``)
@@ -229,6 +255,16 @@ def _pgn_row(path: Path, work: Path, runs: int, first_call: dict) -> dict:
             "handed_share": round(handed / max(n, 1), 5),
             "same_run_whole_file": {"positions": new["pack_positions"], "compiled": new, "python_chess_reference": old,
                                     "ratio_cpu": round(new["pack_cpu_pos_per_s"] / old["pack_cpu_pos_per_s"], 1)}}
+
+
+def _handed_text(fmt: str, path: Path) -> dict:
+    """Records the compiled text core handed back to the reader's line machine / python-chess."""
+    from nnue.pipeline.compiled import text as ct
+
+    h = ct.HANDED.get(fmt, 0)
+    n, _, _ = _time_reader(fmt, path, None)
+    k = ct.HANDED.get(fmt, 0) - h
+    return {"handed_to_python_chess": k, "handed_share": round(k / max(n, 1), 5)}
 
 
 def _kernel_rates(fmt: str, path: Path, runs: int) -> dict:
@@ -338,6 +374,7 @@ def main(argv=None) -> int:
     wanted = set(a.formats.split(",")) if a.formats else None
     first_fixed: dict = {}
     first_pgn: dict = {}
+    first_text: dict = {}
     with tempfile.TemporaryDirectory() as tmp:
         work = Path(tmp)
         for name, (kind, path, limit) in _inputs(work).items():
@@ -355,6 +392,15 @@ def main(argv=None) -> int:
                 with tempfile.TemporaryDirectory() as cold:
                     first_fixed["compile (empty numba cache)"] = _first_call_s(path, cold, _FIRST_CALL_FIXED)
                 first_fixed["load (numba cache filled)"] = _first_call_s(path, None, _FIRST_CALL_FIXED)
+            text = kind == "text"
+            if text and not first_text:
+                with tempfile.TemporaryDirectory() as cold:
+                    first_text["compile (empty numba cache)"] = _first_call_s(path, cold, _FIRST_CALL_TEXT)
+                first_text["load (numba cache filled)"] = _first_call_s(path, None, _FIRST_CALL_TEXT)
+            if text:
+                row["first_call_s"] = dict(first_text)
+                _time_reader(fmt, path, 100)  # load the compiled kernels before timing
+                row |= _handed_text(fmt, path)
             if fixed:
                 row["first_call_s"] = dict(first_fixed)
                 _time_reader(fmt, path, 100)  # load the compiled kernels before timing
@@ -370,6 +416,10 @@ def main(argv=None) -> int:
                 row["same_run_first_records"] = {
                     "positions": new["pack_positions"], "compiled": new, "python_chess_reference": old,
                     "ratio_cpu": round(new["pack_cpu_pos_per_s"] / old["pack_cpu_pos_per_s"], 1)}
+            if text:  # the python-chess path (the readers' line machines), same input, same run
+                old = _rates([_time_pack(fmt, path, work, i, fast=False) for i in range(a.runs)], "pack")
+                row["same_run_python_chess_reference"] = old
+                row["ratio_cpu"] = round(row["pack_cpu_pos_per_s"] / old["pack_cpu_pos_per_s"], 1)
             if fmt == "binpack":
                 part = _binpack_slice(path, work, BINPACK_SLICE)
                 new = _rates([_time_pack(fmt, part, work, i) for i in range(a.runs)], "pack")
@@ -397,11 +447,13 @@ def main(argv=None) -> int:
                   "with an en-passant square, two checkers, irregular castling rights, every reject). Their "
                   "pack rate is bounded by the Arrow/Parquet write (zstd; compare kernel_cpu_pos_per_s, "
                   "reader_cpu_pos_per_s and pack_cpu_pos_per_s). "
-                  ".plain, bullet text and EPD pack their FENs in "
-                  "bulk too (pipeline/fastfen.py via formats/_bulk_text.py, then the same validation; "
-                  ".plain's moves by pipeline/fastmove.py); their rate is bounded by the per-line "
-                  "Python parsing (~10 us a record), and records with an en-passant square, Chess960 "
-                  "castling or a castling / en-passant move still go through python-chess. PGN is read by a "
+                  ".plain, bullet text and EPD are tokenized, parsed (FEN, X-FEN/Shredder-FEN castling, UCI "
+                  "moves) and validated in the compiled text core (pipeline/compiled/text.py, numba) over the "
+                  "raw bytes, rows written straight into NumPy buffers; what it cannot settle exactly goes to "
+                  "the readers' line machines and python-chess (handed_share: en-passant squares with the side "
+                  "to move in check, unusual spellings, every reject); same_run_python_chess_reference is "
+                  "fast=False on the same input in the same run. Their pack rate is bounded by the Arrow/"
+                  "Parquet write and game-id hashing, not the parsing (compare reader_cpu_pos_per_s). PGN is read by a "
                   "compiled reader (pipeline/compiled/pgn.py, numba: tokenizer, tags, comments, SAN against "
                   "the compiled move rules, eval comments, validation) into NumPy buffers; python-chess starts "
                   "each game's board from its FEN tag (~50 us a game) and reads the games the kernel hands "

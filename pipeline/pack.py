@@ -442,6 +442,9 @@ def pack_file(path: Path, fmt: str, dataset: Path, sha: str, score_unit: str,
         nonlocal pending, packed
         n = len(rows)
         seal()
+        if rows.castling is not None:  # castling moves of the run, by spelling (counted as one by one)
+            castling[0] += rows.castling[0]
+            castling[1] += rows.castling[1]
         gids.feed(rows.game, rows.board)  # before dedup: an id never depends on the dataset's contents
         keep = None
         if seen is not None:

@@ -88,6 +88,9 @@ class PackedRows:
     best_move: object = None             # (n,) uint16 where has_move, else None (no moves)
     best_move_is_capture: object = None  # (n,) bool
     has_move: object = None              # (n,) bool: the record had a move
+    # (king's two-square step e1g1, king takes rook e1h1): the run's castling moves by how the
+    # input spelled them (.plain; the manifest's "castling"), or None (none)
+    castling: tuple | None = None
 
     def __len__(self) -> int:
         return len(self.score)
@@ -99,7 +102,7 @@ class ReaderOptions:
     fastchess) or "white" (python-chess, lichess)."""
 
     pgn_pov: str = "mover"
-    fast: bool = True  # fixed-record readers validate in bulk (PackedRows); False: one by one
+    fast: bool = True  # compiled/bulk paths (PackedRows: binary formats, .plain, bullet text, EPD); False: one by one
 
 
 @dataclass(frozen=True)

@@ -5,8 +5,9 @@ POV (FORMATS.md). Both are turned to side-to-move POV here. Ply comes from the F
 counter (``2·(fullmove−1) + (black to move)``) and is unknown when the FEN has no counters.
 A new game starts when ply does not follow the previous line's or the result changes.
 
-With ``options.fast`` (the default) runs of lines are packed and validated in bulk
-(:mod:`._bulk_text`); the rest go through python-chess, with identical results (tested).
+With ``options.fast`` (the default) the bytes are tokenized, parsed and validated by the compiled
+text core (:mod:`nnue.pipeline.compiled.text`); lines it cannot settle exactly go through this
+module's line function and python-chess, with identical results (tested).
 """
 from __future__ import annotations
 
@@ -15,71 +16,100 @@ from typing import Iterator
 
 from . import (MATE_BOUND, VALUE_NONE, FormatError, FormatSpec, PackedRows, ReaderOptions, Record, Reject,
                parse_result_token)
-from ._bulk_text import bulk
 
 
 def read(stream, options: ReaderOptions) -> Iterator[Record | Reject | PackedRows]:
     """One Record or Reject per non-empty line (fast: runs of them as PackedRows). Raises
     FormatError when the first non-empty line is not bullet text (wrong format)."""
-    records = _read(stream)
-    return bulk(records) if options.fast else records
+    if options.fast and hasattr(stream, "buffer"):
+        from ..compiled.text import read_text
+
+        return read_text(stream, "bullet-text", Machine())
+    return _read(stream)
 
 
-def _read(stream) -> Iterator[Record | Reject]:
-    game = -1
-    prev_ply = prev_white_result = None
-    seen_any = False
-    for lineno, line in enumerate(stream, 1):
+class Machine:
+    """The reader's state, fed one line at a time (shared by the one-by-one path and the
+    compiled path's hand-backs)."""
+
+    idle = True
+
+    def __init__(self):
+        self.game = -1
+        self.prev_ply = self.prev_white_result = None
+        self.seen_any = False
+
+    def feed(self, lineno: int, line: str) -> list:
+        item = self._line(lineno, line)
+        return [] if item is None else [item]
+
+    def finish(self) -> list:
+        return []
+
+    def _line(self, lineno: int, line: str):
         line = line.strip()
         if not line:
-            continue
+            return None
         loc = f"line {lineno}"
         parts = [p.strip() for p in line.split("|")]
-        if not seen_any and (len(parts) != 3 or "/" not in parts[0]):
+        if not self.seen_any and (len(parts) != 3 or "/" not in parts[0]):
             raise FormatError(f"line {lineno}: expected bullet text 'FEN | score | result', "
                               f"found {line[:40]!r}")
-        seen_any = True
+        self.seen_any = True
         if len(parts) != 3:
-            yield Reject(loc, "malformed record", f"expected 'FEN | score | result', found {len(parts)} field(s)", line)
-            continue
+            return Reject(loc, "malformed record",
+                          f"expected 'FEN | score | result', found {len(parts)} field(s)", line)
         fen, score_s, result_s = parts
         fen_fields = fen.split()
         if len(fen_fields) < 4:
-            yield Reject(loc, "bad FEN", "FEN has fewer than 4 fields", line)
-            continue
+            return Reject(loc, "bad FEN", "FEN has fewer than 4 fields", line)
         black = fen_fields[1] == "b"
         try:
             score_f = float(score_s)
         except ValueError:
-            yield Reject(loc, "score not a finite integer", f"score {score_s!r} is not a number", line)
-            continue
+            return Reject(loc, "score not a finite integer", f"score {score_s!r} is not a number", line)
         if not math.isfinite(score_f) or score_f != int(score_f):
-            yield Reject(loc, "score not a finite integer", f"score {score_s!r}", line)
-            continue
+            return Reject(loc, "score not a finite integer", f"score {score_s!r}", line)
         white_result = parse_result_token(result_s)
         if white_result is None:
-            yield Reject(loc, "result out of range", f"result {result_s!r} is not 1.0/0.5/0.0", line)
-            continue
+            return Reject(loc, "result out of range", f"result {result_s!r} is not 1.0/0.5/0.0", line)
         score_w = int(score_f)
         ply = None
         if len(fen_fields) >= 6:
             try:
                 ply = 2 * (int(fen_fields[5]) - 1) + black
             except ValueError:
-                yield Reject(loc, "bad FEN", "fullmove counter is not an integer", line)
-                continue
-        if not (ply is not None and prev_ply is not None and ply == prev_ply + 1
-                and white_result == prev_white_result):
-            game += 1
-        prev_ply, prev_white_result = ply, white_result
+                return Reject(loc, "bad FEN", "fullmove counter is not an integer", line)
+        if not (ply is not None and self.prev_ply is not None and ply == self.prev_ply + 1
+                and white_result == self.prev_white_result):
+            self.game += 1
+        self.prev_ply, self.prev_white_result = ply, white_result
         sign = -1 if black else 1
         result = int(round(2 * white_result - 1)) * sign
         none = abs(score_w) == VALUE_NONE
-        yield Record(
+        return Record(
             fen=fen, score=None if none else score_w * sign, result=result, ply=ply,
-            move=None, location=loc, game=game,
+            move=None, location=loc, game=self.game,
             score_is_mate=not none and abs(score_w) >= MATE_BOUND,
         )
+
+    # the compiled core's copy of the state: game, prev ply known, prev ply, prev white result x2 (-1 none), seen
+    def state(self) -> list:
+        known = self.prev_ply is not None
+        return [self.game, int(known), self.prev_ply if known else 0,
+                -1 if self.prev_white_result is None else int(2 * self.prev_white_result), int(self.seen_any)]
+
+    def set_state(self, st) -> None:
+        self.game = int(st[0])
+        self.prev_ply = int(st[2]) if st[1] else None
+        self.prev_white_result = None if st[3] < 0 else int(st[3]) / 2
+        self.seen_any = bool(st[4])
+
+
+def _read(stream) -> Iterator[Record | Reject]:
+    m = Machine()
+    for lineno, line in enumerate(stream, 1):
+        yield from m.feed(lineno, line)
 
 
 def sniff(head: str) -> bool:

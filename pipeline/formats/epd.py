@@ -5,8 +5,9 @@ move POV centipawns (FORMATS.md). ``hmvc N;`` and ``fmvn N;`` opcodes give the m
 without them the counters default to ``0 1`` and the ply is unknown. There is no score in the
 zurichess form. Each line counts as its own game (EPD sets are usually shuffled positions).
 
-With ``options.fast`` (the default) runs of lines are packed and validated in bulk
-(:mod:`._bulk_text`); the rest go through python-chess, with identical results (tested).
+With ``options.fast`` (the default) the bytes are tokenized, parsed and validated by the compiled
+text core (:mod:`nnue.pipeline.compiled.text`); lines it cannot settle exactly go through this
+module's line function and python-chess, with identical results (tested).
 """
 from __future__ import annotations
 
@@ -14,7 +15,6 @@ import re
 from typing import Iterator
 
 from . import FormatError, FormatSpec, PackedRows, ReaderOptions, Record, Reject, parse_result_token
-from ._bulk_text import bulk
 
 _OP = re.compile(r'(\w+)\s+("[^"]*"|[^;]*);')
 
@@ -22,24 +22,46 @@ _OP = re.compile(r'(\w+)\s+("[^"]*"|[^;]*);')
 def read(stream, options: ReaderOptions) -> Iterator[Record | Reject | PackedRows]:
     """One Record or Reject per EPD line (fast: runs of them as PackedRows). Raises FormatError
     when the first line is not EPD."""
-    records = _read(stream)
-    return bulk(records) if options.fast else records
+    if options.fast and hasattr(stream, "buffer"):
+        from ..compiled.text import read_text
+
+        return read_text(stream, "epd", Machine())
+    return _read(stream)
 
 
-def _read(stream) -> Iterator[Record | Reject]:
-    seen = False
-    for lineno, line in enumerate(stream, 1):
+class Machine:
+    """The reader's state, fed one line at a time (shared by the one-by-one path and the
+    compiled path's hand-backs)."""
+
+    idle = True
+
+    def __init__(self):
+        self.seen = False
+
+    def feed(self, lineno: int, line: str) -> list:
+        item = self._line(lineno, line)
+        return [] if item is None else [item]
+
+    def finish(self) -> list:
+        return []
+
+    def state(self) -> list:
+        return [int(self.seen)]
+
+    def set_state(self, st) -> None:
+        self.seen = bool(st[0])
+
+    def _line(self, lineno: int, line: str):
         line = line.strip()
         if not line or line.startswith("#"):
-            continue
+            return None
         loc = f"line {lineno}"
         fields = line.split()
         if len(fields) < 4 or fields[0].count("/") != 7:
-            if not seen:
+            if not self.seen:
                 raise FormatError(f"line {lineno}: expected an EPD line '<FEN> ...', found {line[:40]!r}")
-            yield Reject(loc, "bad FEN", "fewer than 4 FEN fields", line)
-            continue
-        seen = True
+            return Reject(loc, "bad FEN", "fewer than 4 FEN fields", line)
+        self.seen = True
         placement, turn, castling, ep = fields[:4]
         rest = " ".join(fields[4:])
         half, full, score, white_result = "0", "1", None, None
@@ -60,18 +82,22 @@ def _read(stream) -> Iterator[Record | Reject]:
             half = ops.get("hmvc", half)
             full = ops.get("fmvn", full)
         if white_result is None:
-            yield Reject(loc, "result out of range", "no result ([1.0] or c9 \"1-0\";) on the line", line)
-            continue
+            return Reject(loc, "result out of range", "no result ([1.0] or c9 \"1-0\";) on the line", line)
         if not (half.isascii() and half.isdigit() and full.isascii() and full.isdigit()
                 and len(half) <= 9 and len(full) <= 9):
-            yield Reject(loc, "bad FEN", f"move counters {half!r} {full!r}", line)
-            continue
+            return Reject(loc, "bad FEN", f"move counters {half!r} {full!r}", line)
         counters_known = (half, full) != ("0", "1") or "fmvn" in rest
         black = turn == "b"
         result = int(round(2 * white_result - 1)) * (-1 if black else 1)
         ply = 2 * (int(full) - 1) + black if counters_known else None
-        yield Record(fen=f"{placement} {turn} {castling} {ep} {half} {full}", score=score, result=result,
-                     ply=ply, move=None, location=loc, game=lineno)
+        return Record(fen=f"{placement} {turn} {castling} {ep} {half} {full}", score=score, result=result,
+                      ply=ply, move=None, location=loc, game=lineno)
+
+
+def _read(stream) -> Iterator[Record | Reject]:
+    m = Machine()
+    for lineno, line in enumerate(stream, 1):
+        yield from m.feed(lineno, line)
 
 
 def sniff(head: str) -> bool:

@@ -4,15 +4,15 @@ Score and result are side-to-move POV (FORMATS.md). ``score 32002`` (VALUE_NONE)
 score. A new game starts whenever ply does not follow the previous record's ply by one or
 the result does not flip sign, since ``.plain`` has no game separator.
 
-With ``options.fast`` (the default) runs of records are packed and validated in bulk, moves
-included (:mod:`._bulk_text`); the rest go through python-chess, with identical results (tested).
+With ``options.fast`` (the default) the bytes are tokenized, parsed and validated by the compiled
+text core (:mod:`nnue.pipeline.compiled.text`); records it cannot settle exactly go through this
+module's line machine and python-chess, with identical results (tested).
 """
 from __future__ import annotations
 
 from typing import Iterator
 
 from . import MATE_BOUND, VALUE_NONE, FormatError, FormatSpec, PackedRows, ReaderOptions, Record, Reject
-from ._bulk_text import bulk
 
 _KEYS = ("fen", "move", "score", "ply", "result")
 
@@ -23,74 +23,103 @@ def read(stream, options: ReaderOptions) -> Iterator[Record | Reject | PackedRow
 
     Raises FormatError when the first non-empty line is not a ``.plain`` key (wrong format).
     """
-    records = _read(stream)
-    return bulk(records) if options.fast else records
+    if options.fast and hasattr(stream, "buffer"):
+        from ..compiled.text import read_text
+
+        return read_text(stream, "plain", Machine())
+    return _read(stream)
 
 
-def _read(stream) -> Iterator[Record | Reject]:
-    fields: dict[str, str] = {}
-    bad: str | None = None  # first problem seen in the current block
-    start = 0
-    game = -1
-    prev_ply = prev_result = None
-    seen_any = False
+class Machine:
+    """The reader's state, fed one line at a time (shared by the one-by-one path and the
+    compiled path's hand-backs). ``idle``: between records (the compiled core may take over)."""
 
-    def raw() -> str:
-        return " | ".join(f"{k} {v}" for k, v in fields.items())
+    def __init__(self):
+        self.fields: dict[str, str] = {}
+        self.bad: str | None = None  # first problem seen in the current block
+        self.start = 0
+        self.game = -1
+        self.prev_ply = self.prev_result = None
+        self.seen_any = False
 
-    for lineno, line in enumerate(stream, 1):
+    @property
+    def idle(self) -> bool:
+        return not self.fields and self.bad is None
+
+    def _raw(self) -> str:
+        return " | ".join(f"{k} {v}" for k, v in self.fields.items())
+
+    def feed(self, lineno: int, line: str) -> list:
         line = line.strip()
         if not line:
-            continue
+            return []
         if line == "e":
-            loc = f"line {start or lineno}"
-            missing = [k for k in _KEYS if k not in fields]
-            cur, cur_bad, text = fields, bad, raw()
-            fields, bad, start = {}, None, 0
+            loc = f"line {self.start or lineno}"
+            missing = [k for k in _KEYS if k not in self.fields]
+            cur, cur_bad, text = self.fields, self.bad, self._raw()
+            self.fields, self.bad, self.start = {}, None, 0
             if cur_bad:
-                yield Reject(loc, "malformed record", cur_bad, text)
-                continue
+                return [Reject(loc, "malformed record", cur_bad, text)]
             if missing:
-                yield Reject(loc, "missing field", f"missing: {', '.join(missing)}", text)
-                continue
+                return [Reject(loc, "missing field", f"missing: {', '.join(missing)}", text)]
             try:
                 score = int(cur["score"])
                 ply = int(cur["ply"])
                 result = int(cur["result"])
             except ValueError:
-                yield Reject(loc, "number not an integer", "score, ply or result is not an integer", text)
-                continue
+                return [Reject(loc, "number not an integer", "score, ply or result is not an integer", text)]
             if result not in (-1, 0, 1):
-                yield Reject(loc, "result out of range", f"result {result} not in -1/0/1", text)
-                continue
-            if not (prev_ply is not None and ply == prev_ply + 1 and result == -prev_result):
-                game += 1
-            prev_ply, prev_result = ply, result
+                return [Reject(loc, "result out of range", f"result {result} not in -1/0/1", text)]
+            if not (self.prev_ply is not None and ply == self.prev_ply + 1 and result == -self.prev_result):
+                self.game += 1
+            self.prev_ply, self.prev_result = ply, result
             none = score == VALUE_NONE
-            yield Record(
+            return [Record(
                 fen=cur["fen"], score=None if none else score, result=result, ply=ply,
-                move=cur["move"], location=loc, game=game,
+                move=cur["move"], location=loc, game=self.game,
                 score_is_mate=not none and abs(score) >= MATE_BOUND,
-            )
-            continue
+            )]
+        out = []
         key, _, value = line.partition(" ")
-        if not seen_any and key not in _KEYS:
+        if not self.seen_any and key not in _KEYS:
             raise FormatError(f"line {lineno}: expected a Stockfish .plain key (fen, move, score, ply, "
                               f"result or e), found {line[:40]!r}")
-        seen_any = True
-        if key == "fen" and fields:  # a record without its closing "e"
-            yield Reject(f"line {start}", "malformed record", "record not terminated by 'e'", raw())
-            fields, bad = {}, None
-        if not fields and bad is None:
-            start = lineno
+        self.seen_any = True
+        if key == "fen" and self.fields:  # a record without its closing "e"
+            out.append(Reject(f"line {self.start}", "malformed record", "record not terminated by 'e'", self._raw()))
+            self.fields, self.bad = {}, None
+        if not self.fields and self.bad is None:
+            self.start = lineno
         if key not in _KEYS:
-            bad = bad or f"line {lineno}: unexpected line {line[:60]!r}"
-            continue
-        if key in fields:
-            bad = bad or f"line {lineno}: repeated key {key!r}"
-        fields[key] = value.strip()
-    if fields or bad:
-        yield Reject(f"line {start}", "truncated record", "record at end of file has no 'e'", raw())
+            self.bad = self.bad or f"line {lineno}: unexpected line {line[:60]!r}"
+            return out
+        if key in self.fields:
+            self.bad = self.bad or f"line {lineno}: repeated key {key!r}"
+        self.fields[key] = value.strip()
+        return out
+
+    def finish(self) -> list:
+        if self.fields or self.bad:
+            return [Reject(f"line {self.start}", "truncated record", "record at end of file has no 'e'", self._raw())]
+        return []
+
+    # the compiled core's copy of the state between records: game, prev known, prev ply, prev result, seen
+    def state(self) -> list:
+        known = self.prev_ply is not None
+        return [self.game, int(known), self.prev_ply if known else 0, self.prev_result if known else 0,
+                int(self.seen_any)]
+
+    def set_state(self, st) -> None:
+        self.game = int(st[0])
+        self.prev_ply, self.prev_result = (int(st[2]), int(st[3])) if st[1] else (None, None)
+        self.seen_any = bool(st[4])
+
+
+def _read(stream) -> Iterator[Record | Reject]:
+    m = Machine()
+    for lineno, line in enumerate(stream, 1):
+        yield from m.feed(lineno, line)
+    yield from m.finish()
 
 
 def sniff(head: str) -> bool:

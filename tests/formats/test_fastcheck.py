@@ -129,32 +129,7 @@ def test_bulk_path_equals_python_chess_on_broken_bulletformat(sources, seed, tmp
     _assert_same(out)
 
 
-# -- bullet text: the bulk path (fastfen + fastcheck) against python-chess -------------------
-
-def test_fastfen_bytes_equal_pack_fen():
-    """pack_fens packs exactly what pack_fen packs, for every FEN it takes; it leaves the rest."""
-    from conftest import shared_file
-
-    from nnue.pipeline.board import pack_fen
-    from nnue.pipeline.fastfen import pack_fens
-
-    fens = [line.split("|")[0].strip() for line in open(shared_file("selfplay/sf15-n5000-s1.txt"))]
-    fens += [line.split("|")[0].strip() for line in open(shared_file("selfplay/sf15-960-xfen-s2.txt"))]
-    odd = ["", "x", "8/8/8/8/8/8/8/8 w - - 0 1", "44/8/8/8/8/8/8/K6k w - - 0 1", "K7/8/8/8/8/8/8/7k w - - 300 1",
-           "K7/8/8/8/8/8/8/7k w - - 0 0", "K7/8/8/8/8/8/8/7k w - e3 0 1", "K7/8/8/8/8/8/8/7k x - - 0 1",
-           "K7/8/8/8/8/8/8/7k w KQ - 0 1", "r3k2r/8/8/8/8/8/8/R3K2R w KQkq - 3 9", "r3k2r/8/8/8/8/8/8/R3K2R w qkQK - 3 9",
-           "K7/8/8/8/8/8/8/7k w - -", "K7/8/8/8/8/8/8/7k w - - 0", "K7/8/8/8/8/8/8/7k w - - 0 1 extra",
-           "K7/8/8/8/8/8/8/7kk w - - 0 1", "K7/8/8/8/8/8/8/6k w - - 0 1", "K7/8/8/8/8/8/8/7k/ w - - 0 1",
-           "Kä6/8/8/8/8/8/8/7k w - - 0 1", "pppppppp/pppppppp/pppppppp/pppppppp/pppppppp/8/8/K6k w - - 0 1"]
-    boards, ok = pack_fens(fens + odd)
-    for i, fen in enumerate(fens + odd):
-        if ok[i]:
-            assert boards[i].tobytes() == pack_fen(fen), fen
-    taken = ok[len(fens):].tolist()
-    assert taken == [False, False, True, False, False, False, False, False, False, True, False,
-                     True, True, False, False, False, False, False, False]
-    assert ok[:len(fens)].mean() > 0.9  # ep squares and Chess960 castling go to python-chess
-
+# -- bullet text: the fast path (the compiled text core) against python-chess ----------------
 
 def _bullet_text_sources(tmp_path):
     from conftest import shared_file
@@ -280,57 +255,7 @@ def test_bulk_text_corner_cases_equal_python_chess(tmp_path):
         assert out[True][0]["packed"] >= 1 and out[True][0]["rejected"]
 
 
-def test_fastfen_two_kings_with_castling_rights_is_left_to_python_chess():
-    from nnue.pipeline.fastfen import pack_fens
-
-    _, ok = pack_fens(["rnbqkb1r/p2p1p1p/2p3p1/1p1pP1Q1/3P4/2K5/PPP3PP/RNB1KBNR b KQkq - 1 8"])
-    assert not ok[0]
-
-
-# -- .plain: boards and moves in bulk (fastfen + fastcheck + fastmove) -----------------------
-
-def test_fastmove_agrees_with_python_chess():
-    """Every legal move of real positions (castling and en passant left to python-chess), random
-    square pairs and bad promotions, pinned pieces' pseudo-legal moves: check_moves takes only
-    legal moves, and encodes them as pack.encode_move does."""
-    import random
-
-    import chess
-    from conftest import SAMPLE
-
-    from nnue.pipeline.board import pack_board
-    from nnue.pipeline.fastmove import check_moves
-    from nnue.pipeline.pack import encode_move
-
-    rng = random.Random(1)
-    boards, moves, truth = [], [], []
-    for fen in [line[4:].strip() for line in open(SAMPLE) if line.startswith("fen ")][::8]:
-        b = chess.Board(fen)
-        if b.ep_square is not None and b.has_legal_en_passant():
-            continue
-        b.ep_square = None
-        packed = np.frombuffer(pack_board(b), np.uint8)
-        cands = [m.uci() for m in b.legal_moves] + [m.uci() for m in b.pseudo_legal_moves if not b.is_legal(m)]
-        cands += [chess.square_name(rng.randrange(64)) + chess.square_name(rng.randrange(64))
-                  + rng.choice(["", "", "q", "n", "k", "Q"]) for _ in range(6)] + ["0000", "e2", "zz99"]
-        for u in cands:
-            boards.append(packed)
-            moves.append(u)
-            try:
-                m = b.parse_uci(u)  # "0000" parses (the null move) but is not legal
-                legal = b.is_legal(m)
-                truth.append((legal, encode_move(b, m) if legal else 0, b.is_capture(m) or m.promotion is not None,
-                              b.is_castling(m) or b.is_en_passant(m)))
-            except (ValueError, AssertionError):
-                truth.append((False, 0, False, False))
-    ok, best, cap = check_moves(np.stack(boards), moves)
-    for i, (legal, enc, capture, special) in enumerate(truth):
-        if ok[i]:
-            assert legal and int(best[i]) == enc and bool(cap[i]) == capture, moves[i]
-        else:
-            assert not legal or special, moves[i]  # every ordinary legal move is taken
-    assert ok.sum() > 5000 and (~ok).sum() > 1000
-
+# -- .plain: boards and moves on the fast path (the compiled text core) ----------------------
 
 def _plain_mutations(src, tmp_path, seed: int):
     """.plain records with broken moves (illegal, other pieces', promotions, castling spellings,

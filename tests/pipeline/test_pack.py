@@ -457,14 +457,11 @@ def _interrupt_via_reader(monkeypatch):
 
 
 def _interrupt_via_bulk(monkeypatch):
-    """Stop inside the bulk path (its second batch of moves), with small batches."""
-    import functools
+    """Stop inside the compiled text path (its third kernel call), with small output buffers."""
+    from nnue.pipeline.compiled import text
 
-    from nnue.pipeline import fastmove
-    from nnue.pipeline.formats import _bulk_text, plain
-
-    monkeypatch.setattr(plain, "bulk", functools.partial(_bulk_text.bulk, batch=64))
-    monkeypatch.setattr(fastmove, "check_moves", _Boom(fastmove.check_moves, 2))
+    monkeypatch.setattr(text, "CAP", 64)
+    monkeypatch.setitem(text.KERNELS, "plain", _Boom(text.KERNELS["plain"], 2))
 
 
 @pytest.mark.parametrize("interrupt,fast", [(_interrupt_via_pack_board, False), (_interrupt_via_reader, False),
