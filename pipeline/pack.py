@@ -621,11 +621,11 @@ def discard(results: list[dict]) -> None:
 
 
 def finish_file(path: Path, fmt: str, dataset: Path, sha: str, score_unit: str, head, results: list[dict],
-                units: list[int] | None = None) -> dict:
+                units: tuple[list[int], int] | None = None) -> dict:
     """Check a file's packed ranges as one file, rename their temporary files into place and
     return the manifest entry (the manifest itself is the caller's). results: pack_range's, in
-    range order. units: with --shard, the nominal ranges of the file this shard holds (when not
-    all of them). Raises FormatError (and removes the temporary files) when the file as a whole
+    range order (may be empty with ``units``). units: with --shard, (the nominal ranges of the
+    file this shard holds, the file's number of nominal ranges), when it holds not all of them. Raises FormatError (and removes the temporary files) when the file as a whole
     is not in format ``fmt``."""
     spec = get_format(fmt)
     read = sum(r["read"] for r in results)
@@ -662,7 +662,7 @@ def finish_file(path: Path, fmt: str, dataset: Path, sha: str, score_unit: str, 
     for r, (part, rej) in zip(results, names):
         os.replace(r["tmp_rejects"], dataset / rej)
     castling = [sum(r["castling"][0] for r in results), sum(r["castling"][1] for r in results)]
-    count = results[0]["range"].count if results else 1
+    count = units[1] if units is not None else results[0]["range"].count
     entry = {
         "path": str(path), "size": path.stat().st_size, "sha256": sha, "format": fmt,
         "score_unit": score_unit, "score_pov": "side to move",
@@ -685,7 +685,7 @@ def finish_file(path: Path, fmt: str, dataset: Path, sha: str, score_unit: str, 
         entry["ranges"] = [[r["range"].index, r["range"].start, r["range"].end] for r in results]
         entry["range_count"] = count
         if units is not None:
-            entry["shard_units"] = sorted(units)
+            entry["shard_units"] = sorted(units[0])
             entry["castling_seen"] = castling  # a merge of the shards needs the counts, not their summary
     return entry
 
@@ -830,15 +830,16 @@ def _pack_into(dataset, files, ignored, fmt, score_unit, options, progress, work
         summary["validated_by_python_chess"] += entry.get("validated_by_python_chess", 0)
         summary["files"].append(entry)
 
-    def ranges_of(t) -> tuple[list, list[int] | None]:
-        """The ranges of a todo file to pack here, and its shard units (None: all of them)."""
+    def ranges_of(t) -> tuple[list, tuple | None]:
+        """The ranges of a todo file to pack here, and (its shard units, its number of nominal
+        ranges) when this shard holds not all of them, else None."""
         rs = plan(t[0], t[1], rbytes)
         if units is None:
             return rs, None
         mine = set(units[str(t[0])])
         if mine >= set(range(rs[0].count)):
             return rs, None
-        return [r for r in rs if r.index in mine], sorted(mine)
+        return [r for r in rs if r.index in mine], (sorted(mine), rs[0].count)
 
     bar = None
     if progress:
@@ -914,6 +915,10 @@ def _pack_parallel(todo, heads, plans, workers, record, bar) -> None:
             path, fmt, dataset, sha, _unit, options = t
             for k, rng in enumerate(rs):
                 futures[pool.submit(_pack_range_task, (path, fmt, dataset, sha, options, rng))] = (fi, k)
+        for fi, (t, (rs, mine)) in enumerate(zip(todo, plans)):
+            if not rs:  # a shard's units of this file are all empty ranges: an entry with no parts
+                finished.add(fi)
+                record(finish_file(t[0], t[1], t[2], t[3], t[4], heads[fi], [], mine))
         pending = set(futures)
         while pending:
             ready, pending = wait(pending, return_when=FIRST_COMPLETED)
