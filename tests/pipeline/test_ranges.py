@@ -331,3 +331,25 @@ def test_range_mb_and_workers_on_the_command_line(tmp_path):
     bad = subprocess.run([sys.executable, "-m", "nnue.cli", "pack", str(src), "-o", str(tmp_path / "x"),
                           "--range-mb", "0"], capture_output=True, text=True)
     assert bad.returncode == 2 and "positive" in bad.stderr and "Traceback" not in bad.stderr
+
+
+@pytest.mark.parametrize("workers", [1, 2])
+def test_a_shard_of_only_empty_ranges(tmp_path, workers):
+    """A shard whose ranges of a file are all empty (no boundary in them) writes an entry with no
+    parts, which the merge unites with the others into one pack's entry."""
+    src = need(SHARED / "selfplay" / "sf15-960-xfen-s2.plain")
+    mb = 0.004
+    rs = plan(src, "plain", range_bytes(mb))
+    full = set(range(rs[0].count))
+    empty = sorted(full - {r.index for r in rs})
+    assert empty
+    one = tmp_path / "one"
+    pack([src], one, progress=False, range_mb=mb)
+    a, b = tmp_path / "a", tmp_path / "b"
+    pack([src], a, progress=False, range_mb=mb, units={str(src): empty}, workers=workers)
+    (e,) = mf.load(a)["files"].values()
+    assert e["parts"] == [] and e["read"] == 0 and e["shard_units"] == empty
+    pack([src], b, progress=False, range_mb=mb, units={str(src): sorted(full - set(empty))}, workers=workers)
+    merge_datasets([a, b], tmp_path / "m")
+    assert mf.load(tmp_path / "m")["files"] == mf.load(one)["files"]
+    assert files(tmp_path / "m") == files(one)
