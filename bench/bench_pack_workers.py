@@ -12,7 +12,9 @@ byte. The split is the same for every worker count (``--range-mb``, default: the
 
 The load average of the machine (``os.getloadavg``) before and after is recorded: on a machine
 that other jobs share, the speedup is a lower bound (target, issue 14: ≥ 1.6× for 2 workers on 2
-idle cores)."""
+idle cores). The CPU seconds of each run (this process and its workers, ``getrusage``) are
+recorded too: equal CPU for N workers and one says the split adds no work, and ``cores_used``
+(CPU over wall seconds) says how much of the machine the run got."""
 from __future__ import annotations
 
 import os
@@ -38,15 +40,23 @@ def _bench_one(path: Path, fmt: str, workers: list[int], runs: int, range_mb: fl
     from nnue.pipeline.pack import pack
     from nnue.pipeline.ranges import plan, range_bytes
 
+    import resource
+
+    def cpu() -> float:
+        s, c = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+        return s.ru_utime + s.ru_stime + c.ru_utime + c.ru_stime
+
     times: dict[int, list[float]] = {w: [] for w in workers}
+    cpus: dict[int, list[float]] = {w: [] for w in workers}
     outputs: dict[int, dict] = {}
     read = 0
     for r in range(runs):
         for w in workers:
             ds = tmp / f"ds-{w}-{r}"
-            t0 = time.perf_counter()
+            c0, t0 = cpu(), time.perf_counter()
             s = pack([path], ds, fmt=fmt, progress=False, workers=w, range_mb=range_mb)
             times[w].append(time.perf_counter() - t0)
+            cpus[w].append(cpu() - c0)  # this process and its (joined) workers
             read = s["read"]
             if r == 0:
                 outputs[w] = _files(ds)
@@ -63,6 +73,18 @@ def _bench_one(path: Path, fmt: str, workers: list[int], runs: int, range_mb: fl
         "pos_per_s": {str(w): round(read / m) for w, m in med.items()},
         "speedup_vs_1": {str(w): round(med[workers[0]] / m, 3) for w, m in med.items()},
         "efficiency": {str(w): round(med[workers[0]] / m / (w / workers[0]), 3) for w, m in med.items()},
+        # CPU seconds of the parent and its workers: the work itself, whatever the load; equal
+        # CPU with N workers means no work is added by the split (the wall-clock speedup is then
+        # what the free cores allow)
+        "median_cpu_s": {str(w): round(statistics.median(c), 3) for w, c in cpus.items()},
+        "cpu_vs_1": {str(w): round(statistics.median(c) / statistics.median(cpus[workers[0]]), 3)
+                     for w, c in cpus.items()},
+        # the speedup N free cores would give if the ranges kept every worker busy to the end
+        # (N over the CPU ratio): an upper bound, not a measurement
+        "speedup_bound_idle": {str(w): round(w / workers[0] / (statistics.median(c) / statistics.median(cpus[workers[0]])), 3)
+                               for w, c in cpus.items()},
+        # cores this run got: CPU seconds over wall seconds
+        "cores_used": {str(w): round(statistics.median(c) / med[w], 2) for w, c in cpus.items()},
         "identical_output": all(outputs[w] == outputs[workers[0]] for w in workers),
     }
 
