@@ -283,7 +283,7 @@ def test_bin_marlinformat_bulletformat_viriformat_in_ranges(tmp_path):
 
 
 # ------------------------------------------------------------------------ shards and merge
-@pytest.mark.parametrize("mb,n,workers", [(0.06, 3, 1), (0.004, 4, 2)])
+@pytest.mark.parametrize("mb,n,workers", [(0.06, 3, 1), pytest.param(0.004, 4, 2, marks=pytest.mark.slow)])
 def test_range_shards_merged_equal_one_pack(tmp_path, mb, n, workers):
     """Shards of byte ranges, merged, equal one pack; with 4 kB ranges most nominal ranges of the
     .plain input are empty (its games are longer), so some shards hold only empty ones of it."""
@@ -333,7 +333,7 @@ def test_range_mb_and_workers_on_the_command_line(tmp_path):
     assert bad.returncode == 2 and "positive" in bad.stderr and "Traceback" not in bad.stderr
 
 
-@pytest.mark.parametrize("workers", [1, 2])
+@pytest.mark.parametrize("workers", [pytest.param(1, marks=pytest.mark.slow), 2])
 def test_a_shard_of_only_empty_ranges(tmp_path, workers):
     """A shard whose ranges of a file are all empty (no boundary in them) writes an entry with no
     parts, which the merge unites with the others into one pack's entry."""
@@ -353,3 +353,18 @@ def test_a_shard_of_only_empty_ranges(tmp_path, workers):
     merge_datasets([a, b], tmp_path / "m")
     assert mf.load(tmp_path / "m")["files"] == mf.load(one)["files"]
     assert files(tmp_path / "m") == files(one)
+
+
+def test_dedup_in_ranges_equals_dedup_whole(tmp_path):
+    """--dedup packs the ranges one after another against one set of seen positions: the same
+    rows and "duplicate position" rejects (their locations from bulk runs, rebased) as whole."""
+    src = need(SHARED / "selfplay" / "sf15-960-xfen-s2.txt")
+    twice = tmp_path / "twice.txt"
+    twice.write_bytes(src.read_bytes() * 2)
+    whole, ranged = tmp_path / "whole", tmp_path / "ranged"
+    pack([twice], whole, progress=False, dedup=True)
+    pack([twice], ranged, progress=False, dedup=True, range_mb=mb_for(twice, 6), workers=2)
+    (e,) = mf.load(ranged)["files"].values()
+    assert len(e["parts"]) >= 5 and e["rejected"].get("duplicate position", 0) >= e["packed"]
+    assert rows(whole).equals(rows(ranged))
+    assert rejects(whole) == rejects(ranged)
