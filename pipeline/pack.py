@@ -625,8 +625,9 @@ def finish_file(path: Path, fmt: str, dataset: Path, sha: str, score_unit: str, 
     """Check a file's packed ranges as one file, rename their temporary files into place and
     return the manifest entry (the manifest itself is the caller's). results: pack_range's, in
     range order (may be empty with ``units``). units: with --shard, (the nominal ranges of the
-    file this shard holds, the file's number of nominal ranges), when it holds not all of them. Raises FormatError (and removes the temporary files) when the file as a whole
-    is not in format ``fmt``."""
+    file this shard holds, the file's number of nominal ranges), when it holds not all of them.
+    Raises FormatError (and removes the temporary files) when the file as a whole is not in
+    format ``fmt``."""
     spec = get_format(fmt)
     read = sum(r["read"] for r in results)
     packed = sum(r["packed"] for r in results)
