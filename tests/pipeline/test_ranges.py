@@ -368,3 +368,39 @@ def test_dedup_in_ranges_equals_dedup_whole(tmp_path):
     assert len(e["parts"]) >= 5 and e["rejected"].get("duplicate position", 0) >= e["packed"]
     assert rows(whole).equals(rows(ranged))
     assert rejects(whole) == rejects(ranged)
+
+
+def test_interrupted_merge_of_range_shards_is_finished_by_a_rerun(tmp_path, monkeypatch):
+    """The second shard's range parts are moved, then the merge dies before the manifest: the
+    target lists the input with the first shard's ranges only, and a rerun completes it."""
+    from nnue.pipeline import shard as shardmod
+
+    src = need(SHARED / "selfplay" / "sf15-960-xfen-s2.txt")
+    mb = mb_for(src, 6)
+    one = tmp_path / "one"
+    pack([src], one, progress=False, range_mb=mb)
+    shards = []
+    for k in range(2):
+        s = tmp_path / f"s{k}"
+        pack([src], s, progress=False, range_mb=mb, units=shard_units([src], k, 2, range_bytes(mb)))
+        shards.append(s)
+    real = mf.merge
+    calls = {"n": 0}
+
+    def crash_on_second(*a, **kw):
+        calls["n"] += 1
+        if calls["n"] == 2:
+            raise KeyboardInterrupt
+        return real(*a, **kw)
+
+    out = tmp_path / "merged"
+    (first,) = mf.load(shards[0])["files"].values()
+    monkeypatch.setattr(shardmod.mf, "merge", crash_on_second)
+    with pytest.raises(KeyboardInterrupt):
+        merge_datasets(shards, out)
+    monkeypatch.setattr(shardmod.mf, "merge", real)
+    (half,) = mf.load(out)["files"].values()
+    assert half == first
+    assert len(list(out.glob("part-*"))) > len(half["parts"])  # moved, not yet listed
+    merge_datasets(shards, out)
+    assert mf.load(out)["files"] == mf.load(one)["files"] and files(out) == files(one)
