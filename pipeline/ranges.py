@@ -215,7 +215,7 @@ def _fixed_games(module_name: str, size_rec: int):
             j = -(-lo // size_rec)
             limit = min(hi, lo + SEARCH_BYTES, whole)
             while j * size_rec < limit:
-                count = min(4096, (limit - j * size_rec) // size_rec)
+                count = min(4096, -(-(limit - j * size_rec) // size_rec))  # records starting before limit
                 data = _read_at(path, (j - 1) * size_rec, (count + 1) * size_rec)
                 recs = [decode((j - 1 + k) * size_rec, data[k * size_rec:(k + 1) * size_rec], None)
                         for k in range(count + 1)]

@@ -404,3 +404,29 @@ def test_interrupted_merge_of_range_shards_is_finished_by_a_rerun(tmp_path, monk
     assert len(list(out.glob("part-*"))) > len(half["parts"])  # moved, not yet listed
     merge_datasets(shards, out)
     assert mf.load(out)["files"] == mf.load(one)["files"] and files(out) == files(one)
+
+
+@pytest.mark.parametrize("fmt", ["plain", "bullet-text", "epd", "bin", "marlinformat", "bulletformat", "binpack",
+                                 "viriformat"])
+def test_the_split_of_any_bytes_partitions_the_file(tmp_path, fmt):
+    """Random bytes and mutated samples: planning never fails, and the ranges cover the file
+    contiguously, each starting past its nominal offset."""
+    rng = random.Random(fmt)
+    srcs = {"plain": SHARED / "selfplay" / "sf15-960-xfen-s2.plain", "bullet-text": SHARED / "selfplay" /
+            "sf15-960-xfen-s2.txt", "epd": SHARED / "public" / "samplefen1000.epd", "binpack": SHARED / "public" /
+            "small.binpack", "viriformat": SHARED / "public" / "test-vf.bin"}
+    base = need(srcs[fmt]).read_bytes()[:200_000] if fmt in srcs else need(SHARED / "public" / "batch.bf").read_bytes()
+    cases = [bytes(rng.randrange(256) for _ in range(20_000))]
+    for _ in range(3):
+        b = bytearray(base)
+        for _ in range(200):
+            b[rng.randrange(len(b))] = rng.randrange(256)
+        cases.append(bytes(b))
+    for k, data in enumerate(cases):
+        p = tmp_path / f"{k}.dump"
+        p.write_bytes(data)
+        rb = max(64, len(data) // 9)
+        rs = plan(p, fmt, rb)
+        assert rs[0].start == 0 and rs[-1].end == len(data)
+        assert all(a.end == b.start and b.start >= b.index * rb for a, b in zip(rs, rs[1:]))
+        assert [r.index for r in rs] == sorted({r.index for r in rs})
