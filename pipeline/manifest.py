@@ -105,6 +105,10 @@ def union_entries(have: dict, new: dict) -> dict:
     """Two entries of one input packed by different shards (each holds some of its byte ranges,
     ``shard_units``) as one: counts summed, parts in range order. When every nominal range is in,
     the result is the entry one ``nnue pack`` writes (no ``shard_units`` / ``castling_seen``)."""
+    if have["range_count"] != new["range_count"] or set(have["shard_units"]) & set(new["shard_units"]):
+        raise ValueError(f"{new['path']}: its shards were cut into different byte ranges ({have['range_count']} "
+                         f"and {new['range_count']} nominal ranges, or overlapping ones); pack every shard with "
+                         f"the same --range-mb and --shard K/N of one N")
     units = sorted(set(have["shard_units"]) | set(new["shard_units"]))
     out = dict(have)
     rows = sorted(zip(have["ranges"] + new["ranges"], have["parts"] + new["parts"],

@@ -430,3 +430,12 @@ def test_the_split_of_any_bytes_partitions_the_file(tmp_path, fmt):
         assert rs[0].start == 0 and rs[-1].end == len(data)
         assert all(a.end == b.start and b.start >= b.index * rb for a, b in zip(rs, rs[1:]))
         assert [r.index for r in rs] == sorted({r.index for r in rs})
+
+
+def test_merge_refuses_shards_cut_into_different_ranges(tmp_path):
+    src = need(SHARED / "selfplay" / "sf15-960-xfen-s2.txt")
+    a, b = tmp_path / "a", tmp_path / "b"
+    pack([src], a, progress=False, range_mb=0.05, units=shard_units([src], 0, 2, range_bytes(0.05)))
+    pack([src], b, progress=False, range_mb=0.07, units=shard_units([src], 1, 2, range_bytes(0.07)))
+    with pytest.raises(ValueError, match="same --range-mb"):
+        merge_datasets([a, b], tmp_path / "m")
