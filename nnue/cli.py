@@ -42,7 +42,8 @@ def cmd_pack(args) -> int:
     if not args.inputs:
         raise ValueError("give INPUT files or folders, or --watch DIR")
     from nnue.pipeline.formats import ReaderOptions
-    from nnue.pipeline.pack import expand_inputs, pack
+    from nnue.pipeline.manifest import entry_parts as mf_entry_parts
+    from nnue.pipeline.pack import default_workers, expand_inputs, pack
 
     out_path = Path(args.output)
     if out_path.exists() and not out_path.is_dir():
@@ -51,11 +52,16 @@ def cmd_pack(args) -> int:
     if not files:
         raise ValueError(f"no dump files in {', '.join(args.inputs)} (extensions: see 'nnue pack --help')")
     inputs = args.inputs
+    units = None
+    from nnue.pipeline.ranges import DEFAULT_RANGE_MB, range_bytes
+
+    rbytes = range_bytes(DEFAULT_RANGE_MB if args.range_mb is None else args.range_mb)
     if args.shard:
-        from nnue.pipeline.shard import parse_shard, shard_files
+        from nnue.pipeline.shard import parse_shard, shard_units
 
         k, n = parse_shard(args.shard)
-        inputs = shard_files(files, k, n)
+        units = shard_units(files, k, n, rbytes, args.format)
+        inputs = [f for f in files if str(f) in units]
         if not inputs:
             out_path.mkdir(parents=True, exist_ok=True)
             from nnue.pipeline import manifest as mf
@@ -65,10 +71,16 @@ def cmd_pack(args) -> int:
             return 0
     summary = pack(inputs, args.output, fmt=args.format, score_unit=args.score_unit,
                    options=ReaderOptions(pgn_pov=args.pgn_pov), progress=not args.no_progress,
-                   workers=args.workers, dedup=args.dedup)
+                   workers=args.workers if args.workers is not None else default_workers(), dedup=args.dedup,
+                   range_mb=args.range_mb, units=units)
     out = {"read": summary["read"], "packed": summary["packed"], "rejected": summary["rejected"],
-           "files": [{k: f[k] for k in ("path", "format", "read", "packed", "rejected")}
-                     for f in summary["files"]],
+           # records python-chess validated one by one (the compiled core settled the others)
+           "validated_by_python_chess": summary["validated_by_python_chess"],
+           "validated_by_python_chess_share": round(summary["validated_by_python_chess"] / summary["read"], 6)
+           if summary["read"] else 0.0,
+           "files": [{k: f.get(k) for k in ("path", "format", "read", "packed", "rejected",
+                                            "validated_by_python_chess")}
+                     | {"parts": len(mf_entry_parts(f))} for f in summary["files"]],
            "skipped_already_packed": summary["skipped"], "ignored": summary["ignored"],
            "dataset": str(args.output)}
     if summary["files"]:
@@ -138,7 +150,8 @@ def cmd_inspect(args) -> int:
     ds = Path(args.dataset)
     m = mf.load(ds)
     cols = ["score", "result", "ply", "piece_count", "in_check", "best_move_is_capture", "game_id", "flags"]
-    parts = [ds / f["part"] for f in sorted(m["files"].values(), key=lambda e: e["part"]) if f["packed"]]
+    parts = [ds / name for f in sorted(m["files"].values(), key=mf.entry_key) if f["packed"]
+             for name in mf.entry_parts(f)]
     score_h = np.zeros(65536, np.int64)
     ply_h = np.zeros(65536, np.int64)
     pc_h = np.zeros(65, np.int64)
@@ -510,6 +523,18 @@ def _non_negative(text: str) -> int:
     return v
 
 
+def _positive_float(text: str) -> float:
+    import math
+
+    try:
+        v = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+    if not (v > 0 and math.isfinite(v)):
+        raise argparse.ArgumentTypeError(f"{text}: give a positive number")
+    return v
+
+
 def _workers(text: str) -> int:
     v = _non_negative(text)
     if not 1 <= v <= 1024:
@@ -590,8 +615,16 @@ def _parser() -> argparse.ArgumentParser:
                    "units (data from Stockfish's own generator; cp = 100·score/208 at stream time)")
     s.add_argument("--pgn-pov", default="mover", choices=["mover", "white"],
                    help="POV of PGN eval comments: mover (default; cutechess, fastchess) or white")
-    s.add_argument("--workers", type=_workers, default=1, metavar="N",
-                   help="pack N files in parallel processes (default 1)")
+    s.add_argument("--workers", type=_workers, default=None, metavar="N",
+                   help="processes packing in parallel: every byte range of every input is one task, and a "
+                        "large uncompressed file is split into ranges of --range-mb at record or game "
+                        "boundaries, so one file uses every worker; the output does not depend on N "
+                        "(default: all cores this process may use, os.sched_getaffinity)")
+    s.add_argument("--range-mb", type=_positive_float, default=None, metavar="MB",
+                   help="split uncompressed inputs larger than this into byte ranges of about this many "
+                        "MiB (fractions allowed), each packed to a part file of its own; the split "
+                        "depends only on the file and this size (default 64; PGN and compressed inputs "
+                        "are never split)")
     s.add_argument("--dedup", action="store_true", help="reject positions already in the dataset or "
                    "earlier in this run, counted as 'duplicate position' (files then run one at a time; "
                    "default off)")
@@ -600,8 +633,8 @@ def _parser() -> argparse.ArgumentParser:
     s.add_argument("--no-progress", action="store_true",
                    help="no progress bar on stderr (default: a bar when stderr is a terminal)")
     s.add_argument("--shard", metavar="K/N", default=None,
-                   help="pack only shard K of N (0 <= K < N) of the input files, dealt by size (whole files), "
-                        "into a shard dataset for 'nnue merge' (default: all inputs)")
+                   help="pack only shard K of N (0 <= K < N) of the inputs' byte ranges (see --range-mb), "
+                        "dealt by size, into a shard dataset for 'nnue merge' (default: all inputs)")
     s.set_defaults(func=cmd_pack)
 
     s = sub.add_parser("merge", help="merge shard datasets (nnue pack --shard) into one dataset",

@@ -59,13 +59,16 @@ def _pack_shard(cfg: DictConfig) -> dict:
 
     from nnue.pipeline.formats import ReaderOptions
     from nnue.pipeline.pack import expand_inputs, pack
-    from nnue.pipeline.shard import shard_files
+    from nnue.pipeline.ranges import range_bytes
+    from nnue.pipeline.shard import shard_units
     from nnue.pipeline import manifest as mf
 
     k, n = int(cfg.shard), int(cfg.shards)
     inputs = [to_absolute_path(str(p)) for p in cfg.inputs]
     files, _ = expand_inputs(inputs)
-    mine = shard_files(files, k, n)
+    range_mb = float(cfg.range_mb)
+    units = shard_units(files, k, n, range_bytes(range_mb), str(cfg.format))
+    mine = [f for f in files if str(f) in units]
     out = shard_dir(to_absolute_path(str(cfg.work)), k, n)
     if not mine:
         out.mkdir(parents=True, exist_ok=True)
@@ -75,7 +78,8 @@ def _pack_shard(cfg: DictConfig) -> dict:
     if (out / "merged.json").exists() and not (out / mf.MANIFEST).exists():
         return {"shard": k, "files": len(mine), "packed": None, "status": "already merged"}
     s = pack(mine, out, fmt=str(cfg.format), score_unit=str(cfg.score_unit),
-             options=ReaderOptions(pgn_pov=str(cfg.pgn_pov)), progress=False)
+             options=ReaderOptions(pgn_pov=str(cfg.pgn_pov)), progress=False, workers=int(cfg.workers),
+             range_mb=range_mb, units=units)
     r = {"shard": k, "files": len(mine), "read": s["read"], "packed": s["packed"],
          "skipped_already_packed": len(s["skipped"])}
     print(json.dumps(r), flush=True)

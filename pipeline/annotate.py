@@ -321,7 +321,8 @@ def annotate(dataset: str | Path, base: str | None = None, teacher: str | None =
     if jobs < 1 or batch < 1:
         raise ValueError("--jobs and --batch must be at least 1")
     m = mf.load(ds)
-    parts = [ds / e["part"] for e in sorted(m["files"].values(), key=lambda e: e["part"]) if e["packed"]]
+    parts = [ds / name for e in sorted(m["files"].values(), key=mf.entry_key) if e["packed"]
+             for name in mf.entry_parts(e)]
     need = tuple(k for k, on in (("classical", base == "stockfish-classical"),
                                  ("nnue", teacher is not None)) if on)
     pool = EnginePool(find_engine(engine), jobs, need) if need else None

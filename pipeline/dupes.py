@@ -22,12 +22,13 @@ SAMPLE = 8  # keep pair hashes ≡ 0 mod SAMPLE
 THRESHOLD = 0.5
 
 
-def fingerprint(part: Path) -> set[int]:
-    """Sampled hashes of consecutive position pairs of a part file (game order)."""
+def fingerprint(part: Path | list[Path]) -> set[int]:
+    """Sampled hashes of consecutive position pairs of a part file, or of the parts of one
+    input in order (game order)."""
     out: set[int] = set()
-    pf = pq.ParquetFile(part)
     prev = None
-    for rg in range(pf.metadata.num_row_groups):
+    for pf, rg in ((pf, rg) for p in (part if isinstance(part, list) else [part])
+                   for pf in [pq.ParquetFile(p)] for rg in range(pf.metadata.num_row_groups)):
         col = pf.read_row_group(rg, columns=["board"]).column("board").combine_chunks()
         boards = np.frombuffer(col.buffers()[1], dtype=np.uint8,
                                count=32 * (len(col) + col.offset))[32 * col.offset:].reshape(-1, 32)
@@ -55,7 +56,7 @@ def repeated_inputs(dataset: str | Path, entries: list[dict], threshold: float =
     d = Path(dataset)
     allent = [e for e in mf.load(d)["files"].values() if e["packed"]]
     new = {e["sha256"] for e in entries}
-    prints = {e["sha256"]: fingerprint(d / e["part"]) for e in allent}
+    prints = {e["sha256"]: fingerprint([d / name for name in mf.entry_parts(e)]) for e in allent}
     out = []
     for i, a in enumerate(allent):
         for b in allent[i + 1:]:

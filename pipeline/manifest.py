@@ -6,6 +6,16 @@ One entry per packed input file, keyed by its sha256::
         "path", "size", "sha256", "format", "score_unit", "part", "rejects",
         "read", "packed", "rejected": {reason: count}, "castling", "game_ids"}}}
 
+A file packed in several byte ranges (``nnue pack --range-mb``, :mod:`nnue.pipeline.ranges`) has
+``"parts"`` and ``"rejects_parts"`` (one each per range, in range order), ``"ranges"`` ([nominal
+index, first byte, end byte] per part) and ``"range_count"`` (nominal ranges) instead of ``"part"`` and
+``"rejects"``; :func:`entry_parts` / :func:`entry_rejects` list the files of any entry. A shard's
+entry for part of a file's ranges also has ``"shard_units"`` (the nominal ranges it holds) and
+``"castling_seen"``; :func:`merge` unions such entries, and drops both keys once all ranges are in.
+
+``validated_by_python_chess``: the records validated one by one with python-chess (the rest were
+validated in bulk by the compiled core). Absent in entries packed before it.
+
 ``game_ids``: how the part's ``game_id`` column was made. ``"content:16"``: a hash of the
 position keys of the game's first 16 valid positions (``pack.GameIds``), so one game has one
 id in every format and every file. Absent in entries packed before it: SplitMix64 of the
@@ -74,6 +84,53 @@ def load(dataset: str | Path) -> dict:
     return m
 
 
+def entry_parts(entry: dict) -> list[str]:
+    """The part file names of a manifest entry, in row order: ``[entry["part"]]`` for a file of
+    one range (every entry written before byte ranges), else ``entry["parts"]``."""
+    return list(entry["parts"]) if "parts" in entry else [entry["part"]]
+
+
+def entry_rejects(entry: dict) -> list[str]:
+    """The rejects file names of a manifest entry, in file order (see :func:`entry_parts`)."""
+    return list(entry["rejects_parts"]) if "rejects_parts" in entry else [entry["rejects"]]
+
+
+def entry_key(entry: dict) -> str:
+    """Sort key of entries (their first part's name), the order readers visit the parts in."""
+    parts = entry_parts(entry)
+    return parts[0] if parts else "part-" + entry["sha256"][:16]
+
+
+def union_entries(have: dict, new: dict) -> dict:
+    """Two entries of one input packed by different shards (each holds some of its byte ranges,
+    ``shard_units``) as one: counts summed, parts in range order. When every nominal range is in,
+    the result is the entry one ``nnue pack`` writes (no ``shard_units`` / ``castling_seen``)."""
+    if have["range_count"] != new["range_count"] or set(have["shard_units"]) & set(new["shard_units"]):
+        raise ValueError(f"{new['path']}: its shards were cut into different byte ranges ({have['range_count']} "
+                         f"and {new['range_count']} nominal ranges, or overlapping ones); pack every shard with "
+                         f"the same --range-mb and --shard K/N of one N")
+    units = sorted(set(have["shard_units"]) | set(new["shard_units"]))
+    out = dict(have)
+    rows = sorted(zip(have["ranges"] + new["ranges"], have["parts"] + new["parts"],
+                      have["rejects_parts"] + new["rejects_parts"]), key=lambda t: t[0][0])
+    out["ranges"] = [r for r, _, _ in rows]
+    out["parts"] = [p for _, p, _ in rows]
+    out["rejects_parts"] = [q for _, _, q in rows]
+    for k in ("read", "packed", "validated_by_python_chess"):
+        out[k] = have.get(k, 0) + new.get(k, 0)
+    rej = dict(have["rejected"])
+    for k, v in new["rejected"].items():
+        rej[k] = rej.get(k, 0) + v
+    out["rejected"] = dict(sorted(rej.items()))
+    seen = [a + b for a, b in zip(have["castling_seen"], new["castling_seen"])]
+    out["castling"] = (None if not any(seen) else "mixed" if all(seen)
+                       else "king-takes-rook" if seen[1] else "king-two-squares")
+    out["shard_units"], out["castling_seen"] = units, seen
+    if len(units) == out["range_count"]:
+        del out["shard_units"], out["castling_seen"]
+    return out
+
+
 def new() -> dict:
     return {"schema_version": SCHEMA_VERSION, "score_unit": None, "files": {}}
 
@@ -115,7 +172,12 @@ def merge(dataset: str | Path, entries: list[dict] = (), score_unit: str | None 
                 raise ValueError(f"{dataset} holds scores in {m['score_unit']}, not {score_unit}")
             m["score_unit"] = score_unit
         for e in entries:
-            m["files"].setdefault(e["sha256"], e)
+            have = m["files"].get(e["sha256"])
+            if have is not None and "shard_units" in have and "shard_units" in e \
+                    and not set(e["shard_units"]) <= set(have["shard_units"]):
+                m["files"][e["sha256"]] = union_entries(have, e)  # more ranges of one input (shards)
+            else:
+                m["files"].setdefault(e["sha256"], e)
             m.get("failed", {}).pop(e["sha256"], None)
         if failed:
             m.setdefault("failed", {}).update({k: v for k, v in failed.items() if k not in m["files"]})
@@ -141,7 +203,7 @@ def remove_orphans(dataset: str | Path) -> list[str]:
     names. Only for writers on this machine: a pid is looked up locally."""
     import re
 
-    pat = re.compile(r"^\.(part|rejects)-[0-9a-f]+\.(\d+)\.(parquet|jsonl)\.tmp$")
+    pat = re.compile(r"^\.(part|rejects)-[0-9a-f]+(?:-\d+)?\.(\d+)\.(parquet|jsonl)\.tmp$")
     removed = []
     with locked(dataset):
         for p in Path(dataset).iterdir():

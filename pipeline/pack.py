@@ -28,6 +28,7 @@ from . import manifest as mf
 from .board import pack_board
 from .formats import (FormatError, PackedRows, ReaderOptions, Record, Reject, detect_format, format_from_extension,
                       get_format, open_binary, open_text, read_exact)
+from .ranges import Rebase, open_range
 from .schema import FLAG_PLY_UNKNOWN, FLAG_SCORE_MATE, FLAG_SCORE_NONE, SCHEMA
 
 ROW_GROUP = 65536
@@ -312,10 +313,17 @@ def _decompress_errors(path: Path) -> tuple:
     return tuple(errs)
 
 
-def _reraise_with_path(items, path: Path, spec, fmt: str = ""):
+def _reraise_with_path(items, path: Path, spec, fmt: str = "", lead: dict | None = None, first: bool = True,
+                       rebase=None):
     """Iterate a reader, turning its FormatError (wrong format) into one naming the file; a
     corrupt compressed stream, and a binary file whose first record does not decode (or whose
-    first NOTHING_DECODES_AFTER records all fail), are FormatErrors too (issue 15 item 4)."""
+    first NOTHING_DECODES_AFTER records all fail), are FormatErrors too (issue 15 item 4).
+
+    lead: filled with what the "nothing decodes" check needs across ranges (``rejects``: rejects
+    before the first record that decodes, ``first_reject``: (location, reason) of the first,
+    ``good``: whether one decodes). first: this is the file's first range (the checks of the
+    file's first records run here; a later range only counts). rebase: the range's Rebase (for
+    the message of a FormatError a later range's reader raises)."""
     n = good = 0
     first_reject = None
     try:
@@ -323,21 +331,44 @@ def _reraise_with_path(items, path: Path, spec, fmt: str = ""):
             if spec.binary and not good:
                 if isinstance(item, Reject):
                     first_reject = first_reject or item
-                    if n == 0 and item.reason in DECODE_REASONS:
+                    if first and n == 0 and item.reason in DECODE_REASONS:
                         raise FormatError(f"{item.location}: the first record does not decode ({item.reason}: "
                                           f"{item.detail})")
                     n += 1
-                    if n >= NOTHING_DECODES_AFTER:
+                    if first and n >= NOTHING_DECODES_AFTER:
                         raise FormatError(f"the first {n} records all fail (first at {first_reject.location}: "
                                           f"{first_reject.reason})")
                 else:
                     good = 1
             yield item
     except FormatError as e:
-        raise FormatError(f"{path}: {e}; expected {spec.doc}; nothing written for this file") from None
+        msg = str(e) if rebase is None else rebase.loc(str(e))
+        raise FormatError(f"{path}: {msg}; expected {spec.doc}; nothing written for this file") from None
     except _decompress_errors(path) as e:
         raise FormatError(f"{path}: corrupt {path.suffix} stream ({type(e).__name__}: {e}); nothing "
                           f"written for this file") from None
+    finally:
+        if lead is not None:
+            lead.update(rejects=n, good=bool(good),
+                        first_reject=None if first_reject is None else (first_reject.location, first_reject.reason))
+
+
+def _rebased(items, rb):
+    """A range reader's items with their locations (and the file offsets in reject details)
+    turned into the file's (ranges.Rebase)."""
+    from .ranges import RebasedLocations
+
+    for item in items:
+        if isinstance(item, PackedRows):
+            item.first = rb.loc(item.first)
+            if item.locations is not None:
+                item.locations = RebasedLocations(item.locations, rb)
+        elif isinstance(item, Reject):
+            item.location = rb.loc(item.location)
+            item.detail = rb.details(item.detail)
+        else:
+            item.location = rb.loc(item.location)
+        yield item
 
 
 def _looks_like_text(head: bytes) -> bool:
@@ -349,15 +380,19 @@ def _looks_like_text(head: bytes) -> bool:
     return printable >= 0.99 * len(sample)
 
 
-def pack_file(path: Path, fmt: str, dataset: Path, sha: str, score_unit: str,
-              options: ReaderOptions, progress=None, seen: set | None = None) -> dict:
-    """Pack one input into ``part-<sha16>.parquet`` and ``rejects-<sha16>.jsonl`` in ``dataset``.
+def range_names(key: str, rng) -> tuple[str, str]:
+    """Part and rejects file names of one range of the input whose sha256 starts with ``key``:
+    ``part-<key>.parquet`` / ``rejects-<key>.jsonl`` for a file of one range, else
+    ``part-<key>-<index>.parquet`` / ``rejects-<key>-<index>.jsonl`` (index: 4 digits or more)."""
+    if rng.count == 1:
+        return f"part-{key}.parquet", f"rejects-{key}.jsonl"
+    tag = f"{rng.index:0{max(4, len(str(rng.count - 1)))}d}"
+    return f"part-{key}-{tag}.parquet", f"rejects-{key}-{tag}.jsonl"
 
-    seen: with dedup, the position keys (first 25 packed bytes) already in the dataset; a
-    position whose key is in it is rejected as "duplicate position", and new keys are added.
-    Returns the manifest entry. Raises FormatError when the file is not in format ``fmt``
-    (nothing is written in that case).
-    """
+
+def _check_file(path: Path, fmt: str, binary: bool) -> str | bytes:
+    """The head checks of a file in format ``fmt`` (before anything is written): a corrupt
+    compressed stream, text given as a binary format, binary given as text. Returns the head."""
     spec = get_format(fmt)
     try:
         head = _head(path, spec.binary)
@@ -371,12 +406,29 @@ def pack_file(path: Path, fmt: str, dataset: Path, sha: str, score_unit: str,
         bad = next((i for i, ch in enumerate(head) if ch in "\x00\ufffd"), None)
         if bad is not None:
             raise FormatError(f"{path}: byte {bad} (decompressed) is not text; expected {spec.doc}")
+    return head
+
+
+def pack_range(path: Path, fmt: str, dataset: Path, sha: str, options: ReaderOptions, rng,
+               progress=None, seen: set | None = None) -> dict:
+    """Pack one byte range (:class:`nnue.pipeline.ranges.Range`) of an input into temporary part
+    and rejects files in ``dataset`` (renamed by :func:`finish_file` once every range is done).
+
+    seen: with dedup, the position keys (first 25 packed bytes) already in the dataset; a
+    position whose key is in it is rejected as "duplicate position", and new keys are added.
+    Returns {"range", "tmp_part", "tmp_rejects", "read", "packed", "rejected", "castling",
+    "validated", "lead"}. Raises FormatError (the file's first range: not in format ``fmt``);
+    its temporary files are removed then.
+    """
+    spec = get_format(fmt)
     key = sha[:16]
-    part = dataset / f"part-{key}.parquet"
-    rejects_path = dataset / f"rejects-{key}.jsonl"
+    part_name, rejects_name = range_names(key, rng)
     # temporary names carry the pid: two processes packing the same input never share one
-    tmp_part = dataset / f".part-{key}.{os.getpid()}.parquet.tmp"
-    tmp_rej = dataset / f".rejects-{key}.{os.getpid()}.jsonl.tmp"
+    stem = part_name[len("part-"):-len(".parquet")]
+    tmp_part = dataset / f".part-{stem}.{os.getpid()}.parquet.tmp"
+    tmp_rej = dataset / f".rejects-{stem}.{os.getpid()}.jsonl.tmp"
+    validated = 0  # records validated one by one with python-chess (not in bulk PackedRows runs)
+    lead: dict = {}
     cols = {name: [] for name in SCHEMA.names}
     read = packed = 0
     rejected: Counter[str] = Counter()
@@ -477,9 +529,16 @@ def pack_file(path: Path, fmt: str, dataset: Path, sha: str, score_unit: str,
             flush()
 
     try:
-        with (open_binary if spec.binary else open_text)(path) as stream, open(tmp_rej, "w") as rej:
+        whole = rng.count == 1
+        opened = (open_binary if spec.binary else open_text)(path) if whole else open_range(path, rng, spec.binary)
+        with opened as stream, open(tmp_rej, "w") as rej:
             rej_file[0] = rej
-            for item in _reraise_with_path(spec.read(stream, options), path, spec, fmt):
+            items = spec.read(stream, options)
+            rb = None
+            if rng.start or rng.line:
+                rb = Rebase(fmt, rng)
+                items = _rebased(items, rb)
+            for item in _reraise_with_path(items, path, spec, fmt, lead=lead, first=rng.start == 0, rebase=rb):
                 if isinstance(item, PackedRows):
                     read += len(item)
                     if progress is not None:
@@ -492,6 +551,7 @@ def pack_file(path: Path, fmt: str, dataset: Path, sha: str, score_unit: str,
                 if isinstance(item, Reject):
                     reject(item.location, item.reason, item.detail, item.raw)
                     continue
+                validated += 1
                 try:
                     board, move = validate(item)
                     score = 0 if item.score is None else item.score
@@ -543,33 +603,123 @@ def pack_file(path: Path, fmt: str, dataset: Path, sha: str, score_unit: str,
                     flush()
             flush(force=True)
         writer.close()
-        if read == 0 and (head if spec.binary else head.strip()):
-            raise FormatError(f"{path}: no {fmt} record found (line 1); is it really {spec.doc}?")
-        if spec.binary and read and not packed:  # nothing decodes to a position: not this format
-            raise FormatError(f"{path}: byte 0: none of its {read} record(s) decodes to a valid position "
-                              f"({', '.join(sorted(rejected))}); is it really {spec.doc}? Nothing written")
-        os.replace(tmp_part, part)
-        os.replace(tmp_rej, rejects_path)
     except BaseException:
         writer.close()
         tmp_part.unlink(missing_ok=True)
         tmp_rej.unlink(missing_ok=True)
         raise
     assert read == packed + sum(rejected.values())
-    return {
+    return {"range": rng, "tmp_part": str(tmp_part), "tmp_rejects": str(tmp_rej), "read": read,
+            "packed": packed, "rejected": dict(rejected), "castling": castling, "validated": validated,
+            "lead": lead}
+
+
+def _castling_text(castling) -> str | None:
+    return (None if not any(castling) else "mixed" if all(castling)
+            else "king-takes-rook" if castling[1] else "king-two-squares")
+
+
+def discard(results: list[dict]) -> None:
+    """Remove the temporary files of packed ranges (a file that failed or was not finished)."""
+    for r in results:
+        Path(r["tmp_part"]).unlink(missing_ok=True)
+        Path(r["tmp_rejects"]).unlink(missing_ok=True)
+
+
+def finish_file(path: Path, fmt: str, dataset: Path, sha: str, score_unit: str, head, results: list[dict],
+                units: tuple[list[int], int] | None = None) -> dict:
+    """Check a file's packed ranges as one file, rename their temporary files into place and
+    return the manifest entry (the manifest itself is the caller's). results: pack_range's, in
+    range order (may be empty with ``units``). units: with --shard, (the nominal ranges of the
+    file this shard holds, the file's number of nominal ranges), when it holds not all of them.
+    Raises FormatError (and removes the temporary files) when the file as a whole is not in
+    format ``fmt``."""
+    spec = get_format(fmt)
+    read = sum(r["read"] for r in results)
+    packed = sum(r["packed"] for r in results)
+    rejected: Counter[str] = Counter()
+    for r in results:
+        rejected.update(r["rejected"])
+    try:
+        if spec.binary and units is None:
+            # the first NOTHING_DECODES_AFTER records of the file all fail: not this format (the
+            # file's first range checks its own; here the count runs on over the ranges)
+            lead = 0
+            for r in results:
+                if r["lead"].get("good"):
+                    break
+                lead += r["lead"].get("rejects", 0)
+                if lead >= NOTHING_DECODES_AFTER:
+                    loc, reason = results[0]["lead"]["first_reject"]
+                    raise FormatError(f"{path}: the first {lead} records all fail (first at {loc}: {reason}); "
+                                      f"expected {spec.doc}; nothing written for this file")
+        whole_file = units is None or results and results[0]["range"].start == 0
+        if whole_file and read == 0 and (head if spec.binary else head.strip()):
+            raise FormatError(f"{path}: no {fmt} record found (line 1); is it really {spec.doc}?")
+        if units is None and spec.binary and read and not packed:  # nothing decodes: not this format
+            raise FormatError(f"{path}: byte 0: none of its {read} record(s) decodes to a valid position "
+                              f"({', '.join(sorted(rejected))}); is it really {spec.doc}? Nothing written")
+    except BaseException:
+        discard(results)
+        raise
+    key = sha[:16]
+    names = [range_names(key, r["range"]) for r in results]
+    for r, (part, rej) in zip(results, names):
+        os.replace(r["tmp_part"], dataset / part)
+    for r, (part, rej) in zip(results, names):
+        os.replace(r["tmp_rejects"], dataset / rej)
+    castling = [sum(r["castling"][0] for r in results), sum(r["castling"][1] for r in results)]
+    count = units[1] if units is not None else results[0]["range"].count
+    entry = {
         "path": str(path), "size": path.stat().st_size, "sha256": sha, "format": fmt,
-        "score_unit": score_unit, "score_pov": "side to move", "part": part.name,
-        "rejects": rejects_path.name, "read": read, "packed": packed,
-        "rejected": dict(sorted(rejected.items())),
+        "score_unit": score_unit, "score_pov": "side to move",
+        "read": read, "packed": packed, "rejected": dict(sorted(rejected.items())),
         # how the input spelled castling moves (UCI): None (none seen), "king-takes-rook" (e1a1,
         # Chess960's spelling, also where the position reads as standard chess), "king-two-squares"
         # (e1c1) or "mixed"; nnue convert --to plain writes them back the same way
-        "castling": (None if not any(castling) else "mixed" if all(castling)
-                     else "king-takes-rook" if castling[1] else "king-two-squares"),
+        "castling": _castling_text(castling),
         # how this part's game ids were made (GameIds); entries without the key (packed before
         # issue 15 item 5) hold SplitMix64(sha256 prefix + game ordinal)
         "game_ids": f"content:{GAME_ID_POSITIONS}",
+        # records python-chess validated one by one (the rest were validated in bulk, compiled)
+        "validated_by_python_chess": sum(r["validated"] for r in results),
     }
+    if count == 1 and units is None:
+        entry["part"], entry["rejects"] = names[0]
+    else:  # a file of several ranges (manifest.entry_parts lists the parts of any entry)
+        entry["parts"] = [n[0] for n in names]
+        entry["rejects_parts"] = [n[1] for n in names]
+        entry["ranges"] = [[r["range"].index, r["range"].start, r["range"].end] for r in results]
+        entry["range_count"] = count
+        if units is not None:
+            entry["shard_units"] = sorted(units[0])
+            entry["castling_seen"] = castling  # a merge of the shards needs the counts, not their summary
+    return entry
+
+
+def pack_file(path: Path, fmt: str, dataset: Path, sha: str, score_unit: str,
+              options: ReaderOptions, progress=None, seen: set | None = None,
+              rbytes: int | None = None) -> dict:
+    """Pack one input into ``part-<sha16>.parquet`` and ``rejects-<sha16>.jsonl`` in ``dataset``
+    (a file of several byte ranges, :mod:`nnue.pipeline.ranges`: one part and rejects file per
+    range), one range after another in this process.
+
+    seen: with dedup, the position keys (first 25 packed bytes) already in the dataset; a
+    position whose key is in it is rejected as "duplicate position", and new keys are added.
+    rbytes: the range size (default ``ranges.DEFAULT_RANGE_MB`` MiB). Returns the manifest entry.
+    Raises FormatError when the file is not in format ``fmt`` (nothing is written in that case).
+    """
+    from .ranges import DEFAULT_RANGE_MB, plan
+
+    head = _check_file(path, fmt, get_format(fmt).binary)
+    results: list[dict] = []
+    try:
+        for rng in plan(path, fmt, rbytes or DEFAULT_RANGE_MB << 20):
+            results.append(pack_range(path, fmt, dataset, sha, options, rng, progress=progress, seen=seen))
+    except BaseException:
+        discard(results)
+        raise
+    return finish_file(path, fmt, dataset, sha, score_unit, head, results)
 
 
 def expand_inputs(inputs: Iterable[str | Path]) -> tuple[list[Path], list[Path]]:
@@ -593,42 +743,64 @@ def _add_keys(dataset: Path, m: dict, keys: set, loaded: set) -> None:
     for sha, entry in m["files"].items():
         if sha not in loaded:
             if entry["packed"]:
-                for b in pq.read_table(dataset / entry["part"], columns=["board"]).column("board").to_pylist():
-                    keys.add(b[:DEDUP_KEY_BYTES])
+                for name in mf.entry_parts(entry):
+                    for b in pq.read_table(dataset / name, columns=["board"]).column("board").to_pylist():
+                        keys.add(b[:DEDUP_KEY_BYTES])
             loaded.add(sha)
 
 
-def _pack_one(args) -> dict:
-    """Worker entry for --workers: pack one file, no progress bar."""
-    return pack_file(*args)
+def _pack_range_task(args) -> dict:
+    """Worker entry for --workers: pack one range of one file, no progress bar."""
+    return pack_range(*args)
+
+
+def default_workers() -> int:
+    """The cores this process may run on (``os.sched_getaffinity``), the default of --workers."""
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except AttributeError:  # not Linux
+        return max(1, os.cpu_count() or 1)
 
 
 def pack(inputs: Iterable[str | Path], dataset: str | Path, fmt: str = "auto",
          score_unit: str = "cp", options: ReaderOptions = ReaderOptions(),
-         progress: bool = True, workers: int = 1, dedup: bool = False) -> dict:
+         progress: bool = True, workers: int = 1, dedup: bool = False,
+         range_mb: float | None = None, units: dict | None = None) -> dict:
     """Pack inputs into ``dataset`` (created if needed) and return a summary.
 
-    workers: files packed in parallel processes (one file per process at a time; the manifest
-    is updated by this process as each finishes). dedup: reject positions already in the
-    dataset or earlier in this run, as "duplicate position" (compares occupancy, pieces, side
-    to move and en passant; runs the files one after another, since the set of seen positions
-    is shared).
+    workers: processes that pack byte ranges (:mod:`nnue.pipeline.ranges`) of the files in
+    parallel: a large uncompressed file is split into ranges of ``range_mb`` MiB (default
+    ``ranges.DEFAULT_RANGE_MB``) at record or game boundaries, and every range of every file is
+    one task; the output does not depend on ``workers`` (the split is a function of the file's
+    bytes and ``range_mb`` only), and the manifest is updated by this process as each file's
+    ranges are all done. dedup: reject positions already in the dataset or earlier in this
+    run, as "duplicate position" (compares occupancy, pieces, side to move and en passant; runs
+    the ranges one after another in this process, since the set of seen positions is shared).
+    units: {path: nominal range indices} to pack only those ranges of those files (``--shard``,
+    :func:`nnue.pipeline.shard.shard_units`); a file none of whose ranges are listed is skipped.
 
-    Returns {"read", "packed", "rejected": {reason: count}, "files": [...], "skipped": [...]
-    (already in the dataset), "ignored": [...] (files in input folders with no dump extension)}
-    for this run. Raises FormatError (bad format), ManifestError (unreadable dataset) or
-    ValueError (mixed score units in one dataset, bad workers).
+    Returns {"read", "packed", "rejected": {reason: count}, "validated_by_python_chess",
+    "files": [...], "skipped": [...] (already in the dataset), "ignored": [...] (files in
+    input folders with no dump extension)} for this run. Raises FormatError (bad format),
+    ManifestError (unreadable dataset) or ValueError (mixed score units in one dataset, bad
+    workers or range size).
     """
+    from .ranges import DEFAULT_RANGE_MB, range_bytes
+
     if score_unit not in SCORE_UNITS:
         raise ValueError(f"score unit {score_unit!r} not one of {SCORE_UNITS}")
     if workers < 1:
         raise ValueError(f"workers must be at least 1, got {workers}")
+    rbytes = range_bytes(DEFAULT_RANGE_MB if range_mb is None else range_mb)
     dataset = Path(dataset)
     files, ignored = expand_inputs(inputs)
+    if units is not None:
+        files = [f for f in files if units.get(str(f))]
     created = not dataset.exists()
     dataset.mkdir(parents=True, exist_ok=True)
     try:
-        return _pack_into(dataset, files, ignored, fmt, score_unit, options, progress, workers, dedup)
+        return _pack_into(dataset, files, ignored, fmt, score_unit, options, progress, workers, dedup,
+                          rbytes, units)
     except BaseException:
         if created and all(p.name == mf.LOCK for p in dataset.iterdir()):
             # a run that failed before writing anything leaves no empty folder (nor its lock file)
@@ -637,13 +809,16 @@ def pack(inputs: Iterable[str | Path], dataset: str | Path, fmt: str = "auto",
         raise
 
 
-def _pack_into(dataset, files, ignored, fmt, score_unit, options, progress, workers, dedup) -> dict:
+def _pack_into(dataset, files, ignored, fmt, score_unit, options, progress, workers, dedup, rbytes,
+               units=None) -> dict:
+    from .ranges import plan
+
     m = mf.load(dataset) if (dataset / mf.MANIFEST).exists() else mf.new()
     if m["score_unit"] not in (None, score_unit):
         raise ValueError(f"{dataset} holds scores in {m['score_unit']}, not {score_unit}")
     m["score_unit"] = score_unit
-    summary = {"read": 0, "packed": 0, "rejected": Counter(), "files": [], "skipped": [],
-               "ignored": [str(p) for p in ignored]}
+    summary = {"read": 0, "packed": 0, "rejected": Counter(), "validated_by_python_chess": 0, "files": [],
+               "skipped": [], "ignored": [str(p) for p in ignored]}
     todo = []
     for path in files:
         sha = mf.sha256_file(path)
@@ -651,6 +826,7 @@ def _pack_into(dataset, files, ignored, fmt, score_unit, options, progress, work
             summary["skipped"].append(str(path))
             continue
         todo.append((path, detect_format(path) if fmt == "auto" else fmt, dataset, sha, score_unit, options))
+
     def record(entry: dict, lock: bool = True) -> None:
         # after each file (a crash keeps the finished ones), under the dataset's writer lock and
         # merged into the manifest as it is on disk now: concurrent packs never drop each other's files
@@ -658,7 +834,19 @@ def _pack_into(dataset, files, ignored, fmt, score_unit, options, progress, work
         summary["read"] += entry["read"]
         summary["packed"] += entry["packed"]
         summary["rejected"].update(entry["rejected"])
+        summary["validated_by_python_chess"] += entry.get("validated_by_python_chess", 0)
         summary["files"].append(entry)
+
+    def ranges_of(t) -> tuple[list, tuple | None]:
+        """The ranges of a todo file to pack here, and (its shard units, its number of nominal
+        ranges) when this shard holds not all of them, else None."""
+        rs = plan(t[0], t[1], rbytes)
+        if units is None:
+            return rs, None
+        mine = set(units[str(t[0])])
+        if mine >= set(range(rs[0].count)):
+            return rs, None
+        return [r for r in rs if r.index in mine], (sorted(mine), rs[0].count)
 
     bar = None
     if progress:
@@ -666,17 +854,13 @@ def _pack_into(dataset, files, ignored, fmt, score_unit, options, progress, work
         # disable=None: no bar when stderr is not a terminal (logs stay readable)
         bar = tqdm(unit=" pos", unit_scale=True, file=sys.stderr, desc="pack", dynamic_ncols=True, disable=None)
     try:
-        if workers > 1 and len(todo) > 1 and not dedup:
-            from concurrent.futures import ProcessPoolExecutor, as_completed
-
-            with ProcessPoolExecutor(max_workers=workers) as pool:
-                futures = [pool.submit(_pack_one, t) for t in todo]
-                for fut in as_completed(futures):
-                    entry = fut.result()
-                    record(entry)
-                    if bar is not None:
-                        bar.update(entry["read"])
-                        bar.set_postfix_str(Path(entry["path"]).name)
+        parallel = workers > 1 and not dedup and todo
+        if parallel:
+            heads = [_check_file(t[0], t[1], get_format(t[1]).binary) for t in todo]
+            plans = [ranges_of(t) for t in todo]
+            parallel = sum(len(rs) for rs, _ in plans) > 1
+        if parallel:
+            _pack_parallel(todo, heads, plans, workers, record, bar)
         elif dedup:
             # each file is packed under the dataset's writer lock, against the keys of every part
             # in the manifest as it is then: two concurrent `pack --dedup` never both add a position
@@ -692,14 +876,15 @@ def _pack_into(dataset, files, ignored, fmt, score_unit, options, progress, work
                         summary["skipped"].append(str(t[0]))
                         continue
                     _add_keys(dataset, now, seen, loaded)
-                    entry = pack_file(*t, progress=bar, seen=seen)
-                    record(entry, lock=False)
-                    loaded.add(entry["sha256"])
+                    head = _check_file(t[0], t[1], get_format(t[1]).binary)
+                    record(_pack_sequential(t, head, *ranges_of(t), bar, seen), lock=False)
+                    loaded.add(t[3])
         else:
             for t in todo:
                 if bar is not None:
                     bar.set_postfix_str(t[0].name)
-                record(pack_file(*t, progress=bar))
+                head = _check_file(t[0], t[1], get_format(t[1]).binary)
+                record(_pack_sequential(t, head, *ranges_of(t), bar))
     finally:
         if bar is not None:
             bar.close()
@@ -707,3 +892,62 @@ def _pack_into(dataset, files, ignored, fmt, score_unit, options, progress, work
         mf.merge(dataset, [], score_unit)
     summary["rejected"] = dict(sorted(summary["rejected"].items()))
     return summary
+
+
+def _pack_sequential(t, head, rs, mine, bar, seen=None) -> dict:
+    """The ranges of one todo file, one after another in this process; its manifest entry."""
+    path, fmt, dataset, sha, score_unit, options = t
+    results: list[dict] = []
+    try:
+        for rng in rs:
+            results.append(pack_range(path, fmt, dataset, sha, options, rng, progress=bar, seen=seen))
+    except BaseException:
+        discard(results)
+        raise
+    return finish_file(path, fmt, dataset, sha, score_unit, head, results, mine)
+
+
+def _pack_parallel(todo, heads, plans, workers, record, bar) -> None:
+    """Every range of every todo file as one task of a process pool; each file is finished
+    (checked, renamed, recorded) in this process as soon as its ranges are all done."""
+    from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
+
+    done: dict[int, dict] = {}   # file index -> {range position: result}
+    finished: set[int] = set()
+    pool = ProcessPoolExecutor(max_workers=min(workers, sum(len(rs) for rs, _ in plans)))
+    try:
+        futures = {}
+        # large ranges first would balance better, but file order keeps the first files finishing first
+        for fi, (t, (rs, _)) in enumerate(zip(todo, plans)):
+            path, fmt, dataset, sha, _unit, options = t
+            for k, rng in enumerate(rs):
+                futures[pool.submit(_pack_range_task, (path, fmt, dataset, sha, options, rng))] = (fi, k)
+        for fi, (t, (rs, mine)) in enumerate(zip(todo, plans)):
+            if not rs:  # a shard's units of this file are all empty ranges: an entry with no parts
+                finished.add(fi)
+                record(finish_file(t[0], t[1], t[2], t[3], t[4], heads[fi], [], mine))
+        pending = set(futures)
+        while pending:
+            ready, pending = wait(pending, return_when=FIRST_COMPLETED)
+            for fut in ready:
+                fi, k = futures[fut]
+                res = fut.result()
+                done.setdefault(fi, {})[k] = res
+                if bar is not None:
+                    bar.update(res["read"])
+                rs, mine = plans[fi]
+                if len(done[fi]) == len(rs):
+                    t = todo[fi]
+                    results = [done[fi][j] for j in range(len(rs))]
+                    finished.add(fi)
+                    entry = finish_file(t[0], t[1], t[2], t[3], t[4], heads[fi], results, mine)
+                    record(entry)
+                    if bar is not None:
+                        bar.set_postfix_str(t[0].name)
+    except BaseException:
+        pool.shutdown(wait=True, cancel_futures=True)
+        for fut, (fi, k) in futures.items():
+            if fi not in finished and fut.done() and not fut.cancelled() and fut.exception() is None:
+                discard([fut.result()])
+        raise
+    pool.shutdown(wait=True)

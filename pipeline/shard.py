@@ -5,6 +5,12 @@
   fewest bytes so far (ties: the lowest shard number; equal sizes: path order), so that the
   shards hold about the same bytes. The deal is a pure function of the (path, size) pairs, so
   N processes that see the same inputs agree on it without talking to each other.
+- :func:`shard_units`: the same deal over byte ranges (``nnue pack --shard K/N``): every input is cut
+  into its nominal byte ranges (:mod:`nnue.pipeline.ranges`: ``ceil(size / range)`` of them for an
+  uncompressed file in a format that splits, else one), and the (file, range) units are dealt as
+  whole files are, by their nominal bytes, so one huge file is spread over all shards. A shard's
+  manifest entry for a file it holds only some ranges of lists those ranges' parts
+  (``shard_units``), and the merge unions the entries of one input (``manifest.union_entries``).
 - :func:`merge_datasets`: ``nnue merge SHARD... -o DATASET`` unions shard datasets into one
   dataset (:func:`merge_shard` per shard).
 
@@ -67,6 +73,46 @@ def shard_files(files: list[Path], k: int, n: int) -> list[Path]:
     return [f for i, f in enumerate(files) if owner[i] == k]
 
 
+def nominal_units(path: Path, fmt: str, rbytes: int) -> int:
+    """Nominal byte ranges of an input (:func:`nnue.pipeline.ranges.nominal_count`), from its
+    name, size and format; with ``fmt="auto"`` the format comes from the extension (both formats a
+    ``.bin`` may be split alike), else from :func:`~nnue.pipeline.formats.detect_format`."""
+    from .formats import detect_format, format_from_extension
+    from .ranges import COMPRESSED, nominal_count
+
+    path = Path(path)
+    size = path.stat().st_size
+    if path.suffix.lower() in COMPRESSED or size <= rbytes:
+        return 1
+    if fmt == "auto":
+        fmt = format_from_extension(path)
+        fmt = "bin" if fmt == "bin-or-viriformat" else fmt or detect_format(path)
+    return nominal_count(path, fmt, size, rbytes)
+
+
+def shard_units(files: list[Path], k: int, n: int, rbytes: int, fmt: str = "auto") -> dict[str, list[int]]:
+    """The (file, nominal range) units of shard ``k`` of ``n``: {str(path): [range indices]}, for
+    the files the shard holds any range of (module docstring). Units are dealt largest first
+    (nominal bytes; ties: path, then range index), each to the shard with the fewest bytes so far
+    (ties: the lowest shard number): a pure function of the paths, sizes and formats, so N
+    processes agree on it without talking. The N shards partition the units."""
+    units = []
+    for f in files:
+        size = Path(f).stat().st_size
+        count = nominal_units(Path(f), fmt, rbytes)
+        for i in range(count):
+            units.append((min(size, (i + 1) * rbytes) - i * rbytes if count > 1 else size, str(f), i))
+    units.sort(key=lambda u: (-u[0], u[1], u[2]))
+    load = [0] * n
+    out: dict[str, list[int]] = {}
+    for w, f, i in units:
+        s = min(range(n), key=lambda j: (load[j], j))
+        load[s] += w
+        if s == k:
+            out.setdefault(f, []).append(i)
+    return {f: sorted(v) for f, v in out.items()}
+
+
 def _move(src: Path, dst: Path) -> None:
     """Move ``src`` to ``dst`` (same folder semantics as os.replace, also across file systems)."""
     try:
@@ -105,11 +151,9 @@ def merge_shard(shard: str | Path, dataset: str | Path) -> dict:
         raise ValueError(f"{shard}: is annotated (nnue annotate); merge the shards first, then annotate the dataset")
     dataset.mkdir(parents=True, exist_ok=True)
     have = mf.load(dataset)["files"] if (dataset / mf.MANIFEST).exists() else {}
-    todo = [e for sha, e in sm["files"].items() if sha not in have]
+    todo = [e for sha, e in sm["files"].items() if sha not in have or _more_ranges(have[sha], e)]
     for e in todo:
-        for name in (e.get("part"), e.get("rejects")):
-            if not name:
-                continue
+        for name in mf.entry_parts(e) + mf.entry_rejects(e):
             src, dst = shard / name, dataset / name
             if src.exists():
                 _move(src, dst)
@@ -121,6 +165,11 @@ def merge_shard(shard: str | Path, dataset: str | Path) -> dict:
     (shard / mf.MANIFEST).unlink()
     return {"shard": str(shard), "status": "merged", "files": len(todo),
             "positions": sum(int(e["packed"]) for e in todo)}
+
+
+def _more_ranges(have: dict, e: dict) -> bool:
+    """Does shard entry ``e`` add byte ranges to the dataset's partial entry ``have`` of one input?"""
+    return "shard_units" in have and "shard_units" in e and not set(e["shard_units"]) <= set(have["shard_units"])
 
 
 def merge_datasets(shards: list[str | Path], dataset: str | Path) -> dict:

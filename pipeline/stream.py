@@ -142,9 +142,9 @@ def dataset_parts(paths: Sequence[str | Path]) -> list[tuple[Path, float]]:
     for d in map(Path, paths):
         m = mf.load(d)
         scale = 100.0 / SF_INTERNAL_PER_PAWN if m["score_unit"] == "sf-internal" else 1.0
-        for entry in sorted(m["files"].values(), key=lambda e: e["part"]):
+        for entry in sorted(m["files"].values(), key=mf.entry_key):
             if entry["packed"]:
-                out.append((d / entry["part"], scale))
+                out.extend((d / name, scale) for name in mf.entry_parts(entry))
     return out
 
 

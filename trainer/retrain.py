@@ -337,7 +337,8 @@ def run_cycle(cfg) -> dict:
             gate = _json(gate_path, "fixed gate set")
         else:
             gate = {"fraction": float(cfg.gate.fraction), "dataset": str(dataset.resolve()), "created": now_iso(),
-                    "parts": sorted(e["part"] for e in m["files"].values() if e["packed"])}
+                    "parts": sorted(name for e in m["files"].values() if e["packed"]
+                                    for name in mf.entry_parts(e))}
             from nnue.pipeline.atomic import atomic_write_bytes
             import json
 

@@ -60,12 +60,17 @@ def _dataset_state(ds: Path):
     m = mf.load(ds)  # checks read == packed + rejected per file
     out = {}
     for sha, e in m["files"].items():
-        t = pq.read_table(ds / e["part"])
+        import pyarrow as pa
+
+        t = pa.concat_tables([pq.read_table(ds / name) for name in mf.entry_parts(e)])
         assert t.num_rows == e["packed"]
-        assert (ds / e["rejects"]).exists()
-        assert len((ds / e["rejects"]).read_text().splitlines()) == sum(e["rejected"].values())
+        rejects = 0
+        for name in mf.entry_rejects(e):
+            assert (ds / name).exists()
+            rejects += len((ds / name).read_text().splitlines())
+        assert rejects == sum(e["rejected"].values())
         out[sha] = (e["read"], e["packed"], e["rejected"], t.drop(["source"]).to_pydict()["board"][:50],
-                    t.num_rows)
+                    t.num_rows, len(mf.entry_parts(e)))
     return out
 
 
@@ -83,14 +88,17 @@ def _points(n, total):
 # the default run keeps a small subset (each kill costs a process start and a rerun); -m slow has
 # the whole table, 14 kills per command spread over its run
 N = [1, pytest.param(14, marks=pytest.mark.slow)]
-PACK_CASES = ["pack one file", "pack many files", "pack many files, 2 workers"]
+PACK_CASES = ["pack one file", "pack many files", "pack many files, 2 workers", "pack one file in ranges, 2 workers"]
 
 
-@pytest.mark.parametrize("case,n", [("pack many files, 2 workers", 2)]
+@pytest.mark.parametrize("case,n", [("pack many files, 2 workers", 2), ("pack one file in ranges, 2 workers", 2)]
                          + [pytest.param(c, 14, marks=pytest.mark.slow) for c in PACK_CASES])
 def test_pack_killed(tmp_path, case, n):
     inputs = [str(SAMPLE)] if case == "pack one file" else _inputs_many()
-    extra = ["--workers", "2"] if "workers" in case else []
+    extra = ["--workers", "2"] if "workers" in case else ["--workers", "1"]
+    if "ranges" in case:  # one file cut into ~8 byte ranges, packed by 2 processes
+        inputs = [str(shared_file("selfplay/sf15-960-xfen-s2.plain"))]
+        extra += ["--range-mb", "0.05"]
     ref = tmp_path / "ref"
     t0 = time.perf_counter()
     _run(["pack", *inputs, "-o", str(ref), "--no-progress", *extra])

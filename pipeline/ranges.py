@@ -1,0 +1,360 @@
+"""Byte ranges of one input file, so that one large file is packed by several processes.
+
+The split plan is a pure function of the file's bytes and the range size, never of the number of
+workers or shards, so that a pack with one worker, with N workers, or as N shards merged writes the
+same part files. For a file of ``size`` bytes and a range size ``R``:
+
+- there are ``n = ceil(size / R)`` *nominal* ranges ``[i·R, (i+1)·R)`` (one for a compressed file, a
+  format that is not split, or ``size <= R``); nominal ranges are what shards are dealt (a function of
+  path and size alone);
+- the boundary of range ``i > 0`` is the first offset in ``[i·R, (i+1)·R)`` where the format's reader
+  would start a new game anyway, found by a small look-ahead parse (:data:`FINDERS`); range ``i`` runs
+  from its boundary to the next boundary found. A nominal range whose search finds no boundary (one
+  game longer than ``R``, a run of unreadable records) is empty and its bytes belong to the range
+  before it.
+
+Where a range may start, by format (the reader at the start of a range must be in the state in which
+the one-file reader reaches that byte, and a game must not be cut, since its id hashes its first
+positions, ``pack.GameIds``):
+
+- ``.plain``: the first line of a record that follows a well-formed record (the line after its ``e``)
+  and that the reader starts a new game at (ply not following on or result not flipping);
+- bullet text: a line (well-formed, as is the line before it) where the reader starts a new game;
+- EPD, bulletformat: any line / record (each is its own game);
+- ``.bin`` (PackedSfenValue), marlinformat: a record boundary where the previous and this record both
+  decode and :func:`~nnue.pipeline.formats._binary.game_boundary` says a new game starts;
+- binpack: a ``BINP`` block header (chains never cross blocks; every chain is a game), found by a walk
+  over the block headers from the start of the file;
+- viriformat: a game's header, found by a compiled walk over the games (header, pairs up to the
+  4 zero bytes) from the start of the file;
+- PGN is not split: its game numbers are part of every reject's location, and where python-chess
+  starts a game depends on everything before it (comments spanning lines, games without a blank line);
+- compressed inputs (``.gz``, ``.zst``, ``.xz``, ``.bz2``) are one range: they cannot be entered mid-way.
+
+Readers see a range as a stream of its own (:func:`open_range`): offsets and line numbers relative to
+its start, which :class:`Rebase` turns back into the file's (``pack`` applies it to every location).
+"""
+from __future__ import annotations
+
+import io
+import math
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+COMPRESSED = (".gz", ".zst", ".xz", ".bz2")
+DEFAULT_RANGE_MB = 64
+SEARCH_BYTES = 1 << 20   # how far past a nominal offset a boundary is looked for (then the range is empty)
+TEXT_WINDOW = 1 << 18    # bytes of text parsed at a time while looking for a boundary
+
+
+@dataclass(frozen=True)
+class Range:
+    """One byte range of an input: nominal ``index`` (0-based, of ``count``), bytes [start, end),
+    ``line`` = lines before ``start`` (text formats; 0 for binary ones)."""
+
+    index: int
+    count: int
+    start: int
+    end: int
+    line: int = 0
+
+
+def range_bytes(range_mb: float) -> int:
+    """``--range-mb`` (MiB, fractions allowed) -> bytes (at least 1). ValueError when not positive."""
+    if not range_mb > 0 or not math.isfinite(range_mb):
+        raise ValueError(f"--range-mb {range_mb}: give a positive number of MiB")
+    return max(1, int(range_mb * (1 << 20)))
+
+
+def splittable(path: Path, fmt: str) -> bool:
+    return Path(path).suffix.lower() not in COMPRESSED and fmt in FINDERS
+
+
+def nominal_count(path: Path, fmt: str, size: int, rbytes: int) -> int:
+    """Number of nominal ranges of a file (a function of its name, format and size only)."""
+    if not splittable(path, fmt) or size <= rbytes:
+        return 1
+    return -(-size // rbytes)
+
+
+def plan(path: Path, fmt: str, rbytes: int) -> list[Range]:
+    """The non-empty ranges of ``path`` (format ``fmt``), in file order (module docstring)."""
+    path = Path(path)
+    size = path.stat().st_size
+    n = nominal_count(path, fmt, size, rbytes)
+    if n == 1:
+        return [Range(0, 1, 0, size, 0)]
+    find = FINDERS[fmt](path, size)
+    bounds = [(0, 0)]
+    for i in range(1, n):
+        b = find(i * rbytes, min((i + 1) * rbytes, size))
+        if b is not None:
+            bounds.append((i, b))
+    starts = [b for _, b in bounds] + [size]
+    lines = _lines_before(path, starts[:-1]) if fmt in TEXT_FORMATS else [0] * len(bounds)
+    return [Range(i, n, s, starts[k + 1], lines[k]) for k, ((i, s)) in enumerate(bounds)]
+
+
+# ---------------------------------------------------------------------------- streams of a range
+class _Slice(io.RawIOBase):
+    """The bytes [start, end) of a file as a raw stream."""
+
+    def __init__(self, path, start: int, end: int):
+        self._f = open(path, "rb")
+        self._f.seek(start)
+        self._left = end - start
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, b) -> int:
+        n = min(len(b), self._left)
+        if n <= 0:
+            return 0
+        got = self._f.readinto(memoryview(b)[:n])
+        self._left -= got
+        return got
+
+    def close(self):
+        self._f.close()
+        super().close()
+
+
+def open_range(path, rng: Range, binary: bool):
+    """A stream over one range of an uncompressed file: bytes (binary formats) or text, decoded as
+    ``formats.open_text`` decodes the whole file (UTF-8, errors replaced, universal newlines; a
+    byte-order mark is dropped only at the start of the file)."""
+    raw = io.BufferedReader(_Slice(path, rng.start, rng.end), 1 << 20)
+    if binary:
+        return raw
+    return io.TextIOWrapper(raw, encoding="utf-8-sig" if rng.start == 0 else "utf-8", errors="replace",
+                            newline=None)
+
+
+def _lines_before(path: Path, offsets: list[int], chunk: int = 1 << 24) -> list[int]:
+    """Line breaks before each offset (sorted; each just after a ``\\n``), counted as universal
+    newlines count them: ``\\n``, ``\\r\\n`` and a lone ``\\r`` are one line break each."""
+    out = []
+    total = pos = 0
+    prev_cr = False
+    with open(path, "rb") as f:
+        for off in offsets:
+            while pos < off:
+                data = f.read(min(chunk, off - pos))
+                if not data:
+                    break
+                total += data.count(b"\n") + data.count(b"\r") - data.count(b"\r\n")
+                if prev_cr and data[:1] == b"\n":
+                    total -= 1
+                prev_cr = data[-1:] == b"\r"
+                pos += len(data)
+            out.append(total)
+    return out
+
+
+# ---------------------------------------------------------------------------- locations
+_LOC = re.compile(r"^(line|byte) (\d+)")
+# offsets inside reject details that are the file's (others, such as binpack's "movetext overrun at
+# byte N", are relative to a block and stay as they are)
+_DETAIL = {"plain": re.compile(r"^(line) (\d+)"), "viriformat": re.compile(r"(?<=at )(byte) (\d+)")}
+
+
+class Rebase:
+    """Turn a range reader's locations ("line N ...", "byte N ...") into the file's."""
+
+    def __init__(self, fmt: str, rng: Range):
+        self.line, self.byte = rng.line, rng.start
+        self.detail = _DETAIL.get(fmt)
+
+    def _sub(self, m: re.Match) -> str:
+        return f"{m.group(1)} {int(m.group(2)) + (self.line if m.group(1) == 'line' else self.byte)}"
+
+    def loc(self, text: str) -> str:
+        return _LOC.sub(self._sub, text, count=1)
+
+    def details(self, text: str) -> str:
+        return self.detail.sub(self._sub, text) if self.detail is not None and text else text
+
+
+class RebasedLocations:
+    """A lazy view of a PackedRows run's locations, rebased."""
+
+    def __init__(self, locations, rebase: Rebase):
+        self.locations, self.rebase = locations, rebase
+
+    def __len__(self):
+        return len(self.locations)
+
+    def __getitem__(self, i):
+        return self.rebase.loc(self.locations[i])
+
+
+# ---------------------------------------------------------------------------- boundary finders
+def _read_at(path: Path, start: int, n: int) -> bytes:
+    with open(path, "rb") as f:
+        f.seek(start)
+        return f.read(n)
+
+
+def _fixed_games(module_name: str, size_rec: int):
+    """.bin / marlinformat: a record boundary where the reader starts a new game."""
+
+    def make(path: Path, size: int):
+        import importlib
+
+        from .formats import Record
+        from .formats._binary import game_boundary
+
+        decode = importlib.import_module(f"nnue.pipeline.formats.{module_name}").decode_record
+        whole = size - size % size_rec  # a trailing partial record is never a range's start
+
+        def find(lo: int, hi: int):
+            j = -(-lo // size_rec)
+            limit = min(hi, lo + SEARCH_BYTES, whole)
+            while j * size_rec < limit:
+                count = min(4096, -(-(limit - j * size_rec) // size_rec))  # records starting before limit
+                data = _read_at(path, (j - 1) * size_rec, (count + 1) * size_rec)
+                recs = [decode((j - 1 + k) * size_rec, data[k * size_rec:(k + 1) * size_rec], None)
+                        for k in range(count + 1)]
+                for k in range(1, count + 1):
+                    a, b = recs[k - 1], recs[k]
+                    if isinstance(a, Record) and isinstance(b, Record) and \
+                            game_boundary((a.ply, a.result), b.ply, b.result):
+                        return (j + k - 1) * size_rec
+                j += count
+            return None
+
+        return find
+
+    return make
+
+
+def _any_record(size_rec: int):
+    def make(path: Path, size: int):
+        whole = size - size % size_rec
+
+        def find(lo: int, hi: int):
+            b = -(-lo // size_rec) * size_rec
+            return b if b < min(hi, whole) else None
+
+        return find
+
+    return make
+
+
+def _binpack(path: Path, size: int):
+    from .formats.binpack import MAX_BLOCK
+
+    blocks = []
+    with open(path, "rb") as f:
+        pos = 0
+        while pos + 8 <= size:
+            f.seek(pos)
+            h = f.read(8)
+            n = int.from_bytes(h[4:], "little")
+            if h[:4] != b"BINP" or n > MAX_BLOCK or pos + 8 + n > size:
+                break
+            blocks.append(pos)
+            pos += 8 + n
+    starts = np.array(blocks, np.int64)
+
+    def find(lo: int, hi: int):
+        k = int(np.searchsorted(starts, lo))
+        return int(starts[k]) if k < len(starts) and starts[k] < hi else None
+
+    return find
+
+
+def _viri_starts(path: Path, size: int) -> np.ndarray:
+    from .compiled.ranges import viri_game_starts
+
+    if size < 4:
+        return np.zeros(0, np.int64)
+    words = np.memmap(path, dtype="<u4", mode="r", shape=(size // 4,))
+    return viri_game_starts(words, size)
+
+
+def _viriformat(path: Path, size: int):
+    starts = _viri_starts(path, size)
+
+    def find(lo: int, hi: int):
+        k = int(np.searchsorted(starts, lo))
+        return int(starts[k]) if k < len(starts) and starts[k] < hi else None
+
+    return find
+
+
+def _text(fmt: str, after_e: bool):
+    """Text formats: parse windows of lines with the reader's reference path (no fast path) from a
+    line where its state is the one-file reader's (any line; in .plain, the line after an ``e``),
+    and cut before the first record B that follows a record A (both well-formed) in a new game."""
+
+    def make(path: Path, size: int):
+        from .formats import FormatError, ReaderOptions, Record, UTF8_BOM, get_format
+
+        spec = get_format(fmt)
+
+        def find(lo: int, hi: int):
+            pos = lo  # look at lines starting at or after pos
+            limit = min(hi, lo + SEARCH_BYTES)
+            while pos < limit:
+                base = pos - 1
+                data = _read_at(path, base, min(TEXT_WINDOW, size - base))
+                end = data.rfind(b"\n") + 1  # the window ends at a line's end
+                p = data.find(b"\n") + 1     # the first line starting at or after pos
+                if p == 0 or end <= p:
+                    return None  # no whole line left before the end of the file
+                if after_e:  # .plain: the reader's state is the one-file reader's after an "e" line
+                    m = re.search(rb"(?m)^[ \t]*e[ \t]*\r?\n", data[p:end])
+                    if m is None:
+                        pos = base + end
+                        continue
+                    p += m.end()
+                window = data[p:end]
+                if base + p >= limit:
+                    return None
+                if b"\r" in window.replace(b"\r\n", b""):
+                    return None  # lone carriage returns: line numbers this scan does not follow
+                try:
+                    items = list(spec.read(io.TextIOWrapper(io.BytesIO(window), encoding="utf-8",
+                                                            errors="replace", newline=None),
+                                           ReaderOptions(fast=False)))
+                except FormatError:
+                    items = []
+                line_starts = np.concatenate([[0], np.flatnonzero(np.frombuffer(window, np.uint8) == 10) + 1])
+
+                def at(item) -> int:
+                    return base + p + int(line_starts[int(item.location.split()[1]) - 1])
+
+                # B is never the window's last item (it may be cut by the window's end)
+                for a, b in zip(items, items[1:-1]):
+                    if isinstance(a, Record) and isinstance(b, Record) and a.game != b.game:
+                        cut = at(b)
+                        if cut >= limit:
+                            return None
+                        if _read_at(path, cut, 3) != UTF8_BOM:
+                            return cut
+                # go on from the third-last item (.plain: the "e" before the last pair's A)
+                nxt = at(items[-3]) if len(items) >= 3 else base + end
+                pos = nxt if nxt > pos else base + end
+            return None
+
+        return find
+
+    return make
+
+
+TEXT_FORMATS = ("plain", "bullet-text", "epd")
+FINDERS = {
+    "plain": _text("plain", after_e=True),
+    "bullet-text": _text("bullet-text", after_e=False),
+    "epd": _text("epd", after_e=False),
+    "bin": _fixed_games("sfbin", 40),
+    "marlinformat": _fixed_games("marlinformat", 32),
+    "bulletformat": _any_record(32),
+    "binpack": _binpack,
+    "viriformat": _viriformat,
+}
