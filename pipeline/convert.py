@@ -114,19 +114,13 @@ _WRITERS = {"plain": _plain, "bullet-text": _bullet_text, "bulletformat": _bulle
             "marlinformat": _marlinformat}
 
 
-def _parts(entry: dict) -> list[str]:
-    """The part files of a manifest entry, in order (one, or one per byte range)."""
-    get = getattr(mf, "entry_parts", None)
-    return list(get(entry)) if get is not None else [entry["part"]]
-
-
 def _row_groups(dataset: Path):
     """(arrow table of ``_COLS``, manifest entry) per row group, in dataset order."""
     m = mf.load(dataset)
-    for entry in sorted(m["files"].values(), key=lambda e: _parts(e)[0]):
+    for entry in sorted(m["files"].values(), key=mf.entry_key):
         if not entry["packed"]:
             continue
-        for name in _parts(entry):
+        for name in mf.entry_parts(entry):
             pf = pq.ParquetFile(dataset / name)
             for rg in range(pf.metadata.num_row_groups):
                 yield pf.read_row_group(rg, columns=_COLS), entry

@@ -90,3 +90,21 @@ def test_small_binpack_every_target(tmp_path):
     pack([shared_file("public/small.binpack")], tmp_path / "ds", progress=False)
     for to in TARGETS:
         _both(tmp_path / "ds", tmp_path, to)
+
+
+def test_dataset_in_byte_ranges_converts_as_one_part(tmp_path):
+    """A file packed in byte ranges (several parts in one manifest entry) converts to the same
+    bytes as the same file packed whole."""
+    from conftest import shared_file
+
+    src = shared_file("selfplay/sf15-n5000-s1.plain")
+    pack([src], tmp_path / "whole", progress=False, workers=1)
+    pack([src], tmp_path / "ranged", progress=False, workers=2, range_mb=0.5)
+    from nnue.pipeline import manifest as mf
+
+    (entry,) = mf.load(tmp_path / "ranged")["files"].values()
+    assert len(mf.entry_parts(entry)) > 3
+    for to in TARGETS:
+        convert(tmp_path / "whole", to, tmp_path / f"w.{to}")
+        convert(tmp_path / "ranged", to, tmp_path / f"r.{to}")
+        assert (tmp_path / f"w.{to}").read_bytes() == (tmp_path / f"r.{to}").read_bytes(), to
