@@ -56,8 +56,11 @@ def files(ds: Path) -> dict:
     return {p.name: p.read_bytes() for p in sorted(ds.iterdir()) if p.name.startswith(("part-", "rejects-"))}
 
 
-COUNTS = ("read", "packed", "rejected", "castling", "game_ids", "validated_by_python_chess", "format",
-          "sha256", "size", "path")
+# validated_by_python_chess is not compared between a whole and a ranged pack: how many records
+# take the one-by-one path depends on where the compiled text core's runs start (it re-reads a
+# run of fewer than 8 rows before a hand-back with the line machine), so it may differ with the
+# range size; between 1 and N workers at one range size it is equal (the manifests are equal)
+COUNTS = ("read", "packed", "rejected", "castling", "game_ids", "format", "sha256", "size", "path")
 
 
 def check_identity(tmp_path: Path, inputs: list[Path], mb: float, fmt: str = "auto", min_ranges: int = 3,
