@@ -3,7 +3,7 @@
 ``nnue bench pack_workers [--runs N] [--workers 1,2] [--copies C] [--out FILE]`` prints one JSON
 object. Inputs, built in a temporary folder: ``small.binpack`` (``../shared/data/public``) copied C
 times into one file (its blocks are the range boundaries) and the largest ``.plain`` of
-``../shared/data/selfplay``. Each is packed with every worker count side by side in one run
+``../shared/data/selfplay`` copied ``--plain-copies`` times. Each is packed with every worker count side by side in one run
 (alternating, so that load changes hit both alike), ``--runs`` times, into a fresh dataset each
 time; the report gives the medians (wall seconds), positions per second and the speedup of each
 worker count over one worker, and checks that every worker count wrote the same files byte for
@@ -94,6 +94,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--runs", type=int, default=3, help="timed runs per worker count (median)")
     p.add_argument("--workers", default="1,2", help="worker counts, comma-separated, the first is the baseline")
     p.add_argument("--copies", type=int, default=8, help="copies of small.binpack in the binpack input")
+    p.add_argument("--plain-copies", type=int, default=8,
+                   help="copies of the largest self-play .plain in the plain input (a second of work per copy)")
     p.add_argument("--inputs", default="binpack,plain", help="which inputs: binpack, plain (comma-separated)")
     p.add_argument("--out", default=None, help="also write the JSON to this file")
     args = p.parse_args(argv)
@@ -114,6 +116,12 @@ def main(argv: list[str] | None = None) -> int:
         if "plain" in kinds:
             plains = sorted((SHARED / "selfplay").glob("*.plain"), key=lambda q: q.stat().st_size)
             big = plains[-1]
+            if args.plain_copies > 1:  # whole files one after another: still a valid .plain
+                data = big.read_bytes()
+                big = tmp / f"{big.stem}-x{args.plain_copies}.plain"
+                with open(big, "wb") as f:
+                    for _ in range(args.plain_copies):
+                        f.write(data)
             results.append(_bench_one(big, "plain", workers, args.runs, big.stat().st_size / 8 / (1 << 20), tmp))
     report = {
         "benchmark": "pack_workers", "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),

@@ -47,7 +47,8 @@ import numpy as np
 COMPRESSED = (".gz", ".zst", ".xz", ".bz2")
 DEFAULT_RANGE_MB = 64
 SEARCH_BYTES = 1 << 20   # how far past a nominal offset a boundary is looked for (then the range is empty)
-TEXT_WINDOW = 1 << 18    # bytes of text parsed at a time while looking for a boundary
+TEXT_WINDOW = 1 << 18    # most bytes of text parsed at a time while looking for a boundary
+TEXT_WINDOW_FIRST = 1 << 14  # the first window (a game of self-play is a few KB); x4 after each miss
 
 
 @dataclass(frozen=True)
@@ -146,7 +147,10 @@ def _lines_before(path: Path, offsets: list[int], chunk: int = 1 << 24) -> list[
                 data = f.read(min(chunk, off - pos))
                 if not data:
                     break
-                total += data.count(b"\n") + data.count(b"\r") - data.count(b"\r\n")
+                if b"\r" in data:  # (memchr) universal newlines: \r\n and a lone \r are one break each
+                    total += data.count(b"\n") + data.count(b"\r") - data.count(b"\r\n")
+                else:
+                    total += data.count(b"\n")
                 if prev_cr and data[:1] == b"\n":
                     total -= 1
                 prev_cr = data[-1:] == b"\r"
@@ -300,9 +304,11 @@ def _text(fmt: str, after_e: bool):
         def find(lo: int, hi: int):
             pos = lo  # look at lines starting at or after pos
             limit = min(hi, lo + SEARCH_BYTES)
+            window_bytes = TEXT_WINDOW_FIRST
             while pos < limit:
                 base = pos - 1
-                data = _read_at(path, base, min(TEXT_WINDOW, size - base))
+                data = _read_at(path, base, min(window_bytes, size - base))
+                window_bytes = min(4 * window_bytes, TEXT_WINDOW)
                 end = data.rfind(b"\n") + 1  # the window ends at a line's end
                 p = data.find(b"\n") + 1     # the first line starting at or after pos
                 if p == 0 or end <= p:
