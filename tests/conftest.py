@@ -81,11 +81,9 @@ def warm_compiled():
     import numpy as np
 
     from nnue.pipeline.compiled import binpack as cb
-    from nnue.pipeline.compiled import boards
 
     b = cb.buffers(cb.CAP)
     cb.decode_chains(np.zeros(40, np.uint8), 0, 40, *(b[k] for k in cb._FIELDS))
-    boards.check_boards(np.zeros((1, 32), np.uint8))
     from nnue.pipeline.compiled import fixed
 
     for kernel, size in ((fixed.decode_sfbin, 40), (fixed.decode_marlin, 32)):
