@@ -29,7 +29,7 @@ from numba import njit
 from .bits import msb, popcount, lsb
 from .fixed import double_check_possible
 from .chesscore import (CASTLE, KING, OCC, PAWN, PAWN_ATT, KING_ATT, SQ, U64, is_legal, legal_ep,
-                        piece_attacks, position_status, check_status, push, write_board, RANK_MASK, attackers)
+                        move_code, piece_attacks, position_status, check_status, push, write_board, RANK_MASK, attackers)
 
 END, FULL, FALLBACK = 0, 1, 2
 VALUE_NONE = 32002
@@ -239,20 +239,7 @@ def _emit(o_board, o_score, o_result, o_ply, o_pcount, o_check, o_best, o_cap, o
     o_kind[r] = 1 if (slow or bad) else 0
     o_has[r] = has
     if has:
-        flag = 0
-        pr = 0
-        p = pc[frm]
-        capture = (bb[OCC + 1 - us] & SQ[to]) != 0
-        if promo != 0:
-            flag, pr = 3, promo - 1
-            capture = True
-        elif (p & 7) == KING and (bb[OCC + us] & SQ[to]):
-            flag = 2
-        elif (p & 7) == PAWN and to == st[1] and (frm & 7) != (to & 7):
-            flag = 1
-            capture = True
-        o_best[r] = frm | (to << 6) | (pr << 12) | (flag << 14)
-        o_cap[r] = capture
+        o_best[r], o_cap[r] = move_code(bb, pc, us, st[1], frm, to, promo)
     else:
         o_best[r] = 0
         o_cap[r] = False

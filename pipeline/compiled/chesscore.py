@@ -365,6 +365,40 @@ def king_status(bb, us, ep):
 
 
 @njit(cache=True)
+def standard_rights(bb):
+    """The castling rights python-chess keeps in standard chess, as a mask of rook squares: rooks
+    on a1/h1 with the white king on e1, on a8/h8 with the black king on e8."""
+    valid = U64(0)
+    if bb[KING] & SQ[4]:
+        valid |= (SQ[0] | SQ[7]) & bb[ROOK]
+    if bb[8 + KING] & SQ[60]:
+        valid |= (SQ[56] | SQ[63]) & bb[8 + ROOK]
+    return valid
+
+
+@njit(cache=True)
+def move_code(bb, pc, us, ep, frm, to, promo):
+    """(best_move, best_move_is_capture) of a legal move in the position before it: the packed
+    move of :mod:`nnue.pipeline.schema` (viriformat layout: from | to << 6 | promo << 12 |
+    flag << 14; flag 1 en passant, 2 castling as king takes rook, 3 promotion), capture True for
+    captures, en passant and promotions (as :func:`nnue.pipeline.pack.encode_move` and the
+    packer). promo: 0 or 1..4 = N B R Q; ep: the en-passant square (−1 none)."""
+    flag = 0
+    pr = 0
+    capture = (bb[OCC + 1 - us] & SQ[to]) != 0
+    t = pc[frm] & 7
+    if promo != 0:
+        flag, pr = 3, promo - 1
+        capture = True
+    elif t == KING and (bb[OCC + us] & SQ[to]):
+        flag = 2
+    elif t == PAWN and to == ep and (frm & 7) != (to & 7):
+        flag = 1
+        capture = True
+    return frm | (to << 6) | (pr << 12) | (flag << 14), capture
+
+
+@njit(cache=True)
 def position_status(bb, us, ep):
     """python-chess ``Board.status()`` for a position the caller built, after the packer drops
     an en-passant square with no legal capture (ep: the legal en-passant square or −1):
@@ -373,11 +407,6 @@ def position_status(bb, us, ep):
     accepts (a status error, more than two checkers)."""
     if piece_status(bb):
         return 2
-    valid = U64(0)
-    if bb[KING] & SQ[4]:
-        valid |= (SQ[0] | SQ[7]) & bb[ROOK]
-    if bb[8 + KING] & SQ[60]:
-        valid |= (SQ[56] | SQ[63]) & bb[8 + ROOK]
-    if bb[CASTLE] & ~valid:
+    if bb[CASTLE] & ~standard_rights(bb):
         return 2
     return king_status(bb, us, ep)

@@ -27,7 +27,7 @@ from numba import njit
 from .bits import lsb, msb, popcount
 from .chesscore import (BACKRANKS, CASTLE, KING, KING_ATT, KNIGHT_ATT, LINE, OCC, PAWN, PAWN_ATT, RANK_MASK, SQ,
                         U64, attackers, bishop_att, is_legal, king_status, legal_ep, piece_status, position_status,
-                        rook_att, write_board)
+                        move_code, rook_att, write_board)
 
 VALUE_NONE = 32002
 MATE_BOUND = 31754
@@ -111,20 +111,7 @@ def settle(r, bb, pc, us, ep_raw, half, full, score, none, mate, result, ply, pl
     o_flags[r] = (F_NONE if none else 0) | (F_MATE if mate else 0) | (0 if ply_known else F_PLY_UNKNOWN)
     o_has[r] = has
     if has:
-        flag = 0
-        pr = 0
-        capture = (bb[OCC + 1 - us] & SQ[to]) != 0
-        t = pc[frm] & 7
-        if promo != 0:
-            flag, pr = 3, promo - 1
-            capture = True
-        elif t == KING and (bb[OCC + us] & SQ[to]):
-            flag = 2
-        elif t == PAWN and to == ep and (frm & 7) != (to & 7):
-            flag = 1
-            capture = True
-        o_best[r] = frm | (to << 6) | (pr << 12) | (flag << 14)
-        o_cap[r] = capture
+        o_best[r], o_cap[r] = move_code(bb, pc, us, ep, frm, to, promo)
     else:
         o_best[r] = 0
         o_cap[r] = False

@@ -38,8 +38,8 @@ import numpy as np
 from numba import njit
 
 from .bits import lsb, popcount
-from .chesscore import (CASTLE, KING, OCC, PAWN, ROOK, SQ, U64, _castle_legal, attackers, is_legal, piece_status,
-                        push, write_board)
+from .chesscore import (CASTLE, KING, OCC, PAWN, SQ, U64, _castle_legal, attackers, is_legal, move_code,
+                        piece_status, push, standard_rights, write_board)
 from .fixed import F_MATE, F_NONE, castle960_legal, is_legal960, settle, settle_ep
 
 END, NEED, FULL, BOARD, HAND = range(5)
@@ -911,12 +911,7 @@ def _settle_check_ep(r, bb, pc, us, ep_raw, half, full, ply, frm, to, pcode, c96
     if attackers(bb, us, lsb(bb[8 * them + KING]), occ, U64(0)):
         return 1
     if not c960:  # position_status's castling rights check (standard chess)
-        valid = U64(0)
-        if bb[KING] & SQ[4]:
-            valid |= (SQ[0] | SQ[7]) & bb[ROOK]
-        if bb[8 + KING] & SQ[60]:
-            valid |= (SQ[56] | SQ[63]) & bb[8 + ROOK]
-        if bb[CASTLE] & ~valid:
+        if bb[CASTLE] & ~standard_rights(bb):
             return 1
     checkers = attackers(bb, them, lsb(bb[8 * us + KING]), occ, U64(0))
     if popcount(checkers) != 1:
@@ -939,18 +934,5 @@ def _settle_check_ep(r, bb, pc, us, ep_raw, half, full, ply, frm, to, pcode, c96
     o_ply[r] = ply
     o_flags[r] = F_NONE
     o_has[r] = True
-    flag = 0
-    pr = 0
-    capture = (bb[OCC + them] & SQ[to]) != 0
-    t = pc[frm] & 7
-    if pcode != 0:
-        flag, pr = 3, pcode - 1
-        capture = True
-    elif t == KING and (bb[OCC + us] & SQ[to]):
-        flag = 2
-    elif t == PAWN and to == ep and (frm & 7) != (to & 7):
-        flag = 1
-        capture = True
-    o_best[r] = frm | (to << 6) | (pr << 12) | (flag << 14)
-    o_cap[r] = capture
+    o_best[r], o_cap[r] = move_code(bb, pc, us, ep, frm, to, pcode)
     return 0

@@ -30,7 +30,7 @@ import numpy as np
 from numba import njit
 
 from .bits import lsb, msb
-from .chesscore import CASTLE, KING, OCC, SQ, U64
+from .chesscore import CASTLE, KING, OCC, SQ, U64, standard_rights
 from .fixed import MATE_BOUND, VALUE_NONE, _clear, _put, clean_rights, settle
 
 CAP = 1 << 15          # rows per output buffer
@@ -274,12 +274,7 @@ def _rights_mode(bb):
     """0: standard castling rights python-chess keeps; 1: not standard, but clean Chess960 rights
     (python-chess then reads the board as Chess960); 2: neither (python-chess decides)."""
     rights = bb[CASTLE]
-    valid = U64(0)
-    if bb[KING] & SQ[4]:
-        valid |= (SQ[0] | SQ[7]) & bb[3]
-    if bb[8 + KING] & SQ[60]:
-        valid |= (SQ[56] | SQ[63]) & bb[8 + 3]
-    if not rights & ~valid:
+    if not rights & ~standard_rights(bb):
         return 0
     rooks = (bb[3] & RANK1) | (bb[8 + 3] & RANK8)
     if rights & ~rooks:

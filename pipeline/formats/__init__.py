@@ -1,8 +1,11 @@
 """Dump-format readers: one module per format, and the registry that names them.
 
-A reader is a function ``read(stream, options) -> Iterator[Record | Reject]`` over an opened
-text stream (compressed inputs are opened transparently by :func:`open_text`). Readers parse
-syntax and normalise POV; legality is checked once, by :mod:`nnue.pipeline.pack`, with
+A reader is a function ``read(stream, options) -> Iterator[Record | Reject | PackedRows]`` over
+an opened text or binary stream (compressed inputs are opened transparently by :func:`open_text`
+and :func:`open_binary`; a byte range of a large file by :func:`nnue.pipeline.ranges.open_range`).
+With ``options.fast`` the compiled core (:mod:`nnue.pipeline.compiled`) decodes and validates runs
+of records into :class:`PackedRows`; the records it cannot settle exactly, and every record with
+``fast=False``, come as :class:`Record` and are validated once, by :mod:`nnue.pipeline.pack`, with
 python-chess. Facts about each format: ``../shared/FORMATS.md``.
 """
 from __future__ import annotations
