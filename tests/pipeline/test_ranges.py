@@ -246,18 +246,12 @@ def _marlin_from(ds_rows: pa.Table, dst: Path) -> None:
 
 
 def test_bin_marlinformat_bulletformat_viriformat_in_ranges(tmp_path):
-    import sys
+    import importlib.util
 
-    sys.path.insert(0, str(REPO / "tests" / "formats"))  # formats_testlib: an independent .bin encoder
-    try:
-        import importlib.util
-
-        spec = importlib.util.spec_from_file_location("formats_testlib", REPO / "tests" / "formats" /
-                                                      "formats_testlib.py")
-        lib = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(lib)
-    finally:
-        sys.path.pop(0)
+    # formats_testlib: an independent .bin encoder, loaded by its path
+    spec = importlib.util.spec_from_file_location("formats_testlib", REPO / "tests" / "formats" / "formats_testlib.py")
+    lib = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(lib)
     recs = lib.plain_records(need(SAMPLE))
     psv = b"".join(lib.encode_psv(chess.Board(r["fen"]), chess.Move.from_uci(r["move"]), r["score"], r["ply"],
                                   r["result"]) for r in recs[:3000])
