@@ -382,11 +382,14 @@ def _items(b: dict, rows: int, base: int, game: int):
         start = i + 1
 
 
-def read_block(block: bytes, base: int, game: int, stats: dict | None = None):
+def read_block(block: bytes, base: int, game: int, stats: dict | None = None, cut_from: int | None = None):
     """Items (PackedRows, Record, Reject) of one binpack block, in record order, exactly as the
     reference reader's chain loop would give them after validation; returns the last game
     ordinal used. base: the block's byte offset in the file; game: the last ordinal before it.
-    stats: optional counters ``{"compiled": rows, "fallback_chains": n, "records": rows}``."""
+    stats: optional counters ``{"compiled": rows, "fallback_chains": n, "records": rows}``.
+    cut_from: the block's declared size when the file ends inside it (``block`` is shorter): the
+    whole chains before the cut are decoded as usual, the chain the cut falls in is one
+    "truncated record" reject and nothing after it is read, as the reference reader does."""
     from ..formats import Reject
     from ..formats.binpack import read_chain
 
@@ -410,7 +413,13 @@ def read_block(block: bytes, base: int, game: int, stats: dict | None = None):
             try:
                 recs, pos = read_chain(block, pos, base, game)
             except (ValueError, IndexError, AssertionError) as e:
+                if cut_from is not None:
+                    yield Reject(f"byte {base + pos}", "truncated record", f"block of {cut_from} bytes cut at "
+                                 f"{len(block)}: the chain here is incomplete ({e})", "")
+                    return game
                 yield Reject(f"byte {base + pos}", "corrupt chain", f"{e}; the rest of this block is skipped", "")
                 return game
             yield from recs
+    if cut_from is not None:  # cut at a chain boundary: what is missing is one reject at the cut
+        yield Reject(f"byte {base + len(block)}", "truncated record", f"block of {cut_from} bytes cut at {len(block)}", "")
     return game

@@ -186,9 +186,11 @@ def read(stream, options: ReaderOptions) -> Iterator[Record | Reject]:
         base = offset + 8
         offset = base + len(block)
         cut = len(block) < size  # an interrupted copy: keep the whole chains before the cut
-        if options.fast and not cut:  # compiled chain decoder (pipeline/compiled/binpack.py), same items
+        if options.fast:  # compiled chain decoder (pipeline/compiled/binpack.py), same items
             from ..compiled.binpack import read_block
-            game = yield from read_block(block, base, game)
+            game = yield from read_block(block, base, game, cut_from=size if cut else None)
+            if cut:
+                return
             continue
         pos = 0
         while pos < len(block):

@@ -103,6 +103,23 @@ def test_rows_python_chess_settles(tmp_path, small, warm):
     both(tmp_path, block(b"".join(picked)))
 
 
+@pytest.mark.parametrize("cut", ["inside a chain", "at a chain boundary", "inside a stem"])
+def test_cut_last_block_decodes_compiled(tmp_path, small, cut):
+    """A file that ends inside its last block (an interrupted copy): the whole chains before the
+    cut are decoded by the compiled core (not handed to python-chess, which was 7x slower), and
+    the cut is one "truncated record" reject, as the reference path gives it."""
+    body, ends = small
+    whole = block(body[:ends[120]])
+    at = {"inside a chain": 8 + ends[100] + 50, "at a chain boundary": 8 + ends[100],
+          "inside a stem": 8 + ends[100] + 20}[cut]
+    s = both(tmp_path, whole[:at])
+    assert s["rejected"] == {"truncated record": 1}
+    path = tmp_path / "cut.binpack"
+    path.write_bytes(whole[:at])
+    r = pack([path], tmp_path / "ds", fmt="binpack", progress=False)
+    assert r["files"][0]["validated_by_python_chess"] < 0.01 * r["packed"]
+
+
 def test_several_blocks_and_game_ordinals(tmp_path, small):
     body, ends = small
     data = block(body[:ends[3]]) + block(body[ends[3]:ends[7]]) + block(body[ends[7]:ends[9]])
