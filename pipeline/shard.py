@@ -172,9 +172,27 @@ def _more_ranges(have: dict, e: dict) -> bool:
     return "shard_units" in have and "shard_units" in e and not set(e["shard_units"]) <= set(have["shard_units"])
 
 
+def _check_union(shards: list[str | Path], dataset: str | Path) -> None:
+    """Refuse, before any file is moved, a merge that would stop half way: every shard's
+    manifest must load, and the entries of one input in the target and the shards must union
+    (the same nominal byte ranges, none twice). Raises ManifestError or ValueError (one line)."""
+    have = dict(mf.load(dataset)["files"]) if (Path(dataset) / mf.MANIFEST).exists() else {}
+    for shard in map(Path, shards):
+        if not (shard / mf.MANIFEST).exists():
+            continue  # merged already, or missing: merge_shard says which
+        for sha, e in mf.load(shard)["files"].items():
+            if sha not in have:
+                have[sha] = e
+            elif "shard_units" in have[sha] and "shard_units" in e:
+                if have[sha]["range_count"] != e["range_count"] or _more_ranges(have[sha], e):
+                    have[sha] = mf.union_entries(have[sha], e)  # raises on ranges cut differently
+
+
 def merge_datasets(shards: list[str | Path], dataset: str | Path) -> dict:
-    """:func:`merge_shard` for each shard in order. Returns {"dataset", "shards": [...],
+    """:func:`merge_shard` for each shard in order, after checking that all of them merge
+    (:func:`_check_union`: a refused merge moves nothing). Returns {"dataset", "shards": [...],
     "files", "positions"} (what this call added) plus the merged dataset's totals."""
+    _check_union(shards, dataset)
     rows = [merge_shard(s, dataset) for s in shards]
     m = mf.load(dataset) if (Path(dataset) / mf.MANIFEST).exists() else mf.new()
     return {"dataset": str(dataset), "shards": rows, "files": sum(r["files"] for r in rows),

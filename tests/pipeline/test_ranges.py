@@ -436,3 +436,15 @@ def test_merge_refuses_shards_cut_into_different_ranges(tmp_path):
     pack([src], b, progress=False, range_mb=0.07, units=shard_units([src], 1, 2, range_bytes(0.07)))
     with pytest.raises(ValueError, match="same --range-mb"):
         merge_datasets([a, b], tmp_path / "m")
+    # refused before anything moves: both shards keep their manifests and files, no target
+    # dataset looks complete (a fresh-clone check found shard a moved in and b refused)
+    assert (a / mf.MANIFEST).exists() and (b / mf.MANIFEST).exists()
+    assert list(a.glob("part-*.parquet")) and list(b.glob("part-*.parquet"))
+    assert not (tmp_path / "m" / mf.MANIFEST).exists()
+    # the same shards in the other order, and after a first shard merged alone: still refused
+    with pytest.raises(ValueError, match="same --range-mb"):
+        merge_datasets([b, a], tmp_path / "m")
+    merge_datasets([a], tmp_path / "m2")
+    with pytest.raises(ValueError, match="same --range-mb"):
+        merge_datasets([b], tmp_path / "m2")
+    assert (b / mf.MANIFEST).exists()
