@@ -36,6 +36,10 @@ def _known_errors() -> tuple[type[BaseException], ...]:
 def cmd_pack(args) -> int:
     if args.watch and args.shard:
         raise ValueError("--shard packs a fixed set of inputs; it cannot be combined with --watch")
+    if args.dedup and args.shard:
+        # each shard would drop only the repeats it sees itself: the merge would keep the others
+        raise ValueError("--dedup cannot be combined with --shard: it needs every position packed before it, "
+                         "which one shard does not see; pack the shards without --dedup, or pack with --dedup in one process (--workers for speed)")
     if args.watch:
         from nnue.pipeline.watch import cli_watch
         return cli_watch(args)

@@ -83,6 +83,17 @@ def test_bad_shard_spec(bad):
         parse_shard(bad)
 
 
+@pytest.mark.parametrize("extra", [["--dedup"], ["--watch", "60"]])
+def test_shard_refuses_dedup_and_watch(tmp_path, extra):
+    """--dedup under --shard would drop only the repeats one shard sees (the merge kept 3x the
+    positions of one --dedup pack: a fresh-clone check); refused in one line, nothing written."""
+    r = nnue("pack", SHARED / "selfplay" / "sf15-960-xfen-s2.plain", "-o", tmp_path / "s", "--shard", "0/2",
+             *extra, ok=False)
+    assert r.returncode == 2 and len(r.stderr.strip().splitlines()) == 1, r.stderr
+    assert "--shard" in r.stderr and "Traceback" not in r.stderr
+    assert not (tmp_path / "s").exists()
+
+
 def test_sharded_pack_and_merge_equal_one_pack(tmp_path, whole):
     n = 3
     shards = [tmp_path / f"s{k}" for k in range(n)]
