@@ -21,6 +21,22 @@ def _slurm_state(job_id: str) -> str:
     return next((f.split("=", 1)[1] for f in out.split() if f.startswith("JobState=")), "gone")
 
 
+def _settled_state(job_id: str, timeout_s: float = 120.0) -> str:
+    """The job's state once slurmctld has finished ending it.
+
+    submitit returns as soon as a task's result file is written, while slurmctld may still show the
+    task as COMPLETING (it reaps the step and runs the epilog after the process exits), so a single
+    look can race; CI once saw COMPLETING here. Polls until the state leaves the transient ones."""
+    import time
+
+    deadline = time.monotonic() + timeout_s
+    while True:
+        state = _slurm_state(job_id)
+        if state not in ("COMPLETING", "RUNNING", "PENDING", "CONFIGURING") or time.monotonic() > deadline:
+            return state
+        time.sleep(0.5)
+
+
 def _submitit_results(sweep: Path) -> dict[str, tuple]:
     """Every task's submitit result file: {"<job id>_<task>": (outcome, value)}."""
     out = {}
@@ -48,7 +64,7 @@ def test_slurm_2x2_sweep(slurm, sample_dataset, tmp_path):
     assert sorted(v[1].return_value > 0 for v in results.values()) == [True] * 4  # val_loss returned to Hydra
     ids = {k.rsplit("_", 1)[0] for k in results}  # array tasks: <array job>_<index>
     assert len(ids) == 4
-    states = {i: _slurm_state(i) for i in ids}
+    states = {i: _settled_state(i) for i in ids}
     assert all(s in ("COMPLETED", "gone") for s in states.values()) and "COMPLETED" in states.values(), states
 
 
