@@ -2,8 +2,9 @@
 
 ``nnue bench pack_workers [--runs N] [--workers 1,2] [--copies C] [--out FILE]`` prints one JSON
 object. Inputs, built in a temporary folder: ``small.binpack`` (``../shared/data/public``) copied C
-times into one file (its blocks are the range boundaries) and the largest ``.plain`` of
-``../shared/data/selfplay`` copied ``--plain-copies`` times. Each is packed with every worker count side by side in one run
+times into one file (its blocks are the range boundaries), the largest ``.plain`` of
+``../shared/data/selfplay`` copied ``--plain-copies`` times, and its largest ``.pgn`` copied
+``--pgn-copies`` times. Each is packed with every worker count side by side in one run
 (alternating, so that load changes hit both alike), ``--runs`` times, into a fresh dataset each
 time; the report gives the medians (wall seconds), positions per second and the speedup of each
 worker count over one worker, and checks that every worker count wrote the same files byte for
@@ -14,7 +15,9 @@ The load average of the machine (``os.getloadavg``) before and after is recorded
 that other jobs share, the speedup is a lower bound (target, issue 14: ≥ 1.6× for 2 workers on 2
 idle cores). The CPU seconds of each run (this process and its workers, ``getrusage``) are
 recorded too: equal CPU for N workers and one says the split adds no work, and ``cores_used``
-(CPU over wall seconds) says how much of the machine the run got."""
+(CPU over wall seconds) says how much of the machine the run got. ``plan_s`` is the serial
+boundary search of the parent (``ranges.plan``: for PGN the walk over the whole file), timed
+alone once with a warm numba cache."""
 from __future__ import annotations
 
 import os
@@ -63,9 +66,12 @@ def _bench_one(path: Path, fmt: str, workers: list[int], runs: int, range_mb: fl
                 manifest = mf.load(ds)["files"]
             shutil.rmtree(ds)
     med = {w: statistics.median(t) for w, t in times.items()}
+    t0 = time.perf_counter()
+    n_ranges = len(plan(path, fmt, range_bytes(range_mb)))
+    plan_s = time.perf_counter() - t0
     return {
         "input": path.name, "format": fmt, "bytes": path.stat().st_size, "positions": read,
-        "range_mb": round(range_mb, 3), "ranges": len(plan(path, fmt, range_bytes(range_mb))),
+        "range_mb": round(range_mb, 3), "ranges": n_ranges, "plan_s": round(plan_s, 3),
         "parts": sum(len(mf.entry_parts(e)) for e in manifest.values()),
         "runs": runs,
         "median_s": {str(w): round(m, 3) for w, m in med.items()},
@@ -96,7 +102,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--copies", type=int, default=8, help="copies of small.binpack in the binpack input")
     p.add_argument("--plain-copies", type=int, default=8,
                    help="copies of the largest self-play .plain in the plain input (a second of work per copy)")
-    p.add_argument("--inputs", default="binpack,plain", help="which inputs: binpack, plain (comma-separated)")
+    p.add_argument("--pgn-copies", type=int, default=8, help="copies of the largest self-play .pgn in the pgn input")
+    p.add_argument("--inputs", default="binpack,plain,pgn", help="which inputs: binpack, plain, pgn (comma-separated)")
     p.add_argument("--out", default=None, help="also write the JSON to this file")
     args = p.parse_args(argv)
     workers = [int(x) for x in args.workers.split(",")]
@@ -123,6 +130,14 @@ def main(argv: list[str] | None = None) -> int:
                     for _ in range(args.plain_copies):
                         f.write(data)
             results.append(_bench_one(big, "plain", workers, args.runs, big.stat().st_size / 8 / (1 << 20), tmp))
+        if "pgn" in kinds:  # whole games one after another: still valid PGN
+            big = max((SHARED / "selfplay").glob("*.pgn"), key=lambda q: q.stat().st_size)
+            data = big.read_bytes()
+            big = tmp / f"{big.stem}-x{args.pgn_copies}.pgn"
+            with open(big, "wb") as f:
+                for _ in range(args.pgn_copies):
+                    f.write(data)
+            results.append(_bench_one(big, "pgn", workers, args.runs, big.stat().st_size / 8 / (1 << 20), tmp))
     report = {
         "benchmark": "pack_workers", "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
         "machine": {"cpus": os.cpu_count(), "cpus_usable": len(os.sched_getaffinity(0)),

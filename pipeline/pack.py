@@ -15,7 +15,7 @@ import json
 import os
 import sys
 from collections import Counter
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Iterable
 
@@ -28,7 +28,7 @@ from . import manifest as mf
 from .board import pack_board
 from .formats import (FormatError, PackedRows, ReaderOptions, Record, Reject, detect_format, format_from_extension,
                       get_format, open_binary, open_text, read_exact)
-from .ranges import Rebase, open_range
+from .ranges import COMPRESSED, Rebase, open_range
 from .schema import FLAG_PLY_UNKNOWN, FLAG_SCORE_MATE, FLAG_SCORE_NONE, SCHEMA
 
 ROW_GROUP = 65536
@@ -402,11 +402,30 @@ def _check_file(path: Path, fmt: str, binary: bool) -> str | bytes:
     if spec.binary and _looks_like_text(head):
         raise FormatError(f"{path}: byte 0: text, not {fmt} (a binary format); pass the text format "
                           f"or --format auto; nothing written for this file")
-    if not spec.binary:
-        bad = next((i for i, ch in enumerate(head) if ch in "\x00\ufffd"), None)
-        if bad is not None:
-            raise FormatError(f"{path}: byte {bad} (decompressed) is not text; expected {spec.doc}")
+    if not spec.binary and ("\x00" in head or "\ufffd" in head):
+        offset, what = _not_text_at(path)
+        where = f"byte {offset}" + (" of its decompressed stream" if path.suffix.lower() in COMPRESSED else "")
+        raise FormatError(f"{path}: {where}: {what}, not text; expected {spec.doc}; nothing written for this file")
     return head
+
+
+def _not_text_at(path: Path, n: int = 4 * 65536) -> tuple[int, str]:
+    """Where the first of ``n`` bytes (decompressed) that make a text head "not text" is: a NUL,
+    bytes that are not UTF-8, or an encoded U+FFFD (the head check of :func:`_check_file` reads
+    characters, after newline translation, so its index is not the byte offset)."""
+    with open_binary(path) as f:
+        raw = read_exact(f, n)
+    found = []
+    if b"\x00" in raw:
+        found.append((raw.index(b"\x00"), "a NUL byte"))
+    if b"\xef\xbf\xbd" in raw:
+        found.append((raw.index(b"\xef\xbf\xbd"), "U+FFFD (a replaced character)"))
+    try:
+        raw.decode("utf-8")
+    except UnicodeDecodeError as e:
+        if e.end < len(raw) or len(raw) < n:  # not a character cut by the end of what was read
+            found.append((e.start, f"byte 0x{raw[e.start]:02x} that is not UTF-8"))
+    return min(found) if found else (0, "not UTF-8")
 
 
 def pack_range(path: Path, fmt: str, dataset: Path, sha: str, options: ReaderOptions, rng,
@@ -533,7 +552,7 @@ def pack_range(path: Path, fmt: str, dataset: Path, sha: str, options: ReaderOpt
         opened = (open_binary if spec.binary else open_text)(path) if whole else open_range(path, rng, spec.binary)
         with opened as stream, open(tmp_rej, "w") as rej:
             rej_file[0] = rej
-            items = spec.read(stream, options)
+            items = spec.read(stream, options if not rng.game else replace(options, first_game=rng.game))
             rb = None
             if rng.start or rng.line:
                 rb = Rebase(fmt, rng)

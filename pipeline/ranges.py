@@ -27,8 +27,15 @@ positions, ``pack.GameIds``):
   over the block headers from the start of the file;
 - viriformat: a game's header, found by a compiled walk over the games (header, pairs up to the
   4 zero bytes) from the start of the file;
-- PGN is not split: its game numbers are part of every reject's location, and where python-chess
-  starts a game depends on everything before it (comments spanning lines, games without a blank line);
+- PGN: a game's start as ``chess.pgn.read_game`` reaches it from the start of the file (the line
+  after the blank line that ends a game's movetext), found by a compiled walk over the lines of the
+  whole file (:func:`~nnue.pipeline.compiled.ranges.pgn_game_starts`: where a game starts depends on
+  everything before it, comments over several lines, games with no movetext). The range carries the
+  number of games before it (``Range.game``), which the reader starts its game ordinals at, so that
+  the "game N" of every location is the file's. A game whose movetext has a ``)`` is read with
+  python-chess first (:data:`PGN_CHECK_GAMES` of them at most): if one makes ``read_game`` raise,
+  python-chess goes on mid-game and the walk no longer follows it, so the file is one range (its
+  later nominal ranges are empty), as it is with more such games;
 - compressed inputs (``.gz``, ``.zst``, ``.xz``, ``.bz2``) are one range: they cannot be entered mid-way.
 
 Readers see a range as a stream of its own (:func:`open_range`): offsets and line numbers relative to
@@ -37,6 +44,7 @@ its start, which :class:`Rebase` turns back into the file's (``pack`` applies it
 from __future__ import annotations
 
 import io
+import logging
 import math
 import re
 from dataclasses import dataclass
@@ -54,13 +62,15 @@ TEXT_WINDOW_FIRST = 1 << 14  # the first window (a game of self-play is a few KB
 @dataclass(frozen=True)
 class Range:
     """One byte range of an input: nominal ``index`` (0-based, of ``count``), bytes [start, end),
-    ``line`` = lines before ``start`` (text formats; 0 for binary ones)."""
+    ``line`` = lines before ``start`` (text formats; 0 for binary ones), ``game`` = games before
+    ``start`` (PGN, whose locations number the games; 0 for other formats)."""
 
     index: int
     count: int
     start: int
     end: int
     line: int = 0
+    game: int = 0
 
 
 def range_bytes(range_mb: float) -> int:
@@ -94,9 +104,12 @@ def plan(path: Path, fmt: str, rbytes: int) -> list[Range]:
         b = find(i * rbytes, min((i + 1) * rbytes, size))
         if b is not None:
             bounds.append((i, b))
+    if len(bounds) > 1 and not getattr(find, "exact", lambda: True)():
+        return [Range(0, n, 0, size, 0)]  # as if no later nominal range had a boundary
     starts = [b for _, b in bounds] + [size]
     lines = _lines_before(path, starts[:-1]) if fmt in TEXT_FORMATS else [0] * len(bounds)
-    return [Range(i, n, s, starts[k + 1], lines[k]) for k, ((i, s)) in enumerate(bounds)]
+    games = [getattr(find, "games", lambda off: 0)(s) for s in starts[:-1]]
+    return [Range(i, n, s, starts[k + 1], lines[k], games[k]) for k, ((i, s)) in enumerate(bounds)]
 
 
 # ---------------------------------------------------------------------------- streams of a range
@@ -353,7 +366,51 @@ def _text(fmt: str, after_e: bool):
     return make
 
 
-TEXT_FORMATS = ("plain", "bullet-text", "epd")
+PGN_CHECK_GAMES = 1000  # most games with a ")" read by python-chess before a PGN file is split
+
+
+def _pgn(path: Path, size: int):
+    """PGN: a game start of the walk (module docstring); ``find.games(offset)`` the games before
+    it, ``find.exact()`` whether the walk is python-chess's splitting up to the last range."""
+    import chess.pgn
+
+    from .compiled.ranges import pgn_game_starts
+    from .formats.pgn import _Source
+
+    data = np.memmap(path, dtype=np.uint8, mode="r", shape=(size,)) if size else np.zeros(0, np.uint8)
+    starts, paren = pgn_game_starts(data)
+    used = [0]  # the last start a range was given
+
+    def find(lo: int, hi: int):
+        k = int(np.searchsorted(starts, lo))
+        if k < len(starts) and starts[k] < hi:
+            used[0] = max(used[0], k)
+            return int(starts[k])
+        return None
+
+    def games(offset: int) -> int:
+        return int(np.searchsorted(starts, offset))
+
+    def exact() -> bool:
+        """No game before the last range's start makes read_game raise (each game with a ")" is
+        read by python-chess from its start to the next game's, as in the whole file)."""
+        flagged = np.flatnonzero(paren[:used[0]])
+        if len(flagged) > PGN_CHECK_GAMES:
+            return False
+        logging.getLogger("chess.pgn").setLevel(logging.CRITICAL)
+        for k in flagged:
+            src = _Source(None, bytes(data[starts[k]:starts[k + 1]]))
+            try:
+                chess.pgn.read_game(src)
+            except (ValueError, IndexError):
+                return False
+        return True
+
+    find.games, find.exact = games, exact
+    return find
+
+
+TEXT_FORMATS = ("plain", "bullet-text", "epd", "pgn")
 FINDERS = {
     "plain": _text("plain", after_e=True),
     "bullet-text": _text("bullet-text", after_e=False),
@@ -363,4 +420,5 @@ FINDERS = {
     "bulletformat": _any_record(32),
     "binpack": _binpack,
     "viriformat": _viriformat,
+    "pgn": _pgn,
 }

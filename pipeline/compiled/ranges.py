@@ -37,3 +37,182 @@ def viri_game_starts(words: np.ndarray, nbytes: int) -> np.ndarray:
             break
         start += resume * 4
     return np.concatenate(chunks)
+
+
+# ---------------------------------------------------------------------------- PGN
+@njit(cache=True, inline="always")
+def _after_eol(data, t, n):
+    """The start of the line after the line end at ``t`` (``\n``, ``\r\n`` or a lone ``\r``,
+    as universal newlines end lines; ``t == n``: the file's end)."""
+    if t >= n:
+        return n
+    if data[t] == 13 and t + 1 < n and data[t + 1] == 10:
+        return t + 2
+    return t + 1
+
+
+@njit(cache=True, inline="always")
+def _next_line(data, i, n):
+    """The start of the line after the one that byte ``i`` is in (n: none)."""
+    while i < n and data[i] != 10 and data[i] != 13:
+        i += 1
+    return _after_eol(data, i, n)
+
+
+@njit(cache=True)
+def _blank(data, a, n):
+    """Is the line from ``a`` blank, as ``str.isspace()`` of it decoded as UTF-8 with errors
+    replaced (its line end included, so an empty line is blank)? Space is ASCII tab, VT, FF, FS,
+    GS, RS, US and space, and the UTF-8 encodings of U+0085, U+00A0, U+1680, U+2000..U+200A,
+    U+2028, U+2029, U+202F, U+205F, U+3000 (a byte that does not decode becomes U+FFFD, not space).
+    Returns the offset of its line end (n at the file's end) when blank, else -1 - the offset of
+    its first byte that is not space."""
+    i = a
+    while i < n:
+        c = data[i]
+        if c == 10 or c == 13:
+            return i
+        if c == 32 or c == 9 or c == 11 or c == 12 or 28 <= c <= 31:
+            i += 1
+        elif c == 0xC2 and i + 1 < n and (data[i + 1] == 0x85 or data[i + 1] == 0xA0):
+            i += 2
+        elif 0xE1 <= c <= 0xE3 and i + 2 < n:
+            b1, b2 = data[i + 1], data[i + 2]
+            if c == 0xE1:
+                ok = b1 == 0x9A and b2 == 0x80
+            elif c == 0xE2:
+                ok = (b1 == 0x80 and (0x80 <= b2 <= 0x8A or b2 == 0xA8 or b2 == 0xA9 or b2 == 0xAF)) or \
+                     (b1 == 0x81 and b2 == 0x9F)
+            else:
+                ok = b1 == 0x80 and b2 == 0x80
+            if not ok:
+                return -1 - i
+            i += 3
+        else:
+            return -1 - i
+    return n
+
+
+@njit(cache=True)
+def _pgn_walk(data, n, out, paren):
+    """Fill ``out`` with where each ``read_game`` call that finds a game starts, and ``paren``
+    with whether its movetext has a ``)`` outside comments (see :func:`pgn_game_starts`). Returns
+    (count, resume): resume is -1 at the end of the file, else the offset of the call that did not
+    fit ``out``. One pass over the bytes: each is looked at once (twice in a blank line)."""
+    k = 0
+    pos = 0
+    while True:
+        call = pos
+        a = pos
+        while a + 3 <= n and data[a] == 0xEF and data[a + 1] == 0xBB and data[a + 2] == 0xBF:
+            a += 3  # readline().lstrip("\ufeff") on the call's first line
+        if a >= n:
+            return k, -1  # nothing, or "" after the strip: no game
+        # leading blank and %/; lines
+        while True:
+            c = data[a]
+            if c == 37 or c == 59:
+                pos = _next_line(data, a, n)
+            else:
+                t = _blank(data, a, n)
+                if t < 0:
+                    break
+                pos = _after_eol(data, t, n)
+            if pos >= n:
+                return k, -1
+            a = pos
+        if k == out.shape[0]:
+            return k, call
+        out[k] = call
+        paren[k] = False
+        k += 1
+        # tag section: %/; lines skipped, at most one blank line in a row, then the first line
+        # that does not start with "["
+        empties = 0
+        while True:
+            c = data[a]
+            if c == 37 or c == 59:
+                nxt = _next_line(data, a, n)
+            elif c == 91:
+                empties = 0
+                nxt = _next_line(data, a, n)
+            else:
+                if empties >= 1:
+                    break
+                t = _blank(data, a, n)
+                if t < 0:
+                    break
+                empties += 1
+                nxt = _after_eol(data, t, n)
+            if nxt >= n:
+                return k, -1  # the game ends at the end of the file
+            a = nxt
+        # movetext: to a blank line at a fresh line; {...} comments to the first "}" (over lines),
+        # ";" to the line's end
+        fresh = True
+        while True:
+            j = a
+            if fresh:
+                c = data[a]
+                if c == 37 or c == 59:
+                    a = _next_line(data, a, n)
+                    if a >= n:
+                        return k, -1
+                    continue
+                t = _blank(data, a, n)
+                if t >= 0:
+                    pos = _after_eol(data, t, n)
+                    break
+                j = -1 - t  # the bytes before are spaces
+            fresh = True
+            while j < n:
+                c = data[j]
+                if c == 10 or c == 13 or c == 123 or c == 59:
+                    break
+                if c == 41:
+                    paren[k - 1] = True
+                j += 1
+            if j < n and data[j] == 123:
+                j += 1
+                while j < n and data[j] != 125:
+                    j += 1
+                if j + 1 >= n:
+                    return k, -1  # unterminated, or "}" the file's last byte: the game ends there
+                a = j + 1  # the rest of that line, not a fresh line
+                fresh = False
+                continue
+            a = _next_line(data, j, n)
+            if a >= n:
+                return k, -1
+
+
+def pgn_game_starts(data: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Byte offsets at which python-chess's ``chess.pgn.read_game`` starts each game of a PGN file,
+    reading it as :mod:`nnue.pipeline.formats.pgn` does (UTF-8 with errors replaced, universal
+    newlines): the first at 0, each next one just past the line that ended the game before (the
+    blank line after its movetext). Only the line structure is followed (leading blank and
+    ``%``/``;`` lines, tag lines with at most one blank line between them, movetext to a blank line
+    at a fresh line, ``{...}`` comments over several lines, ``;`` comments), which is the same
+    whether python-chess plays the game's moves or skips them (a bad ``FEN``), so a reader started
+    at any of these offsets is in the state of one that read the file from the start.
+
+    The one thing that can make python-chess leave this structure is an exception inside
+    ``read_game`` (an ``IndexError`` when a ``)`` closes a variation after a move that does not
+    parse, python-chess 1.11): it then goes on from the next line, mid-game. That needs a ``)``, so
+    each game whose movetext has one outside comments is flagged for the caller to check.
+
+    data: the file's bytes as a (size,) uint8 array (a memory map). Returns (starts, paren):
+    (games,) int64 offsets and (games,) bool flags."""
+    n = data.shape[0]
+    chunks, flags = [], []
+    start = 0
+    while True:
+        out = np.empty(1 << 18, np.int64)
+        paren = np.zeros(1 << 18, np.bool_)
+        k, resume = _pgn_walk(data[start:], n - start, out, paren)
+        chunks.append(out[:k] + start)
+        flags.append(paren[:k])
+        if resume < 0:
+            break
+        start += resume
+    return np.concatenate(chunks), np.concatenate(flags)

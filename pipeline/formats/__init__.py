@@ -102,10 +102,13 @@ class PackedRows:
 @dataclass(frozen=True)
 class ReaderOptions:
     """Per-run reader options. pgn_pov: POV of PGN eval comments, "mover" (cutechess,
-    fastchess) or "white" (python-chess, lichess)."""
+    fastchess) or "white" (python-chess, lichess). first_game: the ordinal of the stream's first
+    PGN game (a byte range of a file starts at its ``Range.game``: the games before it), so that
+    locations number the file's games; only game 0 is checked for "not PGN at all"."""
 
     pgn_pov: str = "mover"
     fast: bool = True  # compiled/bulk paths (PackedRows: binary formats, .plain, bullet text, EPD); False: one by one
+    first_game: int = 0
 
 
 @dataclass(frozen=True)

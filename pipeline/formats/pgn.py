@@ -127,7 +127,7 @@ def read(stream, options: ReaderOptions) -> Iterator[Record | Reject | PackedRow
             yield from _read_compiled(src, options)
             return
     counter = _LineCounter(stream)
-    game_no = -1
+    game_no = options.first_game - 1
     while True:
         game_no, done = yield from _one_game(counter, options, game_no)
         if done:
@@ -204,14 +204,15 @@ class _Source:
     @classmethod
     def of(cls, stream):
         """A source over ``stream``'s bytes (its binary buffer, from the start; one leading BOM
-        dropped as utf-8-sig does), or None when the compiled reader cannot read it exactly."""
+        dropped as utf-8-sig does: ``formats.open_text`` and the first byte range of a file; a
+        later range is utf-8), or None when the compiled reader cannot read it exactly."""
         from . import UTF8_BOM
 
         raw = getattr(stream, "buffer", None)
-        if raw is not None and isinstance(stream, io.TextIOWrapper) and stream.encoding == "utf-8-sig":
+        if raw is not None and isinstance(stream, io.TextIOWrapper) and stream.encoding in ("utf-8-sig", "utf-8"):
             src = cls(raw)
             src.more()
-            if src.data.startswith(UTF8_BOM):
+            if stream.encoding == "utf-8-sig" and src.data.startswith(UTF8_BOM):
                 src.pos = len(UTF8_BOM)
             return src
         if isinstance(stream, io.StringIO):  # tests: text with no CR (StringIO splits lines at LF only)
@@ -333,7 +334,7 @@ def _read_compiled(src: _Source, options: ReaderOptions):
     info = np.zeros(16, np.int64)
     t_cur = np.zeros(cp.SCRATCH, np.uint8)
     bb0, pc0, st0 = np.zeros(16, np.uint64), np.full(64, -1, np.int8), np.zeros(4, np.int64)
-    have, c960, game, rows = False, False, -1, 0
+    have, c960, game, rows = False, False, options.first_game - 1, 0
     pov_white = options.pgn_pov == "white"
     while True:
         data = np.frombuffer(src.data, np.uint8)

@@ -544,6 +544,26 @@ def test_binary_as_plain_raises_format_error(tmp_path):
         run_pack([src], ds, fmt="plain")
 
 
+@pytest.mark.parametrize("bad,what", [(b"\x00", "a NUL byte"), (b"\xff", "byte 0xff that is not UTF-8"),
+                                      (b"\xe2\x80", "byte 0xe2 that is not UTF-8")])
+def test_text_that_is_not_text_names_its_byte(tmp_path, sample_blocks, bad, what):
+    """The byte offset is the file's (it once was the index of a character after CRLF translation,
+    worded "(decompressed)" for any file); a compressed input names its decompressed stream."""
+    import gzip
+
+    head = "".join(sample_blocks[:5]).replace("\n", "\r\n").encode() + "é".encode()
+    data = head + bad + b"\r\n" + "".join(sample_blocks[5:10]).encode()
+    src = tmp_path / "d.plain"
+    src.write_bytes(data)
+    with pytest.raises(FormatError) as e:
+        run_pack([src], tmp_path / "ds")
+    assert f"d.plain: byte {len(head)}: {what}, not text" in str(e.value) and "decompressed" not in str(e.value)
+    gz = tmp_path / "d.plain.gz"
+    gz.write_bytes(gzip.compress(data))
+    with pytest.raises(FormatError, match=f"byte {len(head)} of its decompressed stream: {what}"):
+        run_pack([gz], tmp_path / "ds2")
+
+
 def test_whitespace_only_file_packs_nothing_like_an_empty_one(tmp_path, sample_blocks):
     good = tmp_path / "good.plain"
     good.write_text("".join(sample_blocks[:20]))

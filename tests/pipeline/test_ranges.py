@@ -170,12 +170,14 @@ def test_text_boundaries_fall_where_the_reader_starts_a_game(tmp_path):
         last = g.column("game_id")[-1].as_py()
 
 
-def test_pgn_and_compressed_inputs_stay_one_range(tmp_path):
-    pgn = need(SHARED / "selfplay" / "sf15-960-xfen-s2.pgn")
-    assert len(plan(pgn, "pgn", 1000)) == 1
+def test_compressed_inputs_stay_one_range(tmp_path):
+    """(PGN in ranges: tests/pipeline/test_pgn_ranges.py.)"""
     gz = tmp_path / "a.plain.gz"
     gz.write_bytes(gzip.compress(need(SHARED / "selfplay" / "sf15-960-xfen-s2.plain").read_bytes()))
     assert len(plan(gz, "plain", 1000)) == 1
+    pgn = tmp_path / "b.pgn.zst"
+    pgn.write_bytes(need(SHARED / "selfplay" / "sf15-n1500-s21.pgn.zst").read_bytes())
+    assert len(plan(pgn, "pgn", 1000)) == 1
     ds = tmp_path / "ds"
     pack([gz, pgn], ds, progress=False, range_mb=0.001, workers=2)
     assert all("part" in e and "parts" not in e for e in mf.load(ds)["files"].values())
@@ -285,7 +287,8 @@ def test_range_shards_merged_equal_one_pack(tmp_path, mb, n, workers):
     """Shards of byte ranges, merged, equal one pack; with 4 kB ranges most nominal ranges of the
     .plain input are empty (its games are longer), so some shards hold only empty ones of it."""
     ins = [need(SHARED / "selfplay" / "sf15-960-xfen-s2.plain"), need(SHARED / "selfplay" / "sf15-960-xfen-s2.txt"),
-           need(SHARED / "public" / "batch.bf"), need(SHARED / "public" / "samplefen.epd")]
+           need(SHARED / "public" / "batch.bf"), need(SHARED / "public" / "samplefen.epd"),
+           need(SHARED / "selfplay" / "sf15-960-xfen-s2.pgn")]
     if mb < 0.01:
         ins = ins[:1]
     one = tmp_path / "one"
@@ -404,14 +407,14 @@ def test_interrupted_merge_of_range_shards_is_finished_by_a_rerun(tmp_path, monk
 
 
 @pytest.mark.parametrize("fmt", ["plain", "bullet-text", "epd", "bin", "marlinformat", "bulletformat", "binpack",
-                                 "viriformat"])
+                                 "viriformat", "pgn"])
 def test_the_split_of_any_bytes_partitions_the_file(tmp_path, fmt):
     """Random bytes and mutated samples: planning never fails, and the ranges cover the file
     contiguously, each starting past its nominal offset."""
     rng = random.Random(fmt)
     srcs = {"plain": SHARED / "selfplay" / "sf15-960-xfen-s2.plain", "bullet-text": SHARED / "selfplay" /
             "sf15-960-xfen-s2.txt", "epd": SHARED / "public" / "samplefen1000.epd", "binpack": SHARED / "public" /
-            "small.binpack", "viriformat": SHARED / "public" / "test-vf.bin"}
+            "small.binpack", "viriformat": SHARED / "public" / "test-vf.bin", "pgn": SHARED / "selfplay" / "sf15-n5000-s1.pgn"}
     base = need(srcs[fmt]).read_bytes()[:200_000] if fmt in srcs else need(SHARED / "public" / "batch.bf").read_bytes()
     cases = [bytes(rng.randrange(256) for _ in range(20_000))]
     for _ in range(3):

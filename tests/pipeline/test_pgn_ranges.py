@@ -1,0 +1,236 @@
+"""PGN in byte ranges: the compiled walk that finds where ``chess.pgn.read_game`` starts each game
+(:func:`nnue.pipeline.compiled.ranges.pgn_game_starts`) against python-chess itself, and PGN files
+packed in ranges against the same files packed whole (rows, game ids, rejects and their
+"line L game G" locations; 1 and 2 workers byte for byte)."""
+from __future__ import annotations
+
+import importlib.util
+import logging
+import random
+import sys
+from pathlib import Path
+
+import chess.pgn
+import numpy as np
+import pytest
+
+from nnue.pipeline import manifest as mf
+from nnue.pipeline.compiled.ranges import _blank, pgn_game_starts
+from nnue.pipeline.formats import ReaderOptions
+from nnue.pipeline.formats.pgn import _Source
+from nnue.pipeline.pack import pack
+from nnue.pipeline.ranges import plan
+
+REPO = Path(__file__).resolve().parents[2]
+SHARED = REPO.parent / "shared" / "data"
+
+
+def _load(name: str, path: Path):
+    spec = importlib.util.spec_from_file_location(name, path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+tr = _load("ranges_tests", REPO / "tests" / "pipeline" / "test_ranges.py")  # check_identity, mb_for
+fz = _load("fuzz_compiled_pgn", REPO / "scripts" / "fuzz_compiled_pgn.py")  # the PGN fuzzer's mutations
+need = tr.need
+
+
+def read_game_starts(data: bytes) -> tuple[list[int], int | None]:
+    """The oracle: the byte offset at which each read_game call that returns a game starts, reading
+    ``data`` as the PGN reader does; and the offset of the call that raised, if one did."""
+    logging.getLogger("chess.pgn").setLevel(logging.CRITICAL)
+    src = _Source(None, data)
+    out = []
+    while True:
+        p = src.pos
+        try:
+            game = chess.pgn.read_game(src)
+        except (ValueError, IndexError):
+            return out, p
+        if game is None:
+            return out, None
+        out.append(p)
+
+
+def walk(data: bytes) -> tuple[list[int], np.ndarray]:
+    starts, paren = pgn_game_starts(np.frombuffer(data, np.uint8))
+    return starts.tolist(), paren
+
+
+def agree(data: bytes) -> bool:
+    """The walk is read_game's splitting; where read_game raises, up to that game, which is flagged."""
+    want, raised = read_game_starts(data)
+    got, paren = walk(data)
+    if raised is None:
+        return got == want
+    k = len(want)
+    return got[:k] == want and len(got) > k and got[k] == raised and bool(paren[k])
+
+
+def test_blank_is_python_str_isspace():
+    """Every BMP code point and the astral ones around the space separators, as UTF-8, with and
+    without a line end, and bytes that do not decode (U+FFFD, not space)."""
+    def blank(raw: bytes) -> bool:
+        return _blank(np.frombuffer(raw, np.uint8), 0, len(raw)) >= 0
+
+    cps = [c for c in range(0x10000) if not 0xD800 <= c < 0xE000] + list(range(0x10000, 0x10100)) + [0x10FFFF]
+    for c in cps:
+        if c in (10, 13):
+            continue  # line ends, never inside a line
+        raw = chr(c).encode() * 2
+        assert blank(raw + b"\n") == blank(raw + b"\r") == blank(raw) == chr(c).isspace(), hex(c)
+    for raw in (b"\xc2", b"\xe2\x80", b"\xed\xa0\x80", b"\xc0\xa0", b"\xe0\x80\xa0", b"\xe2\x80\x20", b" \xff", b"\xe2"):
+        assert blank(raw + b"\n") == blank(raw) == raw.decode("utf-8", "replace").isspace(), raw
+    assert blank(b"\n") and blank(b"\r\n") and blank(b" \t\x0c\n") and not blank(b" x\n")
+    t = _blank(np.frombuffer(b" \xc2\xa0[x\n", np.uint8), 0, 7)
+    assert t == -1 - 3  # not blank: its first byte that is not space
+
+
+def test_walk_is_read_game_on_the_samples():
+    for p in [SHARED / "public" / "sample_with_annotations.pgn", SHARED / "selfplay" / "sf15-960-xfen-s2.pgn",
+              SHARED / "selfplay" / "sf15-n5000-s1.pgn"]:
+        data = need(p).read_bytes()
+        starts, raised = read_game_starts(data)
+        assert raised is None and len(starts) > 1
+        assert walk(data)[0] == starts
+
+
+# lines of PGN's structure: tags, blank and space-only lines (Unicode spaces too), %/; lines, BOMs,
+# comments opened and closed over lines, variations, a move that does not parse then ")" (read_game
+# raises), bytes that do not decode, bad FENs (python-chess skips the movetext)
+TOKENS = [b'[Event "x"]', b'[FEN "bad fen"]', b'[FEN "8/8/8/8/8/8/8/K1k5 w - - 0 1"]', b'', b' ', b'\t',
+          b'\xc2\xa0', b'\xe2\x80\x83', b'\xe3\x80\x80', b'\x0c', b'\x1d', b'\xef\xbb\xbf', b'\xef\xbb\xbf[Event "y"]',
+          b'\xc2', b'\xe2\x80', b'%x', b';c', b'{', b'}', b'{a}', b'1. e4 e5', b'2. Nf3 {c} Nc6', b'(', b')',
+          b'1. e4 (1. d4) e5', b'1. e4 Qxh8 ) e5 2. Nf3', b'*', b'1-0', b'[', b'[x', b'e4 ; { }', b'{ ; }', b'} {',
+          b'1. e4 { open', b'close } e5', b'e4 ) {']
+ENDS = [b"\n", b"\n", b"\n", b"\r\n", b"\r"]
+
+
+@pytest.mark.parametrize("cases", [4000, pytest.param(40000, marks=pytest.mark.slow)])
+def test_walk_is_read_game_on_structural_noise(cases):
+    rng = random.Random(cases)
+    raised = 0
+    for _ in range(cases):
+        lines = [b" ".join(rng.choice(TOKENS) for _ in range(rng.choice([1, 1, 1, 2, 3]))) + rng.choice(ENDS)
+                 for _ in range(rng.randint(1, 40))]
+        data = b"".join(lines)
+        if rng.random() < 0.3:
+            data = data.rstrip(b"\r\n")
+        assert agree(data), data
+        raised += read_game_starts(data)[1] is not None
+    assert raised > cases // 20  # the raising case is exercised
+
+
+@pytest.mark.parametrize("files", [150, pytest.param(3000, marks=pytest.mark.slow)])
+def test_walk_is_read_game_on_mutated_games(files):
+    """The PGN fuzzer's edits (bytes of PGN's alphabet, control and non-ASCII bytes, CR/CRLF, BOMs,
+    tabs, comments over lines) on self-play games, several games a file."""
+    games = fz._games(need(SHARED / "selfplay" / "sf15-960-xfen-s2.pgn"))
+    rng = random.Random(files)
+    for _ in range(files):
+        parts = []
+        for _ in range(rng.randint(1, 8)):
+            g = rng.choice(games)[0]
+            if rng.random() < 0.3:
+                g = fz._rewrite(g, rng)
+            b = bytearray(g.encode())
+            fz._mutate(b, rng, rng.randint(0, 12), 100_000)
+            parts.append(bytes(b))
+        data = b"".join(parts)
+        assert agree(data), data[:2000]
+
+
+# ------------------------------------------------------------------------ packs in ranges
+@pytest.mark.parametrize("fast", [True, False])
+def test_pgn_samples_in_ranges(tmp_path, fast):
+    ins = [need(SHARED / "selfplay" / "sf15-960-xfen-s2.pgn"), need(SHARED / "selfplay" / "sf15-n5000-s1.pgn")]
+    rs = plan(ins[1], "pgn", ins[1].stat().st_size // 7)
+    assert len(rs) == 7 and rs[0].game == 0 and all(a.game < b.game for a, b in zip(rs, rs[1:]))
+    tr.check_identity(tmp_path, ins, tr.mb_for(ins[0], 6), min_ranges=6, options=ReaderOptions(fast=fast))
+
+
+def _junk_pgn(dst: Path, seed: int, games: int = 400, extra: bytes = b"") -> None:
+    """Self-play games, one in three with the fuzzer's edits, after an intact first game."""
+    src = fz._games(need(SHARED / "selfplay" / "sf15-n5000-s1.pgn"))
+    rng = random.Random(seed)
+    out = [src[0][0].encode()]
+    for i in range(games):
+        g = rng.choice(src)[0]
+        if rng.random() < 0.05:
+            g = fz._rewrite(g, rng)
+        b = bytearray(g.encode())
+        if rng.random() < 0.33:
+            fz._mutate(b, rng, rng.randint(1, 6), 100_000)
+        out.append(bytes(b))
+    dst.write_bytes(b"".join(out) + extra)
+
+
+@pytest.mark.parametrize("seed,fast", [(1, True), pytest.param(2, False, marks=pytest.mark.slow),
+                                       pytest.param(3, True, marks=pytest.mark.slow)])
+def test_mutated_pgn_in_ranges(tmp_path, seed, fast):
+    """Rejects of every kind (bad evals, PGN errors, bad FENs, games handed to python-chess) fall on
+    both sides of the boundaries: the ranged pack is the whole one, locations included."""
+    p = tmp_path / "junk.pgn"
+    _junk_pgn(p, seed)
+    data = p.read_bytes()
+    starts, raised = read_game_starts(data)
+    if raised is not None:  # a game that makes read_game raise: keep the file splittable
+        p.write_bytes(data[:raised])
+    m = tr.check_identity(tmp_path / "ds", [p], tr.mb_for(p, 12), min_ranges=10, options=ReaderOptions(fast=fast))
+    e = next(iter(m["files"].values()))
+    assert sum(e["rejected"].values()) > 20 and len(set(tr.rows(tmp_path / "ds" / "one").column("game_id").to_pylist())) > 200
+
+
+def test_a_game_that_makes_read_game_raise(tmp_path):
+    """Before the last range's start: python-chess goes on mid-game and numbers the games after it
+    differently from the walk, so the file is one range. In the last range only: it is split."""
+    base = need(SHARED / "selfplay" / "sf15-n5000-s1.pgn").read_bytes()
+    bad = b'[Event "bad"]\n\n1. e4 Qxh8 ) e5 2. Nf3 *\n\n'
+    early, late = tmp_path / "early.pgn", tmp_path / "late.pgn"
+    cut = base.index(b"\n\n[Event ", len(base) // 10) + 2
+    early.write_bytes(base[:cut] + bad + base[cut:])
+    late.write_bytes(base + bad)
+    rb = len(base) // 6
+    assert read_game_starts(early.read_bytes())[1] == cut
+    assert len(plan(early, "pgn", rb)) == 1
+    rs = plan(late, "pgn", rb)
+    assert len(rs) >= 6 and rs[-1].start <= len(base)  # the raising game is in the last range
+    whole = tmp_path / "w"
+    pack([early], whole, progress=False)
+    ranged = tmp_path / "r"
+    pack([early], ranged, progress=False, range_mb=rb / (1 << 20), workers=2)
+    assert tr.rows(whole).equals(tr.rows(ranged)) and tr.rejects(whole) == tr.rejects(ranged)
+    assert any(r["reason"] == "unreadable PGN game" for r in tr.rejects(whole))
+    tr.check_identity(tmp_path / "late", [late], rb / (1 << 20), min_ranges=6)
+
+
+def test_a_later_range_never_fails_as_not_pgn(tmp_path):
+    """Only the file's first game is checked for "not PGN at all": a game of junk with no tags at
+    the start of a later range is a reject there, as in the whole file."""
+    base = need(SHARED / "selfplay" / "sf15-960-xfen-s2.pgn").read_bytes()
+    cut = base.index(b"\n\n[Event ", len(base) // 2) + 2
+    p = tmp_path / "j.pgn"
+    p.write_bytes(base[:cut] + b"not a game: Qxh8 e4\n\n" + base[cut:])
+    rb = cut - 10
+    rs = plan(p, "pgn", rb)
+    assert [r.start for r in rs] == [0, cut]
+    m = tr.check_identity(tmp_path / "ds", [p], rb / (1 << 20), min_ranges=2)
+    assert "PGN error, rest of game dropped" in next(iter(m["files"].values()))["rejected"]
+
+
+def test_pgn_ranges_on_the_command_line(tmp_path):
+    """``nnue pack --workers 2 --range-mb`` on one PGN file: several parts, the whole file's rows."""
+    import subprocess
+
+    p = need(SHARED / "selfplay" / "sf15-n2000-s11.pgn")
+    out = tmp_path / "ds"
+    r = subprocess.run([sys.executable, "-m", "nnue.cli", "pack", str(p), "-o", str(out), "--workers", "2",
+                        "--range-mb", "1", "--json", "--no-progress"], capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    e = next(iter(mf.load(out)["files"].values()))
+    assert len(e["parts"]) == -(-p.stat().st_size // (1 << 20))
+    whole = tmp_path / "w"
+    pack([p], whole, progress=False)
+    assert tr.rows(whole).equals(tr.rows(out))
