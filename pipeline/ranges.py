@@ -32,8 +32,9 @@ positions, ``pack.GameIds``):
   whole file (:func:`~nnue.pipeline.compiled.ranges.pgn_game_starts`: where a game starts depends on
   everything before it, comments over several lines, games with no movetext). The range carries the
   number of games before it (``Range.game``), which the reader starts its game ordinals at, so that
-  the "game N" of every location is the file's. A game whose movetext has a ``)`` is read with
-  python-chess first (:data:`PGN_CHECK_GAMES` of them at most): if one makes ``read_game`` raise,
+  the "game N" of every location is the file's. A game whose movetext has a ``)`` or a NAG of
+  hundreds of digits (where python-chess may raise) is read with python-chess first
+  (:data:`PGN_CHECK_GAMES` of them at most): if one makes ``read_game`` raise,
   python-chess goes on mid-game and the walk no longer follows it, so the file is one range (its
   later nominal ranges are empty), as it is with more such games;
 - compressed inputs (``.gz``, ``.zst``, ``.xz``, ``.bz2``) are one range: they cannot be entered mid-way.
@@ -366,7 +367,7 @@ def _text(fmt: str, after_e: bool):
     return make
 
 
-PGN_CHECK_GAMES = 1000  # most games with a ")" read by python-chess before a PGN file is split
+PGN_CHECK_GAMES = 1000  # most suspect games (a ")", a long NAG) read by python-chess before a PGN file is split
 
 
 def _pgn(path: Path, size: int):
@@ -378,7 +379,7 @@ def _pgn(path: Path, size: int):
     from .formats.pgn import _Source
 
     data = np.memmap(path, dtype=np.uint8, mode="r", shape=(size,)) if size else np.zeros(0, np.uint8)
-    starts, paren = pgn_game_starts(data)
+    starts, suspect = pgn_game_starts(data)
     used = [0]  # the last start a range was given
 
     def find(lo: int, hi: int):
@@ -392,9 +393,9 @@ def _pgn(path: Path, size: int):
         return int(np.searchsorted(starts, offset))
 
     def exact() -> bool:
-        """No game before the last range's start makes read_game raise (each game with a ")" is
-        read by python-chess from its start to the next game's, as in the whole file)."""
-        flagged = np.flatnonzero(paren[:used[0]])
+        """No game before the last range's start makes read_game raise (each suspect game is read
+        by python-chess from its start to the next game's, as in the whole file)."""
+        flagged = np.flatnonzero(suspect[:used[0]])
         if len(flagged) > PGN_CHECK_GAMES:
             return False
         logging.getLogger("chess.pgn").setLevel(logging.CRITICAL)

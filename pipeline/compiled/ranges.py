@@ -1,4 +1,5 @@
-"""Compiled walks that find where a range of a file may start (:mod:`nnue.pipeline.ranges`)."""
+"""Compiled walks that find where a range of a file may start (:mod:`nnue.pipeline.ranges`):
+viriformat games, and the games of a PGN file as python-chess reads them."""
 from __future__ import annotations
 
 import numpy as np
@@ -40,6 +41,9 @@ def viri_game_starts(words: np.ndarray, nbytes: int) -> np.ndarray:
 
 
 # ---------------------------------------------------------------------------- PGN
+NAG_DIGITS = 640  # the fewest digits int() may be limited to (sys.set_int_max_str_digits)
+
+
 @njit(cache=True, inline="always")
 def _after_eol(data, t, n):
     """The start of the line after the line end at ``t`` (``\n``, ``\r\n`` or a lone ``\r``,
@@ -94,9 +98,10 @@ def _blank(data, a, n):
 
 
 @njit(cache=True)
-def _pgn_walk(data, n, out, paren):
-    """Fill ``out`` with where each ``read_game`` call that finds a game starts, and ``paren``
-    with whether its movetext has a ``)`` outside comments (see :func:`pgn_game_starts`). Returns
+def _pgn_walk(data, n, out, suspect):
+    """Fill ``out`` with where each ``read_game`` call that finds a game starts, and ``suspect``
+    with whether its movetext has a ``)`` or a NAG of ``NAG_DIGITS`` digits or more outside
+    comments (see :func:`pgn_game_starts`). Returns
     (count, resume): resume is -1 at the end of the file, else the offset of the call that did not
     fit ``out``. One pass over the bytes: each is looked at once (twice in a blank line)."""
     k = 0
@@ -124,7 +129,7 @@ def _pgn_walk(data, n, out, paren):
         if k == out.shape[0]:
             return k, call
         out[k] = call
-        paren[k] = False
+        suspect[k] = False
         k += 1
         # tag section: %/; lines skipped, at most one blank line in a row, then the first line
         # that does not start with "["
@@ -170,7 +175,15 @@ def _pgn_walk(data, n, out, paren):
                 if c == 10 or c == 13 or c == 123 or c == 59:
                     break
                 if c == 41:
-                    paren[k - 1] = True
+                    suspect[k - 1] = True
+                elif c == 36:  # "$": a NAG, whose digits python-chess reads with int()
+                    d = j + 1
+                    while d < n and 48 <= data[d] <= 57:
+                        d += 1
+                    if d - j - 1 >= NAG_DIGITS:
+                        suspect[k - 1] = True
+                    j = d
+                    continue
                 j += 1
             if j < n and data[j] == 123:
                 j += 1
@@ -196,22 +209,25 @@ def pgn_game_starts(data: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     whether python-chess plays the game's moves or skips them (a bad ``FEN``), so a reader started
     at any of these offsets is in the state of one that read the file from the start.
 
-    The one thing that can make python-chess leave this structure is an exception inside
-    ``read_game`` (an ``IndexError`` when a ``)`` closes a variation after a move that does not
-    parse, python-chess 1.11): it then goes on from the next line, mid-game. That needs a ``)``, so
-    each game whose movetext has one outside comments is flagged for the caller to check.
+    What makes python-chess leave this structure is an exception inside ``read_game``: it then
+    goes on from the next line, mid-game. python-chess 1.11 raises an ``IndexError`` when a ``)``
+    closes a variation after a move that does not parse, and a ``ValueError`` for a NAG (``$N``)
+    of more digits than ``int()`` reads (``sys.get_int_max_str_digits()``, 4300 by default, 640 at
+    least). Each game whose movetext has a ``)`` or a NAG of ``NAG_DIGITS`` digits or more outside
+    comments is therefore flagged as ``suspect``, for the caller to read with python-chess.
 
-    data: the file's bytes as a (size,) uint8 array (a memory map). Returns (starts, paren):
-    (games,) int64 offsets and (games,) bool flags."""
+    data: the file's bytes as a (size,) uint8 array (a memory map). Returns (starts, suspect):
+    (games,) int64 offsets and (games,) bool flags.
+    """
     n = data.shape[0]
     chunks, flags = [], []
     start = 0
     while True:
         out = np.empty(1 << 18, np.int64)
-        paren = np.zeros(1 << 18, np.bool_)
-        k, resume = _pgn_walk(data[start:], n - start, out, paren)
+        suspect = np.zeros(1 << 18, np.bool_)
+        k, resume = _pgn_walk(data[start:], n - start, out, suspect)
         chunks.append(out[:k] + start)
-        flags.append(paren[:k])
+        flags.append(suspect[:k])
         if resume < 0:
             break
         start += resume

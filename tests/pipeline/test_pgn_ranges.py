@@ -5,19 +5,16 @@ packed in ranges against the same files packed whole (rows, game ids, rejects an
 from __future__ import annotations
 
 import importlib.util
-import logging
 import random
 import sys
 from pathlib import Path
 
-import chess.pgn
 import numpy as np
 import pytest
 
 from nnue.pipeline import manifest as mf
-from nnue.pipeline.compiled.ranges import _blank, pgn_game_starts
+from nnue.pipeline.compiled.ranges import _blank
 from nnue.pipeline.formats import ReaderOptions
-from nnue.pipeline.formats.pgn import _Source
 from nnue.pipeline.pack import pack
 from nnue.pipeline.ranges import plan
 
@@ -34,39 +31,11 @@ def _load(name: str, path: Path):
 
 tr = _load("ranges_tests", REPO / "tests" / "pipeline" / "test_ranges.py")  # check_identity, mb_for
 fz = _load("fuzz_compiled_pgn", REPO / "scripts" / "fuzz_compiled_pgn.py")  # the PGN fuzzer's mutations
+fw = _load("fuzz_pgn_walk", REPO / "scripts" / "fuzz_pgn_walk.py")  # the walk's oracle and generators
 need = tr.need
 
 
-def read_game_starts(data: bytes) -> tuple[list[int], int | None]:
-    """The oracle: the byte offset at which each read_game call that returns a game starts, reading
-    ``data`` as the PGN reader does; and the offset of the call that raised, if one did."""
-    logging.getLogger("chess.pgn").setLevel(logging.CRITICAL)
-    src = _Source(None, data)
-    out = []
-    while True:
-        p = src.pos
-        try:
-            game = chess.pgn.read_game(src)
-        except (ValueError, IndexError):
-            return out, p
-        if game is None:
-            return out, None
-        out.append(p)
-
-
-def walk(data: bytes) -> tuple[list[int], np.ndarray]:
-    starts, paren = pgn_game_starts(np.frombuffer(data, np.uint8))
-    return starts.tolist(), paren
-
-
-def agree(data: bytes) -> bool:
-    """The walk is read_game's splitting; where read_game raises, up to that game, which is flagged."""
-    want, raised = read_game_starts(data)
-    got, paren = walk(data)
-    if raised is None:
-        return got == want
-    k = len(want)
-    return got[:k] == want and len(got) > k and got[k] == raised and bool(paren[k])
+read_game_starts, walk, agree = fw.read_game_starts, fw.walk, lambda data: fw.agree(data)[0]
 
 
 def test_blank_is_python_str_isspace():
@@ -97,48 +66,26 @@ def test_walk_is_read_game_on_the_samples():
         assert walk(data)[0] == starts
 
 
-# lines of PGN's structure: tags, blank and space-only lines (Unicode spaces too), %/; lines, BOMs,
-# comments opened and closed over lines, variations, a move that does not parse then ")" (read_game
-# raises), bytes that do not decode, bad FENs (python-chess skips the movetext)
-TOKENS = [b'[Event "x"]', b'[FEN "bad fen"]', b'[FEN "8/8/8/8/8/8/8/K1k5 w - - 0 1"]', b'', b' ', b'\t',
-          b'\xc2\xa0', b'\xe2\x80\x83', b'\xe3\x80\x80', b'\x0c', b'\x1d', b'\xef\xbb\xbf', b'\xef\xbb\xbf[Event "y"]',
-          b'\xc2', b'\xe2\x80', b'%x', b';c', b'{', b'}', b'{a}', b'1. e4 e5', b'2. Nf3 {c} Nc6', b'(', b')',
-          b'1. e4 (1. d4) e5', b'1. e4 Qxh8 ) e5 2. Nf3', b'*', b'1-0', b'[', b'[x', b'e4 ; { }', b'{ ; }', b'} {',
-          b'1. e4 { open', b'close } e5', b'e4 ) {']
-ENDS = [b"\n", b"\n", b"\n", b"\r\n", b"\r"]
-
-
 @pytest.mark.parametrize("cases", [4000, pytest.param(40000, marks=pytest.mark.slow)])
 def test_walk_is_read_game_on_structural_noise(cases):
+    """Lines of PGN's structure (scripts/fuzz_pgn_walk.py: noise)."""
     rng = random.Random(cases)
     raised = 0
     for _ in range(cases):
-        lines = [b" ".join(rng.choice(TOKENS) for _ in range(rng.choice([1, 1, 1, 2, 3]))) + rng.choice(ENDS)
-                 for _ in range(rng.randint(1, 40))]
-        data = b"".join(lines)
-        if rng.random() < 0.3:
-            data = data.rstrip(b"\r\n")
-        assert agree(data), data
-        raised += read_game_starts(data)[1] is not None
+        data = fw.noise(rng)
+        ok, r = fw.agree(data)
+        assert ok, data
+        raised += r
     assert raised > cases // 20  # the raising case is exercised
 
 
 @pytest.mark.parametrize("files", [150, pytest.param(3000, marks=pytest.mark.slow)])
 def test_walk_is_read_game_on_mutated_games(files):
-    """The PGN fuzzer's edits (bytes of PGN's alphabet, control and non-ASCII bytes, CR/CRLF, BOMs,
-    tabs, comments over lines) on self-play games, several games a file."""
+    """The PGN fuzzer's edits on self-play games, several games a file (fuzz_pgn_walk.mutated)."""
     games = fz._games(need(SHARED / "selfplay" / "sf15-960-xfen-s2.pgn"))
     rng = random.Random(files)
     for _ in range(files):
-        parts = []
-        for _ in range(rng.randint(1, 8)):
-            g = rng.choice(games)[0]
-            if rng.random() < 0.3:
-                g = fz._rewrite(g, rng)
-            b = bytearray(g.encode())
-            fz._mutate(b, rng, rng.randint(0, 12), 100_000)
-            parts.append(bytes(b))
-        data = b"".join(parts)
+        data = fw.mutated(rng, games, fz, rng.randint(1, 8))
         assert agree(data), data[:2000]
 
 
@@ -183,11 +130,13 @@ def test_mutated_pgn_in_ranges(tmp_path, seed, fast):
     assert sum(e["rejected"].values()) > 20 and len(set(tr.rows(tmp_path / "ds" / "one").column("game_id").to_pylist())) > 200
 
 
-def test_a_game_that_makes_read_game_raise(tmp_path):
+@pytest.mark.parametrize("movetext", [b"1. e4 Qxh8 ) e5 2. Nf3 *", b"1. e4 $" + b"1" * 5000 + b" e5 *"])
+def test_a_game_that_makes_read_game_raise(tmp_path, movetext):
     """Before the last range's start: python-chess goes on mid-game and numbers the games after it
-    differently from the walk, so the file is one range. In the last range only: it is split."""
+    differently from the walk, so the file is one range. In the last range only: it is split.
+    (IndexError: ")" after a move that does not parse; ValueError: a NAG too long for int().)"""
     base = need(SHARED / "selfplay" / "sf15-n5000-s1.pgn").read_bytes()
-    bad = b'[Event "bad"]\n\n1. e4 Qxh8 ) e5 2. Nf3 *\n\n'
+    bad = b'[Event "bad"]\n\n' + movetext + b'\n\n'
     early, late = tmp_path / "early.pgn", tmp_path / "late.pgn"
     cut = base.index(b"\n\n[Event ", len(base) // 10) + 2
     early.write_bytes(base[:cut] + bad + base[cut:])
