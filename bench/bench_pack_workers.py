@@ -112,32 +112,21 @@ def main(argv: list[str] | None = None) -> int:
     with tempfile.TemporaryDirectory(prefix="bench_pack_workers.") as d:
         tmp = Path(d)
         kinds = args.inputs.split(",")
-        if "binpack" in kinds:
-            src = SHARED / "public" / "small.binpack"
-            big = tmp / "big.binpack"
+        # (input kind, source file, copies): the copies one after another are still a valid file
+        # of the format (binpack blocks, .plain records, PGN games)
+        sources = [("binpack", SHARED / "public" / "small.binpack", args.copies),
+                   ("plain", max((SHARED / "selfplay").glob("*.plain"), key=lambda q: q.stat().st_size),
+                    args.plain_copies),
+                   ("pgn", max((SHARED / "selfplay").glob("*.pgn"), key=lambda q: q.stat().st_size), args.pgn_copies)]
+        for fmt, src, copies in sources:
+            if fmt not in kinds:
+                continue
+            big = tmp / f"{src.stem}-x{copies}{src.suffix}"
             data = src.read_bytes()
             with open(big, "wb") as f:
-                for _ in range(args.copies):
+                for _ in range(copies):
                     f.write(data)
-            results.append(_bench_one(big, "binpack", workers, args.runs, big.stat().st_size / 8 / (1 << 20), tmp))
-        if "plain" in kinds:
-            plains = sorted((SHARED / "selfplay").glob("*.plain"), key=lambda q: q.stat().st_size)
-            big = plains[-1]
-            if args.plain_copies > 1:  # whole files one after another: still a valid .plain
-                data = big.read_bytes()
-                big = tmp / f"{big.stem}-x{args.plain_copies}.plain"
-                with open(big, "wb") as f:
-                    for _ in range(args.plain_copies):
-                        f.write(data)
-            results.append(_bench_one(big, "plain", workers, args.runs, big.stat().st_size / 8 / (1 << 20), tmp))
-        if "pgn" in kinds:  # whole games one after another: still valid PGN
-            big = max((SHARED / "selfplay").glob("*.pgn"), key=lambda q: q.stat().st_size)
-            data = big.read_bytes()
-            big = tmp / f"{big.stem}-x{args.pgn_copies}.pgn"
-            with open(big, "wb") as f:
-                for _ in range(args.pgn_copies):
-                    f.write(data)
-            results.append(_bench_one(big, "pgn", workers, args.runs, big.stat().st_size / 8 / (1 << 20), tmp))
+            results.append(_bench_one(big, fmt, workers, args.runs, big.stat().st_size / 8 / (1 << 20), tmp))
     report = {
         "benchmark": "pack_workers", "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
         "machine": {"cpus": os.cpu_count(), "cpus_usable": len(os.sched_getaffinity(0)),

@@ -66,7 +66,7 @@ def read_game_starts(data: bytes) -> tuple[list[int], int | None]:
         p = src.pos
         try:
             game = chess.pgn.read_game(src)
-        except (ValueError, IndexError):
+        except Exception:  # noqa: BLE001 - as the PGN reader catches it (formats.pgn._one_game)
             return out, p
         if game is None:
             return out, None

@@ -140,8 +140,12 @@ def _one_game(counter, options: ReaderOptions, game_no: int):
     start = counter.line + 1
     try:
         game = chess.pgn.read_game(counter)
-    except (ValueError, IndexError) as e:
-        yield Reject(f"line {start}", "unreadable PGN game", str(e))
+    except Exception as e:  # noqa: BLE001 - it reads untrusted text (see below)
+        # python-chess 1.11's read_game was seen to raise on malformed movetext, stopping mid-game
+        # (the reader goes on from there): IndexError (a ")" after a move that does not parse),
+        # ValueError (a NAG too long for int()), AssertionError ("begin_variation called, but root
+        # node on top of stack": variations around moves that do not parse)
+        yield Reject(f"line {start}", "unreadable PGN game", f"{type(e).__name__}: {e}")
         return game_no, False
     if game is None:
         return game_no, True

@@ -130,11 +130,14 @@ def test_mutated_pgn_in_ranges(tmp_path, seed, fast):
     assert sum(e["rejected"].values()) > 20 and len(set(tr.rows(tmp_path / "ds" / "one").column("game_id").to_pylist())) > 200
 
 
-@pytest.mark.parametrize("movetext", [b"1. e4 Qxh8 ) e5 2. Nf3 *", b"1. e4 $" + b"1" * 5000 + b" e5 *"])
+@pytest.mark.parametrize("movetext", [b"1. e4 Qxh8 ) e5 2. Nf3 *", b"1. e4 $" + b"1" * 5000 + b" e5 *",
+                                      b"e4(e4(1.d4)e5(1.d4)())((1."])
 def test_a_game_that_makes_read_game_raise(tmp_path, movetext):
     """Before the last range's start: python-chess goes on mid-game and numbers the games after it
     differently from the walk, so the file is one range. In the last range only: it is split.
-    (IndexError: ")" after a move that does not parse; ValueError: a NAG too long for int().)"""
+    (IndexError: ")" after a move that does not parse; ValueError: a NAG too long for int();
+    AssertionError: variations around a move that does not parse, found by scripts/fuzz_pgn_walk.py,
+    which made ``nnue pack`` stop with "internal error" before it was a reject.)"""
     base = need(SHARED / "selfplay" / "sf15-n5000-s1.pgn").read_bytes()
     bad = b'[Event "bad"]\n\n' + movetext + b'\n\n'
     early, late = tmp_path / "early.pgn", tmp_path / "late.pgn"
