@@ -259,7 +259,7 @@ def cmd_annotate(args) -> int:
 def cmd_analyze(args) -> int:
     from nnue.cmd_analyze import analyze
 
-    r = analyze(args.net, args.dataset, args.output, args.limit)
+    r = analyze(args.net, args.dataset, args.output, args.limit, engine=args.engine)
     if args.json:
         print(json.dumps({k: v for k, v in r.items() if k != "dead_neurons"} | {
             "dead_neurons": {k: v for k, v in r["dead_neurons"].items() if k != "active_share_per_neuron"}}))
@@ -374,8 +374,10 @@ def cmd_eval(args) -> int:
         fens, labels = _read_fens(args.fens)
     from nnue.inference.api import boards_from_fens
 
+    from nnue.pipeline.annotate import residual_base
+
     boards = boards_from_fens(fens, labels)
-    base = _residual_base(net, net_path, boards, args)
+    base = residual_base(net, boards, engine=args.engine, name=str(net_path))
     try:
         evals = _evaluate_rows(net, boards, base)
     except OverflowError as e:  # name the first position that overflows (one at a time: rare path)
@@ -388,38 +390,6 @@ def cmd_eval(args) -> int:
     for v in evals:
         print("none" if v is None else v)
     return 0
-
-
-def _residual_base(net, net_path, boards, args, column=None):
-    """A residual net's base for ``boards`` ((N, 32) uint8) when the evaluator cannot compute
-    it (a Stockfish base): ``column`` (the dataset's base_eval, float, NaN = none) when given,
-    else Stockfish 15.1's classical eval from the engine (``--engine``, else ``stockfish`` on
-    PATH, else /usr/games/stockfish). Returns None for plain nets and the ``material`` base
-    (computed by the evaluator), else (N,) float64 centipawns, stm POV, NaN where the engine
-    prints none (side to move in check). Raises EngineError naming what is missing."""
-    from nnue.inference import residual
-
-    r = residual.of(net)
-    if r is None or r["base"] == "material":
-        return None
-    if column is not None:
-        return column.double().numpy()
-    import numpy as np
-
-    from nnue.pipeline.annotate import EngineError, EnginePool, find_engine, stm_cp
-
-    why = (f"{net_path} is a residual net (eval = {r['base']} + {r['alpha']:g}·net) and its base is "
-           "Stockfish 15.1's classical static eval")
-    try:
-        pool = EnginePool(find_engine(args.engine), 1, ("classical",))
-    except EngineError as e:
-        raise EngineError(f"{why}: {e}") from None
-    try:
-        pawns = pool.evaluate(boards.numpy())["classical"] if len(boards) else np.zeros(0)
-    finally:
-        pool.close()
-    cp, null = stm_cp(pawns, (boards[:, 24] >> 7).bool().numpy())
-    return np.where(null, np.nan, cp.astype(np.float64))
 
 
 def _evaluate_rows(net, boards, base) -> list:
@@ -456,16 +426,15 @@ def _eval_dataset(net, args) -> int:
     from nnue.trainer.metrics import spearman
 
     from nnue.inference import residual
-    from nnue.pipeline import manifest as mf
+    from nnue.pipeline.annotate import dataset_holds_base, residual_base
 
     no_filters = Filters(skip_in_check=False, skip_capture=False, skip_score_none=False, skip_mate=False)
     ds = PackedStream([args.dataset], 65536, 0, "all", 0.0, no_filters, drop_last=False)
     limit = args.limit if args.limit is not None else None
     # a residual net on a Stockfish base: the dataset's base_eval column if it holds that base
     r = residual.of(net)
-    ann = mf.load(args.dataset).get("annotations", {}).get("base_eval", {})
-    use_column = (r is not None and r["base"] != "material" and ann.get("source") == r["base"]
-                  and ann.get("complete", True) and "base_eval" in ds.extra_columns)
+    use_column = r is not None and r["base"] != "material" and dataset_holds_base([args.dataset], r["base"],
+                                                                                  ds.extra_columns)
     evals, scores, n, spent, no_base = [], [], 0, 0.0, 0
     for b in ds:
         boards, score = b["boards"], b["score"]
@@ -473,7 +442,8 @@ def _eval_dataset(net, args) -> int:
         if limit is not None:
             boards, score = boards[: limit - n], score[: limit - n]
             column = None if column is None else column[: limit - n]
-        base = _residual_base(net, args.net, boards, args, column)
+        base = residual_base(net, boards, None if column is None else column.double().numpy(), args.engine,
+                             str(args.net))
         t = time.perf_counter()
         try:
             ev = evaluate(net, boards) if base is None else _evaluate_rows(net, boards, base)
@@ -694,6 +664,10 @@ def _parser() -> argparse.ArgumentParser:
     s.add_argument("--dataset", required=True, metavar="DIR", help="a packed dataset (nnue pack)")
     s.add_argument("-o", "--output", required=True, metavar="DIR", help="folder for the PNGs and analysis.json")
     s.add_argument("--limit", type=_non_negative, default=100_000, metavar="N", help="positions read (default 100,000)")
+    s.add_argument("--engine", metavar="PATH", default=None,
+                   help="residual nets on a Stockfish base: the Stockfish 15.1 binary that computes it when the "
+                        "dataset's base_eval column does not hold it (default: stockfish on PATH, else "
+                        "/usr/games/stockfish); positions without a base (in check) are left out")
     s.add_argument("--json", action="store_true")
     s.set_defaults(func=cmd_analyze)
 
@@ -739,6 +713,10 @@ def _parser() -> argparse.ArgumentParser:
     s.add_argument("--net", default=None, help="export folder (holds net.safetensors, export.json)")
     s.add_argument("--data", default=None, help="dataset to report on (default: the training data)")
     s.add_argument("--force", action="store_true", help="report a net exported from another run's checkpoint")
+    s.add_argument("--engine", metavar="PATH", default=None,
+                   help="residual nets on a Stockfish base: the Stockfish 15.1 binary that computes it when the "
+                        "dataset's base_eval column does not hold it (default: stockfish on PATH, else "
+                        "/usr/games/stockfish); positions without a base (in check) are left out")
     s.add_argument("--json", action="store_true")
     s.set_defaults(func=lambda a: __import__("nnue.trainer.report", fromlist=["cmd_report"]).cmd_report(a))
 

@@ -63,26 +63,40 @@ def _save_png(fig, path: Path) -> None:
     atomic_write_bytes(path, buf.getvalue())
 
 
-def analyze(net_path: str | Path, dataset: str | Path, out_dir: str | Path, limit: int = 100_000) -> dict:
+def analyze(net_path: str | Path, dataset: str | Path, out_dir: str | Path, limit: int = 100_000,
+            engine: str | None = None) -> dict:
     """Write the four PNGs and ``analysis.json`` into ``out_dir``; returns the JSON's content.
-    Raises NetFormatError, ManifestError, ValueError (no positions)."""
+
+    A residual net's evals are its whole eval, base + alpha * net: a Stockfish base comes from the
+    dataset's base_eval column when it holds that base, else from the engine (``engine``, see
+    :func:`nnue.pipeline.annotate.residual_base`); positions without one (in check) are left out
+    and counted (``positions_without_base``). Raises NetFormatError, ManifestError, EngineError,
+    ValueError (no positions)."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    from nnue.inference import evaluate, load
+    from nnue.inference import load, residual
+    from nnue.pipeline.annotate import dataset_holds_base, evaluate_with_base, residual_base
     from nnue.pipeline.atomic import atomic_write_bytes
     from nnue.pipeline.stream import Filters, PackedStream
 
     net = load(net_path)
     ds = PackedStream([dataset], 8192, 0, "all", 0.0, Filters(), drop_last=False)
+    r = residual.of(net)
+    use_column = r is not None and r["base"] != "material" and dataset_holds_base([dataset], r["base"], ds.extra_columns)
     evals, scores, buckets, block_sparsity = [], [], [], []
     active = None
-    n = 0
+    n = no_base = 0
     for b in ds:
         boards, score = b["boards"][: limit - n], b["score"][: limit - n]
-        evals.append(evaluate(net, boards).numpy())
+        column = b["base_eval"][: limit - n].double().numpy() if use_column else None
+        ev, keep = evaluate_with_base(net, boards, residual_base(net, boards, column, engine, str(net_path)))
+        no_base += int((~keep).sum())
+        n += len(boards)
+        boards, score = boards[keep], score[keep]
+        evals.append(ev.numpy())
         scores.append(score.numpy())
         buckets.append(net.buckets.of(boards).numpy())
         on = _l0_nonzero(net, boards)
@@ -92,11 +106,11 @@ def analyze(net_path: str | Path, dataset: str | Path, out_dir: str | Path, limi
         h = on.shape[1] // 2  # per neuron: nonzero in either perspective
         count = (on[:, :h].long() + on[:, h:].long()).sum(0)
         active = count if active is None else active + count
-        n += len(boards)
         if n >= limit:
             break
+    n -= no_base  # the positions analyzed
     if n == 0:
-        raise ValueError(f"{dataset}: no quiet positions to analyze")
+        raise ValueError(f"{dataset}: no quiet positions to analyze" + (" that have a base" if no_base else ""))
     ev, sc, bk = np.concatenate(evals), np.concatenate(scores), np.concatenate(buckets)
     bs = np.concatenate(block_sparsity) if block_sparsity else np.zeros(0)
     freq = (active.double() / (2 * n)).numpy()
@@ -157,6 +171,9 @@ def analyze(net_path: str | Path, dataset: str | Path, out_dir: str | Path, limi
 
     result = {
         "net": str(net_path), "dataset": str(dataset), "positions": int(n), "architecture": net.arch,
+        **({} if r is None else {"residual": r, "positions_without_base": no_base,
+                                 "base_from": "material (computed)" if r["base"] == "material" else
+                                 "dataset base_eval column" if use_column else "engine"}),
         "eval": {"mean_cp": float(ev.mean()), "std_cp": float(ev.std()), "spearman_with_score": spearman(ev, sc),
                  "histogram_edges_cp": edges.tolist(), "per_bucket": per_bucket},
         "eval_vs_score": {"bin_cp": SCORE_BIN, "bin_centres_cp": centres[cnt > 0].tolist(),

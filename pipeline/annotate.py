@@ -421,3 +421,66 @@ def missing_columns(paths, columns) -> str | None:
                 how = "--base material|stockfish-classical" if c == "base_eval" else "--teacher stockfish-nnue"
                 return f"{part}: no {c} column; run 'nnue annotate {part.parent} {how}'"
     return None
+
+
+# ------------------------------------------------------------------------------ residual nets' bases
+def dataset_holds_base(paths, base: str, extra_columns=()) -> bool:
+    """Does every dataset of ``paths`` hold ``base`` (a residual base, e.g. "stockfish-classical")
+    in its base_eval column: every part has the column (``extra_columns``: the columns a
+    :class:`~nnue.pipeline.stream.PackedStream` over them found in every part) and the manifest's
+    annotation names that base as its source, complete?"""
+    if "base_eval" not in extra_columns:
+        return False
+    paths = [paths] if isinstance(paths, (str, Path)) else list(paths)
+    for p in paths:
+        ann = mf.load(p).get("annotations", {}).get("base_eval", {})
+        if ann.get("source") != base or not ann.get("complete", True):
+            return False
+    return True
+
+
+def residual_base(net, boards, column=None, engine: str | None = None, name: str = "the net"):
+    """The base a residual net's eval is added to, for positions the evaluator cannot compute it
+    for (a Stockfish base): the dataset's base_eval ``column`` ((N,) float, NaN = none) when given,
+    else Stockfish 15.1's classical static eval from the engine (``engine``, else ``stockfish`` on
+    PATH, else /usr/games/stockfish).
+
+    net: a loaded integer net (:func:`nnue.inference.load`); boards: (N, 32) uint8 packed boards
+    (tensor or array); name: the net's path, for messages. Returns None for a net that is not
+    residual and for the ``material`` base (the evaluator computes it), else (N,) float64
+    centipawns, side-to-move POV, NaN where the engine prints none (side to move in check).
+    Raises EngineError naming what is missing."""
+    from nnue.inference import residual
+
+    r = residual.of(net)
+    if r is None or r["base"] == "material":
+        return None
+    if column is not None:
+        return np.asarray(column, dtype=np.float64)
+    boards = np.asarray(boards)
+    why = (f"{name} is a residual net (eval = {r['base']} + {r['alpha']:g}·net) and its base is "
+           "Stockfish 15.1's classical static eval")
+    try:
+        pool = EnginePool(find_engine(engine), 1, ("classical",))
+    except EngineError as e:
+        raise EngineError(f"{why}: {e}") from None
+    try:
+        pawns = pool.evaluate(boards)["classical"] if len(boards) else np.zeros(0)
+    finally:
+        pool.close()
+    cp, null = stm_cp(pawns, (boards[:, 24] >> 7).astype(bool))
+    return np.where(null, np.nan, cp.astype(np.float64))
+
+
+def evaluate_with_base(net, boards, base):
+    """Integer evals of the positions that have a base: ``base`` is :func:`residual_base`'s
+    ((N,) float64 centipawns, NaN = none) or None (the evaluator computes what the net needs).
+    boards: (N, 32) uint8 tensor. Returns (evals (M,) int64 tensor, keep (N,) bool tensor: the
+    rows evaluated, M of them)."""
+    from nnue.inference import evaluate
+
+    if base is None:
+        return evaluate(net, boards), torch.ones(len(boards), dtype=torch.bool)
+    keep = torch.from_numpy(np.isfinite(base))
+    b = torch.from_numpy(np.asarray(base)[keep.numpy()]).to(torch.int64)
+    return (evaluate(net, boards[keep], base=b) if len(b) else torch.zeros(0, dtype=torch.int64)), keep

@@ -349,24 +349,34 @@ def _audit(q: dict[str, torch.Tensor], arch, scheme: QuantScheme, max_active: in
 def validation_boards(data: dict, limit: int) -> tuple[torch.Tensor, torch.Tensor]:
     """Up to ``limit`` validation positions of the training data (same split and filters).
     Returns (boards (N, 32) uint8, scores (N,) float32 centipawns)."""
+    rows = validation_rows(data, limit)
+    return rows["boards"], rows["score"]
+
+
+def validation_rows(data: dict, limit: int, extra: tuple[str, ...] = ()) -> dict[str, torch.Tensor]:
+    """:func:`validation_boards` with more columns: {"boards", "score"} and each column of
+    ``extra`` (e.g. "base_eval": (N,) float32, NaN = null) that every part of the data has."""
     from nnue.pipeline.stream import Filters, PackedStream
 
+    empty = {"boards": torch.zeros((0, 32), dtype=torch.uint8), "score": torch.zeros(0)}
     paths = data.get("path")
     if not paths:
-        return torch.zeros((0, 32), dtype=torch.uint8), torch.zeros(0)
+        return empty
     paths = [paths] if isinstance(paths, str) else list(paths)
     ds = PackedStream(paths, 8192, 0, "val", float(data.get("val_fraction", 0.05)),
                       Filters(**dict(data.get("filters") or {})), drop_last=False)
-    boards, scores, n = [], [], 0
+    names = ["boards", "score"] + [c for c in extra if c in ds.extra_columns]
+    got: dict[str, list] = {c: [] for c in names}
+    n = 0
     for b in ds:
-        boards.append(b["boards"])
-        scores.append(b["score"])
+        for c in names:
+            got[c].append(b[c])
         n += len(b["score"])
         if n >= limit:
             break
-    if not boards:
-        return torch.zeros((0, 32), dtype=torch.uint8), torch.zeros(0)
-    return torch.cat(boards)[:limit], torch.cat(scores)[:limit]
+    if not got["boards"]:
+        return empty | {c: torch.zeros(0) for c in names[2:]}
+    return {c: torch.cat(v)[:limit] for c, v in got.items()}
 
 
 def _git_commit() -> str | None:
