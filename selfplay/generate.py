@@ -29,7 +29,7 @@ from pathlib import Path
 from nnue.pipeline.atomic import atomic_write_bytes
 
 from .match import _sha256
-from .mcts import BatchSearch, SearchConfig
+from .mcts import BatchSearch, SearchConfig, check_searchable
 from .play import Adjudication, Game, Player, make_opening, play_games, read_openings
 
 FILE_PATTERN = "selfplay-{:05d}.plain"
@@ -131,6 +131,7 @@ def selfplay(net: str | Path, out_dir: str | Path, *, games: int, nodes: int = 6
     if games < 1 or threads < 1 or games_per_file < 1 or in_flight < 1 or random_plies < 0:
         raise ValueError("games, threads, games per file and games in flight must be ≥ 1, random plies ≥ 0")
     loaded = load(net)
+    check_searchable(loaded, net)  # before the folder is made
     if openings is not None:
         read_openings(openings, chess960)  # refuse a bad file before anything is written
     cfg = SearchConfig(nodes=nodes, sample_rate=sample_rate, **(search or {}))

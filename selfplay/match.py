@@ -23,7 +23,7 @@ import chess
 
 from nnue.pipeline.atomic import atomic_write_bytes
 
-from .mcts import SearchConfig
+from .mcts import SearchConfig, check_searchable
 from .engines import MOVE_TIMEOUT, play_engine_game
 from .play import Adjudication, Game, Player, make_opening, play_games, read_openings
 from .sprt import sprt
@@ -240,6 +240,8 @@ def net_match(net_a: str | Path, net_b: str | Path, out_dir: str | Path, *, game
     if concurrency < 1 or in_flight < 1:
         raise ValueError(f"concurrency={concurrency}, in_flight={in_flight}: at least 1")
     nets = (load(net_a), load(net_b))  # header checks, in this process first
+    for net, path in zip(nets, (net_a, net_b)):
+        check_searchable(net, path)
     extra = dict(search or {})
     cfgs = (SearchConfig(nodes=nodes, **extra), SearchConfig(nodes=nodes_b or nodes, **extra))
     pairs = games // 2  # the budget: at most `games` games, whole pairs

@@ -298,6 +298,20 @@ class Tree:
         return out
 
 
+def check_searchable(net, path) -> None:
+    """Raise ValueError (one line, naming ``path``) when our search cannot evaluate ``net``: a
+    residual net on a Stockfish base needs Stockfish's static eval at every node, which
+    :func:`nnue.inference.evaluate` does not compute (the ``material`` base it does; plain,
+    deep and tiny nets need nothing)."""
+    from nnue.inference import residual
+
+    r = residual.of(net)
+    if r is not None and r["base"] != "material":
+        raise ValueError(f"{path}: a residual net on the {r['base']} base (eval = {r['base']} + {r['alpha']:g}·net): "
+                         f"our search evaluates every node with nnue.inference, which computes the material base "
+                         f"only; play it in an engine that computes its base")
+
+
 def evaluate_packed(net, packed: list[bytes]) -> list[int]:
     """Integer evals (cp, stm POV) of packed boards in one :func:`nnue.inference.evaluate` call."""
     if not packed:

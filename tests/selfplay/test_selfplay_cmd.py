@@ -229,3 +229,55 @@ def test_bad_input_is_one_line(nets, tmp_path):
         rc, _, se = nnue(*args)
         assert rc == 2 and se.count("\n") == 1 and needle in se and "error" in se, (args, se)
     assert not (tmp_path / "z").exists() or not list((tmp_path / "z").glob("*.plain"))
+
+
+def _tiny_net(seed: int = 3):
+    """A random tiny integer net (L0 -> L1 -> out), the weights of tests/inference's tiny gate, smaller."""
+    import torch
+
+    from nnue.inference.net import QuantScheme
+    from nnue.inference.tiny import TinyIntegerNet, make_tiny_arch
+    from nnue.pipeline.features import get_feature_set
+
+    arch = make_tiny_arch("chess768", 16, "crelu", "MaterialCount<1>", 8, "crelu")
+    g = torch.Generator().manual_seed(seed)
+    f, h, b, l1 = get_feature_set("chess768").num_inputs, 16, arch["num_buckets"], arch["l1_inputs"]
+    return TinyIntegerNet(arch, QuantScheme(), torch.randint(-60, 61, (f, h), generator=g).to(torch.int16),
+                          torch.randint(0, 120, (h,), generator=g).to(torch.int16),
+                          torch.randint(-127, 128, (b, 8, l1), generator=g).to(torch.int8),
+                          torch.randint(-2000, 2001, (b, 8), generator=g).to(torch.int32),
+                          torch.randint(-127, 128, (b, 8), generator=g).to(torch.int8),
+                          torch.randint(-1000, 1001, (b,), generator=g).to(torch.int32))
+
+
+def test_selfplay_and_match_with_tiny_and_residual_nets(tmp_path):
+    """A tiny net and a residual net on the material base (computed by nnue.inference at every
+    node) play self-play that packs with zero rejects, and a match against each other; a residual
+    net on a Stockfish base is refused in one line before anything is written (our search cannot
+    compute that base)."""
+    from nnue.inference import residual
+
+    tiny, res, sf = tmp_path / "tiny.safetensors", tmp_path / "res.safetensors", tmp_path / "sf.safetensors"
+    _tiny_net().save(tiny)
+    net = make_int_net("chess768", hidden=16, seed=12)
+    net.arch["residual"] = residual.header("material", 0.5)
+    net.save(res)
+    net.arch["residual"] = residual.header("stockfish-classical", 0.5)
+    net.save(sf)
+    for p in (tiny, res):
+        out = tmp_path / f"sp-{p.stem}"
+        rc, so, se = nnue("selfplay", p, "-o", out, "--games", "3", *QUICK)
+        assert rc == 0, se
+        s = json.loads(so)
+        got = pack([out], tmp_path / f"ds-{p.stem}", progress=False)
+        assert got["read"] == got["packed"] == s["positions"] > 0 and sum(got["rejected"].values()) == 0
+    rc, so, se = nnue("match", "--net", tiny, "--net", res, "-o", tmp_path / "m", "--games", "2", "--quiet", "--json",
+                      *QUICK[:4])
+    assert rc == 0, se
+    m = json.loads(so)
+    assert m["games"] == 2 and sum(m["wdl"]) == 2 and sum(m["penta"]) == 1
+    for args in (["selfplay", sf, "-o", tmp_path / "x", "--games", "1"],
+                 ["match", "--net", res, "--net", sf, "-o", tmp_path / "y"]):
+        rc, _, se = nnue(*args)
+        assert rc == 2 and se.count("\n") == 1 and "stockfish-classical base" in se, se
+    assert not (tmp_path / "x").exists() and not (tmp_path / "y").exists()
