@@ -84,9 +84,15 @@ def cmd_pack(args) -> int:
            if summary["read"] else 0.0,
            "files": [{k: f.get(k) for k in ("path", "format", "read", "packed", "rejected",
                                             "validated_by_python_chess")}
-                     | {"parts": len(mf_entry_parts(f))} for f in summary["files"]],
+                     | {"parts": len(mf_entry_parts(f))}
+                     | ({"one_range_because": f["one_range_because"]} if "one_range_because" in f else {})
+                     for f in summary["files"]],
            "skipped_already_packed": summary["skipped"], "ignored": summary["ignored"],
            "dataset": str(args.output)}
+    for f in summary["files"]:
+        if "one_range_because" in f:
+            print(f"nnue pack: warning: {f['path']} is packed as one byte range, on one core: "
+                  f"{f['one_range_because']}", file=sys.stderr)
     if summary["files"]:
         from nnue.pipeline.dupes import repeated_inputs
 

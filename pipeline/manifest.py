@@ -126,6 +126,8 @@ def union_entries(have: dict, new: dict) -> dict:
     out["castling"] = (None if not any(seen) else "mixed" if all(seen)
                        else "king-takes-rook" if seen[1] else "king-two-squares")
     out["shard_units"], out["castling_seen"] = units, seen
+    if "one_range_because" in new:  # written by the shard that holds its one range
+        out["one_range_because"] = new["one_range_because"]
     if len(units) == out["range_count"]:
         del out["shard_units"], out["castling_seen"]
     return out

@@ -703,6 +703,9 @@ def finish_file(path: Path, fmt: str, dataset: Path, sha: str, score_unit: str, 
         # records python-chess validated one by one (the rest were validated in bulk, compiled)
         "validated_by_python_chess": sum(r["validated"] for r in results),
     }
+    note = next((r["range"].note for r in results if r["range"].note), "")
+    if note:  # a file that would be split is one range (ranges.Range.note)
+        entry["one_range_because"] = note
     if count == 1 and units is None:
         entry["part"], entry["rejects"] = names[0]
     else:  # a file of several ranges (manifest.entry_parts lists the parts of any entry)

@@ -64,7 +64,8 @@ TEXT_WINDOW_FIRST = 1 << 14  # the first window (a game of self-play is a few KB
 class Range:
     """One byte range of an input: nominal ``index`` (0-based, of ``count``), bytes [start, end),
     ``line`` = lines before ``start`` (text formats; 0 for binary ones), ``game`` = games before
-    ``start`` (PGN, whose locations number the games; 0 for other formats)."""
+    ``start`` (PGN, whose locations number the games; 0 for other formats), ``note``: why a file
+    that would be split is one range (PGN, see the module docstring; "" otherwise)."""
 
     index: int
     count: int
@@ -72,6 +73,7 @@ class Range:
     end: int
     line: int = 0
     game: int = 0
+    note: str = ""
 
 
 def range_bytes(range_mb: float) -> int:
@@ -105,8 +107,9 @@ def plan(path: Path, fmt: str, rbytes: int) -> list[Range]:
         b = find(i * rbytes, min((i + 1) * rbytes, size))
         if b is not None:
             bounds.append((i, b))
-    if len(bounds) > 1 and not getattr(find, "exact", lambda: True)():
-        return [Range(0, n, 0, size, 0)]  # as if no later nominal range had a boundary
+    why = getattr(find, "why_whole", lambda: None)() if len(bounds) > 1 else None
+    if why:
+        return [Range(0, n, 0, size, 0, 0, why)]  # as if no later nominal range had a boundary
     starts = [b for _, b in bounds] + [size]
     lines = _lines_before(path, starts[:-1]) if fmt in TEXT_FORMATS else [0] * len(bounds)
     games = [getattr(find, "games", lambda off: 0)(s) for s in starts[:-1]]
@@ -372,10 +375,11 @@ PGN_CHECK_GAMES = 1000  # most suspect games (a ")", a long NAG) read by python-
 
 def _pgn(path: Path, size: int):
     """PGN: a game start of the walk (module docstring); ``find.games(offset)`` the games before
-    it, ``find.exact()`` whether the walk is python-chess's splitting up to the last range."""
+    it, ``find.why_whole()`` None when the walk is python-chess's splitting up to the last range,
+    else why the file must be one range."""
     import chess.pgn
 
-    from .compiled.ranges import pgn_game_starts
+    from .compiled.ranges import NAG_DIGITS, pgn_game_starts
     from .formats.pgn import _Source
 
     data = np.memmap(path, dtype=np.uint8, mode="r", shape=(size,)) if size else np.zeros(0, np.uint8)
@@ -392,22 +396,26 @@ def _pgn(path: Path, size: int):
     def games(offset: int) -> int:
         return int(np.searchsorted(starts, offset))
 
-    def exact() -> bool:
-        """No game before the last range's start makes read_game raise (each suspect game is read
-        by python-chess from its start to the next game's, as in the whole file)."""
+    def why_whole() -> str | None:
+        """None when no game before the last range's start makes read_game raise (each suspect
+        game is read by python-chess from its start to the next game's, as in the whole file),
+        else why the file must be one range."""
         flagged = np.flatnonzero(suspect[:used[0]])
         if len(flagged) > PGN_CHECK_GAMES:
-            return False
+            return (f"{len(flagged)} games with a ')' or a NAG of {NAG_DIGITS}+ digits, more than the "
+                    f"{PGN_CHECK_GAMES} that are read with python-chess before a file is split")
         logging.getLogger("chess.pgn").setLevel(logging.CRITICAL)
         for k in flagged:
             src = _Source(None, bytes(data[starts[k]:starts[k + 1]]))
             try:
                 chess.pgn.read_game(src)
-            except Exception:  # noqa: BLE001 - as formats.pgn._one_game catches it
-                return False
-        return True
+            except Exception as e:  # noqa: BLE001 - as formats.pgn._one_game catches it
+                return (f"python-chess's read_game raises {type(e).__name__} on the game at byte {int(starts[k])} "
+                        f"and then reads on mid-game, so where the later games start is known only by reading "
+                        f"the file in order")
+        return None
 
-    find.games, find.exact = games, exact
+    find.games, find.why_whole = games, why_whole
     return find
 
 

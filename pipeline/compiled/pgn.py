@@ -26,7 +26,9 @@ from its comment and the previous one's ``[%eval]``). The kernel returns a statu
   illegal, ambiguous or fully specified without a piece letter, a comment that looks like an eval
   but does not parse, an unknown result, a number too long for exact arithmetic, a position
   :func:`.fixed.settle` does not settle (except check by a pawn just pushed two squares with a legal
-  en-passant capture, :func:`_settle_check_ep`), a score out of int16 range, an unterminated comment.
+  en-passant capture, :func:`_settle_check_ep`), a score out of int16 range, an unterminated comment,
+  a NAG of ``NAG_DIGITS`` digits or more (python-chess reads it with ``int()``, which refuses more
+  than ``sys.get_int_max_str_digits()`` digits: then ``read_game`` raises).
   The caller reads that whole game with python-chess.
 
 Rows of a game are written only when the whole game is settled. Every read of ``data`` is
@@ -41,6 +43,7 @@ from .bits import lsb, popcount
 from .chesscore import (CASTLE, KING, OCC, PAWN, SQ, U64, _castle_legal, attackers, is_legal, move_code,
                         piece_status, push, standard_rights, write_board)
 from .fixed import F_MATE, F_NONE, castle960_legal, is_legal960, settle, settle_ep
+from .ranges import NAG_DIGITS
 
 END, NEED, FULL, BOARD, HAND = range(5)
 MATE = 32000
@@ -706,6 +709,9 @@ def scan(data, pos, end, final, line, game, have, bb0, pc0, st0, c960, pov_white
                     k = i + 1
                     while k < e and _digit(data[k]):
                         k += 1
+                    if k - i - 1 >= NAG_DIGITS:  # python-chess's int() may refuse it: handed back
+                        status = 2
+                        break
                     i = k if k > i + 1 else i + 1
                     continue
                 if c == 42:  # '*'

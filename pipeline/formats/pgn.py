@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import io
 import logging
+import math
 import re
 from typing import Iterator
 
@@ -46,8 +47,10 @@ def _bad_lichess(comment: str) -> str | None:
 
 
 def _bad_cutechess(comment: str) -> str | None:
-    """The comment when it starts like a cutechess/fastchess eval but does not parse, else None."""
-    if _CUTECHESS_LIKE.match(comment) and not _CUTECHESS.match(comment):
+    """The comment when it starts like a cutechess/fastchess eval but does not parse, or its
+    number does not fit a float (300-odd digits), else None."""
+    m = _CUTECHESS.match(comment)
+    if m is not None and not math.isfinite(float(m.group(3))) or m is None and _CUTECHESS_LIKE.match(comment):
         return comment.strip()[:60]
     return None
 _RESULTS = {"1-0": 1, "0-1": -1, "1/2-1/2": 0}
@@ -78,7 +81,7 @@ def parse_cutechess(comment: str, white_to_move: bool, pov: str) -> tuple[int | 
     Returns (centipawns, side-to-move POV, or None; is_mate). ``pov``: "mover" or "white".
     """
     m = _CUTECHESS.match(comment)
-    if not m:
+    if not m or not math.isfinite(float(m.group(3))):  # too long for a float: _bad_cutechess rejects it
         return None, False
     sign = -1 if m.group(1) == "-" else 1
     if m.group(2):

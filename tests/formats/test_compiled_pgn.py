@@ -94,6 +94,24 @@ def test_eval_numbers(tmp_path):
     run(tmp_path, _game(moves), "w", pov="white")
 
 
+def test_numbers_too_long_for_python(tmp_path):
+    """An eval number too long for a float (300-odd digits; cutechess and mate forms) is a bad eval
+    comment, and a NAG too long for int() makes python-chess's read_game raise (an "unreadable PGN
+    game"); the compiled path hands both back, so the paths agree. (Found by a fresh-clone check:
+    the first stopped the pack with "cannot convert float infinity to integer", naming no file;
+    the compiled path skipped the second, where python-chess rejects the game.)"""
+    big = "1" + "0" * 309
+    moves = (f"1. e4 {{+{big}/3}} e5 {{{big}/3}} 2. Nf3 {{+M{'9' * 5000}/3}} Nc6 {{-0.20/5}} "
+             f"3. Bb5 {{+{'9' * 25}/4}} a6 1-0")
+    s = run(tmp_path, _game(moves), "eval")
+    assert s["rejected"] == {"eval comment not understood": 3, "score out of int16 range": 1}
+    for digits, raises in ((639, False), (640, False), (5000, True)):
+        s = run(tmp_path, _game(f"1. d4 {{+0.10/3}} ${'7' * digits} d5 {{-0.1/3}} 2. c4 1-0") + GAME, f"nag{digits}")
+        assert ("unreadable PGN game" in s["rejected"]) == raises, s
+    s = run(tmp_path, _game("1. d4 $" + "7" * 640 + " d5 1-0"), "nag-handed")
+    assert s["handed"] > 0  # handed back to python-chess at NAG_DIGITS digits
+
+
 def test_illegal_and_ambiguous_moves(tmp_path):
     run(tmp_path, _game("1. e4 e5 2. Ke3 Nf6 1-0"), "illegal")
     run(tmp_path, _game("1. Nf3 d5 2. Nc3 e5 3. Nd4 1-0", fen=None), "ok")

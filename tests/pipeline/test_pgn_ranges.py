@@ -5,6 +5,7 @@ packed in ranges against the same files packed whole (rows, game ids, rejects an
 from __future__ import annotations
 
 import importlib.util
+import json
 import random
 import sys
 from pathlib import Path
@@ -155,7 +156,40 @@ def test_a_game_that_makes_read_game_raise(tmp_path, movetext):
     pack([early], ranged, progress=False, range_mb=rb / (1 << 20), workers=2)
     assert tr.rows(whole).equals(tr.rows(ranged)) and tr.rejects(whole) == tr.rejects(ranged)
     assert any(r["reason"] == "unreadable PGN game" for r in tr.rejects(whole))
+    (entry,) = mf.load(ranged)["files"].values()
+    assert f"on the game at byte {cut}" in entry["one_range_because"] and "read_game raises" in entry["one_range_because"]
     tr.check_identity(tmp_path / "late", [late], rb / (1 << 20), min_ranges=6)
+    assert all("one_range_because" not in e for e in mf.load(tmp_path / "late" / "one")["files"].values())
+
+
+def test_a_file_kept_whole_says_why(tmp_path, monkeypatch):
+    """One warning line names the file and the reason (also in --json and the manifest), and a
+    file with more suspect games than are checked is one range too."""
+    import subprocess
+
+    from nnue.pipeline import ranges
+
+    base = need(SHARED / "selfplay" / "sf15-960-xfen-s2.pgn").read_bytes()
+    var = b'[Event "v"]\n[Result "1-0"]\n\n1. e4 (1. d4 d5) e5 2. Nf3 1-0\n\n'
+    p = tmp_path / "v.pgn"
+    p.write_bytes(var * 5 + base)
+    rb = len(base) // 4
+    assert len(plan(p, "pgn", rb)) >= 4  # five games with a variation, all read fine: split
+    monkeypatch.setattr(ranges, "PGN_CHECK_GAMES", 4)
+    (one,) = plan(p, "pgn", rb)
+    assert "5 games with a ')'" in one.note and one.count >= 4
+    bad = tmp_path / "bad.pgn"
+    cut = base.index(b"\n\n[Event ", 1000) + 2  # a game start early in the file
+    bad.write_bytes(base[:cut] + b'[Event "x"]\n\n1. e4 Qxh8 ) e5 *\n\n' + base[cut:])
+    r = subprocess.run([sys.executable, "-m", "nnue.cli", "pack", str(bad), "-o", str(tmp_path / "ds"), "--json",
+                        "--no-progress", "--range-mb", str(rb / (1 << 20)), "--workers", "2"],
+                       capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    lines = r.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith(f"nnue pack: warning: {bad} is packed as one byte range")
+    assert "raises IndexError" in lines[0]
+    (f,) = json.loads(r.stdout)["files"]
+    assert f["parts"] == 1 and "raises IndexError" in f["one_range_because"]
 
 
 def test_a_later_range_never_fails_as_not_pgn(tmp_path):
