@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import io
 import logging
-import math
 import re
 from typing import Iterator
 
@@ -38,9 +37,18 @@ _LICHESS = re.compile(r"\[%eval\s(?:#([+-]?\d+)|([+-]?(?:\d{0,10}\.\d{1,2}|\d{1,
 BAD_EVAL = "eval comment not understood"  # reject reason: looks like an eval, does not parse
 
 
+LONG_NUMBER = 300  # digits: an eval number this long is not an eval (a float of it overflows at ~309)
+
+
+def _too_long(number: str | None) -> bool:
+    return number is not None and len(number) - number.count(".") - number.startswith(("+", "-")) >= LONG_NUMBER
+
+
 def _bad_lichess(comment: str) -> str | None:
-    """The ``[%eval ...`` text of a comment when python-chess's grammar does not parse it, else None."""
-    if "%eval" in comment and not _LICHESS.search(comment):
+    """The ``[%eval ...`` text of a comment when python-chess's grammar does not parse it or its
+    mate count has LONG_NUMBER digits or more, else None."""
+    m = _LICHESS.search(comment) if "%eval" in comment else None
+    if "%eval" in comment and (m is None or _too_long(m.group(1))):
         i = comment.index("%eval")
         return comment[max(0, i - 1):i + 40].split("]")[0] + "]"
     return None
@@ -48,9 +56,9 @@ def _bad_lichess(comment: str) -> str | None:
 
 def _bad_cutechess(comment: str) -> str | None:
     """The comment when it starts like a cutechess/fastchess eval but does not parse, or its
-    number does not fit a float (300-odd digits), else None."""
+    number has LONG_NUMBER digits or more, else None."""
     m = _CUTECHESS.match(comment)
-    if m is not None and not math.isfinite(float(m.group(3))) or m is None and _CUTECHESS_LIKE.match(comment):
+    if m is not None and _too_long(m.group(3)) or m is None and _CUTECHESS_LIKE.match(comment):
         return comment.strip()[:60]
     return None
 _RESULTS = {"1-0": 1, "0-1": -1, "1/2-1/2": 0}
@@ -81,7 +89,7 @@ def parse_cutechess(comment: str, white_to_move: bool, pov: str) -> tuple[int | 
     Returns (centipawns, side-to-move POV, or None; is_mate). ``pov``: "mover" or "white".
     """
     m = _CUTECHESS.match(comment)
-    if not m or not math.isfinite(float(m.group(3))):  # too long for a float: _bad_cutechess rejects it
+    if not m or _too_long(m.group(3)):  # _bad_cutechess rejects it
         return None, False
     sign = -1 if m.group(1) == "-" else 1
     if m.group(2):
@@ -100,7 +108,7 @@ def parse_lichess(comment: str, white_to_move: bool) -> tuple[int | None, bool]:
     2n−1 plies when it is to move, 2n otherwise. Returns (centipawns stm POV or None, is_mate).
     """
     m = _LICHESS.search(comment)
-    if not m:
+    if not m or _too_long(m.group(1)):  # _bad_lichess rejects it
         return None, False
     if m.group(1) is not None:
         num = int(m.group(1))

@@ -102,9 +102,13 @@ def test_numbers_too_long_for_python(tmp_path):
     the compiled path skipped the second, where python-chess rejects the game.)"""
     big = "1" + "0" * 309
     moves = (f"1. e4 {{+{big}/3}} e5 {{{big}/3}} 2. Nf3 {{+M{'9' * 5000}/3}} Nc6 {{-0.20/5}} "
-             f"3. Bb5 {{+{'9' * 25}/4}} a6 1-0")
+             f"3. Bb5 {{+{'9' * 25}/4}} a6 {{+{'9' * 299}/4}} 4. Ba4 {{+{'9' * 150}.{'9' * 150}/4}} 1-0")
     s = run(tmp_path, _game(moves), "eval")
-    assert s["rejected"] == {"eval comment not understood": 3, "score out of int16 range": 1}
+    assert s["rejected"] == {"eval comment not understood": 4, "score out of int16 range": 2}
+    lichess = (f"1. e4 {{ [%eval #{'9' * 5000}] }} e5 {{ [%eval #-{'9' * 299}] }} 2. Nf3 {{ [%eval 0.2] }} "
+               f"Nc6 {{ [%eval #{'1' * 300},5] }} 3. Bb5 1-0")
+    s = run(tmp_path, _game(lichess), "lichess", pov="white")
+    assert s["rejected"] == {"eval comment not understood": 2, "score out of int16 range": 1}
     for digits, raises in ((639, False), (640, False), (5000, True)):
         s = run(tmp_path, _game(f"1. d4 {{+0.10/3}} ${'7' * digits} d5 {{-0.1/3}} 2. c4 1-0") + GAME, f"nag{digits}")
         assert ("unreadable PGN game" in s["rejected"]) == raises, s
