@@ -432,7 +432,7 @@ def _eval_dataset(net, args) -> int:
     from nnue.trainer.metrics import spearman
 
     from nnue.inference import residual
-    from nnue.pipeline.annotate import dataset_holds_base, residual_base
+    from nnue.pipeline.annotate import dataset_holds_base, residual_base, residual_fields
 
     no_filters = Filters(skip_in_check=False, skip_capture=False, skip_score_none=False, skip_mate=False)
     ds = PackedStream([args.dataset], 65536, 0, "all", 0.0, no_filters, drop_last=False)
@@ -481,9 +481,7 @@ def _eval_dataset(net, args) -> int:
     if args.summary:
         ev = np.concatenate(evals) if evals else np.zeros(0, np.int64)
         sc = np.concatenate(scores) if scores else np.zeros(0, np.float32)
-        extra = {} if r is None else {"residual": r, "positions_without_base": no_base,
-                                      "base_from": "material (computed)" if r["base"] == "material" else
-                                      "dataset base_eval column" if use_column else "engine"}
+        extra = residual_fields(r, use_column, no_base)
         print(json.dumps(extra | {"positions": int(n), "evals_per_s": round(n / spent) if spent else None,
                           "mean_eval_cp": float(ev.mean()) if len(ev) else None,
                           "spearman_with_score": spearman(ev, sc) if len(ev) > 1 else None,

@@ -78,7 +78,7 @@ def analyze(net_path: str | Path, dataset: str | Path, out_dir: str | Path, limi
     import matplotlib.pyplot as plt
 
     from nnue.inference import load, residual
-    from nnue.pipeline.annotate import dataset_holds_base, evaluate_with_base, residual_base
+    from nnue.pipeline.annotate import dataset_holds_base, evaluate_with_base, residual_base, residual_fields
     from nnue.pipeline.atomic import atomic_write_bytes
     from nnue.pipeline.stream import Filters, PackedStream
 
@@ -171,9 +171,7 @@ def analyze(net_path: str | Path, dataset: str | Path, out_dir: str | Path, limi
 
     result = {
         "net": str(net_path), "dataset": str(dataset), "positions": int(n), "architecture": net.arch,
-        **({} if r is None else {"residual": r, "positions_without_base": no_base,
-                                 "base_from": "material (computed)" if r["base"] == "material" else
-                                 "dataset base_eval column" if use_column else "engine"}),
+        **residual_fields(r, use_column, no_base),
         "eval": {"mean_cp": float(ev.mean()), "std_cp": float(ev.std()), "spearman_with_score": spearman(ev, sc),
                  "histogram_edges_cp": edges.tolist(), "per_bucket": per_bucket},
         "eval_vs_score": {"bin_cp": SCORE_BIN, "bin_centres_cp": centres[cnt > 0].tolist(),

@@ -439,6 +439,16 @@ def dataset_holds_base(paths, base: str, extra_columns=()) -> bool:
     return True
 
 
+def residual_fields(r: dict | None, use_column: bool, without_base: int) -> dict:
+    """The JSON fields that say how a residual net (header object ``r``, or None: a plain net, no
+    fields) got its base: {"residual", "positions_without_base", "base_from"}."""
+    if r is None:
+        return {}
+    return {"residual": r, "positions_without_base": int(without_base),
+            "base_from": "material (computed)" if r["base"] == "material" else
+            "dataset base_eval column" if use_column else "engine"}
+
+
 def residual_base(net, boards, column=None, engine: str | None = None, name: str = "the net"):
     """The base a residual net's eval is added to, for positions the evaluator cannot compute it
     for (a Stockfish base): the dataset's base_eval ``column`` ((N,) float, NaN = none) when given,

@@ -20,7 +20,7 @@ from pathlib import Path
 import torch
 
 from nnue.inference import load, residual
-from nnue.pipeline.annotate import dataset_holds_base, evaluate_with_base, residual_base
+from nnue.pipeline.annotate import dataset_holds_base, evaluate_with_base, residual_base, residual_fields
 from nnue.pipeline.features.board_tensor import black_to_move, decode_squares
 
 from .export import load_checkpoint, validation_rows
@@ -87,9 +87,7 @@ def report(run_dir: str | Path, net_dir: str | Path | None = None, data=None, ma
     return {
         "val_loss": metrics.get("val_loss"),
         "validation_positions": int(len(scores)),
-        **({} if r is None else {"residual": r, "positions_without_base": int((~keep).sum()),
-                                 "base_from": "material (computed)" if r["base"] == "material" else
-                                 "data's base_eval column" if use_column else "engine"}),
+        **residual_fields(r, use_column, int((~keep).sum())),
         "spearman_net": spearman(ints.numpy(), scores.numpy()),
         "spearman_material": spearman(material_cp(boards).numpy(), scores.numpy()),
         "float_vs_int_mean_abs_cp": c.get("mean_abs_diff_cp"),

@@ -55,7 +55,7 @@ def test_report_of_a_stockfish_base_net_reads_the_column_or_the_engine(sf_run, s
     net = load(net_dir / "net.safetensors")
     assert residual.of(net)["base"] == "stockfish-classical"
     r = report(run_dir, net_dir)
-    assert r["base_from"] == "data's base_eval column" and r["residual"]["base"] == "stockfish-classical"
+    assert r["base_from"] == "dataset base_eval column" and r["residual"]["base"] == "stockfish-classical"
     data = {"path": str(ds), "val_fraction": 0.2}
     rows = validation_rows(data, 200_000, extra=("base_eval",))
     ev, sc = _whole_evals(net, rows)
