@@ -1,0 +1,486 @@
+"""Stockfish 15.1's network (SFNNv5) as an integer net, evaluated exactly as the engine does.
+
+Architecture and arithmetic (Stockfish source at tag ``sf_15.1``: ``nnue_architecture.h``,
+``nnue_feature_transformer.h``, ``evaluate_nnue.cpp``, ``layers/affine_transform.h``,
+``layers/clipped_relu.h``, ``layers/sqr_clipped_relu.h``; ``shared/SF15.md``). All integers, C
+semantics: ``>>`` is an arithmetic shift, ``/`` truncates toward zero, and int16/int32 sums wrap
+as the engine's SIMD additions do:
+
+1. feature transformer, per perspective p (HalfKAv2_hm, :mod:`nnue.pipeline.features.halfka_v2_hm`):
+   ``acc_p = ft_bias + Σ ft_weight[f]`` (int16, wrapping) and ``psqt_p = Σ psqt[f]`` (int32,
+   8 values, one per PSQT bucket);
+2. transformed features, stm perspective first: for j < L1/2,
+   ``x0[j] = clamp(acc[j], 0, 127) · clamp(acc[j + L1/2], 0, 127) / 128`` (u8, ≤ 126);
+3. bucket ``b = (pieces − 1) / 4`` picks the layer stack and the PSQT column;
+4. ``s0 = fc0_bias[b] + fc0_weight[b] · x0`` (16 int32 sums);
+   ``x1 = [min(127, s0[i]² >> 19) for i < 15] ++ [clamp(s0[i] >> 6, 0, 127) for i < 15] ++ [0, 0]``
+   (SqrClippedReLU, ClippedReLU, the 30 inputs of fc_1 padded to 32);
+5. ``s1 = fc1_bias[b] + fc1_weight[b] · x1``; ``x2 = clamp(s1 >> 6, 0, 127)``;
+6. ``s2 = fc2_bias[b] + fc2_weight[b] · x2``; ``positional = s2 + s0[15]·9600 / 8128`` (the skip:
+   600·OutputScale / (127·2^6), the product in int32);
+7. ``psqt = (psqt_stm[b] − psqt_nstm[b]) / 2``; the engine's internal value
+   ``v = (psqt + positional) / 16`` (``NNUE::evaluate(pos, false)``), side to move's point of view;
+8. UCI centipawns ``cp = v·100 / 361`` (``UCI::NormalizeToPawnValue``); the trace prints pawns
+   ``v / 361`` with two decimals.
+
+Every step but 1 runs on exact int64 tensors (the products are below 2^31 and the sums are
+wrapped to the engine's widths after); step 1 is a float32 ``embedding_bag`` for the int16
+accumulator (≤ 33 terms of |w| ≤ 2^15: below 2^24, exact) and a float64 one for the int32 PSQT
+sums (≤ 32 terms below 2^31: below 2^53, exact).
+
+Tensors (``net.safetensors``, names as in the engine's file, layer stacks bucket-major):
+``ft_bias`` int16 (L1,), ``ft_weight`` int16 (F, L1), ``psqt`` int32 (F, 8), ``fc0_bias`` int32
+(8, 16), ``fc0_weight`` int8 (8, 16, L1), ``fc1_bias`` int32 (8, 32), ``fc1_weight`` int8
+(8, 32, 32) (input columns 30 and 31 are the engine's padding: kept, never used), ``fc2_bias``
+int32 (8, 1), ``fc2_weight`` int8 (8, 1, 32). The engine file (``.nnue``) is
+:mod:`nnue.inference.sfnnue`.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+import torch
+
+from nnue.pipeline.features import get_feature_set, parse_output_buckets
+from nnue.pipeline.features.halfka_v2_hm import KING_BUCKETS, PLANES
+
+from .exact import cached
+from .net import NetFile, QuantScheme
+
+#: Stockfish 15.1's fixed sizes
+FC0_OUTPUTS = 16        # FC_0_OUTPUTS + 1: 15 go on, the 16th is the skip to the output
+FC1_INPUTS = 30         # 15 SqrClippedReLU + 15 ClippedReLU
+FC1_PADDED = 32         # fc_1's input dimension in the file (ceil to 32)
+FC1_OUTPUTS = 32
+LAYER_STACKS = 8
+PSQT_BUCKETS = 8
+OUTPUT_SCALE = 16       # OutputScale
+WEIGHT_SCALE_BITS = 6   # WeightScaleBits
+NORMALIZE_TO_PAWN = 361  # UCI::NormalizeToPawnValue (uci.h, 15.1)
+SKIP_NUM, SKIP_DEN = 600 * OUTPUT_SCALE, 127 * (1 << WEIGHT_SCALE_BITS)
+#: the L1 (feature transformer width) Stockfish 15.1 loads
+STOCKFISH_L1 = 1024
+#: the defaults of the sfnnv5 kind's header quantisation (nominal: the arithmetic is fixed)
+SCHEME = QuantScheme(qa=127, qb=64, scale=400)
+
+
+def _wrap(t: torch.Tensor, bits: int) -> torch.Tensor:
+    """Two's-complement wrap of an int64 tensor to ``bits`` bits (what the engine's SIMD adds do);
+    ``t`` itself when every value is already in range (the usual case: one min/max pass)."""
+    half = 1 << (bits - 1)
+    if t.numel() == 0 or (int(t.min()) >= -half and int(t.max()) < half):
+        return t
+    return torch.remainder(t + half, 1 << bits) - half
+
+
+def _tdiv(t: torch.Tensor, d: int) -> torch.Tensor:
+    return torch.div(t, d, rounding_mode="trunc")
+
+
+def make_sfnnv5_arch(feature_set: str = "halfkav2_hm", output_buckets: str = "SFPieceCount<8>",
+                     hidden: int = STOCKFISH_L1, description: str = "") -> dict:
+    """The ``architecture`` dict of an sfnnv5 net: L1 = ``hidden`` (a multiple of 32; 1,024 is
+    what Stockfish 15.1 loads), the engine's description string. Raises ValueError for another
+    feature set, other output buckets or an L1 the layout cannot hold."""
+    fs = get_feature_set(feature_set)
+    buckets = parse_output_buckets(output_buckets)
+    if fs.name != "halfkav2_hm":
+        raise ValueError(f"sfnnv5 nets read HalfKAv2_hm features (features=halfkav2_hm), not {fs.name}")
+    if buckets.name != "SFPieceCount<8>":
+        raise ValueError(f"sfnnv5 nets have 8 layer stacks chosen by (pieces - 1) / 4 "
+                         f"(output_buckets SFPieceCount<8>), not {buckets.name}")
+    if not isinstance(hidden, int) or hidden < 32 or hidden % 32:
+        raise ValueError(f"sfnnv5 L1 (model.hidden) is {hidden}: a positive multiple of 32 (Stockfish 15.1: 1024)")
+    return {"kind": "sfnnv5", "feature_set": fs.name, "feature_hash": fs.hash, "num_inputs": fs.num_inputs,
+            "hidden": hidden, "output_buckets": buckets.name, "num_buckets": buckets.count,
+            "l1_outputs": FC0_OUTPUTS, "l2_outputs": FC1_OUTPUTS, "psqt_buckets": PSQT_BUCKETS,
+            "description": description}
+
+
+@dataclass
+class SFNNv5IntegerNet(NetFile):
+    """A Stockfish 15.1 network (see the module docstring for the tensors and the formula)."""
+
+    arch: dict
+    scheme: QuantScheme
+    ft_bias: torch.Tensor
+    ft_weight: torch.Tensor
+    psqt: torch.Tensor
+    fc0_bias: torch.Tensor
+    fc0_weight: torch.Tensor
+    fc1_bias: torch.Tensor
+    fc1_weight: torch.Tensor
+    fc2_bias: torch.Tensor
+    fc2_weight: torch.Tensor
+    provenance: dict = field(default_factory=dict)
+
+    kind = "sfnnv5"
+    ENGINE_FILE = "net.nnue"
+    ARCH_FIELDS = {"kind": str, "feature_set": str, "feature_hash": str, "num_inputs": int, "hidden": int,
+                   "output_buckets": str, "num_buckets": int, "l1_outputs": int, "l2_outputs": int,
+                   "psqt_buckets": int, "description": str}
+    ARCH_ACTIVATIONS = {}  # no activation field: the arithmetic is fixed
+
+    def tensors(self) -> dict[str, torch.Tensor]:
+        return {k: getattr(self, k) for k in self.tensor_specs(self.arch)}
+
+    @staticmethod
+    def tensor_specs(arch: dict) -> dict[str, tuple[torch.dtype, tuple]]:
+        """name -> (dtype, shape) of every tensor a net of ``arch`` holds."""
+        F, L1 = arch["num_inputs"], arch["hidden"]
+        S = LAYER_STACKS
+        return {"ft_bias": (torch.int16, (L1,)), "ft_weight": (torch.int16, (F, L1)),
+                "psqt": (torch.int32, (F, PSQT_BUCKETS)),
+                "fc0_bias": (torch.int32, (S, FC0_OUTPUTS)), "fc0_weight": (torch.int8, (S, FC0_OUTPUTS, L1)),
+                "fc1_bias": (torch.int32, (S, FC1_OUTPUTS)), "fc1_weight": (torch.int8, (S, FC1_OUTPUTS, FC1_PADDED)),
+                "fc2_bias": (torch.int32, (S, 1)), "fc2_weight": (torch.int8, (S, 1, FC1_OUTPUTS))}
+
+    @staticmethod
+    def raw_layout() -> str:
+        return "Stockfish 15.1 .nnue (SFNNv5): see nnue.inference.sfnnue"
+
+    def raw_bytes(self) -> bytes:
+        """The engine file: Stockfish 15.1's ``.nnue`` layout (:func:`nnue.inference.sfnnue.nnue_bytes`)."""
+        from .sfnnue import nnue_bytes  # sfnnue imports this module: the file codec is its own module
+
+        return nnue_bytes(self)
+
+    def layers(self) -> list[dict]:
+        """Per-layer dtypes and shifts (written into export.json)."""
+        return [
+            {"layer": "ft", "weight": "int16", "bias": "int16", "scale": 127, "sum": "int16 (wrapping)",
+             "psqt": "int32, scale 9600", "output": "u8: clamp(a,0,127)*clamp(b,0,127)/128 (pairwise)"},
+            {"layer": "fc_0", "weight": "int8", "bias": "int32", "weight_scale": 64, "bias_scale": 8128,
+             "outputs": "15 -> SqrClippedReLU (x*x >> 19) and ClippedReLU (x >> 6), 1 skip"},
+            {"layer": "fc_1", "weight": "int8", "bias": "int32", "inputs": "30 (padded 32)", "activation": "x >> 6, 0..127"},
+            {"layer": "fc_2", "weight": "int8", "bias": "int32", "weight_scale": "9600/127", "bias_scale": 9600},
+            {"layer": "eval", "value": "(psqt + positional) / 16", "cp": "value * 100 / 361"},
+        ]
+
+
+# ------------------------------------------------------------------ features of piece lists
+def halfka_indices(board: np.ndarray, stm_white: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """HalfKAv2_hm features of positions given as square arrays (Stockfish ``half_ka_v2_hm.cpp``).
+
+    board: (N, 64) int8, a1 = 0, 0 = empty, 1..6 white P N B R Q K, 9..14 black (the piece codes
+    of Stockfish: type + 8·colour); stm_white: (N,) bool. Returns (stm, nstm) (N, 32) int32
+    indices, −1 padded (the same features as the ``halfkav2_hm`` feature set on packed boards;
+    tests/inference/test_sfnnv5.py checks it). Raises ValueError when a side has no king or
+    more than 32 pieces stand on a board.
+    """
+    board = np.asarray(board, dtype=np.int16)
+    n = board.shape[0]
+    kb = np.asarray(KING_BUCKETS, dtype=np.int64)
+    occupied = board > 0
+    if (occupied.sum(1) > 32).any():
+        raise ValueError("more than 32 pieces on a board")
+    out = []
+    sq = np.arange(64)
+    for persp_is_stm in (True, False):
+        persp_white = stm_white if persp_is_stm else ~stm_white
+        king_code = np.where(persp_white, 6, 14)
+        has_king = board == king_code[:, None]
+        if not has_king.any(1).all():
+            raise ValueError("a side has no king")
+        ksq = has_king.argmax(1)
+        orient = np.where(ksq % 8 < 4, 7, 0) ^ np.where(persp_white, 0, 56)
+        ptype = (board & 7) - 1                                   # 0..5
+        own = (board >> 3) == np.where(persp_white, 0, 1)[:, None]
+        p_idx = np.where(ptype == 5, 10, 2 * ptype + (~own))
+        idx = (sq[None, :] ^ orient[:, None]) + 64 * p_idx + PLANES * kb[ksq ^ orient][:, None]
+        idx = np.where(occupied, idx, -1)
+        # pack the active ones to the front (ascending square), 32 wide
+        order = np.argsort(~occupied, axis=1, kind="stable")
+        out.append(np.take_along_axis(idx, order, 1)[:, :32].astype(np.int32))
+    return out[0], out[1]
+
+
+# ------------------------------------------------------------------------- the evaluation
+def _ft_f32(net: SFNNv5IntegerNet) -> torch.Tensor:
+    """(F + 1, L1) float32: row 0 zeros (for the −1 padding), row f + 1 = ft_weight[f]."""
+    def build(w):
+        return torch.cat((torch.zeros(1, w.shape[1]), w.float())).contiguous()
+    return cached(net, "sf_ft", (net.ft_weight,), build)
+
+
+def _psqt_f64(net: SFNNv5IntegerNet) -> torch.Tensor:
+    def build(p):
+        return torch.cat((torch.zeros(1, p.shape[1], dtype=torch.float64), p.double())).contiguous()
+    return cached(net, "sf_psqt", (net.psqt,), build)
+
+
+def accumulate(net: SFNNv5IntegerNet, indices: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """Step 1: (N, A) int32 feature indices, −1 padded -> (accumulator (N, L1) int64 in the int16
+    range, wrapped as the engine's int16 adds; PSQT sums (N, 8) int64 in the int32 range)."""
+    idx = (indices.long().clamp(min=-1) + 1)
+    n = idx.shape[0]
+    if n == 0:
+        return (torch.zeros((0, net.arch["hidden"]), dtype=torch.int64),
+                torch.zeros((0, PSQT_BUCKETS), dtype=torch.int64))
+    if int(indices.max()) >= net.arch["num_inputs"]:
+        raise ValueError(f"feature index {int(indices.max())} out of range {net.arch['num_inputs']}")
+    acc = torch.nn.functional.embedding_bag(idx, _ft_f32(net), mode="sum")
+    acc = _wrap(acc.add_(net.ft_bias.float()).to(torch.int64), 16)  # ≤ 33 int16 terms: exact in float32
+    ps = torch.nn.functional.embedding_bag(idx, _psqt_f64(net), mode="sum").to(torch.int64)
+    return acc, _wrap(ps, 32)
+
+
+def transform(acc_stm: torch.Tensor, acc_nstm: torch.Tensor) -> torch.Tensor:
+    """Step 2: accumulators (N, L1) -> transformed features (N, L1) int64 in 0..126, stm first."""
+    half = acc_stm.shape[1] // 2
+    parts = []
+    for acc in (acc_stm, acc_nstm):
+        c = acc.clamp(0, 127)
+        parts.append((c[:, :half] * c[:, half:]) >> 7)  # non-negative: the engine's / 128
+    return torch.cat(parts, 1)
+
+
+def _affine(x: torch.Tensor, w: torch.Tensor, b: torch.Tensor, bucket: torch.Tensor) -> torch.Tensor:
+    """Bucketed affine layer, exact: x (N, K) int64 with 0 ≤ x ≤ 127, w (S, M, K) int8, b (S, M)
+    int32, bucket (N,) int64 -> (N, M) int64 wrapped to int32. The products run in float32 when
+    every partial sum is below 2^24 (K·127·128 < 2^24: K ≤ 1,031, e.g. fc_0 at L1 1,024), else in
+    float64 (below 2^53); positions are grouped by bucket, one matrix product per bucket."""
+    n, m, k = x.shape[0], w.shape[1], w.shape[2]
+    dt = torch.float32 if k * 127 * 128 < (1 << 24) else torch.float64
+    out = torch.empty((n, m), dtype=torch.int64)
+    if n == 0:
+        return out
+    order = torch.argsort(bucket, stable=True)
+    sb = bucket[order]
+    counts = torch.bincount(sb, minlength=w.shape[0]).tolist()
+    xs = x.index_select(0, order).to(dt)
+    res = torch.empty((n, m), dtype=torch.int64)
+    start = 0
+    for s, c in enumerate(counts):
+        if c:
+            res[start:start + c] = (xs[start:start + c] @ w[s].to(dt).T).to(torch.int64) + b[s].to(torch.int64)
+            start += c
+    out[order] = res
+    return _wrap(out, 32)
+
+
+def layer_stack(net: SFNNv5IntegerNet, x0: torch.Tensor, bucket: torch.Tensor) -> torch.Tensor:
+    """Steps 4–6: transformed features (N, L1) int64 and layer-stack indices (N,) int64 ->
+    ``positional`` (N,) int64 (int32 range)."""
+    s0 = _affine(x0, net.fc0_weight, net.fc0_bias, bucket)
+    h = s0[:, :FC0_OUTPUTS - 1]
+    sqr = torch.clamp((h * h) >> (2 * WEIGHT_SCALE_BITS + 7), max=127)
+    crelu = (h >> WEIGHT_SCALE_BITS).clamp(0, 127)
+    x1 = torch.cat([sqr, crelu, torch.zeros((h.shape[0], FC1_PADDED - FC1_INPUTS), dtype=torch.int64)], 1)
+    s1 = _affine(x1, net.fc1_weight, net.fc1_bias, bucket)
+    x2 = (s1 >> WEIGHT_SCALE_BITS).clamp(0, 127)
+    s2 = _affine(x2, net.fc2_weight, net.fc2_bias, bucket)[:, 0]
+    fwd = _tdiv(_wrap(s0[:, FC0_OUTPUTS - 1] * SKIP_NUM, 32), SKIP_DEN)
+    return _wrap(s2 + fwd, 32)
+
+
+def psqt_value(ps_stm: torch.Tensor, ps_nstm: torch.Tensor, bucket: torch.Tensor) -> torch.Tensor:
+    """Step 7's ``psqt``: (N, 8) PSQT sums of each perspective -> (N,) int64."""
+    b = bucket.view(-1, 1)
+    return _tdiv(_wrap(ps_stm.gather(1, b)[:, 0] - ps_nstm.gather(1, b)[:, 0], 32), 2)
+
+
+def value_from_indices(net: SFNNv5IntegerNet, stm: torch.Tensor, nstm: torch.Tensor, bucket: torch.Tensor,
+                       return_parts: bool = False):
+    """The engine's internal value ``NNUE::evaluate(pos, false)`` (steps 1–7): stm, nstm (N, A)
+    int32 −1 padded, bucket (N,) int64 in 0..7 -> (N,) int64, side to move's point of view
+    (with return_parts, also {"psqt", "positional"} (N,) int64, before the division by 16)."""
+    a_s, p_s = accumulate(net, stm)
+    a_n, p_n = accumulate(net, nstm)
+    bucket = bucket.long()
+    positional = layer_stack(net, transform(a_s, a_n), bucket)
+    psqt = psqt_value(p_s, p_n, bucket)
+    v = _tdiv(_wrap(psqt + positional, 32), OUTPUT_SCALE)
+    if return_parts:
+        return v, {"psqt": psqt, "positional": positional, "acc": torch.stack([a_s, a_n], 1)}
+    return v
+
+
+def to_cp(value: torch.Tensor) -> torch.Tensor:
+    """Internal values -> UCI centipawns, ``v·100 / 361`` truncating (``UCI::value``)."""
+    return _tdiv(value * 100, NORMALIZE_TO_PAWN)
+
+
+def forward_int(net: SFNNv5IntegerNet, stm: torch.Tensor, nstm: torch.Tensor, bucket: torch.Tensor,
+                return_parts: bool = False):
+    """Exact integer eval from feature indices, the evaluator interface of every kind: stm, nstm
+    (N, A) int32 −1 padded, bucket (N,) int64 -> (N,) int64 UCI centipawns, stm POV (with
+    return_parts, also {"value": internal values, "psqt", "positional", "acc", "out"})."""
+    v, parts = value_from_indices(net, stm, nstm, bucket, True)
+    cp = to_cp(v)
+    if return_parts:
+        return cp, parts | {"value": v, "out": parts["psqt"] + parts["positional"]}
+    return cp
+
+
+def values(net: SFNNv5IntegerNet, boards: torch.Tensor, chunk: int = 4096) -> torch.Tensor:
+    """Internal values of packed boards: (N, 32) uint8 -> (N,) int64, stm POV."""
+    fs, buckets = net.features, net.buckets
+    out = []
+    for s in range(0, boards.shape[0], chunk):
+        b = boards[s:s + chunk]
+        stm, nstm = fs.encode(b)
+        out.append(value_from_indices(net, stm, nstm, buckets.of(b)))
+    return torch.cat(out) if out else torch.zeros(0, dtype=torch.int64)
+
+
+def evaluate(net: SFNNv5IntegerNet, boards: torch.Tensor, chunk: int = 4096) -> torch.Tensor:
+    """Integer evals of packed boards: (N, 32) uint8 -> (N,) int64 UCI centipawns, stm POV."""
+    return to_cp(values(net, boards, chunk))
+
+
+# ------------------------------------------------------------------ the engine's eval trace
+_PIECE_CODES = {c: i + 1 for i, c in enumerate("PNBRQK")} | {c: i + 9 for i, c in enumerate("pnbrqk")}
+_PIECE_CHARS = " PNBRQK  pnbrqk"  # Stockfish's PieceToChar, indexed by piece code
+
+
+def squares_from_fen(fen: str) -> tuple[np.ndarray, bool]:
+    """A FEN's piece placement and side to move: ((64,) int8 piece codes, a1 = 0, as
+    :func:`halfka_indices` takes them; white to move). Raises ValueError on a malformed placement."""
+    fields = fen.split()
+    if len(fields) < 2 or fields[1] not in ("w", "b"):
+        raise ValueError(f"FEN {fen!r}: expected a placement and a side to move")
+    sq = np.zeros(64, dtype=np.int8)
+    ranks = fields[0].split("/")
+    if len(ranks) != 8:
+        raise ValueError(f"FEN {fen!r}: {len(ranks)} ranks")
+    for r, row in enumerate(ranks):
+        f = 0
+        for ch in row:
+            if ch.isdigit():
+                f += int(ch)
+            elif ch in _PIECE_CODES and f < 8:
+                sq[(7 - r) * 8 + f] = _PIECE_CODES[ch]
+                f += 1
+            else:
+                raise ValueError(f"FEN {fen!r}: bad placement character {ch!r}")
+        if f != 8:
+            raise ValueError(f"FEN {fen!r}: rank {8 - r} has {f} files")
+    return sq, fields[1] == "w"
+
+
+def values_of_squares(net: SFNNv5IntegerNet, board: np.ndarray, stm_white: np.ndarray,
+                      all_buckets: bool = False, chunk: int = 4096):
+    """Internal values of positions given as (N, 64) piece codes and (N,) side to move (see
+    :func:`halfka_indices`): (N,) int64, stm POV. With all_buckets, instead (psqt, positional),
+    each (N, 8) int64: what every layer stack and PSQT column gives (the trace's bucket table)."""
+    out = []
+    for s in range(0, board.shape[0], chunk):
+        b, w = board[s:s + chunk], stm_white[s:s + chunk]
+        stm, nstm = (torch.from_numpy(t) for t in halfka_indices(b, w))
+        pieces = torch.from_numpy((b > 0).sum(1).astype(np.int64))
+        if not all_buckets:
+            out.append(value_from_indices(net, stm, nstm, torch.div(pieces - 1, 4, rounding_mode="floor")))
+            continue
+        a_s, p_s = accumulate(net, stm)
+        a_n, p_n = accumulate(net, nstm)
+        x0 = transform(a_s, a_n)
+        ps, pos = [], []
+        for k in range(LAYER_STACKS):
+            bk = torch.full((b.shape[0],), k, dtype=torch.int64)
+            ps.append(psqt_value(p_s, p_n, bk))
+            pos.append(layer_stack(net, x0, bk))
+        out.append((torch.stack(ps, 1), torch.stack(pos, 1)))
+    if not all_buckets:
+        return torch.cat(out) if out else torch.zeros(0, dtype=torch.int64)
+    return torch.cat([o[0] for o in out]), torch.cat([o[1] for o in out])
+
+
+def _compact(v: int) -> str:
+    """Stockfish's ``format_cp_compact``: 5 characters."""
+    sign = "-" if v < 0 else "+" if v > 0 else " "
+    cp = abs(int(100 * v / NORMALIZE_TO_PAWN))  # C division truncates toward zero
+    if cp >= 10000:
+        return f"{sign}{cp // 10000}{cp % 10000 // 1000}{cp % 1000 // 100} "
+    if cp >= 1000:
+        return f"{sign}{cp // 1000}{cp % 1000 // 100}.{cp % 100 // 10}"
+    return f"{sign}{cp // 100}.{cp % 100 // 10}{cp % 10}"
+
+
+def _aligned(v: int) -> str:
+    """Stockfish's ``format_cp_aligned_dot``: sign and ``%6.2f`` of |v| / 361."""
+    sign = "-" if v < 0 else "+" if v > 0 else " "
+    return sign + "%6.2f" % (abs(v) / NORMALIZE_TO_PAWN)
+
+
+def _tdiv_int(a: int, b: int) -> int:
+    q = abs(a) // abs(b)
+    return q if (a >= 0) == (b > 0) else -q
+
+
+def _empty_grid() -> list[list[str]]:
+    """The trace's board drawing with no piece and no value: 25 rows of 65 characters."""
+    grid = [[" "] * 65 for _ in range(25)]
+    for x in range(0, 64, 8):
+        for y in range(0, 24, 3):
+            for k in range(1, 8):
+                grid[y][x + k] = grid[y + 3][x + k] = "-"
+            for k in (1, 2):
+                grid[y + k][x] = grid[y + k][x + 8] = "|"
+            grid[y][x] = grid[y][x + 8] = grid[y + 3][x + 8] = grid[y + 3][x] = "+"
+    return grid
+
+
+_EMPTY_GRID = _empty_grid()
+
+
+def trace(net: SFNNv5IntegerNet, fens: list[str]) -> list[str]:
+    """Stockfish 15.1's NNUE part of the ``eval`` command's output for each FEN, character for
+    character: the derived piece values board (each non-king piece's value is the eval with it
+    minus the eval without it, white's point of view), the table of the 8 buckets (Material
+    (PSQT), Positional (Layers), Total, stm POV), and the ``NNUE evaluation`` line (pawns,
+    white's point of view). Each text ends with a newline. The engine prints nothing of this
+    for a position in check (``Final evaluation: none (in check)``): the caller decides.
+    Raises ValueError on a malformed FEN."""
+    boards, stms, owners = [], [], []  # every position and every one-piece-removed variant
+    parsed = [squares_from_fen(f) for f in fens]
+    for i, (sq, w) in enumerate(parsed):
+        boards.append(sq)
+        stms.append(w)
+        owners.append((i, -1))
+        for s in range(64):
+            if sq[s] and sq[s] & 7 != 6:
+                b = sq.copy()
+                b[s] = 0
+                boards.append(b)
+                stms.append(w)
+                owners.append((i, s))
+    if not boards:
+        return []
+    v = values_of_squares(net, np.stack(boards), np.array(stms, dtype=bool)).tolist()
+    psqt, positional = values_of_squares(net, np.stack([p[0] for p in parsed]),
+                                         np.array([p[1] for p in parsed], dtype=bool), all_buckets=True)
+    base: dict[int, int] = {}
+    removed: dict[tuple[int, int], int] = {}
+    for (i, s), val in zip(owners, v):
+        white_pov = val if parsed[i][1] else -val
+        if s < 0:
+            base[i] = white_pov
+        else:
+            removed[(i, s)] = white_pov
+    out = []
+    for i, (sq, white) in enumerate(parsed):
+        grid = [row[:] for row in _EMPTY_GRID]
+        for s in np.flatnonzero(sq).tolist():
+            x, y = (s % 8) * 8, (7 - s // 8) * 3
+            grid[y + 1][x + 4] = _PIECE_CHARS[sq[s]]
+            if (i, s) in removed:
+                grid[y + 2][x + 2:x + 7] = list(_compact(base[i] - removed[(i, s)]))
+        lines = [" NNUE derived piece values:"] + ["".join(row) for row in grid] + [""]
+        lines.append(f" NNUE network contributions ({'White' if white else 'Black'} to move)")
+        lines += ["+------------+------------+------------+------------+",
+                  "|   Bucket   |  Material  | Positional |   Total    |",
+                  "|            |   (PSQT)   |  (Layers)  |            |",
+                  "+------------+------------+------------+------------+"]
+        used = (int((sq > 0).sum()) - 1) // 4
+        for k in range(LAYER_STACKS):
+            p = _tdiv_int(int(psqt[i, k]), OUTPUT_SCALE)
+            q = _tdiv_int(int(positional[i, k]), OUTPUT_SCALE)
+            line = f"|  {k}         |  {_aligned(p)}   |  {_aligned(q)}   |  {_aligned(p + q)}   |"
+            lines.append(line + (" <-- this bucket is used" if k == used else ""))
+        lines.append("+------------+------------+------------+------------+")
+        lines.append("")
+        lines.append(f"NNUE evaluation        {base[i] / NORMALIZE_TO_PAWN:+.2f} (white side)")
+        out.append("\n".join(lines) + "\n")
+    return out
