@@ -1,19 +1,17 @@
 """Evaluation entry points for every net kind: packed boards, FENs, python-chess boards and
 streamed datasets. Each dispatches to the kind's exact evaluator through the net-kind registry
-(:mod:`nnue.spec.kinds`)."""
+(:mod:`nnue.inference.kinds`)."""
 from __future__ import annotations
 
 import numpy as np
 import torch
 
-from nnue.spec import kinds
-
-from . import residual
+from . import kinds, residual
 
 
 def evaluator(net):
     """The exact evaluator module of ``net``'s kind (``forward_int``, ``evaluate``)."""
-    return kinds.get(net.kind).load("evaluator")
+    return kinds.of(net).evaluator
 
 
 def forward_int(net, stm: torch.Tensor, nstm: torch.Tensor, bucket: torch.Tensor, return_parts: bool = False):

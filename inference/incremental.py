@@ -56,9 +56,8 @@ from nnue.pipeline.features.board_tensor import NUM_KEYS
 from nnue.pipeline.features.lookup import TableEncoder
 
 from nnue.spec import activations as acts
-from nnue.spec import kinds
 
-from . import residual
+from . import kinds, residual
 
 from .exact import INT32_MAX, INT32_MIN
 from .net import IntegerNet
@@ -199,7 +198,7 @@ def _net_cache(net: IntegerNet) -> dict:
 def _layers_after_l0(net):
     """The kind's ``forward_from_accumulators`` (nets with layers after L1, e.g. deep), or None
     when the kind's L1 runs here (perspective nets)."""
-    return getattr(kinds.get(net.kind).load("evaluator"), "forward_from_accumulators", None)
+    return kinds.of(net).forward_from_accumulators
 
 
 def _tdiv(a: int, b: int) -> int:
@@ -222,6 +221,9 @@ class IncrementalAccumulator:
     """
 
     def __init__(self, net: IntegerNet, board, mode: str = "auto"):
+        if not kinds.of(net).incremental:
+            raise ValueError(f"the incremental accumulator does not evaluate {net.kind} nets; "
+                             "use nnue.inference.evaluate")
         self.net = net
         self.fs = fs = net.features
         if mode == "auto":

@@ -1,6 +1,6 @@
 """Residual nets: integer nets whose eval is added to a base eval, ``eval = base + α·net``.
 
-A net of any kind (:mod:`nnue.spec.kinds`) is residual when its header's architecture holds a
+A net of any kind (:mod:`nnue.inference.kinds`) is residual when its header's architecture holds a
 ``residual`` object (written by ``nnue export`` for a run trained with
 ``model.loss.target=residual``; type-checked on load by :func:`check`)::
 

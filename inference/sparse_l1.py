@@ -31,9 +31,8 @@ from __future__ import annotations
 import torch
 
 from nnue.spec import activations as acts
-from nnue.spec import kinds
 
-from . import residual
+from . import kinds, residual
 
 from .exact import accumulators_f32, check_acc_int16, check_int32
 
@@ -175,12 +174,13 @@ def forward_sparse(net, stm: torch.Tensor, nstm: torch.Tensor, bucket: torch.Ten
     """:func:`~nnue.inference.net.forward_int` (deep nets: :func:`nnue.inference.deep.forward_int`)
     with a block-sparse L1: same arguments, same (N,) int64 evals, same OverflowErrors. With
     return_stats also :func:`block_stats`' dict."""
+    if not kinds.of(net).incremental:  # an unknown kind: ValueError naming the known ones
+        raise ValueError(f"the block-sparse L1 path does not evaluate {net.kind} nets; use nnue.inference.evaluate")
     accs = []
     for idx in (stm, nstm):
         acc = accumulators_f32(net, idx)
         check_acc_int16(acc)
         accs.append(acc)
-    kinds.get(net.kind)  # an unknown kind: ValueError naming the known ones
     ev, x = _FORWARD[net.kind](net, accs, bucket, block, method)
     return (ev, block_stats(x, block)) if return_stats else ev
 
@@ -213,7 +213,7 @@ def _forward_perspective(net, accs, bucket, block, method):
     return torch.div(out * s.scale, s.qa * s.qb, rounding_mode="trunc"), x
 
 
-#: net kind -> its path after the accumulators (the kinds of :mod:`nnue.spec.kinds` that have an L1)
+#: net kind -> its path after the accumulators (the kinds of :mod:`nnue.inference.kinds` that have an L1)
 _FORWARD = {"perspective": _forward_perspective, "deep": _forward_deep, "tiny": _forward_tiny}
 
 

@@ -824,7 +824,7 @@ def check_train_args(overrides: list[str]) -> str | None:
             return why
         from nnue.kernels import BACKENDS
         from nnue.pipeline.features import get_feature_set, parse_output_buckets
-        from nnue.spec import kinds
+        from nnue.trainer import kinds
         from nnue.trainer.model import factor_map
 
         m = cfg.model
@@ -839,7 +839,8 @@ def check_train_args(overrides: list[str]) -> str | None:
             if k in d:
                 d[k] = _int_field(f"model.{kinds.get(kind).layers_key}.{k}", d[k], 1, 4096)
         # the kind's arch checks activations (where each is allowed) and sizes
-        kinds.get(kind).load("float_arch").from_config(fs.num_inputs, hidden, m.activation, buckets.count, d, 1.0)
+        kinds.check_kind_inputs(kind, fs.name, buckets.name)
+        kinds.get(kind).float_arch.from_config(fs.num_inputs, hidden, m.activation, buckets.count, d, 1.0)
         if not isinstance(m.get("qat", False), bool):
             return f"model.qat={m.qat}: true or false"
         from nnue.inference.residual import header as residual_header

@@ -22,9 +22,8 @@ from .callbacks import plain
 from .loss import check_loss_config, training_loss
 from .schedule import Ramp, Schedule, lr_schedule
 from .metrics import spearman
-from nnue.spec import kinds
 
-from .model import build_model
+from . import kinds
 
 
 class LitNNUE(pl.LightningModule):
@@ -57,10 +56,11 @@ class LitNNUE(pl.LightningModule):
         self.buckets = parse_output_buckets(output_buckets)
         self.scheme = QuantScheme(**(quant or {}))
         self.loss_cfg = check_loss_config(loss)  # target=residual: trainer/loss.py
-        self.model = build_model(kind, features, self.feature_set.num_inputs, hidden, activation,
-                                 self.buckets.count, backend, factoriser,
-                                 kinds.layers_config(kind, {"deep": deep, "tiny": tiny}),
-                                 product_scale=self.scheme.qa / (1 << self.scheme.l0_shift))
+        self.model = kinds.build_model(kind, features, self.feature_set.num_inputs, hidden, activation,
+                                       self.buckets.count, backend, factoriser,
+                                       kinds.layers_config(kind, {"deep": deep, "tiny": tiny}),
+                                       product_scale=self.scheme.qa / (1 << self.scheme.l0_shift),
+                                       scale=self.scheme.scale, output_buckets=self.buckets.name)
         self.arch = self.model.arch
         if qat:
             self.model.enable_qat(self.scheme)

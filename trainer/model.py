@@ -16,7 +16,6 @@ from torch import nn
 from nnue import kernels
 from nnue.kernels import sparse_ft_pair
 from nnue.spec import activations as acts
-from nnue.spec import kinds
 
 PERSPECTIVE_ACTIVATIONS = acts.allowed("l0")
 
@@ -47,12 +46,12 @@ class Arch:
 
     @classmethod
     def from_config(cls, num_inputs: int, hidden: int, activation: str, num_buckets: int, deep: dict,
-                    product_scale: float) -> "Arch":
+                    product_scale: float, scale: float = 400.0) -> "Arch":
         """The arch of a ``model`` config (deep: the ``model.deep`` group, unused here)."""
         return cls(num_inputs, hidden, activation, num_buckets)
 
     def header_args(self) -> dict:
-        """Keyword arguments of the kind's arch builder (:mod:`nnue.spec.kinds`) besides the
+        """Keyword arguments of the kind's arch builder (:mod:`nnue.trainer.kinds`) besides the
         feature set and output buckets."""
         return {"hidden": self.hidden, "activation": self.activation}
 
@@ -222,7 +221,7 @@ class DeepArch(Arch):
         return self.l2_outputs * (2 if acts.get(self.l2_act).gated else 1)
 
     @classmethod
-    def from_config(cls, num_inputs, hidden, activation, num_buckets, deep, product_scale) -> "DeepArch":
+    def from_config(cls, num_inputs, hidden, activation, num_buckets, deep, product_scale, scale=400.0) -> "DeepArch":
         return cls(num_inputs, hidden, activation, num_buckets, product_scale=product_scale, **dict(deep))
 
     def header_args(self) -> dict:
@@ -326,7 +325,7 @@ class TinyArch(Arch):
             raise ValueError("model.tiny.l1_outputs must be positive")
 
     @classmethod
-    def from_config(cls, num_inputs, hidden, activation, num_buckets, deep, product_scale) -> "TinyArch":
+    def from_config(cls, num_inputs, hidden, activation, num_buckets, deep, product_scale, scale=400.0) -> "TinyArch":
         """``deep``: the ``model.tiny`` group here ({"l1_outputs", "hidden_activation"})."""
         return cls(num_inputs, hidden, activation, num_buckets, product_scale=product_scale, **dict(deep))
 
@@ -359,17 +358,3 @@ class TinyNet(DeepNet):
     def clip_weights(self, ft_limit: float, l1_limit: float) -> None:
         PerspectiveNet.clip_weights(self, ft_limit, l1_limit)
         self.out.weight.clamp_(-l1_limit, l1_limit)
-
-
-def build_model(kind: str, feature_set: str, num_inputs: int, hidden: int, activation: str,
-                num_buckets: int, backend: str = "auto", factoriser: bool = False,
-                deep: dict | None = None, product_scale: float = 255 / 256) -> PerspectiveNet:
-    """The float model of a ``kind`` net (:mod:`nnue.spec.kinds`: "perspective" | "deep" |
-    "tiny"). deep: {"l1_outputs", "l2_outputs", "hidden_activation", "l2_activation"} for deep
-    nets, {"l1_outputs", "hidden_activation"} for tiny nets (``model.tiny``). Raises
-    ValueError for an unknown kind or activation."""
-    entry = kinds.get(kind)
-    factors = factor_map(feature_set, num_inputs) if factoriser else None
-    arch_cls, model_cls = entry.load("float_arch"), entry.load("float_model")
-    arch = arch_cls.from_config(num_inputs, hidden, activation, num_buckets, deep or {}, product_scale)
-    return model_cls(arch, backend, factors)

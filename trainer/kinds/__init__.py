@@ -1,0 +1,59 @@
+"""The net-kind registry of the trainer: one module per kind, each exporting ``KIND`` (a
+:class:`~.spec.TrainerKind` holding the float model, quantise, audit and calibrate pieces and the
+kind's inference side, :mod:`nnue.inference.kinds`), collected in :data:`KINDS` by plain imports.
+
+Adding a kind: a module here, one under :mod:`nnue.inference.kinds`, a line in each registry, a
+``conf/model/<kind>.yaml`` and its tests (docs/extending.md).
+"""
+from __future__ import annotations
+
+import torch
+
+from . import deep, perspective, sfnnv5, tiny
+from ..model import factor_map
+from .spec import TrainerKind
+
+KINDS: dict[str, TrainerKind] = {k.name: k for k in (perspective.KIND, deep.KIND, tiny.KIND, sfnnv5.KIND)}
+
+
+def get(kind) -> TrainerKind:
+    """The entry of ``kind``. Raises ValueError naming the known kinds."""
+    try:
+        return KINDS[kind]
+    except (KeyError, TypeError):
+        raise ValueError(f"net kind {kind!r}: one of {', '.join(KINDS)}") from None
+
+
+def layers_config(kind: str, cfg) -> dict:
+    """The layer settings of a ``kind`` net from a model config or checkpoint hparams ``cfg``
+    (a mapping): its ``layers_key`` group, {} when the kind has none or it is unset."""
+    key = get(kind).layers_key
+    return dict((cfg.get(key) if key else None) or {})
+
+
+def check_kind_inputs(kind: str, feature_set: str, output_buckets: str) -> None:
+    """Raise ValueError naming the setting when ``kind`` requires another feature set or other
+    output buckets (sfnnv5: halfkav2_hm and SFPieceCount<8>)."""
+    k = get(kind)
+    if k.features and feature_set != k.features:
+        raise ValueError(f"model.kind={kind} reads {k.features} features, not {feature_set} (features={k.features})")
+    if k.output_buckets and output_buckets != k.output_buckets:
+        raise ValueError(f"model.kind={kind} has output buckets {k.output_buckets}, not {output_buckets} "
+                         f"(model.output_buckets={k.output_buckets})")
+
+
+def build_model(kind: str, feature_set: str, num_inputs: int, hidden: int, activation: str,
+                num_buckets: int, backend: str = "auto", factoriser: bool = False,
+                layers: dict | None = None, product_scale: float = 255 / 256, scale: float = 400.0,
+                output_buckets: str | None = None) -> torch.nn.Module:
+    """The float model of a ``kind`` net. layers: the kind's ``layers_key`` group
+    ({"l1_outputs", "l2_outputs", "hidden_activation", "l2_activation"} for deep nets,
+    {"l1_outputs", "hidden_activation"} for tiny nets). scale: SCALE (eval_cp = output·SCALE).
+    Raises ValueError for an unknown kind or activation, or inputs the kind cannot take."""
+    entry = get(kind)
+    if output_buckets is not None:
+        check_kind_inputs(kind, feature_set, output_buckets)
+    factors = factor_map(feature_set, num_inputs) if factoriser else None
+    arch = entry.float_arch.from_config(num_inputs, hidden, activation, num_buckets, layers or {}, product_scale,
+                                        scale=scale)
+    return entry.float_model(arch, backend, factors)
