@@ -46,6 +46,8 @@ class NetFile:
     (name -> tensor, in file order) and :meth:`raw_layout` (a one-line description)."""
 
     kind = "perspective"
+    #: the engine file ``nnue export`` writes beside net.safetensors (:meth:`write_bin`)
+    ENGINE_FILE = "net.bin"
     #: architecture field -> type, as :func:`check_header` checks them
     ARCH_FIELDS = {"kind": str, "feature_set": str, "feature_hash": str, "num_inputs": int, "hidden": int,
                    "activation": str, "output_buckets": str, "num_buckets": int, "l1_inputs": int}

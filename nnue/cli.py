@@ -291,10 +291,13 @@ def cmd_export(args) -> int:
     c, a = r["cross_check"], r["audit"]
     print(f"wrote {r['net']}, {r['bin']} and {Path(r['net']).parent / 'export.json'}")
     arch = r["architecture"]
-    layers = (f" -> {arch['l1_outputs']} {arch['hidden_activation']} -> {arch['l2_outputs']} "
+    layers = (" -> 8 layer stacks: 16 -> SqrCReLU|CReLU 30 -> 32 -> 1, skip, 8 PSQT (Stockfish 15.1 SFNNv5)"
+              if arch.get("kind") == "sfnnv5" else
+              f" -> {arch['l1_outputs']} {arch['hidden_activation']} -> {arch['l2_outputs']} "
               f"{arch.get('l2_activation') or arch['hidden_activation']} -> 1" if "l2_outputs" in arch else
               f" -> {arch['l1_outputs']} {arch['hidden_activation']} -> 1" if "l1_outputs" in arch else "")
-    print(f"  {arch['feature_set']} -> {arch['hidden']}x2 {arch['activation']}{layers} -> {arch['output_buckets']}")
+    print(f"  {arch['feature_set']} -> {arch['hidden']}x2 {arch.get('activation', 'pairwise')}{layers} -> "
+          f"{arch['output_buckets']}")
     if r.get("residual"):
         print(f"  residual net: eval = {r['residual']['base']} + {r['residual']['alpha']:g}·net")
     print(f"  {r['bytes']['net.safetensors']:,} bytes" + (f" (model.max_bytes {r['bytes']['max_bytes']:,})"
@@ -350,18 +353,16 @@ def _read_fens(path: str) -> tuple[list[str], list[str]]:
 
 
 def cmd_eval(args) -> int:
-    from nnue.inference import evaluate_fens, load
+    from nnue.cmd_engine import load_any
+    from nnue.inference import evaluate_fens
 
     if not args.dataset and (args.limit is not None or args.summary):
         raise ValueError("--limit and --summary go with --dataset")
     net_path = Path(args.net)
-    if net_path.is_dir():  # NETDIR as nnue export wrote it
-        if not (net_path / "net.safetensors").is_file():
-            raise ValueError(f"{net_path}: a folder without net.safetensors; give NETDIR/net.safetensors")
-        net_path = net_path / "net.safetensors"
-    elif not net_path.exists():
-        raise ValueError(f"{net_path}: no such net file")
-    net = load(net_path)
+    net = load_any(net_path)  # net.safetensors, NETDIR, or a Stockfish .nnue
+    if args.trace and (args.dataset or net.kind != "sfnnv5"):
+        raise ValueError("--trace prints Stockfish 15.1's eval trace: it goes with an sfnnv5 net (or a .nnue) "
+                         "and --fen / --fens" + (f"; {net_path} is a {net.kind} net" if net.kind != "sfnnv5" else ""))
     if args.dataset:
         from nnue.pipeline import manifest as mf
 
@@ -383,6 +384,8 @@ def cmd_eval(args) -> int:
     from nnue.pipeline.annotate import residual_base
 
     boards = boards_from_fens(fens, labels)
+    if args.trace:
+        return _print_traces(net, fens)
     base = residual_base(net, boards, engine=args.engine, name=str(net_path))
     try:
         evals = _evaluate_rows(net, boards, base)
@@ -395,6 +398,22 @@ def cmd_eval(args) -> int:
         raise e
     for v in evals:
         print("none" if v is None else v)
+    return 0
+
+
+def _print_traces(net, fens: list[str]) -> int:
+    """``--trace``: Stockfish 15.1's NNUE eval trace of each position (in check: the engine's
+    own "Final evaluation: none (in check)" line), one blank line between positions."""
+    import chess
+
+    from nnue.inference.sfnnv5 import trace
+
+    checked = [chess.Board(f).is_check() for f in fens]
+    texts = iter(trace(net, [f for f, c in zip(fens, checked) if not c]))
+    for i, c in enumerate(checked):
+        if i:
+            print()
+        print("Final evaluation: none (in check)" if c else next(texts), end="\n" if c else "")
     return 0
 
 
@@ -727,7 +746,8 @@ def _parser() -> argparse.ArgumentParser:
     s = sub.add_parser("eval", help="evaluate positions with an integer net",
                        description="Print one integer per position: the eval in centipawns, side-to-move POV. "
                        "Positions are checked as nnue pack checks them; a bad one stops with FILE:LINE.")
-    s.add_argument("net", type=_path, help="net.safetensors, or the NETDIR nnue export wrote it into")
+    s.add_argument("net", type=_path, help="net.safetensors, the NETDIR nnue export wrote it into, or a "
+                   "Stockfish 15.1 .nnue (evals in UCI centipawns, as the engine's NNUE evaluation)")
     g = s.add_mutually_exclusive_group(required=True)
     g.add_argument("--fens", metavar="FILE", type=_path,
                    help="one position a line ('-' = stdin): a FEN, an EPD line (opcodes after the four "
@@ -737,6 +757,9 @@ def _parser() -> argparse.ArgumentParser:
                    help="a packed dataset (nnue pack): every row, in file order")
     s.add_argument("--limit", type=_non_negative, metavar="N",
                    help="with --dataset: the first N rows only (default: all)")
+    s.add_argument("--trace", action="store_true",
+                   help="sfnnv5 nets (Stockfish 15.1): print the engine's NNUE eval trace of each position, "
+                        "character for character (piece values, the bucket table, 'NNUE evaluation'); default off")
     s.add_argument("--summary", action="store_true",
                    help="with --dataset: one JSON line (positions, evals/s, mean, Spearman with the score) "
                         "instead of the evals (default off)")
@@ -747,6 +770,8 @@ def _parser() -> argparse.ArgumentParser:
                         "(in check) print 'none'")
     s.set_defaults(func=cmd_eval)
 
+    from nnue.cmd_engine import add_parsers as add_engine_parsers  # import-net, export-net
+    add_engine_parsers(sub)
     from nnue.selfplay.cli import add_parsers as add_selfplay_parsers  # sprt, selfplay, match, datagen
     add_selfplay_parsers(sub)
     s = sub.add_parser("sweep", help="sweep tools: 'nnue sweep report SWEEP_DIR'")  # nnue/trainer/sweep_report.py

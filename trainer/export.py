@@ -115,7 +115,7 @@ def _json_object(path, meta: dict, key: str) -> dict:
 #: hparams field -> (type, required)
 _HPARAMS = {"features": (str, True), "output_buckets": (str, True), "hidden": (int, True), "activation": (str, True),
             "kind": (str, False), "deep": (dict, False), "quant": (dict, False), "factoriser": (bool, False),
-            "qat": (bool, False), "tiny": (dict, False), "alpha": ((int, float), False), "max_bytes": (int, False)}
+            "qat": (bool, False), "tiny": (dict, False), "sfnnv5": (dict, False), "alpha": ((int, float), False), "max_bytes": (int, False)}
 
 
 def _check_hparams(path, hp: dict):
@@ -278,7 +278,8 @@ def export(ckpt: str | Path, out_dir: str | Path, clip: bool = False, data_path=
            max_positions: int = 20000, bias_correction: bool = True, alpha: float | None = None,
            base: str | None = None, max_bytes: int | None = None,
            final_dir: str | Path | None = None) -> dict:
-    """Export a checkpoint into ``out_dir`` (net.safetensors, net.bin, export.json).
+    """Export a checkpoint into ``out_dir`` (net.safetensors, net.bin, export.json; an sfnnv5
+    net writes Stockfish 15.1's ``net.nnue`` instead of ``net.bin``).
 
     final_dir: where ``out_dir`` is renamed to once complete (``nnue retrain`` exports into
     ``work/NNNN`` and renames it to ``versions/NNNN``): the paths export.json and the net's
@@ -377,11 +378,12 @@ def export(ckpt: str | Path, out_dir: str | Path, clip: bool = False, data_path=
     out_dir.mkdir(parents=True, exist_ok=True)
     (out_dir / "export.json").unlink(missing_ok=True)
     net.save(out_dir / "net.safetensors")
-    net.write_bin(out_dir / "net.bin")
+    engine_file = getattr(net, "ENGINE_FILE", "net.bin")  # sfnnv5: net.nnue, Stockfish 15.1's file
+    net.write_bin(out_dir / engine_file)
     result = {
-        "net": named(out_dir / "net.safetensors"), "bin": named(out_dir / "net.bin"),
+        "net": named(out_dir / "net.safetensors"), "bin": named(out_dir / engine_file),
         "sha256": {"net.safetensors": mf.sha256_file(out_dir / "net.safetensors"),
-                   "net.bin": mf.sha256_file(out_dir / "net.bin")},
+                   engine_file: mf.sha256_file(out_dir / engine_file)},
         "bin_layout": net.raw_layout(), "bytes": {"net.safetensors": size, "max_bytes": max_bytes},
         "residual": res,
         "architecture": net.arch, "quantisation": scheme.to_dict(), "provenance": net.provenance,

@@ -49,6 +49,8 @@ OUT_LIMIT = 127 * 127 / PSQT_SCALE
 #: material of each piece type for the PSQT columns' start (Stockfish 15.1's endgame values,
 #: internal units): the net starts as a material count
 PIECE_VALUES = (206, 854, 915, 1380, 2682)
+#: the description nnue-forge writes into the .nnue header (model.sfnnv5.description)
+DESCRIPTION = "Network trained with nnue-forge (sfnnv5)."
 
 
 @dataclass(frozen=True)
@@ -62,6 +64,7 @@ class SFNNv5Arch:
     num_buckets: int = LAYER_STACKS
     scale: float = 400.0
     activation: str = "pairwise_crelu"
+    description: str = DESCRIPTION
 
     kind = "sfnnv5"
 
@@ -84,10 +87,14 @@ class SFNNv5Arch:
 
     @classmethod
     def from_config(cls, num_inputs, hidden, activation, num_buckets, layers, product_scale, scale=400.0):
-        return cls(num_inputs, hidden, num_buckets, float(scale), activation)
+        """``layers``: the ``model.sfnnv5`` group, {"description": the engine file's description}."""
+        desc = (layers or {}).get("description", DESCRIPTION)
+        if not isinstance(desc, str):
+            raise ValueError(f"model.sfnnv5.description={desc!r}: a string")
+        return cls(num_inputs, hidden, num_buckets, float(scale), activation, desc)
 
     def header_args(self) -> dict:
-        return {"hidden": self.hidden, "description": "Network trained with nnue-forge (sfnnv5)."}
+        return {"hidden": self.hidden, "description": self.description}
 
 
 def psqt_init(num_inputs: int) -> torch.Tensor:
@@ -292,4 +299,4 @@ def dequantise(net: SFNNv5IntegerNet) -> dict[str, torch.Tensor]:
 
 
 KIND = TrainerKind("sfnnv5", inference.KIND, SFNNv5Arch, SFNNv5Net, quantise, audit, calibrate,
-                   layers_key=None, features="halfkav2_hm", output_buckets="SFPieceCount<8>")
+                   layers_key="sfnnv5", features="halfkav2_hm", output_buckets="SFPieceCount<8>")
