@@ -753,7 +753,7 @@ def _parser() -> argparse.ArgumentParser:
     s.add_argument("--to", required=True, choices=list(_export_targets()), help="target layout")
     s.add_argument("-o", "--output", required=True, metavar="FILE", type=_path,
                    help="file to write (atomically: written under a temporary name, then renamed)")
-    s.add_argument("--json", action="store_true", help="print one JSON object: size, layout, engine constants, notes")
+    s.add_argument("--json", action="store_true", help="print one JSON object: size, layout, engine constants, notes (default: text lines)")
     s.set_defaults(func=cmd_export_net)
 
     s = sub.add_parser("report", help="a training run's metrics, and an exported net's quality on held-out games",

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import dataclasses
 import io
+import json
 import shutil
 import subprocess
 from contextlib import redirect_stdout
@@ -118,7 +119,7 @@ def test_the_emulation_reads_the_docs():
 
 @pytest.mark.parametrize("fs_name,act,hidden,spec", [
     ("chess768", "screlu", 32, "MaterialCount<1>"),
-    ("chess768", "crelu", 24, "MaterialCount<8>"),
+    ("chess768", "crelu", 24, "MaterialCount<8>"),  # 37,696 bytes: no padding
     ("kb768hm4", "screlu", 16, "MaterialCount<5>"),
 ])
 def test_bytes_are_bullets_saved_format(fs_name, act, hidden, spec, tmp_path):
@@ -128,7 +129,7 @@ def test_bytes_are_bullets_saved_format(fs_name, act, hidden, spec, tmp_path):
     assert data == bullet_bytes(net, transpose_l1w=True) == layout_bytes(net)
     assert len(data) % 64 == 0 and info["bytes"] == len(data)
     raw = 2 * (net.l0w.numel() + net.l0b.numel() + net.l1w.numel() + net.l1b.numel())
-    assert 0 < len(data) - raw < 64 and data[raw:raw + 6] == b"bullet"[:len(data) - raw]
+    assert len(data) - raw == -raw % 64 and data[raw:] == (b"bullet" * 11)[:len(data) - raw]
     if net.arch["num_buckets"] == 1:  # simple.rs saves l1w without .transpose(): the same bytes
         assert data == bullet_bytes(net, transpose_l1w=False)
     else:
@@ -197,7 +198,8 @@ def _refusals():
                                                                          "alpha_shift": 8}))
     return {
         "deep": (make_deep_int_net("chess768"), "architecture.kind is 'deep'"),
-        "pairwise": (make_int_net_spec("chess768", "pairwise_crelu", 32), "architecture.activation is 'pairwise_crelu'"),
+        "pairwise": (make_int_net_spec("chess768", "pairwise_crelu", 32),
+                     "architecture.activation is 'pairwise_crelu'"),
         "halfkp": (make_int_net_spec("halfkp", "screlu", 16), "architecture.feature_set is 'halfkp'"),
         "factoriser": (unfolded, "a factoriser not folded"),
         "residual": (residual, "architecture.residual"),
@@ -240,7 +242,71 @@ def test_cli_refusals(tmp_path, capsys):
         err = capsys.readouterr().err
         assert rc == 2, (argv, err)
         assert words in err and len(err.strip().splitlines()) == 1, err
+        assert err.startswith("nnue export-net: error: ") and "Traceback" not in err, err
     assert not (tmp_path / "d.bin").exists()
     assert cli_main(["export-net", str(tmp_path / "good.safetensors"), "--to", "bullet", "-o",
                      str(tmp_path / "g.bin"), "--json"]) == 0
     assert (tmp_path / "g.bin").stat().st_size % 64 == 0
+    assert json.loads(capsys.readouterr().out)["inputs"] == "Chess768"
+
+
+def test_help_names_the_targets(capsys):
+    with pytest.raises(SystemExit) as e:
+        cli_main(["export-net", "--help"])
+    assert e.value.code == 0
+    out = capsys.readouterr().out
+    assert "{bullet" in out and "default: text" in out
+
+
+# -- bullet's input types and output buckets, emulated from its source -------------------------
+def bullet_board(fen: str):
+    """bulletformat's ChessBoard::from_raw (src/chess.rs): bitboards [white, black, P, N, B, R, Q,
+    K]; for black to move each is byte-swapped (ranks flipped) and the colours swapped; pieces
+    are (colour << 3 | type) in ascending square order; ksq and opp_ksq ^ 56."""
+    import chess
+
+    b = chess.Board(fen)
+    bbs = [int(b.occupied_co[chess.WHITE]), int(b.occupied_co[chess.BLACK])]
+    bbs += [int(b.pieces_mask(pt, chess.WHITE) | b.pieces_mask(pt, chess.BLACK)) for pt in range(1, 7)]
+    if b.turn == chess.BLACK:
+        bbs = [int.from_bytes(x.to_bytes(8, "little"), "big") for x in bbs]
+        bbs[0], bbs[1] = bbs[1], bbs[0]
+    occ = bbs[0] | bbs[1]
+    pieces = [((1 << 3 if bbs[1] >> sq & 1 else 0) | next(i for i in range(6) if bbs[2 + i] >> sq & 1), sq)
+              for sq in range(64) if occ >> sq & 1]
+    lsb = lambda x: (x & -x).bit_length() - 1  # noqa: E731
+    return pieces, lsb(bbs[0] & bbs[7]), lsb(bbs[1] & bbs[7]) ^ 56, bin(occ).count("1")
+
+
+def bullet_features(fen: str, feature_set: str) -> tuple[list[int], list[int]]:
+    """Chess768 / ChessBuckets / ChessBucketsMirrored ``map_features`` (crates/bullet_lib/src/
+    game/inputs/chess768.rs, chess_buckets.rs) with our map as the constructor's argument."""
+    from nnue.pipeline.features import kb768
+
+    pieces, ksq, opp_ksq, _ = bullet_board(fen)
+    base = [([0, 384][p >> 3] + 64 * (p & 7) + sq, [384, 0][p >> 3] + 64 * (p & 7) + (sq ^ 56)) for p, sq in pieces]
+    if feature_set == "chess768":
+        return sorted(s for s, _ in base), sorted(n for _, n in base)
+    mirrored, m = kb768.parse_map(kb768.PRESETS.get(feature_set, feature_set))
+    if mirrored:  # ChessBucketsMirrored::new
+        m = [m[(i // 8) * 4 + [0, 1, 2, 3, 3, 2, 1, 0][i % 8]] for i in range(64)]
+    flip = (lambda k: 7 if mirrored and k % 8 > 3 else 0)
+    return (sorted(768 * m[ksq] + (s ^ flip(ksq)) for s, _ in base),
+            sorted(768 * m[opp_ksq] + (n ^ flip(opp_ksq)) for _, n in base))
+
+
+@pytest.mark.parametrize("fs_name", ["chess768", "kb768hm4", "kb768hm16", KB768_EXPLICIT])
+def test_feature_indices_and_buckets_are_bullets(fs_name, sample_fens):
+    """Our feature sets index as bullet's input types, and MaterialCount buckets as bullet's,
+    so an engine built on bullet's inputs computes what the tests above feed bullet_eval.c."""
+    from nnue.pipeline.features import get_feature_set, parse_output_buckets
+
+    fens = sample_fens[::3]
+    boards = boards_from_fens(fens)
+    stm, nstm = get_feature_set(fs_name).encode(boards)
+    for fen, s, n in zip(fens, stm.tolist(), nstm.tolist()):
+        assert (sorted(i for i in s if i >= 0), sorted(i for i in n if i >= 0)) == bullet_features(fen, fs_name), fen
+    for count in (1, 5, 8):
+        ours = parse_output_buckets(f"MaterialCount<{count}>").of(boards).tolist()
+        theirs = [(bullet_board(f)[3] - 2) // -(-32 // count) for f in fens]
+        assert ours == theirs
