@@ -191,6 +191,17 @@ def test_input_types():
     assert input_type("halfkp") is None
 
 
+def _tiny():
+    from nnue.inference.tiny import TinyIntegerNet, make_tiny_arch
+    from nnue.spec.quant import QuantScheme
+
+    arch = make_tiny_arch("chess768", 16, "screlu", "MaterialCount<1>", 8, "crelu")
+    z = torch.zeros
+    return TinyIntegerNet(arch, QuantScheme(), z((768, 16), dtype=torch.int16), z(16, dtype=torch.int16),
+                          z((1, 8, 32), dtype=torch.int8), z((1, 8), dtype=torch.int32),
+                          z((1, 8), dtype=torch.int8), z(1, dtype=torch.int32))
+
+
 def _refusals():
     base = make_int_net_spec("kb768hm4", "screlu", 16, "MaterialCount<8>")
     unfolded = dataclasses.replace(base, l0w=torch.zeros((768 * 5, 16), dtype=torch.int16))
@@ -198,6 +209,7 @@ def _refusals():
                                                                          "alpha_shift": 8}))
     return {
         "deep": (make_deep_int_net("chess768"), "architecture.kind is 'deep'"),
+        "tiny": (_tiny(), "architecture.kind is 'tiny'"),
         "pairwise": (make_int_net_spec("chess768", "pairwise_crelu", 32),
                      "architecture.activation is 'pairwise_crelu'"),
         "halfkp": (make_int_net_spec("halfkp", "screlu", 16), "architecture.feature_set is 'halfkp'"),
