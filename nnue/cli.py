@@ -320,6 +320,34 @@ def cmd_export(args) -> int:
     return 0
 
 
+def cmd_export_net(args) -> int:
+    """``nnue export-net NETDIR --to TARGET -o FILE``: an exported integer net in another
+    program's layout (the writers of :data:`nnue.inference.bullet.TARGETS`)."""
+    from nnue.inference.bullet import writer
+    from nnue.inference.net import load
+
+    net_path = Path(args.net)
+    if net_path.is_dir():
+        if not (net_path / "net.safetensors").is_file():
+            raise ValueError(f"{net_path}: a folder without net.safetensors; give the NETDIR nnue export wrote")
+        net_path = net_path / "net.safetensors"
+    out = Path(args.output)
+    if out.is_dir():
+        raise ValueError(f"{out}: is a folder; -o names the file to write")
+    info = writer(args.to)(load(net_path), out) or {}
+    if args.json:
+        print(json.dumps(info, default=str))
+        return 0
+    size = f" ({info['bytes']:,} bytes)" if "bytes" in info else ""
+    print(f"wrote {out}{size}: {args.to} layout" + (f": {info['layout']}" if "layout" in info else ""))
+    if {"QA", "QB", "SCALE"} <= info.keys():
+        print(f"  QA = {info['QA']}, QB = {info['QB']}, SCALE = {info['SCALE']}, HIDDEN_SIZE = {info['HIDDEN_SIZE']}, "
+              f"{info['activation']}, inputs {info['inputs']}, output buckets {info['output_buckets']}")
+    for note in info.get("notes", []):
+        print(f"  note: {note}")
+    return 0
+
+
 # ---------------------------------------------------------------------------------------- eval
 def _read_fens(path: str) -> tuple[list[str], list[str]]:
     """Positions of a file ('-' = stdin), one a line: a FEN, an EPD line or 'FEN | score |
@@ -580,6 +608,13 @@ class _OneLineParser(argparse.ArgumentParser):
         self.exit(EXIT_BAD_INPUT, f"{self.prog}: error: {message} (see '{self.prog} --help')\n")
 
 
+def _export_targets() -> dict:
+    """``nnue export-net --to`` targets (:data:`nnue.inference.bullet.TARGETS`)."""
+    from nnue.inference.bullet import TARGETS
+
+    return TARGETS
+
+
 def _parser() -> argparse.ArgumentParser:
     from nnue.pipeline.formats import EXTENSIONS
 
@@ -728,6 +763,17 @@ def _parser() -> argparse.ArgumentParser:
                    help="refuse a net.safetensors over N bytes (default: the run's model.max_bytes; none)")
     s.add_argument("--json", action="store_true", help="print one JSON object (default: text)")
     s.set_defaults(func=cmd_export)
+
+    s = sub.add_parser("export-net", help="write an exported integer net in another program's layout",
+                       description="Write NETDIR's integer net as FILE in the layout of --to: bullet "
+                       "(its quantised.bin of a simple perspective net). A net the layout cannot hold is "
+                       "refused in one line naming the field; nothing is written then.")
+    s.add_argument("net", type=_path, metavar="NETDIR", help="the NETDIR nnue export wrote, or its net.safetensors")
+    s.add_argument("--to", required=True, choices=list(_export_targets()), help="target layout")
+    s.add_argument("-o", "--output", required=True, metavar="FILE", type=_path,
+                   help="file to write (atomically: written under a temporary name, then renamed)")
+    s.add_argument("--json", action="store_true", help="print one JSON object: size, layout, engine constants, notes (default: text lines)")
+    s.set_defaults(func=cmd_export_net)
 
     s = sub.add_parser("report", help="a training run's metrics, and an exported net's quality on held-out games",
                        description="Final metrics of a run (OUT/metrics.json); with --net, the integer net's "
