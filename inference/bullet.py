@@ -32,9 +32,7 @@ Standalone like the rest of :mod:`nnue.inference`: torch, the feature-set regist
 """
 from __future__ import annotations
 
-import importlib
 from pathlib import Path
-from typing import Callable
 
 import torch
 
@@ -165,23 +163,3 @@ def write_bullet(net, path: str | Path) -> dict:
         "output_buckets": a["output_buckets"], "scale_product_int32_proven": bound <= INT32_MAX,
         "notes": notes,
     }
-
-
-#: ``nnue export-net --to`` targets: name -> writer ``(net, path) -> dict | None``, a callable or
-#: a ``"module:function"`` path imported on first use. A writer checks the net first (raising
-#: NetFormatError, one line naming the field, before anything is written) and writes atomically;
-#: its dict is printed by ``--json`` (and its ``notes`` as lines).
-TARGETS: dict[str, Callable | str] = {
-    "bullet": write_bullet,
-}
-
-
-def writer(target: str) -> Callable:
-    """The writer of a ``--to`` target. Raises ValueError naming the known targets."""
-    w = TARGETS.get(target)
-    if w is None:
-        raise ValueError(f"--to {target!r}: unknown target; known: {', '.join(TARGETS)}")
-    if isinstance(w, str):
-        mod, _, attr = w.partition(":")
-        w = getattr(importlib.import_module(mod), attr)
-    return w

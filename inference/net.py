@@ -21,7 +21,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import torch
-from safetensors import safe_open
 from safetensors.torch import save as st_save
 
 from nnue.pipeline.atomic import atomic_write_bytes

@@ -170,7 +170,6 @@ def halfka_indices(board: np.ndarray, stm_white: np.ndarray) -> tuple[np.ndarray
     more than 32 pieces stand on a board.
     """
     board = np.asarray(board, dtype=np.int16)
-    n = board.shape[0]
     kb = np.asarray(KING_BUCKETS, dtype=np.int64)
     occupied = board > 0
     if (occupied.sum(1) > 32).any():

@@ -322,19 +322,13 @@ def cmd_export(args) -> int:
 
 def cmd_export_net(args) -> int:
     """``nnue export-net NETDIR --to TARGET -o FILE``: an exported integer net in another
-    program's layout (the writers of :data:`nnue.inference.bullet.TARGETS`)."""
-    from nnue.inference.bullet import writer
-    from nnue.inference.net import load
+    program's layout (the writers of :data:`nnue.cmd_engine.TARGETS`)."""
+    from nnue.cmd_engine import TARGETS, load_any
 
-    net_path = Path(args.net)
-    if net_path.is_dir():
-        if not (net_path / "net.safetensors").is_file():
-            raise ValueError(f"{net_path}: a folder without net.safetensors; give the NETDIR nnue export wrote")
-        net_path = net_path / "net.safetensors"
     out = Path(args.output)
     if out.is_dir():
         raise ValueError(f"{out}: is a folder; -o names the file to write")
-    info = writer(args.to)(load(net_path), out) or {}
+    info = TARGETS[args.to](load_any(args.net), out) or {}
     if args.json:
         print(json.dumps(info, default=str))
         return 0
@@ -609,8 +603,8 @@ class _OneLineParser(argparse.ArgumentParser):
 
 
 def _export_targets() -> dict:
-    """``nnue export-net --to`` targets (:data:`nnue.inference.bullet.TARGETS`)."""
-    from nnue.inference.bullet import TARGETS
+    """``nnue export-net --to`` targets (:data:`nnue.cmd_engine.TARGETS`)."""
+    from nnue.cmd_engine import TARGETS
 
     return TARGETS
 
@@ -766,9 +760,11 @@ def _parser() -> argparse.ArgumentParser:
 
     s = sub.add_parser("export-net", help="write an exported integer net in another program's layout",
                        description="Write NETDIR's integer net as FILE in the layout of --to: bullet "
-                       "(its quantised.bin of a simple perspective net). A net the layout cannot hold is "
-                       "refused in one line naming the field; nothing is written then.")
-    s.add_argument("net", type=_path, metavar="NETDIR", help="the NETDIR nnue export wrote, or its net.safetensors")
+                       "(its quantised.bin of a simple perspective net) or stockfish-15.1 (the .nnue of an "
+                       "sfnnv5 net with L1 1024). A net the layout cannot hold is refused in one line naming "
+                       "the field or dimension; nothing is written then.")
+    s.add_argument("net", type=_path, metavar="NETDIR", help="the NETDIR nnue export or import-net wrote, its "
+                   "net.safetensors, or a .nnue")
     s.add_argument("--to", required=True, choices=list(_export_targets()), help="target layout")
     s.add_argument("-o", "--output", required=True, metavar="FILE", type=_path,
                    help="file to write (atomically: written under a temporary name, then renamed)")

@@ -15,22 +15,32 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-#: --to target -> (description, writer(net, path))
-TARGETS: dict[str, tuple[str, object]] = {}
-
-
 def _write_stockfish(net, path: Path) -> dict:
-    from nnue.inference.sfnnue import check_writable, nnue_bytes
+    """``--to stockfish-15.1``: the ``.nnue`` file (refused in one line, naming the dimension or
+    field, for a net Stockfish 15.1 cannot load)."""
+    from nnue.inference.sfnnue import check_writable, file_hash, nnue_bytes
     from nnue.pipeline.atomic import atomic_write_bytes
 
     check_writable(net, path)
     data = nnue_bytes(net)
     atomic_write_bytes(path, data)
-    return {"bytes": len(data)}
+    return {"target": "stockfish-15.1", "file": str(path), "bytes": len(data),
+            "layout": "Stockfish 15.1 .nnue (SFNNv5): header, feature transformer, 8 layer stacks",
+            "hash": f"0x{file_hash(net.arch['hidden']):08X}", "description": net.arch.get("description", ""),
+            "notes": [f"load it with: setoption name EvalFile value {path}"]}
 
 
-TARGETS["stockfish-15.1"] = ("Stockfish 15.1 .nnue (SFNNv5, L1 1024): setoption name EvalFile value FILE",
-                             _write_stockfish)
+def _write_bullet(net, path: Path) -> dict:
+    """``--to bullet``: bullet's ``quantised.bin`` (:func:`nnue.inference.bullet.write_bullet`)."""
+    from nnue.inference.bullet import write_bullet
+
+    return write_bullet(net, path)
+
+
+#: ``nnue export-net --to`` targets: name -> writer ``(net, path) -> dict``. A writer checks the
+#: net first (one line naming the field, before anything is written), writes atomically, and
+#: returns what ``--json`` prints (its ``notes`` as lines).
+TARGETS = {"bullet": _write_bullet, "stockfish-15.1": _write_stockfish}
 
 
 def load_any(path) -> object:
@@ -102,20 +112,8 @@ def cmd_import_net(args) -> int:
     return 0
 
 
-def cmd_export_net(args) -> int:
-    out = Path(args.output)
-    if args.to not in TARGETS:
-        raise ValueError(f"--to {args.to}: one of {', '.join(TARGETS)}")
-    if out.is_dir():
-        raise ValueError(f"{out}: is a folder; -o names the file to write")
-    net = load_any(args.net)
-    info = TARGETS[args.to][1](net, out)
-    print(f"wrote {out} ({info.get('bytes', out.stat().st_size):,} bytes, {args.to})")
-    return 0
-
-
 def add_parsers(sub) -> None:
-    """The ``import-net`` and ``export-net`` sub-commands."""
+    """The ``import-net`` sub-command (``export-net`` is in :mod:`nnue.cli`, its targets here)."""
     s = sub.add_parser("import-net", help="read a Stockfish 15.1 .nnue into an integer net and a float checkpoint",
                        description="Read FILE.nnue (Stockfish 15.1, SFNNv5; version, hashes, sizes and end of file "
                        "checked) and write NETDIR/net.safetensors, NETDIR/net.nnue (byte-identical), "
@@ -126,10 +124,4 @@ def add_parsers(sub) -> None:
     s.add_argument("-o", "--output", required=True, metavar="NETDIR", help="output folder (created)")
     s.add_argument("--json", action="store_true", help="print import.json as one line (default: text)")
     s.set_defaults(func=cmd_import_net)
-    s = sub.add_parser("export-net", help="write an integer net in an engine's format",
-                       description="Targets: " + "; ".join(f"{k}: {v[0]}" for k, v in TARGETS.items()))
-    s.add_argument("net", help="NETDIR (nnue export / import-net), net.safetensors, or a .nnue")
-    s.add_argument("--to", required=True, metavar="TARGET", help=f"one of {', '.join(TARGETS)}")
-    s.add_argument("-o", "--output", required=True, metavar="FILE", help="the file to write (atomically)")
-    s.set_defaults(func=cmd_export_net)
 

@@ -55,13 +55,16 @@ def eval_traces(engine: str, fens: list[str], eval_file: str | None = None) -> t
     out = subprocess.run([engine], input="\n".join(cmds) + "\n", capture_output=True, text=True,
                          timeout=600).stdout
     head, _, rest = out.partition("readyok\n")
-    traces, cur = [], []
+    traces, cur, info = [], [], []
     for line in rest.splitlines(keepends=True):
+        if line.startswith("info string"):  # the engine (re)loads its net lazily, between evals
+            info.append(line)
+            continue
         cur.append(line)
         if line.startswith("Final evaluation"):
             traces.append("".join(cur))
             cur = []
-    return traces, head
+    return traces, head + "".join(info)
 
 
 def nnue_part(trace: str) -> str:

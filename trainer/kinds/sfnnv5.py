@@ -21,7 +21,6 @@ round half to even.
 """
 from __future__ import annotations
 
-import math
 from dataclasses import asdict, dataclass
 
 import torch
@@ -276,7 +275,9 @@ def calibrate(model, q, net, scheme, stm, nstm, bucket) -> tuple[dict, dict]:
     with torch.no_grad():
         y = model(stm, nstm, bucket).double() * model.arch.scale
     cp = inference_api.forward_int(net, stm, nstm, bucket).double()
-    return {}, {"bias_correction": False, "mean_int_minus_float_cp": float((cp - y).mean()) if len(y) else 0.0}
+    return {}, {"bias_correction": False,
+                "skipped": "sfnnv5: the integer net is Stockfish's own arithmetic; nothing to calibrate",
+                "mean_int_minus_float_cp": float((cp - y).mean()) if len(y) else 0.0}
 
 
 def dequantise(net: SFNNv5IntegerNet) -> dict[str, torch.Tensor]:
