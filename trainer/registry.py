@@ -220,14 +220,22 @@ class Registry:
 
 def load_weights(model, path: str | Path) -> None:
     """Warm start: load a ``weights-*.safetensors`` / ``checkpoint.safetensors`` state dict into
-    ``model`` (strict). Raises RegistryError when the file is unreadable or does not fit the model
-    (another architecture: change ``train.warm_start`` or the architecture back)."""
+    ``model`` (strict, except that the model's factorisers may be missing from the file: they
+    start at zero, so the folded net is the file's; e.g. ``nnue import-net``'s checkpoint into
+    ``model=sfnnv5`` with its default factoriser). Raises RegistryError when the file is
+    unreadable or does not fit the model (another architecture: change ``train.warm_start`` or
+    the architecture back)."""
+    import torch
     from safetensors.torch import load_file
 
     try:
         state = load_file(str(path))
     except Exception as e:  # safetensors raises its own error types
         raise RegistryError(f"{path}: not a readable weights file for the warm start: {e}") from None
+    own = model.state_dict()
+    for k in own.keys() - state.keys():
+        if k == "ft.factor" or k.startswith("l1_fact."):  # a factoriser the file was trained (or imported) without
+            state[k] = torch.zeros_like(own[k])
     try:
         model.load_state_dict(state, strict=True)
     except RuntimeError as e:

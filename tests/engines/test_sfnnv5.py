@@ -28,8 +28,10 @@ def test_hashes_are_stockfish_15_1s():
     assert file_size(1024, 75) == 47_001_499  # the built-in net with its 75-byte description
 
 
-def random_int_net(l1: int = 64, seed: int = 0, description: str = "test net") -> sfnnv5.SFNNv5IntegerNet:
-    """An sfnnv5 integer net with random weights in ranges that exercise every clamp."""
+def random_int_net(l1: int = 64, seed: int = 0, description: str = "test net",
+                   padding: bool = False) -> sfnnv5.SFNNv5IntegerNet:
+    """An sfnnv5 integer net with random weights in ranges that exercise every clamp; fc_1's
+    two padding input columns zero (as every trainer writes them), or random with ``padding``."""
     g = torch.Generator().manual_seed(seed)
     arch = sfnnv5.make_sfnnv5_arch(hidden=l1, description=description)
     specs = sfnnv5.SFNNv5IntegerNet.tensor_specs(arch)
@@ -37,11 +39,13 @@ def random_int_net(l1: int = 64, seed: int = 0, description: str = "test net") -
             "fc0_weight": (-128, 128), "fc1_bias": (-9000, 9000), "fc1_weight": (-128, 128),
             "fc2_bias": (-9000, 9000), "fc2_weight": (-128, 128)}
     t = {k: torch.randint(*lims[k], shape, generator=g).to(dt) for k, (dt, shape) in specs.items()}
+    if not padding:
+        t["fc1_weight"][:, :, sfnnv5.FC1_INPUTS:] = 0
     return sfnnv5.SFNNv5IntegerNet(arch, sfnnv5.SCHEME, *t.values())
 
 
 def test_small_net_round_trips_through_nnue_bytes(tmp_path):
-    net = random_int_net(64, description="é round trip")
+    net = random_int_net(64, description="é round trip", padding=True)  # padding kept byte for byte
     data = nnue_bytes(net)
     assert len(data) == file_size(64, len("é round trip".encode()))
     p = tmp_path / "small.nnue"
@@ -151,3 +155,21 @@ def test_in_check_and_trace_shape():
     v = int(sfnnv5.values(net, boards_from_fens([fen]))[0])
     assert lines[-1] == f"NNUE evaluation        {v / 361:+.2f} (white side)"
     assert chess.Board(fen).is_check() is False
+
+
+def test_imported_checkpoint_warm_starts_a_factorised_model(tmp_path):
+    """nnue import-net's checkpoint.safetensors loads into model=sfnnv5 with its default
+    factoriser (init_weights): the factorisers start at zero and the net is the imported one."""
+    from nnue.trainer.registry import load_weights
+
+    net = random_int_net(64)
+    (tmp_path / "small.nnue").write_bytes(nnue_bytes(net))
+    r = subprocess.run([sys.executable, "-m", "nnue.cli", "import-net", str(tmp_path / "small.nnue"), "-o",
+                        str(tmp_path / "imp")], capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    fs = get_feature_set("halfkav2_hm")
+    model = SFNNv5Net(SFNNv5Arch(fs.num_inputs, 64), "torch", factor_map("halfkav2_hm", fs.num_inputs))
+    load_weights(model, tmp_path / "imp" / "checkpoint.safetensors")
+    q = quantise(model, None)
+    for k, v in net.tensors().items():
+        assert torch.equal(q[k], v.to(torch.int64)), k
