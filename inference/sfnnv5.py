@@ -210,68 +210,87 @@ def _psqt_f64(net: SFNNv5IntegerNet) -> torch.Tensor:
 
 
 def accumulate(net: SFNNv5IntegerNet, indices: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    """Step 1: (N, A) int32 feature indices, −1 padded -> (accumulator (N, L1) int64 in the int16
-    range, wrapped as the engine's int16 adds; PSQT sums (N, 8) int64 in the int32 range)."""
+    """Step 1: (N, A) int32 feature indices, −1 padded -> (accumulator (N, L1) float32 holding
+    exact integers in the int16 range, wrapped as the engine's int16 adds; PSQT sums (N, 8) int64
+    in the int32 range)."""
     idx = (indices.long().clamp(min=-1) + 1)
     n = idx.shape[0]
     if n == 0:
-        return (torch.zeros((0, net.arch["hidden"]), dtype=torch.int64),
-                torch.zeros((0, PSQT_BUCKETS), dtype=torch.int64))
+        return torch.zeros((0, net.arch["hidden"])), torch.zeros((0, PSQT_BUCKETS), dtype=torch.int64)
     if int(indices.max()) >= net.arch["num_inputs"]:
         raise ValueError(f"feature index {int(indices.max())} out of range {net.arch['num_inputs']}")
     acc = torch.nn.functional.embedding_bag(idx, _ft_f32(net), mode="sum")
-    acc = _wrap(acc.add_(net.ft_bias.float()).to(torch.int64), 16)  # ≤ 33 int16 terms: exact in float32
+    acc.add_(_as_f32(net, "ft_bias"))  # ≤ 33 int16 terms: every partial sum below 2^21, exact in float32
+    if float(acc.min()) < -32768 or float(acc.max()) > 32767:
+        acc = _wrap(acc.to(torch.int64), 16).to(torch.float32)
     ps = torch.nn.functional.embedding_bag(idx, _psqt_f64(net), mode="sum").to(torch.int64)
     return acc, _wrap(ps, 32)
 
 
+def _as_f32(net: SFNNv5IntegerNet, name: str) -> torch.Tensor:
+    return cached(net, ("sf_f32", name), (getattr(net, name),), lambda t: t.to(torch.float32))
+
+
 def transform(acc_stm: torch.Tensor, acc_nstm: torch.Tensor) -> torch.Tensor:
-    """Step 2: accumulators (N, L1) -> transformed features (N, L1) int64 in 0..126, stm first."""
+    """Step 2: accumulators (N, L1) (float32 or integer, exact) -> transformed features (N, L1)
+    float32 holding the integers 0..126, stm first: ``a·b`` ≤ 16,129 and the division by 128 is
+    exact in binary, so the floor is the engine's ``/ 128``."""
     half = acc_stm.shape[1] // 2
     parts = []
     for acc in (acc_stm, acc_nstm):
-        c = acc.clamp(0, 127)
-        parts.append((c[:, :half] * c[:, half:]) >> 7)  # non-negative: the engine's / 128
+        c = acc.to(torch.float32).clamp(0, 127)
+        parts.append(torch.floor(c[:, :half] * c[:, half:] * (1 / 128)))
     return torch.cat(parts, 1)
 
 
-def _affine(x: torch.Tensor, w: torch.Tensor, b: torch.Tensor, bucket: torch.Tensor) -> torch.Tensor:
-    """Bucketed affine layer, exact: x (N, K) int64 with 0 ≤ x ≤ 127, w (S, M, K) int8, b (S, M)
-    int32, bucket (N,) int64 -> (N, M) int64 wrapped to int32. The products run in float32 when
-    every partial sum is below 2^24 (K·127·128 < 2^24: K ≤ 1,031, e.g. fc_0 at L1 1,024), else in
-    float64 (below 2^53); positions are grouped by bucket, one matrix product per bucket."""
-    n, m, k = x.shape[0], w.shape[1], w.shape[2]
-    dt = torch.float32 if k * 127 * 128 < (1 << 24) else torch.float64
-    out = torch.empty((n, m), dtype=torch.int64)
-    if n == 0:
-        return out
-    order = torch.argsort(bucket, stable=True)
-    sb = bucket[order]
-    counts = torch.bincount(sb, minlength=w.shape[0]).tolist()
-    xs = x.index_select(0, order).to(dt)
-    res = torch.empty((n, m), dtype=torch.int64)
+def _weights_t(net: SFNNv5IntegerNet, name: str) -> list[torch.Tensor]:
+    """The layer's per-stack weights as (K, M) float32 matrices, made once per net."""
+    def build(w):
+        return [w[s].to(torch.float32).T.contiguous() for s in range(w.shape[0])]
+    return cached(net, ("sf_wt", name), (getattr(net, name),), build)
+
+
+def _affine(net: SFNNv5IntegerNet, name: str, x: torch.Tensor, counts: list[int]) -> torch.Tensor:
+    """A bucketed affine layer, exact, on positions sorted by bucket (``counts[s]`` positions of
+    stack s, in order): x (N, K) float32 holding integers 0..127 -> (N, M) int64, bias added,
+    wrapped to int32. Each product runs in float32: K·127·128 < 2^24 for K ≤ 1,031 (fc_0 at L1
+    1,024; fc_1, fc_2: K = 32), so every partial sum is an exact integer; larger L1 in float64."""
+    wt = _weights_t(net, name + "_weight")
+    b = getattr(net, name + "_bias").to(torch.int64)
+    k = wt[0].shape[0]
+    exact32 = k * 127 * 128 < (1 << 24)
+    out = torch.empty((x.shape[0], wt[0].shape[1]), dtype=torch.int64)
     start = 0
     for s, c in enumerate(counts):
         if c:
-            res[start:start + c] = (xs[start:start + c] @ w[s].to(dt).T).to(torch.int64) + b[s].to(torch.int64)
+            xs = x[start:start + c]
+            y = xs @ wt[s] if exact32 else xs.double() @ wt[s].double()
+            out[start:start + c] = y.to(torch.int64) + b[s]
             start += c
-    out[order] = res
     return _wrap(out, 32)
 
 
 def layer_stack(net: SFNNv5IntegerNet, x0: torch.Tensor, bucket: torch.Tensor) -> torch.Tensor:
-    """Steps 4–6: transformed features (N, L1) int64 and layer-stack indices (N,) int64 ->
-    ``positional`` (N,) int64 (int32 range)."""
-    s0 = _affine(x0, net.fc0_weight, net.fc0_bias, bucket)
+    """Steps 4–6: transformed features (N, L1) (exact integers, any dtype) and layer-stack
+    indices (N,) int64 -> ``positional`` (N,) int64 (int32 range). Positions are grouped by
+    stack once (one product per stack and layer) and put back in order at the end."""
+    n = x0.shape[0]
+    if n == 0:
+        return torch.zeros(0, dtype=torch.int64)
+    order = torch.argsort(bucket, stable=True)
+    counts = torch.bincount(bucket, minlength=LAYER_STACKS).tolist()
+    s0 = _affine(net, "fc0", x0.to(torch.float32).index_select(0, order), counts)
     h = s0[:, :FC0_OUTPUTS - 1]
     sqr = torch.clamp((h * h) >> (2 * WEIGHT_SCALE_BITS + 7), max=127)
     crelu = (h >> WEIGHT_SCALE_BITS).clamp(0, 127)
-    x1 = torch.cat([sqr, crelu, torch.zeros((h.shape[0], FC1_PADDED - FC1_INPUTS), dtype=torch.int64)], 1)
-    s1 = _affine(x1, net.fc1_weight, net.fc1_bias, bucket)
+    x1 = torch.cat([sqr, crelu, torch.zeros((n, FC1_PADDED - FC1_INPUTS), dtype=torch.int64)], 1)
+    s1 = _affine(net, "fc1", x1.to(torch.float32), counts)
     x2 = (s1 >> WEIGHT_SCALE_BITS).clamp(0, 127)
-    s2 = _affine(x2, net.fc2_weight, net.fc2_bias, bucket)[:, 0]
+    s2 = _affine(net, "fc2", x2.to(torch.float32), counts)[:, 0]
     fwd = _tdiv(_wrap(s0[:, FC0_OUTPUTS - 1] * SKIP_NUM, 32), SKIP_DEN)
-    return _wrap(s2 + fwd, 32)
+    out = torch.empty(n, dtype=torch.int64)
+    out[order] = _wrap(s2 + fwd, 32)
+    return out
 
 
 def psqt_value(ps_stm: torch.Tensor, ps_nstm: torch.Tensor, bucket: torch.Tensor) -> torch.Tensor:
@@ -292,7 +311,7 @@ def value_from_indices(net: SFNNv5IntegerNet, stm: torch.Tensor, nstm: torch.Ten
     psqt = psqt_value(p_s, p_n, bucket)
     v = _tdiv(_wrap(psqt + positional, 32), OUTPUT_SCALE)
     if return_parts:
-        return v, {"psqt": psqt, "positional": positional, "acc": torch.stack([a_s, a_n], 1)}
+        return v, {"psqt": psqt, "positional": positional, "acc": torch.stack([a_s, a_n], 1).to(torch.int64)}
     return v
 
 

@@ -10,7 +10,12 @@ Two optional int16 columns, centipawns from the **side to move's** POV, nullable
     evaluation`` line that its ``eval`` command prints.
 
 * ``teacher_eval``: ``stockfish-nnue``, the ``NNUE evaluation`` line of the same command
-  (Stockfish's NNUE static eval, before its hybrid scaling and search).
+  (Stockfish's NNUE static eval, before its hybrid scaling and search); or an integer net of
+  ours given by its path (``NETDIR``, ``net.safetensors``, or a Stockfish 15.1 ``.nnue``, e.g.
+  the engine's own net after ``nnue import-net``), evaluated in batches by our exact integer
+  inference (:func:`nnue.inference.evaluate`: for an sfnnv5 net the engine's NNUE value in UCI
+  centipawns, ``v·100/361`` truncated, where the UCI path rounds the printed pawns; positions in
+  check are evaluated too: no nulls). No UCI round trip per position.
 
 **Stockfish's units and POV** (checked on real positions, ``tests/pipeline/test_annotate.py``):
 ``eval`` prints *pawns* from *white's* POV, scaled as UCI centipawns are in 15.1 (a value of
@@ -303,6 +308,27 @@ def _rewrite_part(part: Path, wanted: dict[str, dict], compute: Callable[[np.nda
     return nulls
 
 
+def teacher_net(teacher: str | None):
+    """The integer net a ``--teacher`` path names (NETDIR, net.safetensors or .nnue) and its
+    annotation record ({"source": "net:<file name>", "version": "sha256:<hex>"}), or
+    (None, None) for a named teacher (:data:`TEACHERS`). Raises ValueError for neither."""
+    if teacher is None or teacher in TEACHERS:
+        return None, None
+    p = Path(teacher)
+    if not p.exists():
+        raise ValueError(f"--teacher {teacher}: one of {', '.join(TEACHERS)}, or the path of a net (NETDIR, "
+                         "net.safetensors or a Stockfish 15.1 .nnue)")
+    from nnue.inference import load
+    from nnue.inference.sfnnue import read_nnue
+
+    f = p / "net.safetensors" if p.is_dir() else p
+    if not f.is_file():
+        raise ValueError(f"--teacher {teacher}: a folder without net.safetensors")
+    net = read_nnue(f) if f.suffix == ".nnue" else load(f)
+    return net, {"source": f"net:{f.name}" if f.name != "net.safetensors" else f"net:{f.parent.name}",
+                 "version": "sha256:" + mf.sha256_file(f), "kind": net.kind}
+
+
 def annotate(dataset: str | Path, base: str | None = None, teacher: str | None = None,
              engine: str | None = None, jobs: int = 1, batch: int = 4096,
              progress: bool = True) -> dict:
@@ -316,21 +342,22 @@ def annotate(dataset: str | Path, base: str | None = None, teacher: str | None =
         raise ValueError("nothing to do: give --base and/or --teacher")
     if base is not None and base not in BASES:
         raise ValueError(f"--base {base}: one of {', '.join(BASES)}")
-    if teacher is not None and teacher not in TEACHERS:
-        raise ValueError(f"--teacher {teacher}: one of {', '.join(TEACHERS)}")
+    tnet, trec = teacher_net(teacher)
     if jobs < 1 or batch < 1:
         raise ValueError("--jobs and --batch must be at least 1")
     m = mf.load(ds)
     parts = [ds / name for e in sorted(m["files"].values(), key=mf.entry_key) if e["packed"]
              for name in mf.entry_parts(e)]
     need = tuple(k for k, on in (("classical", base == "stockfish-classical"),
-                                 ("nnue", teacher is not None)) if on)
+                                 ("nnue", teacher is not None and tnet is None)) if on)
     pool = EnginePool(find_engine(engine), jobs, need) if need else None
     try:
         wanted: dict[str, dict] = {}
         if base is not None:
             wanted["base_eval"] = {"source": base, "version": pool.version if base != "material" else MATERIAL_VERSION}
-        if teacher is not None:
+        if tnet is not None:
+            wanted["teacher_eval"] = trec
+        elif teacher is not None:
             wanted["teacher_eval"] = {"source": teacher, "version": pool.version}
 
         def compute(boards: np.ndarray) -> dict:
@@ -345,7 +372,12 @@ def annotate(dataset: str | Path, base: str | None = None, teacher: str | None =
                 out["base_eval"] = (material_eval(boards), np.zeros(len(boards), bool))
             elif base is not None:
                 out["base_eval"] = stm_cp(sf["classical"], black)
-            if teacher is not None:
+            if tnet is not None:
+                from nnue.inference import evaluate
+
+                v = evaluate(tnet, torch.from_numpy(np.ascontiguousarray(boards))).numpy()
+                out["teacher_eval"] = (np.clip(v, -INT16_MAX, INT16_MAX).astype(np.int16), np.zeros(len(boards), bool))
+            elif teacher is not None:
                 out["teacher_eval"] = stm_cp(sf["nnue"], black)
             return out
 
@@ -397,7 +429,7 @@ def annotate(dataset: str | Path, base: str | None = None, teacher: str | None =
             anns[c] = dict(rec, complete=True, unit="cp", pov="side to move", rows=rows, nulls=nulls[c],
                            parts=sorted(p.name for p in parts),
                            null_means="side to move in check: Stockfish prints no static eval"
-                           if rec["source"] != "material" else "none")
+                           if rec["source"] not in ("material",) and not rec["source"].startswith("net:") else "none")
         mf.save(ds, m)
         return {"dataset": str(ds), "columns": {c: dict(anns[c]) for c in wanted},
                 "parts_annotated": [p.name for p in todo], "parts_skipped": [p.name for p in skipped],
