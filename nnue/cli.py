@@ -929,9 +929,11 @@ def check_train_args(overrides: list[str]) -> str | None:
             return f"model.act_l1={m.act_l1}: a number ≥ 0 (the weight of the L1 activation penalty)"
         from nnue.trainer.loss import check_loss_config
         loss = check_loss_config(dict(m.get("loss") or {}))
-        if loss["target"] == "residual":  # the residual loss needs the annotated columns
+        needed = (["base_eval"] if loss["target"] == "residual" else []) + \
+            (["teacher_eval"] if loss["teacher"] != "score" else [])
+        if needed:  # the loss needs the annotated columns (nnue annotate)
             from nnue.pipeline.annotate import missing_columns
-            err = missing_columns(paths, ["base_eval"] + (["teacher_eval"] if loss["teacher"] == "teacher_eval" else []))
+            err = missing_columns(paths, needed)
             if err:
                 return err
         if m.get("backend", "auto") not in BACKENDS:

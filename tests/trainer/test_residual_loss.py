@@ -87,7 +87,7 @@ def test_config_errors(cfg, msg):
 
 def test_config_defaults():
     assert check_loss_config(None) == dict(wdl_lambda=0.1, power=2.0, target="wdl", residual_space="sigma",
-                                           teacher="score")
+                                           teacher="score", teacher_weight=0.5)
 
 
 def test_train_refuses_residual_without_base_eval(sample_dataset):
