@@ -148,6 +148,10 @@ class RowSparseAdamW(torch.optim.Optimizer):
             if g["row_sparse"] and any(p.dim() != 2 for p in g["params"]):
                 raise ValueError("RowSparseAdamW: a row_sparse group holds (rows, columns) parameters only")
 
+    #: CPU float32 rows go through the numba kernels (False: the torch index-op path, as on CUDA;
+    #: the tests compare the two)
+    _step_rows_cpu = True
+
     # clamp_offset holds live tensors of the model: not optimiser state, never saved
     def state_dict(self):
         sd = super().state_dict()
@@ -220,6 +224,9 @@ class RowSparseAdamW(torch.optim.Optimizer):
         denom = (v.sqrt() / math.sqrt(bc2)).add_(eps)
         p.addcdiv_(m, denom, value=-lr / bc1)
 
+    def _numba_ok(self, p) -> bool:
+        return self._step_rows_cpu and p.device.type == "cpu" and p.dtype == torch.float32 and p.is_contiguous()
+
     def _step_rows(self, p, g) -> None:
         st = self._state(p, True)
         grad = p.grad
@@ -236,7 +243,7 @@ class RowSparseAdamW(torch.optim.Optimizer):
         st["log_decay"] = logd_now
         clamp = g.get("clamp")
         offset = g.get("clamp_offset")
-        if p.device.type == "cpu" and p.dtype == torch.float32 and p.is_contiguous():
+        if self._numba_ok(p):
             H = p.shape[1]
             off, omap = (offset[0].detach().numpy(), offset[1].numpy()) if offset is not None else \
                 (np.empty((0, H), np.float32), np.empty(0, np.int64))
@@ -261,7 +268,7 @@ class RowSparseAdamW(torch.optim.Optimizer):
                 if not st:
                     continue
                 t, logd = st["step"], st["log_decay"]
-                if p.device.type == "cpu" and p.dtype == torch.float32 and p.is_contiguous():
+                if self._numba_ok(p):
                     _flush_rows(p.numpy(), st["exp_avg"].numpy(), st["exp_avg_sq"].numpy(), st["row_step"].numpy(),
                                 st["row_log_decay"].numpy(), t, float(b1), float(b2), logd)
                 else:
@@ -300,3 +307,27 @@ def _adamw_rows_torch(p, st, rows, values, t, lr, b1, b2, eps, wd, logd_prev, lo
     v.index_copy_(0, rows, vr)
     st["row_step"][rows] = t
     st["row_log_decay"][rows] = logd_now
+
+
+def adamw_settings(func, kwargs: dict) -> dict:
+    """RowSparseAdamW's settings from an optimiser config meant for ``func`` (the Hydra
+    ``_target_``): torch.optim.AdamW (or this class, or torch.optim.Adam without weight decay,
+    which is then the same update). Keeps lr, betas, eps, weight_decay; ignores torch's
+    implementation switches (foreach, fused, capturable, differentiable). Raises ValueError for
+    another optimiser or a setting it cannot honour (amsgrad, maximize)."""
+    kw = dict(kwargs)
+    name = f"{getattr(func, '__module__', '')}.{getattr(func, '__qualname__', func)}"
+    if func not in (torch.optim.AdamW, RowSparseAdamW) and not (func is torch.optim.Adam
+                                                                 and not kw.get("weight_decay")):
+        raise ValueError(f"optimizer.sparse_ft=true needs optimizer=adamw (torch.optim.AdamW), not {name}")
+    for k in ("foreach", "fused", "capturable", "differentiable"):
+        kw.pop(k, None)
+    for k in ("amsgrad", "maximize", "decoupled_weight_decay"):
+        if kw.pop(k, False) and k != "decoupled_weight_decay":
+            raise ValueError(f"optimizer.sparse_ft=true: optimizer.{k}=true is not supported")
+    unknown = set(kw) - {"lr", "betas", "eps", "weight_decay"}
+    if unknown:
+        raise ValueError(f"optimizer.sparse_ft=true: unsupported optimizer settings {sorted(unknown)}")
+    if "betas" in kw:
+        kw["betas"] = tuple(kw["betas"])
+    return kw
