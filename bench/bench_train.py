@@ -49,7 +49,7 @@ SUITE_CPU = [
      "overrides": ["features=halfkav2_hm", "model=deep", "model.hidden=256", "model.factoriser=true"]},
     {"name": "chess768 -> 256x2 SCReLU, one output", "target_positions_per_s": 250_000,
      "overrides": ["features=chess768", "model=perspective", "model.hidden=256", "model.activation=screlu",
-                   "model.output_buckets=MaterialCount<1>"]},
+                   "model.output_buckets='MaterialCount<1>'"]},
     {"name": "halfkav2_hm -> 1024, layer stacks", "target_positions_per_s": 30_000,
      "overrides": ["features=halfkav2_hm", "model=deep", "model.hidden=1024", "model.factoriser=true"]},
 ]
@@ -66,8 +66,11 @@ def compose(overrides: list[str], data: str, batch: int, device: str):
     defaults = [f"data.path={data}", f"data.batch_size={batch}", f"data.shuffle_buffer={4 * batch}",
                 f"data.positions_per_epoch={batch * 1_000_000}", "data.val_fraction=0.0",
                 f"trainer={'gpu' if device == 'cuda' else 'cpu'}"]
+    import warnings
+
     GlobalHydra.instance().clear()
-    with initialize_config_module(config_module="nnue.conf", version_base="1.3"):
+    with warnings.catch_warnings(), initialize_config_module(config_module="nnue.conf", version_base="1.3"):
+        warnings.simplefilter("ignore", UserWarning)   # Hydra's schema-matching deprecation note
         return hydra_compose("train", overrides=defaults + list(overrides))
 
 
@@ -142,37 +145,46 @@ def run_plain(cfg, device: torch.device, steps: int, warmup: int) -> tuple[list[
     model, scheme = lit.model, lit.scheme
     loader = dm.train_dataloader()
     it = iter(loader)
-    walls, cpus, phases = [], [], {p: [] for p in PHASES}
+    walls, cpus, phases, phase_cpu = [], [], {p: [] for p in PHASES}, {p: [] for p in PHASES}
     for i in range(warmup + steps):
         t = [time.perf_counter()]
-        c0 = time.process_time()
+        c = [time.process_time()]
+        c0 = c[0]
         packed = next(it)
         packed = {k: v.to(device, non_blocking=True) for k, v in packed.items()}
         sync(device)
         t.append(time.perf_counter())
+        c.append(time.process_time())
         b = to_sparse_batch(packed, lit.feature_set, lit.buckets)
         sync(device)
         t.append(time.perf_counter())
+        c.append(time.process_time())
         _, _, loss = lit._loss(b, lit.current_lambda())
         sync(device)
         t.append(time.perf_counter())
+        c.append(time.process_time())
         opt.zero_grad(set_to_none=True)
         loss.backward()
         sync(device)
         t.append(time.perf_counter())
+        c.append(time.process_time())
         opt.step()
         sync(device)
         t.append(time.perf_counter())
+        c.append(time.process_time())
         model.clip_weights(scheme.ft_clip, scheme.l1_clip, ft_weight=not sparse)
         sync(device)
         t.append(time.perf_counter())
+        c.append(time.process_time())
         if i >= warmup:
             walls.append(t[-1] - t[0])
             cpus.append(time.process_time() - c0)
             for k, p in enumerate(PHASES):
                 phases[p].append(t[k + 1] - t[k])
+                phase_cpu[p].append(c[k + 1] - c[k])
     del it, loader, opt, lit, dm
-    return walls, cpus, {p: statistics.median(v) * 1e3 for p, v in phases.items() if v}
+    return walls, cpus, {p: (statistics.median(phases[p]) * 1e3, statistics.median(phase_cpu[p]) * 1e3)
+                         for p in PHASES if phases[p]}
 
 
 def run_naive(cfg, device: torch.device, steps: int, warmup: int) -> tuple[list[float], list[float]]:
@@ -255,8 +267,9 @@ def bench_config(overrides: list[str], data: str, batch: int, device: torch.devi
         out["baseline_config"] = describe(base_cfg)
     for v, (w, c, ph) in runs.items():
         row = summarise(w, c, batch)
-        if ph:
-            row["phases_ms_median"] = {p: statistics.median(x[p] for x in ph) for p in ph[0]}
+        if ph:   # the plain loop's profile: wall and CPU milliseconds per phase
+            row["phases_ms_median"] = {p: statistics.median(x[p][0] for x in ph) for p in ph[0]}
+            row["phases_cpu_ms_median"] = {p: statistics.median(x[p][1] for x in ph) for p in ph[0]}
         out["variants"][v] = row
     rate = {v: out["variants"][v].get("positions_per_s_median") for v in runs}
     ratios = {}
@@ -336,6 +349,13 @@ def run(argv=None) -> dict:
     for v in variants:
         if v not in ("lightning", "plain", "naive"):
             raise SystemExit(f"bench train: unknown variant {v!r}")
+    cases = [(c["overrides"] + FAST + a.overrides, c) for c in SUITE_CPU] if a.suite else [(a.overrides, None)]
+    baseline = shlex.split(a.baseline or BEFORE) if a.suite else (shlex.split(a.baseline) if a.baseline else None)
+    for overrides, _ in cases:   # refuse a bad override in one line (status 2) before any work
+        try:
+            compose(overrides + (baseline or []), a.data or "unused", a.batch, a.device)
+        except Exception as e:  # Hydra's override and config errors
+            p.error(f"bad override: {' '.join(str(e).split())}")
     with tempfile.TemporaryDirectory() as tmp:
         data = a.data or sample_dataset(tmp)
         result = {"benchmark": "train: end-to-end positions/s of the training step (stream -> features -> "
@@ -343,17 +363,13 @@ def run(argv=None) -> dict:
                   "environment": environment(device), "data": a.data or "bundled sample (data/sample)",
                   "timing": {"steps": a.steps, "warmup": a.warmup, "rounds": a.rounds,
                              "statistic": "median over every timed step of every round"}, "runs": []}
-        if a.suite:
-            for case in SUITE_CPU:
-                r = bench_config(case["overrides"] + FAST + a.overrides, data, a.batch, device, a.steps, a.warmup,
-                                 a.rounds, variants, shlex.split(a.baseline or BEFORE))
+        for overrides, case in cases:
+            r = bench_config(overrides, data, a.batch, device, a.steps, a.warmup, a.rounds, variants, baseline)
+            if case is not None:
                 r["name"], r["target_positions_per_s"] = case["name"], case["target_positions_per_s"]
                 got = r["variants"].get("lightning", r["variants"].get("plain", {})).get("positions_per_s_median")
                 r["target_met"] = bool(got and got >= case["target_positions_per_s"])
-                result["runs"].append(r)
-        else:
-            result["runs"].append(bench_config(a.overrides, data, a.batch, device, a.steps, a.warmup, a.rounds,
-                                               variants, shlex.split(a.baseline) if a.baseline else None))
+            result["runs"].append(r)
     emit(result, a.out)
     return result
 

@@ -15,6 +15,17 @@ from nnue.trainer.model import build_model, factor_map, fake_quant
 ACTS = list(nb.ACTIVATIONS)
 
 
+@pytest.fixture(params=["by-feature", "by-feature-sorted", "scatter"])
+def strategy(request, monkeypatch):
+    """The weight-gradient strategies (by feature, with or without the lowest-feature order; by
+    position into per-thread copies), forced whatever the weight's size."""
+    sort, scatter = {"by-feature": (False, False), "by-feature-sorted": (True, False),
+                     "scatter": (False, True)}[request.param]
+    monkeypatch.setattr(nb, "SORT_ABOVE_BYTES", -1 if sort else 1 << 62)
+    monkeypatch.setattr(nb, "SCATTER_UP_TO_BYTES", 1 << 62 if scatter else -1)
+    return request.param
+
+
 def _width(activation: str, h: int) -> int:
     return 2 * h if activation == "pairwise_crelu" else h
 
@@ -25,7 +36,7 @@ def _grads(out, leaves, grad_out):
 
 @pytest.mark.parametrize("B,h", [(1, 7), (1, 33), (5, 7), (5, 33), (3, 1023), (64, 16)])
 @pytest.mark.parametrize("activation", ACTS)
-def test_matches_reference(activation, B, h):
+def test_matches_reference(activation, B, h, strategy):
     gen = torch.Generator().manual_seed(1000 * B + h)
     F, A = 41, 32
     w, b = make_weights(F, _width(activation, h), torch.float32, gen)
@@ -53,7 +64,7 @@ def test_slot_counts_and_index_dtypes(A, index_dtype):
         torch.testing.assert_close(got, exp, atol=1e-5, rtol=1e-5)
 
 
-def test_padding_anywhere_and_duplicates_exact():
+def test_padding_anywhere_and_duplicates_exact(strategy):
     """Padding between valid slots and −5 (any negative) are skipped; a feature 32× in every row of
     both perspectives gets every contribution (integer gradients: exact whatever the order)."""
     gen = torch.Generator().manual_seed(5)
@@ -97,7 +108,7 @@ def test_kinks_follow_torch(activation):
 
 @pytest.mark.parametrize("activation", ACTS)
 @pytest.mark.parametrize("qat", [False, True])
-def test_factoriser_and_qat_without_the_folded_matrix(activation, qat):
+def test_factoriser_and_qat_without_the_folded_matrix(activation, qat, strategy):
     """factor rows added per gathered row == the reference on weight + factor[map]; under QAT the
     folded elements are fake-quantised first (straight-through gradient)."""
     gen = torch.Generator().manual_seed(17 + qat)
@@ -118,7 +129,7 @@ def test_factoriser_and_qat_without_the_folded_matrix(activation, qat):
         torch.testing.assert_close(got, exp, atol=2e-5, rtol=1e-5)
 
 
-def test_sparse_grad_holds_the_touched_rows():
+def test_sparse_grad_holds_the_touched_rows(strategy):
     gen = torch.Generator().manual_seed(3)
     F, H = 50, 6
     w, b = make_weights(F, H, torch.float32, gen)
