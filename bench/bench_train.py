@@ -306,7 +306,10 @@ def environment(device: torch.device) -> dict:
 
     env = {"device": device.type, "torch": torch.__version__, "numba": numba.__version__,
            "python": platform.python_version(), "machine": platform.machine(), "cpu_count": os.cpu_count(),
-           "torch_threads": torch.get_num_threads(), "numba_threads": numba.get_num_threads()}
+           "torch_threads": torch.get_num_threads(), "numba_threads": numba.get_num_threads(),
+           # PASSIVE: torch's OpenMP threads sleep instead of spinning between ops; on a shared
+           # machine the spinning costs ~10x the CPU time of the feature encoding (see README)
+           "OMP_WAIT_POLICY": os.environ.get("OMP_WAIT_POLICY")}
     if device.type == "cuda":
         env["gpu"] = torch.cuda.get_device_name(device)
         env["cuda"] = torch.version.cuda
