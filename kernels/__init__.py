@@ -8,7 +8,11 @@
 * ``"triton"`` — always Triton: CUDA tensors, or CPU tensors under the Triton interpreter
   (``TRITON_INTERPRET=1`` before the kernels are imported, as ``scripts/test.sh`` does); anything
   else raises RuntimeError naming the fix;
-* ``"torch"`` — always the reference in :mod:`nnue.kernels.reference`.
+* ``"torch"`` — always the reference in :mod:`nnue.kernels.reference`;
+* ``"numba"`` — the feature transformer compiled for CPU training
+  (:mod:`nnue.kernels.sparse_ft_numba`: fused activation, row-sparse gradient, factoriser and QAT
+  without a dense pass); CPU tensors only (ValueError on another device); the other ops run the
+  reference.
 
 The reference is the CPU training path and the oracle every other backend is tested against.
 Parameters are plain tensors whatever the backend, so a net's state dict is the same whichever
@@ -24,7 +28,7 @@ import torch
 from . import reference
 from .reference import ACTIVATIONS  # noqa: F401
 
-BACKENDS = ("auto", "triton", "torch")
+BACKENDS = ("auto", "triton", "torch", "numba")
 
 
 @functools.lru_cache(maxsize=None)
@@ -38,10 +42,12 @@ def triton_available() -> bool:
 
 
 def resolve_backend(backend: str, device: torch.device) -> str:
-    """The backend that runs for ``backend`` on tensors on ``device``: "triton" or "torch".
-    Raises ValueError on an unknown backend."""
+    """The backend that runs for ``backend`` on tensors on ``device``: "triton", "torch" or
+    "numba". Raises ValueError on an unknown backend, or "numba" off the CPU."""
     if backend not in BACKENDS:
         raise ValueError(f"backend {backend!r} not one of {BACKENDS}")
+    if backend == "numba" and device.type != "cpu":
+        raise ValueError(f"backend 'numba' runs on CPU tensors, not {device.type}; use auto or triton there")
     if backend == "auto":
         return "triton" if device.type == "cuda" and triton_available() else "torch"
     return backend
@@ -55,8 +61,12 @@ def sparse_ft_pair(weight: torch.Tensor, bias: torch.Tensor, stm: torch.Tensor, 
     H/2 for pairwise_crelu; the stm half comes first. Raises ValueError on an unknown backend or
     activation; the Triton path's other errors: :func:`nnue.kernels.sparse_ft.check_inputs`.
     """
-    if resolve_backend(backend, weight.device) == "torch":
+    which = resolve_backend(backend, weight.device)
+    if which == "torch":
         return reference.sparse_ft_pair(weight, bias, stm, nstm, activation)
+    if which == "numba":
+        from . import sparse_ft_numba
+        return sparse_ft_numba.sparse_ft_pair(weight, bias, stm, nstm, activation)
     from . import sparse_ft
     # Index lists from a feature encoder may be views; the copy (B·A int32) is noise next to the
     # gather, and the kernel itself insists on contiguous inputs.
@@ -66,7 +76,7 @@ def sparse_ft_pair(weight: torch.Tensor, bias: torch.Tensor, stm: torch.Tensor, 
 def activate(name: str, x: torch.Tensor, backend: str = "auto") -> torch.Tensor:
     """Elementwise activation ``name`` (crelu, screlu, relu, hardswish, swish, none) of ``x``.
     pairwise_crelu runs on the reference only (on Triton it is fused into sparse_ft_pair)."""
-    if resolve_backend(backend, x.device) == "torch" or (backend == "auto" and name == "pairwise_crelu"):
+    if resolve_backend(backend, x.device) in ("torch", "numba") or (backend == "auto" and name == "pairwise_crelu"):
         return reference.activate(name, x)
     from . import activations
     return activations.activate(name, x)
@@ -74,7 +84,7 @@ def activate(name: str, x: torch.Tensor, backend: str = "auto") -> torch.Tensor:
 
 def swiglu(a: torch.Tensor, b: torch.Tensor, backend: str = "auto", gate: str = "swish") -> torch.Tensor:
     """gate(a)·b elementwise, gate "swish" or "hardswish"."""
-    if resolve_backend(backend, a.device) == "torch":
+    if resolve_backend(backend, a.device) in ("torch", "numba"):
         return reference.swiglu(a, b, gate)
     from . import activations
     return activations.swiglu(a, b, gate)

@@ -146,7 +146,13 @@ def check_optimizer(o: dict) -> None:
         cls = get_class(target)
     except Exception:
         raise ValueError(f"optimizer._target_={target}: not an importable optimiser class") from None
-    _known("optimizer", o, _params(cls.__init__))
+    _known("optimizer", o, _params(cls.__init__) | {"sparse_ft"})
+    if o.get("sparse_ft") is not None:
+        _bool("optimizer.sparse_ft", o["sparse_ft"])
+        if o["sparse_ft"]:
+            from .sparse_optim import adamw_settings
+
+            adamw_settings(cls, {k: v for k, v in o.items() if not k.startswith("_") and k != "sparse_ft"})
     lr = o.get("lr")
     _num("optimizer.lr", lr, 0.0, lo_open=True)
     _num("optimizer.weight_decay", o.get("weight_decay"), 0.0, none_ok=True)
@@ -176,6 +182,14 @@ def check_train_config(cfg) -> None:
     check_trainer(c.get("trainer") or {})
     check_data(c.get("data") or {})
     check_optimizer(c.get("optimizer") or {})
+    if (c.get("optimizer") or {}).get("sparse_ft"):
+        t = c.get("trainer") or {}
+        d, nodes = t.get("devices", 1), t.get("num_nodes", 1) or 1
+        if nodes != 1 or d == -1 or (_is_int(d) and d > 1) or (isinstance(d, (list, tuple)) and len(d) > 1):
+            raise ValueError("optimizer.sparse_ft=true trains on one device (its sparse gradients are not "
+                             "all-reduced); use trainer.devices=1, or optimizer.sparse_ft=false")
+        if t.get("gradient_clip_val"):
+            raise ValueError("optimizer.sparse_ft=true: trainer.gradient_clip_val does not take sparse gradients")
     check_scheduler_cfg(c.get("scheduler"))
     lam = c.get("wdl_lambda") or {}
     _known("wdl_lambda", lam, {"start", "end", "shape"})

@@ -112,7 +112,9 @@ class LitNNUE(pl.LightningModule):
 
     def eval_state_dict(self) -> dict[str, torch.Tensor]:
         """The net's weights to evaluate and export, canonical keys (no ``_orig_mod.``), on CPU:
-        for schedule-free AdamW the averaged weights (optimizer.eval()), else the weights as they are."""
+        for schedule-free AdamW the averaged weights (optimizer.eval()), else the weights as they are
+        (a row-sparse optimiser is flushed first: :meth:`flush_optimizer`)."""
+        self.flush_optimizer()
         opt = self._schedule_free()
         x = {}
         if opt is not None:  # x = lerp(y, z, 1 − 1/β1), what optimizer.eval() would set, without touching y
@@ -132,6 +134,7 @@ class LitNNUE(pl.LightningModule):
             opt.train()
 
     def on_validation_epoch_start(self) -> None:
+        self.flush_optimizer()
         opt = self._schedule_free()
         if opt is not None:
             opt.eval()
@@ -160,7 +163,11 @@ class LitNNUE(pl.LightningModule):
         return loss
 
     def on_train_batch_end(self, outputs, batch, batch_idx: int) -> None:
-        self.model.clip_weights(self.scheme.ft_clip, self.scheme.l1_clip)
+        # a row-sparse optimiser clamps the rows of ft.weight it updated: no dense pass over (F, H)
+        self.model.clip_weights(self.scheme.ft_clip, self.scheme.l1_clip, ft_weight=self._row_sparse() is None)
+
+    def on_train_end(self) -> None:
+        self.flush_optimizer()
 
     def validation_step(self, b: SparseBatch, batch_idx: int):
         # at the final λ, so that val_loss compares across epochs whatever the λ schedule
@@ -195,6 +202,9 @@ class LitNNUE(pl.LightningModule):
         provenance) and the schedules in force. ``state_dict`` holds the weights to export
         (schedule-free: the averaged ones; the training weights go to ``nnue_forge.train_state_dict``
         for an exact resume). Keys are canonical: no ``_orig_mod.`` of torch.compile."""
+        # in place: the state dict Lightning collected shares storage with the parameters and the
+        # optimiser's state, so the file holds the flushed weights and moments
+        self.flush_optimizer()
         val = self.trainer.callback_metrics.get("val_loss") if self._trainer is not None else None
         extra = {"val_loss": None if val is None else float(val)}
         if self.lr_schedule is not None:
@@ -232,6 +242,40 @@ class LitNNUE(pl.LightningModule):
                 logging.getLogger("nnue.trainer").info(self.resume_note)
 
     def configure_optimizers(self):
+        """The optimiser from the factory (Hydra ``_partial_``). ``optimizer.sparse_ft=true`` (a
+        keyword of the factory, taken out here): :class:`~nnue.trainer.sparse_optim.RowSparseAdamW`
+        with the factory's AdamW settings, the feature transformer's weight row-sparse (its
+        gradient sparse on the numba backend) and clamped row by row to the quantisation limit."""
         if self.optimizer_factory is None:
             raise ValueError("LitNNUE needs an optimizer factory (Hydra optimizer config)")
-        return self.optimizer_factory(self.parameters())
+        factory = self.optimizer_factory
+        kw = dict(getattr(factory, "keywords", None) or {})
+        if "sparse_ft" not in kw:
+            return factory(self.parameters())
+        sparse = kw.pop("sparse_ft")
+        func, args = factory.func, factory.args
+        if not sparse:
+            return func(self.parameters(), *args, **kw)
+        from .sparse_optim import RowSparseAdamW, adamw_settings
+
+        opt = RowSparseAdamW.for_model(self.model, ft_clip=self.scheme.ft_clip, **adamw_settings(func, kw))
+        self.model.sparse_grad = True
+        return opt
+
+    # ---------------------------------------------------------------- row-sparse optimiser
+    def _row_sparse(self):
+        """The optimiser if it is row-sparse (:class:`~nnue.trainer.sparse_optim.RowSparseAdamW`), else None."""
+        if self._trainer is None or not self.trainer.optimizers:
+            return None
+        opt = self.trainer.optimizers[0]
+        inner = getattr(opt, "optimizer", opt)
+        return inner if hasattr(inner, "flush") and hasattr(inner, "_step_rows") else None
+
+    def flush_optimizer(self) -> None:
+        """Row-sparse optimiser: apply every row's pending decays, then clamp the whole feature
+        transformer (the step clamps only the rows it updates), so that the weights evaluated or
+        saved are those of the current step. Nothing for other optimisers."""
+        opt = self._row_sparse()
+        if opt is not None:
+            opt.flush()
+            self.model.clip_weights(self.scheme.ft_clip, self.scheme.l1_clip)

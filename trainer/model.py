@@ -157,6 +157,32 @@ class PerspectiveNet(nn.Module):
             return self.ft.weight
         return self.ft.weight + self.ft.factor[self.factor_map]
 
+    #: the feature transformer's weight gradient as a sparse COO tensor of the touched rows (set by
+    #: the trainer with optimizer.sparse_ft=true; only the numba backend makes it sparse)
+    sparse_grad = False
+
+    def _ft(self, stm: torch.Tensor, nstm: torch.Tensor, activation: str | None = None) -> torch.Tensor:
+        """Both perspectives through the feature transformer and ``activation`` (default the
+        arch's L0 activation; "none": the raw accumulators), (B, 2·H'), stm half first.
+
+        On the numba backend (:mod:`nnue.kernels.sparse_ft_numba`) ``ft.weight``, ``ft.factor``
+        and the factor map go to the kernel as they are: the folded (F, H) matrix is never built,
+        and with ``sparse_grad`` the weight's gradient holds only the touched rows. Other
+        backends: :func:`nnue.kernels.sparse_ft_pair` on the folded (and, under QAT,
+        fake-quantised) weight."""
+        act = activation or self.arch.activation
+        if kernels.resolve_backend(self.backend, self.ft.weight.device) == "numba":
+            from nnue.kernels import sparse_ft_numba
+
+            b, qa = self.ft.bias, None
+            if self.qat is not None:
+                b, qa = fake_quant(b, self.qat.qa), self.qat.qa
+            fac = self.ft.factor if self.factor_map is not None else None
+            return sparse_ft_numba.sparse_ft_pair(self.ft.weight, b, stm, nstm, act, fac, self.factor_map,
+                                                  self.sparse_grad, qa)
+        w, b = self._ft_params()
+        return sparse_ft_pair(w, b, stm, nstm, act, self.backend)
+
     def forward(self, stm: torch.Tensor, nstm: torch.Tensor, bucket: torch.Tensor) -> torch.Tensor:
         """stm, nstm: (B, A) int32 −1-padded; bucket: (B,) int64 -> (B,) float eval / SCALE."""
         return self.forward_with_activations(stm, nstm, bucket)[0]
@@ -165,20 +191,23 @@ class PerspectiveNet(nn.Module):
                                  bucket: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """(eval / SCALE (B,), the L0 activations (B, L1) in [0, 1], stm half first): the
         activations for the L1 activation penalty and the sparsity metrics."""
-        w, b = self._ft_params()
-        h = sparse_ft_pair(w, b, stm, nstm, self.arch.activation, self.backend)
+        h = self._ft(stm, nstm)
         return self._dense(self.l1, h).gather(1, bucket.view(-1, 1)).squeeze(1), h
 
     @torch.no_grad()
-    def clip_weights(self, ft_limit: float, l1_limit: float) -> None:
+    def clip_weights(self, ft_limit: float, l1_limit: float, ft_weight: bool = True) -> None:
         """Clamp weights in place so that they stay quantisable (limits from the QuantScheme):
-        with a factoriser it is the folded weight that must stay within ``ft_limit``."""
+        with a factoriser it is the folded weight that must stay within ``ft_limit``.
+        ft_weight=False leaves ``ft.weight`` alone (a dense pass over (F, H)): the row-sparse
+        optimiser clamps the rows it updates (:class:`nnue.trainer.sparse_optim.RowSparseAdamW`)."""
         if self.factor_map is None:
-            self.ft.weight.clamp_(-ft_limit, ft_limit)
+            if ft_weight:
+                self.ft.weight.clamp_(-ft_limit, ft_limit)
         else:
             self.ft.factor.clamp_(-ft_limit, ft_limit)
-            f = self.ft.factor[self.factor_map]
-            torch.clamp(self.ft.weight, -ft_limit - f, ft_limit - f, out=self.ft.weight)
+            if ft_weight:
+                f = self.ft.factor[self.factor_map]
+                torch.clamp(self.ft.weight, -ft_limit - f, ft_limit - f, out=self.ft.weight)
         self.ft.bias.clamp_(-ft_limit, ft_limit)
         self.l1.weight.clamp_(-l1_limit, l1_limit)
 
@@ -284,8 +313,7 @@ class DeepNet(PerspectiveNet):
         """stm, nstm: (B, A) int32 −1-padded; bucket: (B,) int64 -> (eval / SCALE (B,), the L0
         activations x0 (B, L1))."""
         a = self.arch
-        w, b = self._ft_params()
-        x0 = sparse_ft_pair(w, b, stm, nstm, a.activation, self.backend)
+        x0 = self._ft(stm, nstm)
         if a.activation != "crelu":
             x0 = x0 * a.product_scale
             if self.qat is not None:
@@ -295,10 +323,10 @@ class DeepNet(PerspectiveNet):
         return self._dense(self.out, x2).gather(1, bucket.view(-1, 1)).squeeze(1), x0
 
     @torch.no_grad()
-    def clip_weights(self, ft_limit: float, l1_limit: float) -> None:
+    def clip_weights(self, ft_limit: float, l1_limit: float, ft_weight: bool = True) -> None:
         """As :meth:`PerspectiveNet.clip_weights`, and every dense layer's weights within
         ``l1_limit`` (int8 at QB: 127/64)."""
-        super().clip_weights(ft_limit, l1_limit)
+        super().clip_weights(ft_limit, l1_limit, ft_weight)
         self.l2.weight.clamp_(-l1_limit, l1_limit)
         self.out.weight.clamp_(-l1_limit, l1_limit)
 
@@ -345,8 +373,7 @@ class TinyNet(DeepNet):
 
     def forward_with_activations(self, stm, nstm, bucket):
         a = self.arch
-        w, b = self._ft_params()
-        x0 = sparse_ft_pair(w, b, stm, nstm, a.activation, self.backend)
+        x0 = self._ft(stm, nstm)
         if a.activation != "crelu":
             x0 = x0 * a.product_scale
             if self.qat is not None:
@@ -355,6 +382,6 @@ class TinyNet(DeepNet):
         return self._dense(self.out, x1).gather(1, bucket.view(-1, 1)).squeeze(1), x0
 
     @torch.no_grad()
-    def clip_weights(self, ft_limit: float, l1_limit: float) -> None:
-        PerspectiveNet.clip_weights(self, ft_limit, l1_limit)
+    def clip_weights(self, ft_limit: float, l1_limit: float, ft_weight: bool = True) -> None:
+        PerspectiveNet.clip_weights(self, ft_limit, l1_limit, ft_weight)
         self.out.weight.clamp_(-l1_limit, l1_limit)

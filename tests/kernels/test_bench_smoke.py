@@ -39,3 +39,30 @@ def test_bench_activations_smoke(bench, tmp_path):
                   "--backends", backends, "--out", str(tmp_path / "act.json")])
     assert [x["activation"] for x in r["results"]] == list(mod.NAMES) * 2
     assert all(x["torch"]["fwd_bwd"]["GB_per_s"] > 0 for x in r["results"])
+
+
+def test_bench_train_smoke(bench, tmp_path):
+    """nnue bench train end to end at toy size: every variant, the baseline and the ratios."""
+    mod = bench("bench_train")
+    out = tmp_path / "train.json"
+    r = mod.run(["--batch", "32", "--steps", "2", "--warmup", "1", "--rounds", "2", "--out", str(out),
+                 "model.hidden=8", "model.backend=numba", "optimizer.sparse_ft=true", "model.factoriser=true",
+                 "--baseline", "model.backend=torch optimizer.sparse_ft=false"])
+    assert out.exists() and len(r["runs"]) == 1
+    run = r["runs"][0]
+    assert set(run["variants"]) == {"lightning", "plain", "naive", "baseline"}
+    for v in run["variants"].values():
+        assert v["steps"] == 4 and v["positions_per_s_median"] > 0 and v["cpu_s_per_step_median"] >= 0
+    assert set(run["variants"]["plain"]["phases_ms_median"]) == set(mod.PHASES)
+    assert run["config"]["backend_resolved"] == "numba" and run["config"]["sparse_ft"]
+    assert run["baseline_config"]["backend_resolved"] == "torch" and not run["baseline_config"]["sparse_ft"]
+    assert {"lightning_overhead", "plain_vs_naive", "plain_vs_baseline"} <= set(run["ratios"])
+    assert len(run["load_average_1_5_15min_before"]) == 3
+
+
+def test_nnue_bench_returns_success_for_a_report(tmp_path):
+    """Issue: `nnue bench activations` printed its JSON, then 'internal error' (main returned the dict)."""
+    from nnue.cli import run_bench
+
+    assert run_bench(["activations", "--device", "cpu", "--shape", "3,70", "--reps", "1", "--warmup", "0",
+                      "--copy-mib", "4", "--backends", "torch"]) == 0

@@ -1,0 +1,381 @@
+"""End-to-end training throughput: the real step, a plain PyTorch loop and a naive loop; prints JSON.
+
+Variants, side by side in one process, in rotating order over ``--rounds`` rounds:
+
+* ``lightning``: ``nnue train``'s step as it runs: the Parquet stream (DataLoader) → features
+  encoded on the training device (``LitNNUE.on_after_batch_transfer``) → forward, loss, backward →
+  optimiser step → weight clip, under Lightning (no logger, no checkpoints, no validation);
+* ``plain``: the same model, optimiser and stream in a plain PyTorch loop without Lightning, each
+  phase timed (stream, features, forward + loss, backward, optimiser step, clip): Lightning's
+  overhead is lightning / plain − 1, and the phases are the step's profile;
+* ``naive``: the same net (no factoriser) with the torch reference feature transformer
+  (EmbeddingBag), dense ``torch.optim.AdamW``, features encoded once and kept in memory, no clip:
+  what a forty-line EmbeddingBag loop does;
+* ``baseline`` (with ``--baseline OVERRIDES``): the plain loop again with those overrides on top,
+  e.g. ``--baseline "model.backend=torch optimizer.sparse_ft=false"``: before/after in one run.
+
+Per variant: the median step wall time and positions/s over the timed steps (after ``--warmup``
+untimed ones per round), the median CPU seconds per step (``time.process_time``: every thread of
+this process; DataLoader worker processes not included), the window throughput (timed positions
+÷ timed wall time, which spreads the stream's refills of its shuffle buffer), and the load average
+before and after: on a shared machine the figures are only as quiet as that.
+
+The config is ``nnue train``'s, composed from ``conf/`` with the overrides given (positional, as
+for ``nnue train``) over the bench's defaults: batch 16,384, a shuffle buffer of 4 batches (so
+that every timed window holds its refills), one fixed-length epoch cycling the data. Data:
+``--data DATASET``, else the bundled sample packed into a temporary folder. ``--suite cpu``
+runs the issue's three CPU targets and writes them together.
+
+    nnue bench train features=halfkav2_hm model=deep model.hidden=256 [--device cpu|cuda] [--out FILE]
+"""
+from __future__ import annotations
+
+import gc
+import os
+import shlex
+import statistics
+import tempfile
+import time
+from pathlib import Path
+
+import torch
+
+from nnue.bench import emit, parser
+
+BATCH = 16384
+# The issue's CPU targets (positions/s on 2 cores at batch 16,384, beside the plain loop).
+SUITE_CPU = [
+    {"name": "halfkav2_hm -> 256, layer stacks", "target_positions_per_s": 150_000,
+     "overrides": ["features=halfkav2_hm", "model=deep", "model.hidden=256", "model.factoriser=true"]},
+    {"name": "chess768 -> 256x2 SCReLU, one output", "target_positions_per_s": 250_000,
+     "overrides": ["features=chess768", "model=perspective", "model.hidden=256", "model.activation=screlu",
+                   "model.output_buckets='MaterialCount<1>'"]},
+    {"name": "halfkav2_hm -> 1024, layer stacks", "target_positions_per_s": 30_000,
+     "overrides": ["features=halfkav2_hm", "model=deep", "model.hidden=1024", "model.factoriser=true"]},
+]
+FAST = ["model.backend=numba", "optimizer.sparse_ft=true"]
+BEFORE = "model.backend=torch optimizer.sparse_ft=false"
+
+
+# ------------------------------------------------------------------------------------------ set-up
+
+def compose(overrides: list[str], data: str, batch: int, device: str):
+    from hydra import compose as hydra_compose, initialize_config_module
+    from hydra.core.global_hydra import GlobalHydra
+
+    defaults = [f"data.path={data}", f"data.batch_size={batch}", f"data.shuffle_buffer={4 * batch}",
+                f"data.positions_per_epoch={batch * 1_000_000}", "data.val_fraction=0.0",
+                f"trainer={'gpu' if device == 'cuda' else 'cpu'}"]
+    import warnings
+
+    GlobalHydra.instance().clear()
+    with warnings.catch_warnings(), initialize_config_module(config_module="nnue.conf", version_base="1.3"):
+        warnings.simplefilter("ignore", UserWarning)   # Hydra's schema-matching deprecation note
+        return hydra_compose("train", overrides=defaults + list(overrides))
+
+
+def build(cfg):
+    """(LitNNUE, NNUEDataModule) of a composed config, as ``nnue train`` builds them."""
+    from hydra.utils import instantiate
+
+    from nnue.trainer.callbacks import plain
+
+    dm = instantiate(cfg.data)
+    dm.setup("fit")
+    lit = instantiate(cfg.model, optimizer=instantiate(cfg.optimizer), scheduler=plain(cfg.get("scheduler")),
+                      lambda_schedule=plain(cfg.get("wdl_lambda")))
+    lit.set_run_length(1_000_000, None, float(cfg.optimizer.lr))
+    return lit, dm
+
+
+def sync(device: torch.device) -> None:
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+
+
+def summarise(walls: list[float], cpus: list[float], batch: int) -> dict:
+    if not walls:
+        return {"steps": 0}
+    med = statistics.median(walls)
+    return {"steps": len(walls), "step_ms_median": med * 1e3, "step_ms_min": min(walls) * 1e3,
+            "positions_per_s_median": batch / med, "window_positions_per_s": batch * len(walls) / sum(walls),
+            "cpu_s_per_step_median": statistics.median(cpus),
+            "cpu_utilisation": statistics.median(cpus) / med if med else None}
+
+
+# ------------------------------------------------------------------------------------------ variants
+
+def run_lightning(cfg, device: torch.device, steps: int, warmup: int) -> tuple[list[float], list[float]]:
+    import pytorch_lightning as pl
+
+    from nnue.trainer.train import quiet_lightning
+
+    quiet_lightning()
+    lit, dm = build(cfg)
+    stamps: list[tuple[float, float]] = []
+
+    class Timer(pl.Callback):
+        def on_train_batch_end(self, trainer, module, outputs, batch, batch_idx):
+            sync(device)
+            stamps.append((time.perf_counter(), time.process_time()))
+
+    trainer = pl.Trainer(accelerator="gpu" if device.type == "cuda" else "cpu", devices=1, max_epochs=-1,
+                         max_steps=warmup + steps, limit_val_batches=0, num_sanity_val_steps=0, logger=False,
+                         enable_checkpointing=False, enable_progress_bar=False, enable_model_summary=False,
+                         callbacks=[Timer()])
+    trainer.fit(lit, datamodule=dm)
+    timed = stamps[warmup - 1:] if warmup else stamps
+    walls = [b[0] - a[0] for a, b in zip(timed, timed[1:])]
+    cpus = [b[1] - a[1] for a, b in zip(timed, timed[1:])]
+    del trainer, lit, dm
+    return walls, cpus
+
+
+PHASES = ("stream", "features", "forward_loss", "backward", "optimizer", "clip")
+
+
+def run_plain(cfg, device: torch.device, steps: int, warmup: int) -> tuple[list[float], list[float], dict]:
+    """The same step without Lightning, phase by phase."""
+    from nnue.pipeline.batch import to_sparse_batch
+
+    lit, dm = build(cfg)
+    lit.to(device)
+    opt = lit.configure_optimizers()
+    sparse = hasattr(opt, "flush")
+    model, scheme = lit.model, lit.scheme
+    loader = dm.train_dataloader()
+    it = iter(loader)
+    walls, cpus, phases, phase_cpu = [], [], {p: [] for p in PHASES}, {p: [] for p in PHASES}
+    for i in range(warmup + steps):
+        t = [time.perf_counter()]
+        c = [time.process_time()]
+        c0 = c[0]
+        packed = next(it)
+        packed = {k: v.to(device, non_blocking=True) for k, v in packed.items()}
+        sync(device)
+        t.append(time.perf_counter())
+        c.append(time.process_time())
+        b = to_sparse_batch(packed, lit.feature_set, lit.buckets)
+        sync(device)
+        t.append(time.perf_counter())
+        c.append(time.process_time())
+        _, _, loss = lit._loss(b, lit.current_lambda())
+        sync(device)
+        t.append(time.perf_counter())
+        c.append(time.process_time())
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        sync(device)
+        t.append(time.perf_counter())
+        c.append(time.process_time())
+        opt.step()
+        sync(device)
+        t.append(time.perf_counter())
+        c.append(time.process_time())
+        model.clip_weights(scheme.ft_clip, scheme.l1_clip, ft_weight=not sparse)
+        sync(device)
+        t.append(time.perf_counter())
+        c.append(time.process_time())
+        if i >= warmup:
+            walls.append(t[-1] - t[0])
+            cpus.append(time.process_time() - c0)
+            for k, p in enumerate(PHASES):
+                phases[p].append(t[k + 1] - t[k])
+                phase_cpu[p].append(c[k + 1] - c[k])
+    del it, loader, opt, lit, dm
+    return walls, cpus, {p: (statistics.median(phases[p]) * 1e3, statistics.median(phase_cpu[p]) * 1e3)
+                         for p in PHASES if phases[p]}
+
+
+def run_naive(cfg, device: torch.device, steps: int, warmup: int) -> tuple[list[float], list[float]]:
+    """EmbeddingBag reference FT, dense AdamW, features in memory, no clip, no factoriser."""
+    from nnue.pipeline.batch import to_sparse_batch
+    from nnue.trainer.loss import training_loss
+    from nnue.trainer.model import build_model
+    from nnue.spec import kinds
+
+    lit, dm = build(cfg)
+    m = cfg.model
+    model = build_model(m.kind, m.features, lit.feature_set.num_inputs, m.hidden, m.activation, lit.buckets.count,
+                        "torch", False, kinds.layers_config(m.kind, {"deep": m.get("deep"), "tiny": m.get("tiny")}),
+                        product_scale=lit.scheme.qa / (1 << lit.scheme.l0_shift)).to(device)
+    o = cfg.optimizer
+    opt = torch.optim.AdamW(model.parameters(), lr=float(o.lr), weight_decay=float(o.get("weight_decay", 0.01)))
+    it = iter(dm.train_dataloader())
+    batches = [to_sparse_batch({k: v.to(device) for k, v in next(it).items()}, lit.feature_set, lit.buckets)
+               for _ in range(min(4, warmup + steps))]
+    del it
+    loss_cfg, scale = dict(lit.loss_cfg), lit.scheme.scale
+    walls, cpus = [], []
+    for i in range(warmup + steps):
+        b = batches[i % len(batches)]
+        t0, c0 = time.perf_counter(), time.process_time()
+        y = model(b.stm_indices, b.nstm_indices, b.bucket)
+        loss = training_loss(y, b, scale, **loss_cfg)
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        opt.step()
+        sync(device)
+        if i >= warmup:
+            walls.append(time.perf_counter() - t0)
+            cpus.append(time.process_time() - c0)
+    del batches, model, opt, lit, dm
+    return walls, cpus
+
+
+# ------------------------------------------------------------------------------------------ one config
+
+def describe(cfg) -> dict:
+    import nnue.kernels as K
+
+    m = cfg.model
+    dev = torch.device("cuda" if cfg.trainer.accelerator in ("gpu", "cuda") else "cpu")
+    return {"features": m.features, "kind": m.kind, "hidden": m.hidden, "activation": m.activation,
+            "output_buckets": m.output_buckets, "factoriser": bool(m.factoriser), "backend": m.backend,
+            "backend_resolved": K.resolve_backend(m.backend, dev),
+            "sparse_ft": bool(cfg.optimizer.get("sparse_ft", False)), "batch_size": cfg.data.batch_size,
+            "deep": dict(m.deep) if m.get("deep") else None}
+
+
+def bench_config(overrides: list[str], data: str, batch: int, device: torch.device, steps: int, warmup: int,
+                 rounds: int, variants: list[str], baseline: list[str] | None) -> dict:
+    cfg = compose(overrides, data, batch, device.type)
+    base_cfg = compose(overrides + baseline, data, batch, device.type) if baseline else None
+    runs = {v: ([], [], []) for v in variants + (["baseline"] if baseline else [])}
+    load = [round(x, 2) for x in os.getloadavg()]
+    for r in range(rounds):
+        order = list(runs)
+        order = order[r % len(order):] + order[:r % len(order)]   # rotate: no variant always runs first
+        for v in order:
+            if v == "lightning":
+                w, c = run_lightning(cfg, device, steps, warmup)
+                ph = None
+            elif v == "naive":
+                w, c = run_naive(cfg, device, steps, warmup)
+                ph = None
+            else:
+                w, c, ph = run_plain(base_cfg if v == "baseline" else cfg, device, steps, warmup)
+            runs[v][0].extend(w)
+            runs[v][1].extend(c)
+            if ph:
+                runs[v][2].append(ph)
+            gc.collect()
+    out = {"overrides": overrides, "config": describe(cfg), "load_average_1_5_15min_before": load,
+           "load_average_1_5_15min_after": [round(x, 2) for x in os.getloadavg()], "variants": {}}
+    if baseline:
+        out["baseline_overrides"] = baseline
+        out["baseline_config"] = describe(base_cfg)
+    for v, (w, c, ph) in runs.items():
+        row = summarise(w, c, batch)
+        if ph:   # the plain loop's profile: wall and CPU milliseconds per phase
+            row["phases_ms_median"] = {p: statistics.median(x[p][0] for x in ph) for p in ph[0]}
+            row["phases_cpu_ms_median"] = {p: statistics.median(x[p][1] for x in ph) for p in ph[0]}
+        out["variants"][v] = row
+    rate = {v: out["variants"][v].get("positions_per_s_median") for v in runs}
+    ratios = {}
+    if rate.get("lightning") and rate.get("plain"):
+        ratios["lightning_overhead"] = rate["plain"] / rate["lightning"] - 1
+    if rate.get("naive"):
+        for v in ("lightning", "plain", "baseline"):
+            if rate.get(v):
+                ratios[f"{v}_vs_naive"] = rate[v] / rate["naive"]
+    if rate.get("baseline"):
+        for v in ("lightning", "plain"):
+            if rate.get(v):
+                ratios[f"{v}_vs_baseline"] = rate[v] / rate["baseline"]
+    out["ratios"] = ratios
+    return out
+
+
+def sample_dataset(tmp: str) -> str:
+    from nnue.pipeline.pack import pack
+
+    here = Path(__file__).resolve().parents[1] / "data" / "sample"
+    src = sorted(here.glob("*.plain"))
+    if not src:
+        raise SystemExit("bench train: no --data and no bundled sample (data/sample/*.plain)")
+    out = Path(tmp) / "sample"
+    pack(src, out, progress=False)
+    return str(out)
+
+
+def environment(device: torch.device) -> dict:
+    import platform
+
+    import numba
+
+    env = {"device": device.type, "torch": torch.__version__, "numba": numba.__version__,
+           "python": platform.python_version(), "machine": platform.machine(), "cpu_count": os.cpu_count(),
+           "torch_threads": torch.get_num_threads(), "numba_threads": numba.get_num_threads(),
+           # PASSIVE: torch's OpenMP threads sleep instead of spinning between ops; on a shared
+           # machine the spinning costs ~10x the CPU time of the feature encoding (see README)
+           "OMP_WAIT_POLICY": os.environ.get("OMP_WAIT_POLICY")}
+    if device.type == "cuda":
+        env["gpu"] = torch.cuda.get_device_name(device)
+        env["cuda"] = torch.version.cuda
+    return env
+
+
+def main(argv=None) -> int:
+    run(argv)
+    return 0
+
+
+def run(argv=None) -> dict:
+    """The benchmark (module docstring); returns the report it prints."""
+    p = parser("nnue bench train", __doc__.splitlines()[0])
+    p.add_argument("overrides", nargs="*", help="nnue train's Hydra overrides, e.g. features=halfkav2_hm model=deep")
+    p.add_argument("--data", help="a packed dataset (default: the bundled sample, packed into a temporary folder)")
+    p.add_argument("--batch", type=int, default=BATCH, help="positions per step (data.batch_size)")
+    p.add_argument("--device", default="cpu", choices=["cpu", "cuda"])
+    p.add_argument("--steps", type=int, default=6, help="timed steps per variant and round")
+    p.add_argument("--warmup", type=int, default=2, help="untimed steps per variant and round (compilation, caches)")
+    p.add_argument("--rounds", type=int, default=2, help="rounds of every variant, in rotating order")
+    p.add_argument("--variants", default="lightning,plain,naive", help="comma-separated: lightning,plain,naive")
+    p.add_argument("--baseline", help="overrides for a 'baseline' plain loop beside the others, e.g. "
+                                      f"\"{BEFORE}\"")
+    p.add_argument("--suite", choices=["cpu"], help="the issue's CPU targets (each with the numba backend and "
+                                                    "optimizer.sparse_ft=true, and the torch path as baseline); "
+                                                    "overrides given are added to every config")
+    p.add_argument("--threads", type=int, help="torch and numba threads (default: theirs)")
+    p.add_argument("--out", help="also write the JSON here")
+    a = p.parse_intermixed_args(argv)
+    if a.device == "cuda" and not torch.cuda.is_available():
+        raise SystemExit("bench train: --device cuda but no CUDA device")
+    if a.threads:
+        import numba
+
+        torch.set_num_threads(a.threads)
+        numba.set_num_threads(min(a.threads, numba.config.NUMBA_NUM_THREADS))
+    device = torch.device(a.device)
+    variants = [v for v in a.variants.split(",") if v]
+    for v in variants:
+        if v not in ("lightning", "plain", "naive"):
+            raise SystemExit(f"bench train: unknown variant {v!r}")
+    cases = [(c["overrides"] + FAST + a.overrides, c) for c in SUITE_CPU] if a.suite else [(a.overrides, None)]
+    baseline = shlex.split(a.baseline or BEFORE) if a.suite else (shlex.split(a.baseline) if a.baseline else None)
+    for overrides, _ in cases:   # refuse a bad override in one line (status 2) before any work
+        try:
+            compose(overrides + (baseline or []), a.data or "unused", a.batch, a.device)
+        except Exception as e:  # Hydra's override and config errors
+            p.error(f"bad override: {' '.join(str(e).split())}")
+    with tempfile.TemporaryDirectory() as tmp:
+        data = a.data or sample_dataset(tmp)
+        result = {"benchmark": "train: end-to-end positions/s of the training step (stream -> features -> "
+                               "forward/backward -> optimiser step)",
+                  "environment": environment(device), "data": a.data or "bundled sample (data/sample)",
+                  "timing": {"steps": a.steps, "warmup": a.warmup, "rounds": a.rounds,
+                             "statistic": "median over every timed step of every round"}, "runs": []}
+        for overrides, case in cases:
+            r = bench_config(overrides, data, a.batch, device, a.steps, a.warmup, a.rounds, variants, baseline)
+            if case is not None:
+                r["name"], r["target_positions_per_s"] = case["name"], case["target_positions_per_s"]
+                got = r["variants"].get("lightning", r["variants"].get("plain", {})).get("positions_per_s_median")
+                r["target_met"] = bool(got and got >= case["target_positions_per_s"])
+            result["runs"].append(r)
+    emit(result, a.out)
+    return result
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,508 @@
+"""Feature transformer for CPU training, compiled with numba: both perspectives, activation fused,
+row-sparse weight gradient.
+
+:func:`sparse_ft_pair` computes, for each position b and perspective p (stm first, then nstm)::
+
+    acc_p = Σ_{i valid} W'[idx_p[b, i]] + bias      fp32, rows added in slot order, −1 = padding
+    W'[f] = weight[f] (+ factor[factor_map[f]])      the factoriser's virtual row, added per gathered row
+    out[b, p·H' : (p+1)·H'] = act(acc_p)
+
+with act one of ``crelu`` (clamp(x, 0, 1)), ``screlu`` (crelu²), ``pairwise_crelu``
+(crelu(acc[:H/2])·crelu(acc[H/2:]), H' = H/2) or ``none`` (the raw accumulator, H' = H: a net that
+applies its own products, e.g. a Stockfish-style net whose FT matrix also holds PSQT columns). The
+definitions are those of :func:`nnue.kernels.reference.sparse_ft_pair` on the folded weight
+``weight + factor[factor_map]`` (:meth:`nnue.trainer.model.PerspectiveNet.folded_ft_weight`), the
+spec this is tested against (``tests/kernels/test_sparse_ft_numba.py``); the folded (F, H) matrix
+is never built, so a factoriser costs one more (small, cache-resident) row per gathered row, not a
+dense pass over the whole matrix every step.
+
+Backward: ``grad_acc = grad_out · act'(acc)`` from the fp32 accumulators the forward saved (none
+for ``none``), then the weight gradient by feature rather than by position: the (position,
+perspective) pairs of each feature are listed (a counting sort of the indices), and every touched
+row's gradient is the sum of its pairs' ``grad_acc`` rows, one thread per row, no atomics, so the
+result is deterministic (the same order every run). Only the U rows the batch touched are
+computed; with ``sparse_grad=True`` the weight's gradient is a coalesced sparse COO tensor of those
+U rows (what :class:`nnue.trainer.sparse_optim.RowSparseAdamW` reads), else a dense (F, H) tensor
+with zeros elsewhere (any torch optimiser). The factor's gradient is dense (V, H): each touched
+row's gradient added to its virtual row. Work is split over positions (forward, grad_acc) and over
+touched rows (weight gradient) with numba's ``prange``; ``numba.set_num_threads`` sets the threads.
+
+QAT (``qa``): each folded row element goes through ``fake_quant`` (round to the grid of 1/qa,
+straight-through backward) before it is summed, as the torch path does on the folded matrix.
+
+CPU tensors only, fp32 weights, int32/int64 indices. Errors (ValueError/TypeError) name the
+argument: wrong device, dtype or shape, an index ≥ F (checked before the kernel runs: the
+compiled loops do not bounds-check), an unknown activation.
+"""
+from __future__ import annotations
+
+import numba
+import numpy as np
+import torch
+from numba import njit, prange
+
+ACTIVATIONS = ("crelu", "screlu", "pairwise_crelu", "none")
+_CODES = {"crelu": 0, "screlu": 1, "pairwise_crelu": 2, "none": 3}
+CRELU, SCRELU, PAIRWISE, NONE = 0, 1, 2, 3
+# Weights above this many bytes: the (position, perspective) pairs are processed in the order of
+# their lowest feature, so that pairs sharing rows (HalfKA: one king bucket's 704 rows) run
+# together and their rows stay in cache, in the forward and in the by-feature weight gradient.
+SORT_ABOVE_BYTES = 4 << 20
+# Weights up to this many bytes: the weight gradient is built by position into one dense copy per
+# thread (cache-resident), rather than by feature (random reads of grad_acc rows).
+SCATTER_UP_TO_BYTES = 4 << 20
+# rows of grad_acc summed per partial of the bias gradient: a fixed split, so that the bias
+# gradient is the same whatever the thread count
+_BIAS_CHUNK = 256
+
+
+# ---------------------------------------------------------------------------------------------- kernels
+
+@njit(cache=True, inline="always")
+def _fq(x, qa):
+    """torch's ``t + (round(t·qa)/qa − t)`` in fp32 (the value of fake_quant's forward)."""
+    q = np.float32(np.rint(x * qa)) / qa
+    return x + np.float32(q - x)
+
+
+@njit(cache=True)
+def _gather_sum(acc, w, fac, fmap, idx, has_fac, qa):
+    """acc[:] = Σ over the valid slots of idx (in slot order) of the folded row of each feature.
+
+    Four rows per pass over acc, added one after the other (((acc + r0) + r1) + r2) + r3: the
+    reference's order exactly, with a quarter of the loads and stores of acc (1.2-1.4x the
+    one-row loop, /tmp microbenchmark at H = 256 and 1,024, same bits)."""
+    H = acc.shape[0]
+    A = idx.shape[0]
+    for j in range(H):
+        acc[j] = 0.0
+    if qa > 0:   # QAT: each folded element rounded before it is added
+        for a in range(A):
+            f = idx[a]
+            if f < 0:
+                continue
+            if has_fac:
+                v = fmap[f]
+                for j in range(H):
+                    acc[j] += _fq(w[f, j] + fac[v, j], qa)
+            else:
+                for j in range(H):
+                    acc[j] += _fq(w[f, j], qa)
+        return
+    rows = np.empty(A, np.int64)
+    n = 0
+    for a in range(A):
+        if idx[a] >= 0:
+            rows[n] = idx[a]
+            n += 1
+    k = 0
+    if has_fac:
+        while k + 4 <= n:
+            r0, r1, r2, r3 = w[rows[k]], w[rows[k + 1]], w[rows[k + 2]], w[rows[k + 3]]
+            s0, s1, s2, s3 = fac[fmap[rows[k]]], fac[fmap[rows[k + 1]]], fac[fmap[rows[k + 2]]], fac[fmap[rows[k + 3]]]
+            for j in range(H):
+                acc[j] = (((acc[j] + (r0[j] + s0[j])) + (r1[j] + s1[j])) + (r2[j] + s2[j])) + (r3[j] + s3[j])
+            k += 4
+        while k < n:
+            r0, s0 = w[rows[k]], fac[fmap[rows[k]]]
+            for j in range(H):
+                acc[j] += r0[j] + s0[j]
+            k += 1
+    else:
+        while k + 4 <= n:
+            r0, r1, r2, r3 = w[rows[k]], w[rows[k + 1]], w[rows[k + 2]], w[rows[k + 3]]
+            for j in range(H):
+                acc[j] = (((acc[j] + r0[j]) + r1[j]) + r2[j]) + r3[j]
+            k += 4
+        while k < n:
+            r0 = w[rows[k]]
+            for j in range(H):
+                acc[j] += r0[j]
+            k += 1
+
+
+@njit(cache=True)
+def _add_bias_activate(acc, bias, out, o0, act):
+    """acc += bias; out[o0 : o0 + H'] = act(acc) (H' = H/2 for pairwise)."""
+    H = acc.shape[0]
+    for j in range(H):
+        acc[j] += bias[j]
+    if act == PAIRWISE:
+        h2 = H // 2
+        for j in range(h2):
+            a = min(max(acc[j], np.float32(0.0)), np.float32(1.0))
+            c = min(max(acc[j + h2], np.float32(0.0)), np.float32(1.0))
+            out[o0 + j] = a * c
+    elif act == SCRELU:
+        for j in range(H):
+            c = min(max(acc[j], np.float32(0.0)), np.float32(1.0))
+            out[o0 + j] = c * c
+    elif act == CRELU:
+        for j in range(H):
+            out[o0 + j] = min(max(acc[j], np.float32(0.0)), np.float32(1.0))
+
+
+@njit(cache=True)
+def _add_bias_raw(out_row, o0, bias):
+    for j in range(bias.shape[0]):
+        out_row[o0 + j] += bias[j]
+
+
+@njit(cache=True)
+def _pair_order(stm, nstm, F, by_lowest):
+    """(2B,) int64 processing order of the (position, perspective) pairs q = 2·b + p: by their lowest
+    valid feature (a counting sort; pairs without any come last) when ``by_lowest``, else q order."""
+    B, A = stm.shape
+    N = 2 * B
+    order = np.empty(N, np.int64)
+    if not by_lowest:
+        for q in range(N):
+            order[q] = q
+        return order
+    key = np.empty(N, np.int64)
+    counts = np.zeros(F + 2, np.int64)
+    for q in range(N):
+        idx = stm[q >> 1] if (q & 1) == 0 else nstm[q >> 1]
+        m = F
+        for a in range(A):
+            f = idx[a]
+            if f >= 0 and f < m:
+                m = f
+        key[q] = m
+        counts[m + 1] += 1
+    for k in range(F + 1):
+        counts[k + 1] += counts[k]
+    for q in range(N):
+        order[counts[key[q]]] = q
+        counts[key[q]] += 1
+    return order
+
+
+@njit(parallel=True, cache=True)
+def _ft_fwd(w, fac, fmap, bias, stm, nstm, order, act, qa, out, accs):
+    """Forward over the batch (module docstring). w (F, H) f32; fac (V, H) f32, V = 0 without a
+    factoriser; fmap (F,) int64; bias (H,); stm/nstm (B, A) int32; order (2B,) the pairs'
+    processing order (:func:`_pair_order`); qa f32 (0: no QAT); out (B, 2·H') f32; accs (2B, H)
+    f32, row i = the accumulator of pair order[i], written unless act is none (out holds them)."""
+    H = w.shape[1]
+    has_fac = fac.shape[0] > 0
+    HO = H // 2 if act == PAIRWISE else H
+    for i in prange(order.shape[0]):
+        q = order[i]
+        b, p = q >> 1, q & 1
+        idx = stm[b] if p == 0 else nstm[b]
+        if act == NONE:
+            acc = out[b, p * H:(p + 1) * H]
+            _gather_sum(acc, w, fac, fmap, idx, has_fac, qa)
+            for j in range(H):
+                acc[j] += bias[j]
+        else:
+            acc = accs[i]
+            _gather_sum(acc, w, fac, fmap, idx, has_fac, qa)
+            _add_bias_activate(acc, bias, out[b], p * HO, act)
+
+
+@njit(parallel=True, cache=True)
+def _grad_acc(gout, accs, order, act, ga):
+    """ga (2B, H) = d loss / d acc, row i for pair order[i], from gout (B, 2·H') and the saved
+    accs (2B, H) (for none: a copy of gout's rows in that order)."""
+    N, H = ga.shape
+    zero, one = np.float32(0.0), np.float32(1.0)
+    for i in prange(N):
+        q = order[i]
+        b, p = q >> 1, q & 1
+        g = ga[i]
+        if act == NONE:
+            for j in range(H):
+                g[j] = gout[b, p * H + j]
+            continue
+        a = accs[i]
+        if act == PAIRWISE:
+            h2 = H // 2
+            for j in range(h2):
+                x, y = a[j], a[j + h2]
+                go = gout[b, p * h2 + j]
+                cx = min(max(x, zero), one)
+                cy = min(max(y, zero), one)
+                g[j] = go * cy if (x >= zero and x <= one) else zero
+                g[j + h2] = go * cx if (y >= zero and y <= one) else zero
+        elif act == SCRELU:
+            for j in range(H):
+                x = a[j]
+                g[j] = gout[b, p * H + j] * (np.float32(2.0) * x) if (x >= zero and x <= one) else zero
+        else:  # crelu
+            for j in range(H):
+                x = a[j]
+                g[j] = gout[b, p * H + j] if (x >= zero and x <= one) else zero
+
+
+@njit(cache=True)
+def _touched_rows(stm, nstm, F):
+    """(counts (F + 1,) int64 exclusive prefix sums of each feature's occurrences, rows (U,) int64
+    the touched features ascending)."""
+    B, A = stm.shape
+    counts = np.zeros(F + 1, np.int64)
+    for b in range(B):
+        for a in range(A):
+            f = stm[b, a]
+            if f >= 0:
+                counts[f + 1] += 1
+            f = nstm[b, a]
+            if f >= 0:
+                counts[f + 1] += 1
+    u = 0
+    for f in range(F):
+        if counts[f + 1] > 0:
+            u += 1
+        counts[f + 1] += counts[f]
+    rows = np.empty(u, np.int64)
+    k = 0
+    for f in range(F):
+        if counts[f + 1] > counts[f]:
+            rows[k] = f
+            k += 1
+    return counts, rows
+
+
+@njit(cache=True)
+def _feature_lists(stm, nstm, order, offsets):
+    """pairs (N,) int32: the rows of grad_acc (processing ranks i, ascending) of every feature,
+    grouped by feature at ``offsets`` (:func:`_touched_rows`)."""
+    A = stm.shape[1]
+    F = offsets.shape[0] - 1
+    pairs = np.empty(offsets[F], np.int32)
+    pos = offsets[:F].copy()
+    for i in range(order.shape[0]):
+        q = order[i]
+        idx = stm[q >> 1] if (q & 1) == 0 else nstm[q >> 1]
+        for a in range(A):
+            f = idx[a]
+            if f >= 0:
+                pairs[pos[f]] = i
+                pos[f] += 1
+    return pairs
+
+
+@njit(parallel=True, cache=True)
+def _row_grads(ga, offsets, pairs, rows, values):
+    """By feature: values[u] = Σ ga[i] over the ranks i of feature rows[u], ascending (values (U, H))."""
+    H = ga.shape[1]
+    for u in prange(rows.shape[0]):
+        f = rows[u]
+        dst = values[u]
+        for j in range(H):
+            dst[j] = 0.0
+        k, end = offsets[f], offsets[f + 1]
+        while k + 4 <= end:   # four rows a pass, added in list order (as _gather_sum)
+            r0, r1, r2, r3 = ga[pairs[k]], ga[pairs[k + 1]], ga[pairs[k + 2]], ga[pairs[k + 3]]
+            for j in range(H):
+                dst[j] = (((dst[j] + r0[j]) + r1[j]) + r2[j]) + r3[j]
+            k += 4
+        while k < end:
+            src = ga[pairs[k]]
+            for j in range(H):
+                dst[j] += src[j]
+            k += 1
+
+
+@njit(parallel=True, cache=True)
+def _row_grads_scatter(ga, stm, nstm, order, rows, priv, values):
+    """By position: each of the C = priv.shape[0] fixed slices of the pairs adds its grad_acc rows
+    into its own dense (F, H) copy priv[c] (small weights: the copy stays in cache), then
+    values[u] = Σ_c priv[c, rows[u]], c ascending. Deterministic for a given C."""
+    C = priv.shape[0]
+    N, H = ga.shape
+    A = stm.shape[1]
+    for c in prange(C):
+        G = priv[c]
+        for f in range(G.shape[0]):
+            for j in range(H):
+                G[f, j] = 0.0
+        for i in range(c * N // C, (c + 1) * N // C):
+            q = order[i]
+            idx = stm[q >> 1] if (q & 1) == 0 else nstm[q >> 1]
+            src = ga[i]
+            for a in range(A):
+                f = idx[a]
+                if f >= 0:
+                    for j in range(H):
+                        G[f, j] += src[j]
+    for u in prange(rows.shape[0]):
+        f = rows[u]
+        dst = values[u]
+        for j in range(H):
+            dst[j] = priv[0, f, j]
+        for c in range(1, C):
+            for j in range(H):
+                dst[j] += priv[c, f, j]
+
+
+@njit(parallel=True, cache=True)
+def _bias_grad(ga, parts):
+    """parts (C, H): partial sums of ga's rows in chunks of _BIAS_CHUNK (summed by the host)."""
+    N, H = ga.shape
+    for c in prange(parts.shape[0]):
+        dst = parts[c]
+        for j in range(H):
+            dst[j] = 0.0
+        for r in range(c * _BIAS_CHUNK, min(N, (c + 1) * _BIAS_CHUNK)):
+            src = ga[r]
+            for j in range(H):
+                dst[j] += src[j]
+
+
+@njit(parallel=True, cache=True)
+def _factor_grad(values, rows, fmap, gfac, block):
+    """gfac[fmap[rows[u]]] += values[u], split over column blocks of width ``block``."""
+    U, H = values.shape
+    nb = (H + block - 1) // block
+    for c in prange(nb):
+        j0, j1 = c * block, min(H, (c + 1) * block)
+        for u in range(U):
+            v = fmap[rows[u]]
+            for j in range(j0, j1):
+                gfac[v, j] += values[u, j]
+
+
+# ---------------------------------------------------------------------------------------------- host
+
+def _np(t: torch.Tensor) -> np.ndarray:
+    return t.detach().numpy()
+
+
+def _index_array(t: torch.Tensor, name: str, F: int) -> np.ndarray:
+    if t.dtype not in (torch.int32, torch.int64):
+        raise TypeError(f"sparse_ft_numba: {name} must be int32 or int64, got {t.dtype}")
+    if t.dim() != 2:
+        raise ValueError(f"sparse_ft_numba: {name} must be (B, A), got {tuple(t.shape)}")
+    if t.numel() and int(t.max()) >= F:
+        raise ValueError(f"sparse_ft_numba: {name} holds feature {int(t.max())}, beyond the {F} rows of the weight")
+    return _np(t.to(torch.int32).contiguous())
+
+
+def check_inputs(weight, bias, stm, nstm, activation, factor=None, factor_map=None):
+    """Raise ValueError/TypeError, naming the argument, on inputs the kernels cannot take."""
+    if activation not in ACTIVATIONS:
+        raise ValueError(f"sparse_ft_numba: unknown activation {activation!r}; known: {', '.join(ACTIVATIONS)}")
+    for name, t in (("weight", weight), ("bias", bias), ("stm", stm), ("nstm", nstm), ("factor", factor),
+                    ("factor_map", factor_map)):
+        if t is not None and t.device.type != "cpu":
+            raise ValueError(f"sparse_ft_numba: {name} is on {t.device}; the numba kernels take CPU tensors "
+                             "(backend triton or torch on CUDA)")
+    if weight.dtype != torch.float32 or bias.dtype != torch.float32:
+        raise TypeError(f"sparse_ft_numba: weight and bias must be float32, got {weight.dtype}, {bias.dtype}")
+    if weight.dim() != 2 or bias.shape != (weight.shape[1],):
+        raise ValueError(f"sparse_ft_numba: weight {tuple(weight.shape)} and bias {tuple(bias.shape)} "
+                         "must be (F, H) and (H,)")
+    if activation == "pairwise_crelu" and weight.shape[1] % 2:
+        raise ValueError(f"sparse_ft_numba: pairwise_crelu needs an even width, got H = {weight.shape[1]}")
+    if stm.shape != nstm.shape:
+        raise ValueError(f"sparse_ft_numba: stm {tuple(stm.shape)} and nstm {tuple(nstm.shape)} differ")
+    if (factor is None) != (factor_map is None):
+        raise ValueError("sparse_ft_numba: factor and factor_map go together")
+    if factor is not None:
+        if factor.dtype != torch.float32 or factor.dim() != 2 or factor.shape[1] != weight.shape[1]:
+            raise ValueError(f"sparse_ft_numba: factor {tuple(factor.shape)} {factor.dtype} must be (V, H) float32")
+        if factor_map.shape != (weight.shape[0],):
+            raise ValueError(f"sparse_ft_numba: factor_map {tuple(factor_map.shape)} must be ({weight.shape[0]},)")
+        if factor_map.numel() and (int(factor_map.min()) < 0 or int(factor_map.max()) >= factor.shape[0]):
+            raise ValueError(f"sparse_ft_numba: factor_map must lie in 0..{factor.shape[0] - 1}")
+
+
+def _strategy(F: int, H: int) -> tuple[bool, bool]:
+    """(sort the pairs by their lowest feature, weight gradient by position into per-thread
+    copies) for an (F, H) weight: see SORT_ABOVE_BYTES and SCATTER_UP_TO_BYTES."""
+    nbytes = F * H * 4
+    return nbytes > SORT_ABOVE_BYTES, nbytes <= SCATTER_UP_TO_BYTES
+
+
+class _SparseFTPair(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, weight, factor, bias, stm, nstm, fmap, activation, sparse_grad, qa):
+        F, H = weight.shape
+        act = _CODES[activation]
+        s, n = _index_array(stm, "stm", F), _index_array(nstm, "nstm", F)
+        B = s.shape[0]
+        HO = H // 2 if act == PAIRWISE else H
+        has_fac = factor is not None
+        fac = _np(factor) if has_fac else np.empty((0, H), np.float32)
+        fm = _np(fmap.long().contiguous()) if has_fac else np.empty(0, np.int64)
+        by_lowest, scatter = _strategy(F, H)
+        order = _pair_order(s, n, F, by_lowest)
+        out = torch.empty(B, 2 * HO)
+        # the pre-activation accumulators, in processing order: scratch for the activation, kept
+        # for the backward
+        accs = np.empty((2 * B, H) if act != NONE else (0, H), np.float32)
+        if B:
+            _ft_fwd(_np(weight.contiguous()), fac, fm, _np(bias.contiguous()), s, n, order, act,
+                    np.float32(qa or 0.0), _np(out), accs)
+        ctx.act, ctx.F, ctx.H, ctx.sparse_grad, ctx.scatter = act, F, H, sparse_grad, scatter
+        ctx.idx = (s, n, order, by_lowest, fm, factor.shape[0] if has_fac else 0)
+        ctx.accs = accs if any(ctx.needs_input_grad[:3]) else None
+        return out
+
+    @staticmethod
+    def backward(ctx, grad_out):
+        act, F, H = ctx.act, ctx.F, ctx.H
+        s, n, order, by_lowest, fm, V = ctx.idx
+        B = s.shape[0]
+        g = _np(grad_out.float().contiguous())
+        if act == NONE and not by_lowest:
+            ga = g.reshape(B * 2, H)   # already in processing order (q = 2b + p)
+        else:
+            ga = np.empty((B * 2, H), np.float32)
+            if B:
+                _grad_acc(g, ctx.accs, order, act, ga)
+        ctx.accs = None
+        grad_w = grad_fac = grad_b = None
+        if ctx.needs_input_grad[0] or ctx.needs_input_grad[1]:
+            offsets, rows = _touched_rows(s, n, F)
+            values = np.empty((rows.shape[0], H), np.float32)
+            if rows.shape[0] and ctx.scatter:
+                priv = np.empty((max(1, numba.get_num_threads()), F, H), np.float32)
+                _row_grads_scatter(ga, s, n, order, rows, priv, values)
+            elif rows.shape[0]:
+                _row_grads(ga, offsets, _feature_lists(s, n, order, offsets), rows, values)
+            rows_t, values_t = torch.from_numpy(rows), torch.from_numpy(values)
+            if ctx.needs_input_grad[0]:
+                if ctx.sparse_grad:
+                    grad_w = torch.sparse_coo_tensor(rows_t.view(1, -1), values_t, (F, H), is_coalesced=True,
+                                                     check_invariants=False)
+                else:
+                    grad_w = torch.zeros(F, H)
+                    grad_w.index_copy_(0, rows_t, values_t)
+            if ctx.needs_input_grad[1]:
+                gfac = np.zeros((V, H), np.float32)
+                if rows.shape[0]:
+                    _factor_grad(values, rows, fm, gfac, 64)
+                grad_fac = torch.from_numpy(gfac)
+        if ctx.needs_input_grad[2]:
+            parts = np.empty(((B * 2 + _BIAS_CHUNK - 1) // _BIAS_CHUNK, H), np.float32)
+            if B:
+                _bias_grad(ga, parts)
+            grad_b = torch.from_numpy(parts).sum(0) if B else torch.zeros(H)
+        return grad_w, grad_fac, grad_b, None, None, None, None, None, None
+
+
+def sparse_ft_pair(weight: torch.Tensor, bias: torch.Tensor, stm: torch.Tensor, nstm: torch.Tensor,
+                   activation: str, factor: torch.Tensor | None = None, factor_map: torch.Tensor | None = None,
+                   sparse_grad: bool = False, qa: float | None = None) -> torch.Tensor:
+    """Both perspectives through the feature transformer and ``activation``, concatenated, stm first.
+
+    weight (F, H) float32, bias (H,) float32, stm/nstm (B, A) int32/int64, −1 = padding (any
+    negative value), every index < F; factor (V, H) float32 and factor_map (F,) int64 in 0..V−1:
+    the factoriser's virtual rows, added to each gathered row (None: no factoriser). Returns
+    (B, 2·H') float32, H' = H/2 for pairwise_crelu, else H; for ``none`` the raw accumulators
+    (B, 2·H) (e.g. H = 1,024 + 8 PSQT columns). Differentiable in weight, factor and bias;
+    ``sparse_grad``: the weight's gradient as a coalesced sparse COO tensor holding only the
+    rows the batch touched (:class:`nnue.trainer.sparse_optim.RowSparseAdamW`), else dense.
+    qa: fake-quantise every folded row element to the grid of 1/qa (QAT; straight-through
+    gradient), None: plain float. CPU tensors only; errors: :func:`check_inputs`.
+    """
+    check_inputs(weight, bias, stm, nstm, activation, factor, factor_map)
+    return _SparseFTPair.apply(weight, factor, bias, stm, nstm, factor_map, activation, bool(sparse_grad), qa)
+
+
+def threads() -> int:
+    """The threads the kernels run on (``numba.set_num_threads`` changes it)."""
+    return numba.get_num_threads()

@@ -1,0 +1,232 @@
+"""The numba feature transformer (:mod:`nnue.kernels.sparse_ft_numba`) against the torch reference:
+forward (bitwise: the same fp32 additions in the same order), backward (summation order differs:
+fp32 tolerance), odd sizes, padding, both perspectives, the factoriser, QAT, sparse gradients,
+errors, and the model and optimiser wiring."""
+from __future__ import annotations
+
+import pytest
+import torch
+from kernel_testing import make_indices, make_weights
+
+import nnue.kernels as K
+from nnue.kernels import reference, sparse_ft_numba as nb
+from nnue.trainer.model import build_model, factor_map, fake_quant
+
+ACTS = list(nb.ACTIVATIONS)
+
+
+@pytest.fixture(params=["by-feature", "by-feature-sorted", "scatter"])
+def strategy(request, monkeypatch):
+    """The weight-gradient strategies (by feature, with or without the lowest-feature order; by
+    position into per-thread copies), forced whatever the weight's size."""
+    sort, scatter = {"by-feature": (False, False), "by-feature-sorted": (True, False),
+                     "scatter": (False, True)}[request.param]
+    monkeypatch.setattr(nb, "SORT_ABOVE_BYTES", -1 if sort else 1 << 62)
+    monkeypatch.setattr(nb, "SCATTER_UP_TO_BYTES", 1 << 62 if scatter else -1)
+    return request.param
+
+
+def _width(activation: str, h: int) -> int:
+    return 2 * h if activation == "pairwise_crelu" else h
+
+
+def _grads(out, leaves, grad_out):
+    return torch.autograd.grad(out, leaves, grad_out)
+
+
+@pytest.mark.parametrize("B,h", [(1, 7), (1, 33), (5, 7), (5, 33), (3, 1023), (64, 16)])
+@pytest.mark.parametrize("activation", ACTS)
+def test_matches_reference(activation, B, h, strategy):
+    gen = torch.Generator().manual_seed(1000 * B + h)
+    F, A = 41, 32
+    w, b = make_weights(F, _width(activation, h), torch.float32, gen)
+    stm, nstm = make_indices(B, A, F, gen)
+    out = nb.sparse_ft_pair(w, b, stm, nstm, activation)
+    want = reference.sparse_ft_pair(w, b, stm, nstm, activation)
+    # the same additions in the same order (slots in order, then the bias): bit for bit
+    assert torch.equal(out, want)
+    g = torch.randn(want.shape, generator=gen)
+    for got, exp in zip(_grads(out, (w, b), g), _grads(want, (w, b), g)):
+        torch.testing.assert_close(got, exp, atol=1e-5, rtol=1e-5)
+
+
+@pytest.mark.parametrize("A", [1, 3, 37])
+@pytest.mark.parametrize("index_dtype", [torch.int32, torch.int64])
+def test_slot_counts_and_index_dtypes(A, index_dtype):
+    gen = torch.Generator().manual_seed(A)
+    w, b = make_weights(23, 9, torch.float32, gen)
+    stm, nstm = make_indices(4, A, 23, gen, dtype=index_dtype)
+    out = nb.sparse_ft_pair(w, b, stm, nstm, "screlu")
+    want = reference.sparse_ft_pair(w, b, stm, nstm, "screlu")
+    assert torch.equal(out, want)
+    g = torch.randn(want.shape, generator=gen)
+    for got, exp in zip(_grads(out, (w, b), g), _grads(want, (w, b), g)):
+        torch.testing.assert_close(got, exp, atol=1e-5, rtol=1e-5)
+
+
+def test_padding_anywhere_and_duplicates_exact(strategy):
+    """Padding between valid slots and −5 (any negative) are skipped; a feature 32× in every row of
+    both perspectives gets every contribution (integer gradients: exact whatever the order)."""
+    gen = torch.Generator().manual_seed(5)
+    F, H, B, A = 11, 13, 6, 32
+    w, b = make_weights(F, H, torch.float32, gen)
+    idx = torch.randint(0, F, (B, A), generator=gen, dtype=torch.int32)
+    idx[:, ::3] = -1
+    idx[:, 1::5] = -5
+    out = nb.sparse_ft_pair(w, b, idx, idx.flip(1).contiguous(), "none")
+    assert torch.equal(out, reference.sparse_ft_pair(w, b, idx.clamp(min=-1), idx.flip(1).clamp(min=-1), "none"))
+    same = torch.full((B, A), F - 1, dtype=torch.int32)
+    out = nb.sparse_ft_pair(w, b, same, same.clone(), "none")
+    g = torch.randint(-3, 4, out.shape, generator=gen).float()
+    gw, gb = torch.autograd.grad(out, (w, b), g)
+    want = torch.zeros(F, H)
+    want[F - 1] = A * (g[:, :H] + g[:, H:]).sum(0)
+    assert torch.equal(gw, want)
+    assert torch.equal(gb, (g[:, :H] + g[:, H:]).sum(0))
+    pad = torch.full((B, A), -1, dtype=torch.int32)
+    out = nb.sparse_ft_pair(w, b, pad, pad, "crelu")
+    assert torch.equal(out, b.detach().clamp(0, 1).repeat(B, 2))
+    gw, gb = torch.autograd.grad(out.sum(), (w, b))
+    assert not gw.any()
+
+
+@pytest.mark.parametrize("activation", ["crelu", "screlu", "pairwise_crelu"])
+def test_kinks_follow_torch(activation):
+    """Accumulators exactly on a kink (0, 1) get torch's gradient there (inclusive clamp bounds)."""
+    kinks = torch.tensor([0.0, 1.0, -3.0, 3.0, 0.5, -0.5, 2.0, 1.0])
+    w = torch.zeros(2, 8, requires_grad=True)
+    b = kinks.clone().requires_grad_(True)
+    idx = torch.tensor([[0, -1], [-1, -1]], dtype=torch.int32)
+    out = nb.sparse_ft_pair(w, b, idx, idx, activation)
+    w2, b2 = w.detach().clone().requires_grad_(True), b.detach().clone().requires_grad_(True)
+    want = reference.sparse_ft_pair(w2, b2, idx, idx, activation)
+    g = torch.arange(1.0, out.numel() + 1).reshape(out.shape)
+    assert torch.equal(out, want)
+    for got, exp in zip(torch.autograd.grad(out, (w, b), g), torch.autograd.grad(want, (w2, b2), g)):
+        assert torch.equal(got, exp)
+
+
+@pytest.mark.parametrize("activation", ACTS)
+@pytest.mark.parametrize("qat", [False, True])
+def test_factoriser_and_qat_without_the_folded_matrix(activation, qat, strategy):
+    """factor rows added per gathered row == the reference on weight + factor[map]; under QAT the
+    folded elements are fake-quantised first (straight-through gradient)."""
+    gen = torch.Generator().manual_seed(17 + qat)
+    F, H, B = 90, _width(activation, 11), 7
+    w, b = make_weights(F, H, torch.float32, gen, scale=0.2)
+    fmap = factor_map("halfkav2_hm", F) % 13   # 13 virtual rows, several real rows each
+    fac = (torch.randn(13, H, generator=gen) * 0.1).requires_grad_(True)
+    stm, nstm = make_indices(B, 32, F, gen)
+    qa = 255.0 if qat else None
+    out = nb.sparse_ft_pair(w, b, stm, nstm, activation, fac, fmap, qa=qa)
+    folded = w + fac[fmap]
+    if qat:
+        folded = fake_quant(folded, qa)
+    want = reference.sparse_ft_pair(folded, b, stm, nstm, activation)
+    assert torch.equal(out, want)
+    g = torch.randn(want.shape, generator=gen)
+    for got, exp in zip(_grads(out, (w, fac, b), g), _grads(want, (w, fac, b), g)):
+        torch.testing.assert_close(got, exp, atol=2e-5, rtol=1e-5)
+
+
+def test_sparse_grad_holds_the_touched_rows(strategy):
+    gen = torch.Generator().manual_seed(3)
+    F, H = 50, 6
+    w, b = make_weights(F, H, torch.float32, gen)
+    stm, nstm = make_indices(5, 4, 20, gen)   # only rows < 20 (and none of 20..49)
+    g = torch.randn(5, 2 * H, generator=gen)
+    dense, _ = _grads(nb.sparse_ft_pair(w, b, stm, nstm, "screlu"), (w, b), g)
+    sparse, _ = _grads(nb.sparse_ft_pair(w, b, stm, nstm, "screlu", sparse_grad=True), (w, b), g)
+    assert sparse.is_sparse and sparse.is_coalesced() and sparse.shape == (F, H)
+    rows = sparse._indices()[0]
+    touched = torch.unique(torch.cat([stm[stm >= 0], nstm[nstm >= 0]])).long()
+    assert torch.equal(rows, touched)
+    assert torch.equal(sparse.to_dense(), dense)
+    # autograd leaves it on the leaf as it is (what the optimiser reads)
+    w.grad = None
+    nb.sparse_ft_pair(w, b, stm, nstm, "screlu", sparse_grad=True).backward(g)
+    assert w.grad.is_sparse and torch.equal(w.grad._indices()[0], touched)
+
+
+def test_no_grad_and_empty_batch():
+    gen = torch.Generator().manual_seed(9)
+    w, b = make_weights(20, 6, torch.float32, gen)
+    stm, nstm = make_indices(3, 4, 20, gen)
+    with torch.no_grad():
+        out = nb.sparse_ft_pair(w, b, stm, nstm, "screlu")
+    assert not out.requires_grad
+    empty = torch.empty(0, 4, dtype=torch.int32)
+    out = nb.sparse_ft_pair(w, b, empty, empty, "pairwise_crelu")
+    assert out.shape == (0, 6)
+    gw, gb = torch.autograd.grad(out.sum(), (w, b), allow_unused=True)
+    assert not gw.any() and not gb.any()
+
+
+@pytest.mark.parametrize("case,error,match", [
+    ("activation", ValueError, "unknown activation"),
+    ("weight_dtype", TypeError, "float32"),
+    ("index_dtype", TypeError, "int32 or int64"),
+    ("index_range", ValueError, "beyond the 10 rows"),
+    ("shape", ValueError, "differ"),
+    ("odd_pairwise", ValueError, "even width"),
+    ("factor_alone", ValueError, "go together"),
+    ("factor_map_range", ValueError, "factor_map"),
+])
+def test_errors_name_the_argument(case, error, match):
+    w, b = torch.zeros(10, 5), torch.zeros(5)
+    idx = torch.zeros(2, 3, dtype=torch.int32)
+    kw, act, s, n = {}, "crelu", idx, idx
+    if case == "activation":
+        act = "gelu"
+    elif case == "weight_dtype":
+        w = w.double()
+    elif case == "index_dtype":
+        s = idx.short()
+    elif case == "index_range":
+        s = idx + 10
+    elif case == "shape":
+        n = torch.zeros(3, 3, dtype=torch.int32)
+    elif case == "odd_pairwise":
+        act = "pairwise_crelu"
+    elif case == "factor_alone":
+        kw = {"factor": torch.zeros(2, 5)}
+    elif case == "factor_map_range":
+        kw = {"factor": torch.zeros(2, 5), "factor_map": torch.full((10,), 2)}
+    with pytest.raises(error, match=match):
+        nb.sparse_ft_pair(w, b, s, n, act, **kw)
+
+
+def test_dispatch_backend_numba():
+    gen = torch.Generator().manual_seed(4)
+    w, b = make_weights(30, 8, torch.float32, gen)
+    stm, nstm = make_indices(4, 5, 30, gen)
+    assert torch.equal(K.sparse_ft_pair(w, b, stm, nstm, "screlu", "numba"),
+                       reference.sparse_ft_pair(w, b, stm, nstm, "screlu"))
+    assert K.resolve_backend("numba", torch.device("cpu")) == "numba"
+    with pytest.raises(ValueError, match="CPU tensors"):
+        K.resolve_backend("numba", torch.device("cuda"))
+    x = torch.randn(3, 5)
+    assert torch.equal(K.activate("hardswish", x, "numba"), reference.activate("hardswish", x))
+
+
+@pytest.mark.parametrize("kind,activation", [("perspective", "screlu"), ("deep", "pairwise_crelu"),
+                                             ("tiny", "crelu")])
+@pytest.mark.parametrize("factoriser", [False, True])
+def test_models_numba_equal_torch(kind, activation, factoriser):
+    """The perspective, deep and tiny nets: the numba backend computes the torch backend's
+    forward bit for bit and its gradients to fp32 order noise, with and without a factoriser."""
+    torch.manual_seed(0)
+    deep = {"l1_outputs": 4, "l2_outputs": 6, "hidden_activation": "crelu"} if kind == "deep" else \
+        ({"l1_outputs": 5, "hidden_activation": "crelu"} if kind == "tiny" else None)
+    nets = [build_model(kind, "halfkav2_hm", 22528, 18, activation, 8, backend, factoriser, deep)
+            for backend in ("torch", "numba")]
+    nets[1].load_state_dict(nets[0].state_dict())
+    gen = torch.Generator().manual_seed(1)
+    stm, nstm = make_indices(9, 32, 22528, gen)
+    bucket = torch.randint(0, 8, (9,), generator=gen)
+    ys = [n(stm, nstm, bucket) for n in nets]
+    assert torch.equal(ys[0], ys[1])
+    for y in ys:
+        (y * torch.arange(1.0, 10.0)).sum().backward()
+    for (name, p0), (_, p1) in zip(nets[0].named_parameters(), nets[1].named_parameters()):
+        torch.testing.assert_close(p1.grad, p0.grad, atol=2e-5, rtol=1e-5, msg=name)

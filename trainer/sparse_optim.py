@@ -1,0 +1,333 @@
+"""Row-sparse AdamW: the feature transformer's step touches only the rows the batch used.
+
+:class:`RowSparseAdamW` is AdamW (Loshchilov & Hutter 2019, "Decoupled Weight Decay
+Regularization"; the update of ``torch.optim.AdamW``) for every parameter. A parameter in a group
+with ``row_sparse=True`` (the feature transformer's (F, H) weight) is updated only in the rows that
+have a gradient this step: the rows of a sparse COO gradient
+(:func:`nnue.kernels.sparse_ft_numba.sparse_ft_pair` with ``sparse_grad=True``), or every row of a
+dense one.
+
+**Untouched rows, exactly.** Under dense AdamW a row whose gradient is zero at step t still moves:
+
+1. decoupled weight decay: ``p ← p·(1 − lr_t·wd)``;
+2. moment decay: ``m ← β1·m``, ``v ← β2·v``;
+3. momentum drift: ``p ← p − lr_t/(1 − β1^t) · m / (√(v/(1 − β2^t)) + ε)``.
+
+Here 1 and 2 are applied lazily and exactly, when the row is next touched or at :meth:`flush`:
+``p`` is multiplied by Π(1 − lr_i·wd) over the skipped steps (kept as a running sum of
+log1p(−lr_i·wd) per step, so a learning-rate schedule is honoured), ``m`` by β1^k and ``v`` by β2^k
+(k = the steps skipped). 3 is left out: an untouched row does not move on its momentum. That is
+the only difference from dense AdamW (torch's ``SparseAdam`` also leaves out 1 and 2). So: with
+β1 = 0 there is no drift and this is dense AdamW; a row touched at every step gets exactly dense
+AdamW's update whatever β1; a row never touched ends (after :meth:`flush`) as under dense AdamW
+(decay only: its moments are zero). ``tests/trainer/test_sparse_optim.py`` checks all three
+against ``torch.optim.AdamW``, and the general case against a slow loop of the rule above.
+
+:meth:`flush` brings every row up to the current step (the pending decays); the trainer calls it
+before validation, before saving weights and at the end, so that what is evaluated and saved is
+what the rule says. A flush changes nothing mathematically (the decays are multiplicative), only
+the rounding.
+
+**Clamp.** A row-sparse group may carry ``clamp`` (c) and ``clamp_offset`` ((offset (V, H),
+map (F,))): after its update, each touched row r is clamped so that ``p[r] + clamp(offset[map[r]],
+±c)`` lies within ±c: the folded feature-transformer weight (``ft.weight + ft.factor[factor_map]``)
+stays quantisable (:meth:`nnue.trainer.model.PerspectiveNet.clip_weights`, which clamps the factor
+to ±c after the step) without a dense pass. Rows not touched are clamped at :meth:`flush` by the
+trainer's dense clip.
+
+CPU tensors use a numba kernel, parallel over the touched rows; other devices the same rule in
+torch index ops. State per row-sparse parameter: ``exp_avg``, ``exp_avg_sq`` (F, H) as AdamW's,
+``row_step`` (F,) int64 (the step at which the row was last brought up to date), ``row_log_decay``
+(F,) float64 (the running log-decay then), ``log_decay`` and ``step``. Plain tensors and numbers:
+checkpoints load with ``weights_only=True``.
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import torch
+from numba import njit, prange
+
+
+@njit(parallel=True, cache=True)
+def _adamw_rows(p, m, v, row_step, row_logd, rows, g, step, lr, b1, b2, eps, wd, logd_prev, logd_now,
+                clamp, off, omap):
+    """AdamW on rows ``rows`` of p/m/v (F, H) f32 with gradients g (U, H), after the catch-up of
+    the skipped steps' decays (module docstring). clamp < 0: none; off (V, H) with omap (F,):
+    clamp offsets (V = 0: offset 0)."""
+    H = p.shape[1]
+    # every constant rounded to fp32 once, as torch's CPU kernels do with a Python scalar
+    bc1 = 1.0 - b1 ** step
+    neg_step = np.float32(-lr / bc1)
+    bc2_sqrt = np.float32(math.sqrt(1.0 - b2 ** step))
+    w1 = np.float32(1.0 - b1)
+    w1c = np.float32(1.0) - w1
+    b2f, w2 = np.float32(b2), np.float32(1.0 - b2)
+    decay_now = np.float32(1.0 - lr * wd)
+    epsf = np.float32(eps)
+    has_off = off.shape[0] > 0
+    for u in prange(rows.shape[0]):
+        r = rows[u]
+        k = step - row_step[r] - 1
+        pr, mr, vr, gr = p[r], m[r], v[r], g[u]
+        if k > 0:
+            dec = np.float32(math.exp(logd_prev - row_logd[r]))
+            mk = np.float32(b1 ** k)
+            vk = np.float32(b2 ** k)
+            for j in range(H):
+                pr[j] *= dec
+                mr[j] *= mk
+                vr[j] *= vk
+        for j in range(H):
+            gj = gr[j]
+            pj = pr[j] * decay_now
+            # torch's lerp(m, g, w): m + w·(g − m) for w < 0.5, else g − (g − m)·(1 − w)
+            mj = mr[j] + w1 * (gj - mr[j]) if w1 < 0.5 else gj - (gj - mr[j]) * w1c
+            vj = vr[j] * b2f + w2 * gj * gj
+            pj = pj + neg_step * mj / (np.sqrt(vj) / bc2_sqrt + epsf)
+            mr[j] = mj
+            vr[j] = vj
+            pr[j] = pj
+        if clamp >= 0:
+            c = np.float32(clamp)
+            for j in range(H):
+                o = np.float32(0.0)
+                if has_off:
+                    o = min(max(off[omap[r], j], -c), c)
+                pr[j] = min(max(pr[j], -c - o), c - o)
+        row_step[r] = step
+        row_logd[r] = logd_now
+
+
+@njit(parallel=True, cache=True)
+def _flush_rows(p, m, v, row_step, row_logd, step, b1, b2, logd_now):
+    """Bring every row to ``step``: the pending decays of p, m, v (module docstring)."""
+    H = p.shape[1]
+    for r in prange(p.shape[0]):
+        k = step - row_step[r]
+        if k <= 0:
+            continue
+        dec = np.float32(math.exp(logd_now - row_logd[r]))
+        mk = np.float32(b1 ** k)
+        vk = np.float32(b2 ** k)
+        pr, mr, vr = p[r], m[r], v[r]
+        for j in range(H):
+            pr[j] *= dec
+            mr[j] *= mk
+            vr[j] *= vk
+        row_step[r] = step
+        row_logd[r] = logd_now
+
+
+def _float_row(x: torch.Tensor) -> torch.Tensor:
+    return x.view(-1, 1)
+
+
+class RowSparseAdamW(torch.optim.Optimizer):
+    """AdamW whose ``row_sparse`` groups update only the rows with a gradient (module docstring).
+
+    params: tensors or param groups (dicts) as for any torch optimiser; group keys besides
+    AdamW's ``lr``, ``betas``, ``eps``, ``weight_decay``: ``row_sparse`` (bool, 2-D parameters
+    only), ``clamp`` (float or None) and ``clamp_offset`` ((offset (V, H), map (F,) int64) or
+    None) for row-sparse groups. Raises ValueError on a bad value (negative lr, β outside [0, 1),
+    a row-sparse parameter that is not 2-D).
+    """
+
+    def __init__(self, params, lr: float = 1e-3, betas=(0.9, 0.999), eps: float = 1e-8,
+                 weight_decay: float = 1e-2, row_sparse: bool = False, clamp: float | None = None,
+                 clamp_offset=None):
+        if lr < 0 or eps < 0 or weight_decay < 0:
+            raise ValueError(f"RowSparseAdamW: lr {lr}, eps {eps} and weight_decay {weight_decay} must be >= 0")
+        if not all(0.0 <= b < 1.0 for b in betas):
+            raise ValueError(f"RowSparseAdamW: betas {tuple(betas)} must lie in [0, 1)")
+        defaults = dict(lr=lr, betas=tuple(betas), eps=eps, weight_decay=weight_decay, row_sparse=row_sparse,
+                        clamp=clamp, clamp_offset=clamp_offset)
+        super().__init__(params, defaults)
+        for g in self.param_groups:
+            if g["row_sparse"] and any(p.dim() != 2 for p in g["params"]):
+                raise ValueError("RowSparseAdamW: a row_sparse group holds (rows, columns) parameters only")
+
+    #: CPU float32 rows go through the numba kernels (False: the torch index-op path, as on CUDA;
+    #: the tests compare the two)
+    _step_rows_cpu = True
+
+    # clamp_offset holds live tensors of the model: not optimiser state, never saved
+    def state_dict(self):
+        sd = super().state_dict()
+        for g in sd["param_groups"]:
+            g["clamp_offset"] = None
+        return sd
+
+    def load_state_dict(self, state_dict):
+        offsets = [g.get("clamp_offset") for g in self.param_groups]
+        super().load_state_dict(state_dict)
+        for g, o in zip(self.param_groups, offsets):
+            g["clamp_offset"] = o
+
+    @classmethod
+    def for_model(cls, model, ft_clip: float | None = None, **adamw) -> "RowSparseAdamW":
+        """The optimiser of a :class:`~nnue.trainer.model.PerspectiveNet` (or a subclass): its
+        ``ft.weight`` row-sparse, clamped so that the folded weight stays within ±ft_clip (None:
+        no clamp), every other parameter dense; ``adamw``: lr, betas, eps, weight_decay."""
+        ft_w = model.ft.weight
+        rest = [p for p in model.parameters() if p is not ft_w]
+        offset = None
+        if getattr(model, "factor_map", None) is not None:
+            offset = (model.ft.factor, model.factor_map)
+        groups = [{"params": [ft_w], "row_sparse": True, "clamp": ft_clip, "clamp_offset": offset},
+                  {"params": rest}]
+        return cls(groups, **adamw)
+
+    @torch.no_grad()
+    def step(self, closure=None):
+        loss = None
+        if closure is not None:
+            with torch.enable_grad():
+                loss = closure()
+        for g in self.param_groups:
+            for p in g["params"]:
+                if p.grad is None:
+                    continue
+                if g["row_sparse"]:
+                    self._step_rows(p, g)
+                else:
+                    self._step_dense(p, g)
+        return loss
+
+    def _state(self, p, row_sparse: bool) -> dict:
+        st = self.state[p]
+        if not st:
+            st["step"] = 0
+            st["exp_avg"] = torch.zeros_like(p, memory_format=torch.preserve_format)
+            st["exp_avg_sq"] = torch.zeros_like(p, memory_format=torch.preserve_format)
+            if row_sparse:
+                st["row_step"] = torch.zeros(p.shape[0], dtype=torch.int64, device=p.device)
+                st["row_log_decay"] = torch.zeros(p.shape[0], dtype=torch.float64, device=p.device)
+                st["log_decay"] = 0.0
+        return st
+
+    def _step_dense(self, p, g) -> None:
+        """torch.optim.AdamW's single-tensor update (torch/optim/adam.py, decoupled weight decay)."""
+        if p.grad.is_sparse:
+            raise ValueError("RowSparseAdamW: a sparse gradient in a dense group; put the parameter in a "
+                             "row_sparse group")
+        st = self._state(p, False)
+        st["step"] += 1
+        t = st["step"]
+        lr, (b1, b2), eps, wd = g["lr"], g["betas"], g["eps"], g["weight_decay"]
+        grad, m, v = p.grad, st["exp_avg"], st["exp_avg_sq"]
+        p.mul_(1 - lr * wd)
+        m.lerp_(grad, 1 - b1)
+        v.mul_(b2).addcmul_(grad, grad, value=1 - b2)
+        bc1, bc2 = 1 - b1 ** t, 1 - b2 ** t
+        denom = (v.sqrt() / math.sqrt(bc2)).add_(eps)
+        p.addcdiv_(m, denom, value=-lr / bc1)
+
+    def _numba_ok(self, p) -> bool:
+        return self._step_rows_cpu and p.device.type == "cpu" and p.dtype == torch.float32 and p.is_contiguous()
+
+    def _step_rows(self, p, g) -> None:
+        st = self._state(p, True)
+        grad = p.grad
+        if grad.is_sparse:
+            grad = grad.coalesce() if not grad.is_coalesced() else grad
+            rows, values = grad._indices()[0], grad._values()
+        else:
+            rows, values = torch.arange(p.shape[0], device=p.device), grad
+        st["step"] += 1
+        t = st["step"]
+        lr, (b1, b2), eps, wd = g["lr"], g["betas"], g["eps"], g["weight_decay"]
+        logd_prev = st["log_decay"]
+        logd_now = logd_prev + (math.log1p(-lr * wd) if lr * wd < 1 else -math.inf)
+        st["log_decay"] = logd_now
+        clamp = g.get("clamp")
+        offset = g.get("clamp_offset")
+        if self._numba_ok(p):
+            H = p.shape[1]
+            off, omap = (offset[0].detach().numpy(), offset[1].numpy()) if offset is not None else \
+                (np.empty((0, H), np.float32), np.empty(0, np.int64))
+            if rows.numel():
+                _adamw_rows(p.numpy(), st["exp_avg"].numpy(), st["exp_avg_sq"].numpy(), st["row_step"].numpy(),
+                            st["row_log_decay"].numpy(), rows.numpy(), values.float().contiguous().numpy(),
+                            t, float(lr), float(b1), float(b2), float(eps), float(wd), logd_prev, logd_now,
+                            -1.0 if clamp is None else float(clamp), off, omap.astype(np.int64, copy=False))
+            return
+        _adamw_rows_torch(p, st, rows, values, t, lr, b1, b2, eps, wd, logd_prev, logd_now, clamp, offset)
+
+    @torch.no_grad()
+    def flush(self) -> None:
+        """Apply every row's pending decays (module docstring), so that the weights are those of
+        the current step. Cheap to call twice: rows already up to date are skipped."""
+        for g in self.param_groups:
+            if not g["row_sparse"]:
+                continue
+            b1, b2 = g["betas"]
+            for p in g["params"]:
+                st = self.state.get(p)
+                if not st:
+                    continue
+                t, logd = st["step"], st["log_decay"]
+                if self._numba_ok(p):
+                    _flush_rows(p.numpy(), st["exp_avg"].numpy(), st["exp_avg_sq"].numpy(), st["row_step"].numpy(),
+                                st["row_log_decay"].numpy(), t, float(b1), float(b2), logd)
+                else:
+                    rows = torch.nonzero(st["row_step"] < t).view(-1)
+                    _catch_up_torch(p, st, rows, t, b1, b2, logd)
+
+
+def _catch_up_torch(p, st, rows, t, b1, b2, logd_target) -> None:
+    """Rows ``rows`` brought to step t (decays of steps row_step+1 .. t), torch ops."""
+    k = (t - st["row_step"][rows]).to(torch.float64)
+    dec = torch.exp(logd_target - st["row_log_decay"][rows]).to(p.dtype)
+    p.index_copy_(0, rows, p.index_select(0, rows) * _float_row(dec))
+    for key, beta in (("exp_avg", b1), ("exp_avg_sq", b2)):
+        s = st[key]
+        s.index_copy_(0, rows, s.index_select(0, rows) * _float_row(torch.pow(beta, k).to(s.dtype)))
+    st["row_step"][rows] = t
+    st["row_log_decay"][rows] = logd_target
+
+
+def _adamw_rows_torch(p, st, rows, values, t, lr, b1, b2, eps, wd, logd_prev, logd_now, clamp, offset) -> None:
+    """The same rule as :func:`_adamw_rows` in torch index ops (CUDA and other devices)."""
+    _catch_up_torch(p, st, rows, t - 1, b1, b2, logd_prev)
+    m, v = st["exp_avg"], st["exp_avg_sq"]
+    pr, mr, vr = p.index_select(0, rows), m.index_select(0, rows), v.index_select(0, rows)
+    grad = values.to(p.dtype)
+    pr.mul_(1 - lr * wd)
+    mr.lerp_(grad, 1 - b1)
+    vr.mul_(b2).addcmul_(grad, grad, value=1 - b2)
+    bc1, bc2 = 1 - b1 ** t, 1 - b2 ** t
+    pr.addcdiv_(mr, (vr.sqrt() / math.sqrt(bc2)).add_(eps), value=-lr / bc1)
+    if clamp is not None:
+        o = offset[0][offset[1][rows]].clamp(-clamp, clamp) if offset is not None else 0.0
+        pr = torch.clamp(pr, -clamp - o, clamp - o)
+    p.index_copy_(0, rows, pr)
+    m.index_copy_(0, rows, mr)
+    v.index_copy_(0, rows, vr)
+    st["row_step"][rows] = t
+    st["row_log_decay"][rows] = logd_now
+
+
+def adamw_settings(func, kwargs: dict) -> dict:
+    """RowSparseAdamW's settings from an optimiser config meant for ``func`` (the Hydra
+    ``_target_``): torch.optim.AdamW (or this class, or torch.optim.Adam without weight decay,
+    which is then the same update). Keeps lr, betas, eps, weight_decay; ignores torch's
+    implementation switches (foreach, fused, capturable, differentiable). Raises ValueError for
+    another optimiser or a setting it cannot honour (amsgrad, maximize)."""
+    kw = dict(kwargs)
+    name = f"{getattr(func, '__module__', '')}.{getattr(func, '__qualname__', func)}"
+    if func not in (torch.optim.AdamW, RowSparseAdamW) and not (func is torch.optim.Adam
+                                                                 and not kw.get("weight_decay")):
+        raise ValueError(f"optimizer.sparse_ft=true needs optimizer=adamw (torch.optim.AdamW), not {name}")
+    for k in ("foreach", "fused", "capturable", "differentiable"):
+        kw.pop(k, None)
+    for k in ("amsgrad", "maximize", "decoupled_weight_decay"):
+        if kw.pop(k, False) and k != "decoupled_weight_decay":
+            raise ValueError(f"optimizer.sparse_ft=true: optimizer.{k}=true is not supported")
+    unknown = set(kw) - {"lr", "betas", "eps", "weight_decay"}
+    if unknown:
+        raise ValueError(f"optimizer.sparse_ft=true: unsupported optimizer settings {sorted(unknown)}")
+    if "betas" in kw:
+        kw["betas"] = tuple(kw["betas"])
+    return kw
