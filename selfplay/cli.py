@@ -3,9 +3,38 @@
 one line with status 2)."""
 from __future__ import annotations
 
+import argparse
 import json
+import sys
 
 from .engines import MOVE_TIMEOUT
+
+
+class _InOrder(argparse.Action):
+    """Append (option name, value) to one list, so that ``--engine-option`` is tied to the
+    ``--engine`` before it."""
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        items = list(getattr(namespace, self.dest, None) or [])
+        items.append((self.const, values))
+        setattr(namespace, self.dest, items)
+
+
+def _engines(events) -> tuple[list[str], list[dict]]:
+    """The ``--engine`` commands in order and each one's ``--engine-option`` settings."""
+    from .engines import parse_engine_option
+
+    cmds, opts = [], []
+    for kind, value in events or []:
+        if kind == "engine":
+            cmds.append(value)
+            opts.append({})
+        elif not cmds:
+            raise ValueError(f"--engine-option {value!r}: give it after the --engine it is for")
+        else:
+            k, v = parse_engine_option(value)
+            opts[-1][k] = v
+    return cmds, opts
 
 
 def _penta(text: str) -> list[int]:
@@ -73,7 +102,8 @@ def cmd_selfplay(args) -> int:
 def cmd_match(args) -> int:
     from .play import parse_adjudication
 
-    nets, engines = args.net or [], args.engine or []
+    nets = args.net or []
+    engines, engine_opts = _engines(args.engine_events)
     if len(nets) + len(engines) != 2 or (nets and engines):
         raise ValueError("give two --net or two --engine")
     adj = parse_adjudication(args.adjudicate)
@@ -82,20 +112,27 @@ def cmd_match(args) -> int:
                   adjudication=adj, sprt_stop=not args.no_sprt_stop, live=not args.quiet)
     if args.openings is None:
         common["random_plies"] = 8 if args.random_plies is None else args.random_plies
-    if nets:
-        from .match import net_match
+    from .match import MatchInterrupted
 
-        if args.movetime is not None:
-            raise ValueError("--movetime is for --engine matches; our search runs --nodes per move")
-        r = net_match(nets[0], nets[1], args.output, nodes=args.nodes or 64, search=_search(args),
-                      in_flight=args.in_flight, **common)
-    else:
-        from .match import engine_match
+    try:
+        if nets:
+            from .match import net_match
 
-        r = engine_match(engines[0], engines[1], args.output, nodes=args.nodes, movetime=args.movetime,
-                         move_timeout=args.move_timeout or None, **common)
+            if args.movetime is not None:
+                raise ValueError("--movetime is for --engine matches; our search runs --nodes per move")
+            r = net_match(nets[0], nets[1], args.output, nodes=args.nodes or 64, search=_search(args),
+                          in_flight=args.in_flight, **common)
+        else:
+            from .match import engine_match
+
+            r = engine_match(engines[0], engines[1], args.output, nodes=args.nodes, movetime=args.movetime,
+                             move_timeout=args.move_timeout or None, options_a=engine_opts[0], options_b=engine_opts[1],
+                             **common)
+    except MatchInterrupted as e:
+        print(f"nnue match: {e.message}", file=sys.stderr)
+        return 130
     if args.json:
-        print(json.dumps({k: v for k, v in r.items() if k != "lines"}))
+        print(json.dumps({k: v for k, v in r.items() if k not in ("lines", "game_log")}))
     else:
         print("\n".join(r["lines"]))
         print(f"PGN: {r['pgn']}\nJSON: {r['json']}")
@@ -162,7 +199,11 @@ def add_parsers(sub) -> None:
                        "stops at the SPRT bounds or when --max-games are played; writes DIR/match.pgn and "
                        "DIR/match.json.")
     s.add_argument("--net", action="append", metavar="NET", help="net.safetensors (twice)")
-    s.add_argument("--engine", action="append", metavar="CMD", help="UCI engine command (twice)")
+    s.add_argument("--engine", action=_InOrder, const="engine", dest="engine_events", metavar="CMD",
+                   help="UCI engine command (twice: A, then B)")
+    s.add_argument("--engine-option", action=_InOrder, const="option", dest="engine_events", metavar="NAME=VALUE",
+                   help="a UCI option for the --engine before it (repeatable), e.g. EvalFile=/path/net.nnue or "
+                   "'Use NNUE=false'; both engines start with Threads=1, Hash=16 (default: none)")
     s.add_argument("-o", "--output", default="match-out", metavar="DIR")
     s.add_argument("--max-games", "--games", dest="games", type=int, default=200, metavar="N",
                    help="the game budget: stop at an SPRT bound, else after N games (whole pairs) with the "
