@@ -201,11 +201,16 @@ def probe_engine(cmd: str, options: dict | None = None, user: dict | None = None
         said = seen[start:]
         errors = [x for x in said if "error" in x.lower() or x.lower().startswith("no such option")]
         if errors or not ready:
-            code = proc.poll()
+            try:  # an engine that prints errors may be on its way out (Stockfish exits at the next go)
+                code = proc.wait(timeout=2)
+            except subprocess.TimeoutExpired:
+                code = None
             what = errors or [x for x in said if x.strip() and not x.startswith("info depth")][-3:]
-            how = (f"exited (status {code})" if code is not None else
-                   f"sent no {'readyok' if 'readyok' not in said else 'bestmove'} within {timeout:g} s") \
-                if not ready else "reported errors"
+            gone = f"exited (status {code})" if code is not None else ""
+            if errors:
+                how = "reported errors" + (f" and {gone}" if gone else "")
+            else:
+                how = gone or f"sent no {'bestmove' if 'readyok' in said else 'readyok'} within {timeout:g} s"
             raise ValueError(f"engine {cmd!r} refused its settings {merged}: it {how}"
                              + (f": {quote(what)}" if what else ""))
         info = [x.split(None, 2)[2] for x in said if x.startswith("info string ") and len(x.split(None, 2)) > 2]
