@@ -29,7 +29,7 @@ from nnue.pipeline.atomic import atomic_write_bytes
 
 from .mcts import SearchConfig, check_searchable
 from .engines import MOVE_TIMEOUT, play_engine_game
-from .play import Adjudication, Game, Player, make_opening, play_games, read_openings
+from .play import MATCH_ADJUDICATION, Adjudication, Game, Player, make_opening, play_games, read_openings
 from .sprt import sprt
 
 
@@ -41,22 +41,54 @@ def _sha256(path: Path) -> str:
     return h.hexdigest()
 
 
-def make_openings(pairs: int, openings: str | Path | None = None, random_plies: int = 8, seed: int = 0,
-                  chess960: bool = False) -> list[tuple[str, list[str], bool]]:
-    """``pairs`` openings as (start FEN, random plies in UCI, Chess960?): the opening file's
-    positions in order (cycled when there are fewer than pairs), or the start position (a random
-    Chess960 start with ``chess960``), each followed by ``random_plies`` seeded random plies."""
+#: our search's default simulations per move in a match (``nnue match --net``): at 64 and fewer
+#: most games between clearly different nets ended in repetitions (README, "Matches that
+#: measure something")
+MATCH_NODES = 256
+
+
+def make_openings(pairs: int, openings: str | Path | None = None, random_plies: int | None = None, seed: int = 0,
+                  chess960: bool = False, book: str | Path | None = None) -> list[tuple[str, list[str], bool]]:
+    """``pairs`` openings as (start FEN, opening plies in UCI, Chess960?), from one source:
+    ``openings`` (a FEN/EPD file, its positions in order, cycled); ``random_plies`` R (or
+    ``chess960``: R defaults to 8): the start position (a random Chess960 start) and R seeded
+    random plies; otherwise the opening book ``book`` (None: the shipped balanced book,
+    :mod:`nnue.selfplay.book`), its lines in an order shuffled by ``seed``, cycled when there
+    are fewer than pairs. ValueError for two sources at once or a bad file."""
     rng = random.Random(seed)
+    if sum(x is not None for x in (openings, book, random_plies)) > 1:
+        raise ValueError("--openings, --book and --random-plies exclude each other")
+    if openings is None and random_plies is None and not chess960:
+        from .book import read_book
+
+        lines = read_book(book)
+        order = list(range(len(lines)))
+        rng.shuffle(order)
+        return [(chess.STARTING_FEN, list(lines[order[i % len(lines)]][0]), False) for i in range(pairs)]
+    if book is not None:
+        raise ValueError("--book is for standard chess; give --openings or --random-plies with --chess960")
+    plies = 0 if openings is not None else (8 if random_plies is None else random_plies)
     fens = read_openings(openings, chess960) if openings is not None else None
     out = []
     for i in range(pairs):
         start = fens[i % len(fens)] if fens else None
-        b = make_opening(rng, random_plies, chess960, start)
+        b = make_opening(rng, plies, chess960, start)
         moves = [m.uci() for m in b.move_stack]
         while b.move_stack:
             b.pop()
         out.append((b.fen(), moves, b.chess960))
     return out
+
+
+def opening_settings(openings, book, random_plies, chess960) -> dict:
+    """What match.json records about the openings."""
+    if openings is None and random_plies is None and not chess960:
+        from .book import book_path
+
+        return {"openings": None, "book": str(book) if book is not None else f"shipped:{book_path().name}",
+                "random_plies": 0}
+    return {"openings": str(openings) if openings else None, "book": None,
+            "random_plies": 0 if openings is not None else (8 if random_plies is None else random_plies)}
 
 
 def _board(opening: tuple[str, list[str], bool]) -> chess.Board:
@@ -237,7 +269,7 @@ class Recorder:
         if size < pgn_bytes:
             raise ValueError(f"{self.pgn_path}: {max(size, 0)} bytes, match.json records {pgn_bytes}: the PGN was "
                              f"cut or removed; cannot resume")
-        for p, c, score, kind in log:
+        for p, c, score, kind, *_ in log:
             self._count(p, score, kind)
         self.tally.stopped_at = old.get("stopped_at")
         self.log, self.pgn_bytes = [list(g) for g in log], pgn_bytes
@@ -263,16 +295,16 @@ class Recorder:
         return self.tally.add(pair, score_a)
 
     def add(self, pair: int, colour: int, score_a: float, pgn: str, kind: str | None = None,
-            sprt_stop: bool = True) -> bool:
+            sprt_stop: bool = True, reason: str = "") -> bool:
         """Record one finished game: PGN appended and flushed, tally, JSON. True when the SPRT
-        has crossed a bound (start no new game)."""
+        has crossed a bound (start no new game). ``reason``: how it ended (checkmate, …)."""
         with _signals_held():
             data = pgn.encode()
             self._pgn.write(data)
             self._pgn.flush()
             os.fsync(self._pgn.fileno())
             self.pgn_bytes += len(data)
-            self.log.append([pair, colour, score_a, kind or None])
+            self.log.append([pair, colour, score_a, kind or None, reason])
             stop = False
             if self._count(pair, score_a, kind):
                 self.view.show(self.tally)
@@ -284,7 +316,8 @@ class Recorder:
         return self.prior_elapsed + time.monotonic() - self.t0
 
     def report(self, status: str) -> dict:
-        rep = _report(self.tally, self.settings, self.players, self.elapsed(), self.tally.stopped_at is not None)
+        rep = _report(self.tally, self.settings, self.players, self.elapsed(), self.tally.stopped_at is not None,
+                      self.log)
         return dict(rep, status=status, pgn=str(self.pgn_path), json=str(self.json_path),
                     stopped_at=self.tally.stopped_at, pgn_bytes=self.pgn_bytes, game_log=self.log)
 
@@ -310,7 +343,39 @@ class Recorder:
                                 f"{self.pgn_path} and match.json hold them; rerun the same command to resume")
 
 
-def _report(tally: Tally, settings: dict, players: dict, elapsed: float, stopped_early: bool) -> dict:
+def game_ends(log) -> dict:
+    """How a match's games ended: {"draws": {reason: n}, "decisive": {reason: n}} from the
+    game log's (pair, colour, A's score, forfeit kind, reason) entries, most frequent first."""
+    out: dict = {"draws": {}, "decisive": {}}
+    for _, _, score, _, *rest in log:
+        reason = (rest[0] if rest else "") or "?"
+        d = out["draws" if score == 0.5 else "decisive"]
+        d[reason] = d.get(reason, 0) + 1
+    return {k: dict(sorted(v.items(), key=lambda kv: -kv[1])) for k, v in out.items()}
+
+
+def ends_line(ends: dict) -> str:
+    """``ENDS: draws 12 (threefold repetition 5, …); decisive 8 (checkmate 3, …)``"""
+    parts = []
+    for k in ("draws", "decisive"):
+        n = sum(ends[k].values())
+        parts.append(f"{k} {n}" + (" (" + ", ".join(f"{r} {v}" for r, v in ends[k].items()) + ")" if n else ""))
+    return "ENDS: " + "; ".join(parts)
+
+
+def _who(p: dict) -> str:
+    """A player as the summary names it: the net's path, or the engine with its options and what
+    it said about its evaluation."""
+    if "net" in p:
+        return p["net"]
+    extra = {k: v for k, v in p.get("options", {}).items() if k not in ("Threads", "Hash")}
+    opts = " " + " ".join(f"{k}={v}" for k, v in extra.items()) if extra else ""
+    said = f" ({'; '.join(p['info'])})" if p.get("info") else ""
+    return f"{p.get('engine')}{opts}{said}"
+
+
+def _report(tally: Tally, settings: dict, players: dict, elapsed: float, stopped_early: bool,
+            log: list | None = None) -> dict:
     """The match's JSON. ``verdict``: the bound the LLR crossed first when the match stopped there
     (pairs that were in flight then are counted in the numbers but cannot undo it); otherwise the
     verdict at the end, "inconclusive" when the game budget (``settings["games"]``) ran out
@@ -336,7 +401,11 @@ def _report(tally: Tally, settings: dict, players: dict, elapsed: float, stopped
         stop["leaning"] = lean
     else:
         lines.append(f"STOP: all {r.games} games played (--no-sprt-stop); {verdict} at the end")
-    return {"verdict": verdict, "llr": d["llr"], "elo": d["elo"], "elo_ci95": d["elo_ci95"],
+    ends = game_ends(log or [])
+    lines.append(ends_line(ends))
+    if players:
+        lines.append("PLAYERS: " + "; ".join(f"{k} {_who(v)}" for k, v in players.items()))
+    return {"verdict": verdict, "llr": d["llr"], "elo": d["elo"], "elo_ci95": d["elo_ci95"], "ends": ends,
             "penta": list(tally.penta), "games": tally.w + tally.d + tally.l, "pairs": r.pairs,
             "wdl": [tally.w, tally.d, tally.l], "crashes": tally.crashes, "timeouts": tally.timeouts, "sprt": d,
             "sprt_stopped": bool(at), "stop": stop, "players": players, "settings": settings,
@@ -365,7 +434,7 @@ def _net_games(nets: tuple, cfgs: tuple[SearchConfig, SearchConfig], names: tupl
     for g in play_games(new_game, in_flight):
         p, c = g.tag
         score_white = (g.result + 1) / 2
-        yield p, c, score_white if c == 0 else 1 - score_white, g.pgn({"Round": f"{p + 1}.{c + 1}"})
+        yield p, c, score_white if c == 0 else 1 - score_white, g.pgn({"Round": f"{p + 1}.{c + 1}"}), g.reason
 
 
 def _worker(net_paths, cfgs, names, openings, games, adjudication, in_flight, seed, queue, stop_event):
@@ -386,17 +455,20 @@ def _worker(net_paths, cfgs, names, openings, games, adjudication, in_flight, se
         queue.put(("done", None))
 
 
-def net_match(net_a: str | Path, net_b: str | Path, out_dir: str | Path, *, games: int = 200, nodes: int = 64,
-              nodes_b: int | None = None, elo0: float = 0.0, elo1: float = 5.0, alpha: float = 0.05,
-              beta: float = 0.05, concurrency: int = 1, openings: str | Path | None = None,
-              random_plies: int = 8, seed: int = 0, chess960: bool = False, in_flight: int = 64,
+def net_match(net_a: str | Path, net_b: str | Path, out_dir: str | Path, *, games: int = 200,
+              nodes: int = MATCH_NODES, nodes_b: int | None = None, elo0: float = 0.0, elo1: float = 5.0,
+              alpha: float = 0.05, beta: float = 0.05, concurrency: int = 1, openings: str | Path | None = None,
+              random_plies: int | None = None, book: str | Path | None = None, seed: int = 0,
+              chess960: bool = False, in_flight: int = 64,
               adjudication: Adjudication | None = None, search: dict | None = None, sprt_stop: bool = True,
               live: bool = False, model: str = "normalized") -> dict:
     """A paired match between two integer nets (``net.safetensors`` paths; header checks raise
     NetFormatError), both in our MCTS at ``nodes`` simulations per move (``nodes_b`` for B).
 
     games: the game budget, at most this many (whole pairs: an odd budget plays one game fewer);
-    the match stops earlier when the LLR crosses a bound (``sprt_stop``). concurrency: worker processes (each loads the
+    the match stops earlier when the LLR crosses a bound (``sprt_stop``). Openings: see
+    :func:`make_openings` (default: the shipped balanced book). Adjudication: default
+    :data:`~nnue.selfplay.play.MATCH_ADJUDICATION`. concurrency: worker processes (each loads the
     nets and plays its share of the pairs, ``in_flight`` games at a time with batched leaf
     evals). search: extra :class:`SearchConfig` fields for both sides (backup, priors, …).
     Files (:class:`Recorder`): ``out_dir/match.pgn`` grows by each game as it ends,
@@ -419,13 +491,13 @@ def net_match(net_a: str | Path, net_b: str | Path, out_dir: str | Path, *, game
     extra = dict(search or {})
     cfgs = (SearchConfig(nodes=nodes, **extra), SearchConfig(nodes=nodes_b or nodes, **extra))
     pairs = games // 2  # the budget: at most `games` games, whole pairs
-    ops = make_openings(pairs, openings, random_plies if openings is None else 0, seed, chess960)
-    adj = adjudication or Adjudication()
+    ops = make_openings(pairs, openings, random_plies, seed, chess960, book)
+    adj = adjudication or MATCH_ADJUDICATION
     names = (f"A:{net_a.parent.name or net_a.name}", f"B:{net_b.parent.name or net_b.name}")
     settings = {"games": games, "pairs_planned": pairs, "nodes": nodes, "nodes_b": nodes_b or nodes,
                 "elo0": elo0, "elo1": elo1, "alpha": alpha, "beta": beta, "model": model,
-                "concurrency": concurrency, "in_flight": in_flight, "openings": str(openings) if openings else None,
-                "random_plies": random_plies if openings is None else 0, "seed": seed, "chess960": chess960,
+                "concurrency": concurrency, "in_flight": in_flight,
+                **opening_settings(openings, book, random_plies, chess960), "seed": seed, "chess960": chess960,
                 "adjudication": adj.to_dict(), "search": asdict(cfgs[0]), "sprt_stop": sprt_stop}
     players = {"A": {"net": str(net_a), "sha256": _sha256(net_a)}, "B": {"net": str(net_b), "sha256": _sha256(net_b)}}
     tally = Tally(elo0, elo1, alpha, beta, model)
@@ -438,8 +510,8 @@ def net_match(net_a: str | Path, net_b: str | Path, out_dir: str | Path, *, game
     stopped = [tally.stopped_at is not None and sprt_stop]
 
     def take(item) -> bool:
-        p, c, score, pgn = item
-        if rec.add(p, c, score, pgn, sprt_stop=sprt_stop):
+        p, c, score, pgn, reason = item
+        if rec.add(p, c, score, pgn, sprt_stop=sprt_stop, reason=reason):
             stopped[0] = True
         return stopped[0]
 
@@ -520,7 +592,8 @@ def gate_match(candidate: Path, champion: Path, out_dir: Path, *, games: int = 2
 # ------------------------------------------------------------------------------------ UCI engines
 def engine_match(engine_a: str, engine_b: str, out_dir: str | Path, *, games: int = 200, nodes: int | None = None,
                  movetime: float | None = None, elo0: float = 0.0, elo1: float = 5.0, alpha: float = 0.05,
-                 beta: float = 0.05, concurrency: int = 1, openings: str | Path | None = None, random_plies: int = 8,
+                 beta: float = 0.05, concurrency: int = 1, openings: str | Path | None = None,
+                 random_plies: int | None = None, book: str | Path | None = None,
                  seed: int = 0, chess960: bool = False, adjudication: Adjudication | None = None,
                  sprt_stop: bool = True, live: bool = False, model: str = "normalized",
                  options: dict | None = None, options_a: dict | None = None, options_b: dict | None = None,
@@ -561,13 +634,12 @@ def engine_match(engine_a: str, engine_b: str, out_dir: str | Path, *, games: in
     opts = {side: probes[side]["options"] for side in "AB"}
     cmds = {"A": engine_a, "B": engine_b}
     pairs = games // 2  # the budget: at most `games` games, whole pairs
-    ops = make_openings(pairs, openings, random_plies if openings is None else 0, seed, chess960)
-    adj = adjudication or Adjudication()
+    ops = make_openings(pairs, openings, random_plies, seed, chess960, book)
+    adj = adjudication or MATCH_ADJUDICATION
     names = (f"A:{engine_a}", f"B:{engine_b}")
     settings = {"games": games, "pairs_planned": pairs, "nodes": nodes, "movetime": movetime, "elo0": elo0,
                 "elo1": elo1, "alpha": alpha, "beta": beta, "model": model, "concurrency": concurrency,
-                "openings": str(openings) if openings else None,
-                "random_plies": random_plies if openings is None else 0, "seed": seed, "chess960": chess960,
+                **opening_settings(openings, book, random_plies, chess960), "seed": seed, "chess960": chess960,
                 "adjudication": adj.to_dict(), "engine_options": opts, "move_timeout": move_timeout,
                 "sprt_stop": sprt_stop}
     players = {s: {"engine": cmds[s], "id": probes[s]["id"], "options": opts[s], "info": probes[s]["info"]}
@@ -620,7 +692,8 @@ def engine_match(engine_a: str, engine_b: str, out_dir: str | Path, *, games: in
                 with lock:
                     if halted.is_set():
                         return
-                    if rec.add(p, c, score_a, pgn, crashed, sprt_stop=sprt_stop):
+                    if rec.add(p, c, score_a, pgn, crashed, sprt_stop=sprt_stop,
+                               reason=f"engine {crashed}" if crashed else g.reason):
                         stop.set()
         except Exception as e:  # a restart that failed, or a bug: stop the match, report it
             if not halted.is_set():
