@@ -41,7 +41,7 @@ t() { date +%s.%N; }
 
 echo "== 1. selfplay: $GAMES games of $NET0 at $NODES nodes" >&2
 t0=$(t)
-nnue selfplay "$NET0" -o "$W/selfplay" --games "$GAMES" --nodes "$NODES" --threads "$THREADS" --no-progress \
+nnue selfplay "$NET0" -o "$W/selfplay" --games "$GAMES" --nodes "$NODES" --threads "$THREADS" --no-progress --json \
   > "$W/selfplay.json"
 t1=$(t)
 echo "== 2. pack" >&2

@@ -34,9 +34,10 @@ class EngineCrash(Exception):
 
     kind = "crash"
 
-    def __init__(self, side: bool, detail: str):
+    def __init__(self, side: bool, detail: str, game: "Game | None" = None):
         super().__init__(detail)
         self.side = side
+        self.game = game  # the game so far (its moves are kept in the PGN of the forfeit)
 
 
 class EngineTimeout(EngineCrash):
@@ -56,12 +57,186 @@ def engine_argv(cmd: str) -> list[str]:
     return argv
 
 
+def parse_engine_option(text: str) -> tuple[str, str]:
+    """``NAME=VALUE`` (the name may hold spaces: ``Use NNUE=false``) -> (name, value);
+    ValueError otherwise."""
+    name, eq, value = text.partition("=")
+    if not eq or not name.strip():
+        raise ValueError(f"--engine-option {text!r}: NAME=VALUE, e.g. EvalFile=/path/net.nnue or 'Use NNUE=false'")
+    return name.strip(), value.strip()
+
+
+def _uci_options(lines: list[str]) -> dict[str, dict]:
+    """The ``option name N type T [default D] [min a max b] [var v]*`` lines of a ``uci``
+    answer -> {lower-case name: {"name", "type", "min", "max", "var"}} (UCI names are not
+    case-sensitive)."""
+    out = {}
+    for ln in lines:
+        tok = ln.split()
+        if len(tok) < 5 or tok[0] != "option" or tok[1] != "name" or "type" not in tok[2:]:
+            continue
+        t = tok.index("type", 2)
+        name = " ".join(tok[2:t])
+        rest, cur, vals = tok[t + 1:], None, {"var": []}
+        typ = rest[0] if rest else ""
+        for w in rest[1:]:
+            if w in ("default", "min", "max", "var"):
+                cur = w
+                if w == "var":
+                    vals["var"].append("")
+            elif cur == "var":
+                vals["var"][-1] = (vals["var"][-1] + " " + w).strip()
+            elif cur:
+                vals[cur] = (vals.get(cur, "") + " " + w).strip()
+        out[name.lower()] = {"name": name, "type": typ, **vals}
+    return out
+
+
+def _check_option(cmd: str, spec: dict, value) -> object:
+    """An option value as the engine's declared type wants it; ValueError naming the option."""
+    name, typ = spec["name"], spec["type"]
+    if typ == "check":
+        v = str(value).strip().lower()
+        if v not in ("true", "false"):
+            raise ValueError(f"engine {cmd!r}: option {name!r} is a check: true or false, not {value!r}")
+        return v == "true"
+    if typ == "spin":
+        try:
+            v = int(str(value))
+            lo, hi = int(spec.get("min", v)), int(spec.get("max", v))
+        except ValueError:
+            raise ValueError(f"engine {cmd!r}: option {name!r} is a spin: an integer, not {value!r}") from None
+        if not lo <= v <= hi:
+            raise ValueError(f"engine {cmd!r}: option {name!r} is {v}, outside its range {lo}..{hi}")
+        return v
+    if typ == "combo" and str(value) not in spec["var"]:
+        raise ValueError(f"engine {cmd!r}: option {name!r} is {value!r}, not one of {', '.join(spec['var'])}")
+    return str(value)
+
+
+def probe_engine(cmd: str, options: dict | None = None, user: dict | None = None,
+                 timeout: float = 20.0) -> dict:
+    """Start ``cmd`` once as a raw UCI process and check it before a match: it answers ``uci``
+    with ``uciok``; every option in ``user`` (the ones the user asked for) is one it declares,
+    with a value of its type; with ``options`` and ``user`` set it answers ``isready`` and plays
+    ``go nodes 1`` from the start position without exiting and without an ``info string ERROR``
+    line (how Stockfish 15.1 says it could not load its EvalFile, before it exits).
+
+    Returns {"id": the engine's ``id name``, "options": ``options`` and ``user`` merged under
+    the engine's own option names (values of its types; options it lacks among ``options``
+    dropped), "info": its ``info string`` lines (Stockfish: "NNUE evaluation using FILE
+    enabled" or "classical evaluation enabled")}. Raises FileNotFoundError (no such program),
+    ValueError "does not speak UCI", or ValueError quoting the engine's own error lines."""
+    import queue as queue_mod
+    import subprocess
+    import threading
+    import time
+
+    argv = engine_argv(cmd)
+    try:
+        proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                                text=True, errors="replace", bufsize=1, start_new_session=True)
+    except OSError as e:
+        raise ValueError(f"engine {cmd!r} does not speak UCI ({type(e).__name__}: {e})") from None
+    lines: queue_mod.Queue = queue_mod.Queue()
+
+    def pump():
+        for ln in proc.stdout:
+            lines.put(ln.rstrip("\r\n"))
+        lines.put(None)
+
+    threading.Thread(target=pump, daemon=True).start()
+    seen: list[str] = []
+
+    def send(text: str) -> None:
+        try:
+            proc.stdin.write(text + "\n")
+            proc.stdin.flush()
+        except (BrokenPipeError, OSError, ValueError):
+            pass
+
+    def until(word: str) -> bool:
+        end = time.monotonic() + timeout
+        while True:
+            try:
+                ln = lines.get(timeout=max(0.0, end - time.monotonic()))
+            except queue_mod.Empty:
+                return False
+            if ln is None:
+                return False
+            seen.append(ln)
+            if ln.split()[:1] == [word]:
+                return True
+
+    def quote(picked: list[str]) -> str:
+        return " | ".join(repr(x) for x in picked)
+
+    try:
+        send("uci")
+        if not until("uciok"):
+            said = [x for x in seen if x.strip()][:2]
+            raise ValueError(f"engine {cmd!r} does not speak UCI (no uciok within {timeout:g} s"
+                             + (f"; it printed {quote(said)}" if said else "") + ")")
+        declared = _uci_options(seen)
+        name = next((x.split(None, 2)[2] for x in seen if x.startswith("id name ")), argv[0])
+        merged = {}
+        for k, v in (options or {}).items():
+            if k.lower() in declared:
+                merged[declared[k.lower()]["name"]] = _check_option(cmd, declared[k.lower()], v)
+        for k, v in (user or {}).items():
+            if k.lower() not in declared:
+                raise ValueError(f"engine {cmd!r} has no option {k!r} (it has: "
+                                 f"{', '.join(d['name'] for d in declared.values()) or 'none'})")
+            merged[declared[k.lower()]["name"]] = _check_option(cmd, declared[k.lower()], v)
+        start = len(seen)
+        for k, v in merged.items():
+            send(f"setoption name {k} value {str(v).lower() if isinstance(v, bool) else v}")
+        send("isready")
+        ready = until("readyok")
+        if ready:
+            send("ucinewgame")
+            send("position startpos")
+            send("go nodes 1")
+            ready = until("bestmove")
+        said = seen[start:]
+        errors = [x for x in said if "error" in x.lower() or x.lower().startswith("no such option")]
+        if errors or not ready:
+            try:  # an engine that prints errors may be on its way out (Stockfish exits at the next go)
+                code = proc.wait(timeout=2)
+            except subprocess.TimeoutExpired:
+                code = None
+            what = errors or [x for x in said if x.strip() and not x.startswith("info depth")][-3:]
+            gone = f"exited (status {code})" if code is not None else ""
+            if errors:
+                how = "reported errors" + (f" and {gone}" if gone else "")
+            else:
+                how = gone or f"sent no {'bestmove' if 'readyok' in said else 'readyok'} within {timeout:g} s"
+            raise ValueError(f"engine {cmd!r} refused its settings {merged}: it {how}"
+                             + (f": {quote(what)}" if what else ""))
+        info = [x.split(None, 2)[2] for x in said if x.startswith("info string ") and len(x.split(None, 2)) > 2]
+        return {"id": name, "options": merged, "info": info}
+    finally:
+        send("quit")
+        try:
+            proc.wait(timeout=2)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+        if proc.stdin:
+            try:
+                proc.stdin.close()
+            except OSError:
+                pass
+
+
 def open_engine(cmd: str, options: dict | None = None, timeout: float = 10.0) -> chess.engine.SimpleEngine:
     """Start a UCI engine and configure ``options``. FileNotFoundError: no such program;
     ValueError: it does not speak UCI (no ``uciok`` within ``timeout`` s, or it exits)."""
     argv = engine_argv(cmd)
     try:
-        eng = chess.engine.SimpleEngine.popen_uci(argv, timeout=timeout, stderr=__import__("subprocess").DEVNULL)
+        # its own process group: a Ctrl-C at the terminal stops the match, which then quits its engines
+        eng = chess.engine.SimpleEngine.popen_uci(argv, timeout=timeout, setpgrp=True,
+                                                  stderr=__import__("subprocess").DEVNULL)
     except (chess.engine.EngineError, chess.engine.EngineTerminatedError, TimeoutError, OSError) as e:
         raise ValueError(f"engine {cmd!r} does not speak UCI ({type(e).__name__}: {e or 'no uciok'})") from None
     try:
@@ -137,7 +312,7 @@ def play_engine_game(board: chess.Board, white, black, limit: chess.engine.Limit
     """Play from ``board`` (its move stack = the opening plies) until the game ends or is
     adjudicated; ``white``/``black`` are SimpleEngine objects (may be the same one). Returns the
     :class:`Game` (records hold fen, move, score, ply of every engine move). Raises
-    :class:`EngineCrash` naming the side whose engine failed, :class:`EngineTimeout` (a
+    :class:`EngineCrash` naming the side whose engine failed (with the game so far), :class:`EngineTimeout` (a
     subclass) when it sent no move within ``move_timeout`` s beyond the limit's time; the caller
     then kills that engine (``close_engine(eng, kill=True)``) and starts a new one."""
     pw = Player(None, SearchConfig(nodes=max(1, nodes_label)), names[0])
@@ -151,12 +326,12 @@ def play_engine_game(board: chess.Board, white, black, limit: chess.engine.Limit
         try:
             res = engine_play(eng, b, limit, key, move_timeout)
         except TimeoutError as e:
-            raise EngineTimeout(side, f"hung at ply {b.ply()}: {e}") from None
+            raise EngineTimeout(side, f"hung at ply {b.ply()}: {e}", game) from None
         except (chess.engine.EngineError, chess.engine.EngineTerminatedError) as e:
-            raise EngineCrash(side, f"{type(e).__name__}: {e}") from None
+            raise EngineCrash(side, f"{type(e).__name__}: {e}", game) from None
         move = res.move
         if move is None or move not in b.legal_moves:
-            raise EngineCrash(side, f"illegal or missing move {move}")
+            raise EngineCrash(side, f"illegal or missing move {move}", game)
         cp = uci_score(res.info.get("score"), side)
         record_cp = cp if cp is not None else 32002
         game.records.append((b.fen(), b.uci(move), record_cp, b.ply(), side == chess.WHITE))

@@ -63,7 +63,8 @@ def _plan(settings: dict, out_dir: Path, pattern: str = FILE_PATTERN) -> list[in
 
 def _play_files(net, settings: dict, files: list[int], out_dir: Path, report):
     """Play the games of ``files`` with ``settings["in_flight"]`` games batched; write each
-    file when its last game ends; ``report(games, positions, evals)`` after each game."""
+    file when its last game ends; ``report(games, positions, evals, result, reason)`` after each
+    game (result: white's POV 1/0/−1; reason: how it ended)."""
     cfg = SearchConfig(**settings["search"])
     adj = Adjudication(**settings["adjudication"])
     gpf, total = settings["games_per_file"], settings["games"]
@@ -94,7 +95,7 @@ def _play_files(net, settings: dict, files: list[int], out_dir: Path, report):
             texts = done.pop(f)
             body = "".join(texts[k] for k in sorted(texts))
             atomic_write_bytes(out_dir / FILE_PATTERN.format(f), body.encode())
-        report(1, text.count("\ne\n"), search.stats.evals)
+        report(1, text.count("\ne\n"), search.stats.evals, game.result, game.reason)
         search.stats.evals = 0
 
 
@@ -106,7 +107,7 @@ def _worker(net_path, settings, files, out_dir, queue):
     torch.set_num_threads(1)
     try:
         net = load(net_path)
-        _play_files(net, settings, files, Path(out_dir), lambda g, p, e: queue.put(("game", (g, p, e))))
+        _play_files(net, settings, files, Path(out_dir), lambda *item: queue.put(("game", item)))
     except BaseException as e:
         queue.put(("error", f"{type(e).__name__}: {e}"))
     finally:
@@ -144,13 +145,17 @@ def selfplay(net: str | Path, out_dir: str | Path, *, games: int, nodes: int = 6
     todo_games = sum(min(games, (f + 1) * gpf) - f * gpf for f in files)
     t0 = time.monotonic()
     counts = {"games": 0, "positions": 0, "evals": 0}
+    wdl, ends = [0, 0, 0], {}
     bar = None
     if progress and sys.stderr.isatty() and todo_games:
         from tqdm import tqdm
 
         bar = tqdm(total=todo_games, unit="game", file=sys.stderr, dynamic_ncols=True)
 
-    def report(g, p, e):
+    def report(g, p, e, result=None, reason=""):
+        if result is not None:
+            wdl[1 - result] += 1
+            ends[reason] = ends.get(reason, 0) + 1
         counts["games"] += g
         counts["positions"] += p
         counts["evals"] += e
@@ -201,4 +206,26 @@ def selfplay(net: str | Path, out_dir: str | Path, *, games: int, nodes: int = 6
             "files_written": len(files), "files_total": -(-games // gpf), "seconds": round(dt, 3),
             "games_per_s": round(counts["games"] / dt, 3) if dt else None,
             "positions_per_s": round(counts["positions"] / dt, 2) if dt else None,
-            "nodes_per_s": round(counts["evals"] / dt, 1) if dt else None, "output": str(out_dir)}
+            "nodes_per_s": round(counts["evals"] / dt, 1) if dt else None, "output": str(out_dir),
+            "wdl_white": wdl, "ends": dict(sorted(ends.items(), key=lambda kv: -kv[1]))}
+
+
+def summary_lines(s: dict) -> list[str]:
+    """A person's reading of :func:`selfplay`'s result: games, results from white's view, how the
+    games ended, speed; a warning when every game was drawn."""
+    w, d, l = s["wdl_white"]
+    n = w + d + l
+    out = [f"selfplay: {s['games']} games played in this run, {s['positions']} positions, "
+           f"{s['files_written']} of {s['files_total']} files written to {s['output']}"]
+    if n:
+        out.append(f"results (white's view): 1-0 {w} / draw {d} / 0-1 {l} ({100 * d / n:.0f}% draws)")
+        out.append("ended by: " + ", ".join(f"{reason} {k}" for reason, k in s["ends"].items()))
+        if d == n and n > 1:
+            out.append(f"WARNING: all {n} games were drawn; the dumps' results teach nothing (try more --nodes "
+                       f"or --adjudicate)")
+    if s["games"]:
+        out.append(f"speed: {s['games_per_s']} games/s, {s['positions_per_s']} positions/s, {s['nodes_per_s']} "
+                   f"nodes/s over {s['seconds']} s")
+    else:
+        out.append("nothing to play: every file of this run is already there")
+    return out

@@ -10,11 +10,15 @@ pentanomial counts, settings, players), both written atomically.
 """
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import math
+import os
 import random
+import signal
 import sys
+import threading
 import time
 from dataclasses import asdict
 from pathlib import Path
@@ -25,7 +29,7 @@ from nnue.pipeline.atomic import atomic_write_bytes
 
 from .mcts import SearchConfig, check_searchable
 from .engines import MOVE_TIMEOUT, play_engine_game
-from .play import Adjudication, Game, Player, make_opening, play_games, read_openings
+from .play import MATCH_ADJUDICATION, Adjudication, Game, Player, make_opening, play_games, read_openings
 from .sprt import sprt
 
 
@@ -37,22 +41,54 @@ def _sha256(path: Path) -> str:
     return h.hexdigest()
 
 
-def make_openings(pairs: int, openings: str | Path | None = None, random_plies: int = 8, seed: int = 0,
-                  chess960: bool = False) -> list[tuple[str, list[str], bool]]:
-    """``pairs`` openings as (start FEN, random plies in UCI, Chess960?): the opening file's
-    positions in order (cycled when there are fewer than pairs), or the start position (a random
-    Chess960 start with ``chess960``), each followed by ``random_plies`` seeded random plies."""
+#: our search's default simulations per move in a match (``nnue match --net``): at 64 and fewer
+#: most games between clearly different nets ended in repetitions (README, "Matches that
+#: measure something")
+MATCH_NODES = 256
+
+
+def make_openings(pairs: int, openings: str | Path | None = None, random_plies: int | None = None, seed: int = 0,
+                  chess960: bool = False, book: str | Path | None = None) -> list[tuple[str, list[str], bool]]:
+    """``pairs`` openings as (start FEN, opening plies in UCI, Chess960?), from one source:
+    ``openings`` (a FEN/EPD file, its positions in order, cycled); ``random_plies`` R (or
+    ``chess960``: R defaults to 8): the start position (a random Chess960 start) and R seeded
+    random plies; otherwise the opening book ``book`` (None: the shipped balanced book,
+    :mod:`nnue.selfplay.book`), its lines in an order shuffled by ``seed``, cycled when there
+    are fewer than pairs. ValueError for two sources at once or a bad file."""
     rng = random.Random(seed)
+    if sum(x is not None for x in (openings, book, random_plies)) > 1:
+        raise ValueError("--openings, --book and --random-plies exclude each other")
+    if openings is None and random_plies is None and not chess960:
+        from .book import read_book
+
+        lines = read_book(book)
+        order = list(range(len(lines)))
+        rng.shuffle(order)
+        return [(chess.STARTING_FEN, list(lines[order[i % len(lines)]][0]), False) for i in range(pairs)]
+    if book is not None:
+        raise ValueError("--book is for standard chess; give --openings or --random-plies with --chess960")
+    plies = 0 if openings is not None else (8 if random_plies is None else random_plies)
     fens = read_openings(openings, chess960) if openings is not None else None
     out = []
     for i in range(pairs):
         start = fens[i % len(fens)] if fens else None
-        b = make_opening(rng, random_plies, chess960, start)
+        b = make_opening(rng, plies, chess960, start)
         moves = [m.uci() for m in b.move_stack]
         while b.move_stack:
             b.pop()
         out.append((b.fen(), moves, b.chess960))
     return out
+
+
+def opening_settings(openings, book, random_plies, chess960) -> dict:
+    """What match.json records about the openings."""
+    if openings is None and random_plies is None and not chess960:
+        from .book import book_path
+
+        return {"openings": None, "book": str(book) if book is not None else f"shipped:{book_path().name}",
+                "random_plies": 0}
+    return {"openings": str(openings) if openings else None, "book": None,
+            "random_plies": 0 if openings is not None else (8 if random_plies is None else random_plies)}
 
 
 def _board(opening: tuple[str, list[str], bool]) -> chess.Board:
@@ -130,16 +166,216 @@ class _Live:
             print(tally.line(), file=sys.stderr, flush=True)
 
 
-def _write_results(out_dir: Path, pgns: list[tuple[int, int, str]], report: dict) -> tuple[Path, Path]:
-    out_dir.mkdir(parents=True, exist_ok=True)
-    pgn_path, json_path = out_dir / "match.pgn", out_dir / "match.json"
-    atomic_write_bytes(pgn_path, "".join(p for _, _, p in sorted(pgns)).encode())
-    report = dict(report, pgn=str(pgn_path), json=str(json_path))
-    atomic_write_bytes(json_path, (json.dumps(report, indent=2) + "\n").encode())
-    return pgn_path, json_path
+#: settings a resumed match may change: they decide how games are scheduled, not how they are played
+RESUME_FREE = ("concurrency", "in_flight", "move_timeout")
 
 
-def _report(tally: Tally, settings: dict, players: dict, elapsed: float, stopped_early: bool) -> dict:
+class MatchInterrupted(KeyboardInterrupt):
+    """Ctrl-C or SIGTERM stopped a match; ``message``: one line naming what is on disk."""
+
+    def __init__(self, message: str):
+        super().__init__(message)
+        self.message = message
+
+
+@contextlib.contextmanager
+def _sigterm_as_interrupt():
+    """SIGTERM raises KeyboardInterrupt in the main thread (as Ctrl-C does) while the block runs."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def handler(signum, frame):
+        raise KeyboardInterrupt(f"signal {signum}")
+
+    old = signal.signal(signal.SIGTERM, handler)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, old)
+
+
+@contextlib.contextmanager
+def _signals_held():
+    """Ctrl-C and SIGTERM wait until the block ends (in the main thread): a game is recorded in
+    the PGN, the tally and the JSON together or not at all."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    held = {signal.SIGINT, signal.SIGTERM}
+    old = signal.pthread_sigmask(signal.SIG_BLOCK, held)
+    try:
+        yield
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, old)
+
+
+class Recorder:
+    """A match's files while it runs: ``match.pgn`` gets each finished game appended (flushed
+    and fsynced) as it ends, ``match.json`` is rewritten atomically after it, with every game's
+    (pair, colour, A's score, forfeit kind) in ``game_log`` and the PGN's recorded length in
+    ``pgn_bytes``. ``status``: "running" (a kill leaves this), "interrupted" (Ctrl-C, SIGTERM) or
+    "finished". A rerun with the same settings (:data:`RESUME_FREE` aside) and players resumes:
+    the PGN is cut back to ``pgn_bytes`` (a game appended after the last JSON write is played
+    again), the tally rebuilt from ``game_log``, and only the games not in it are played.
+    Other settings or other players in the same folder: ValueError naming the first difference."""
+
+    def __init__(self, out_dir: Path, settings: dict, players: dict, tally: Tally, live: "_Live"):
+        self.out_dir, self.settings, self.players, self.tally, self.view = out_dir, settings, players, tally, live
+        self.pgn_path, self.json_path = out_dir / "match.pgn", out_dir / "match.json"
+        self.log: list[list] = []  # [pair, colour, A's score, forfeit kind or None]
+        self.pgn_bytes = 0
+        self.prior_elapsed = 0.0
+        self.t0 = time.monotonic()
+        self.finished: dict | None = None  # the report of a match that was already finished
+        self._pgn = None
+        self.resumed_games = 0
+
+    # ------------------------------------------------------------------ start or resume
+    def open(self) -> None:
+        """Start the files, or take up the ones a previous run of this match left."""
+        if self.json_path.exists():
+            self._resume()
+        elif self.pgn_path.exists():
+            raise ValueError(f"{self.pgn_path}: exists without match.json beside it (not a match this command "
+                             f"started); remove it or choose another -o DIR")
+        else:
+            self.out_dir.mkdir(parents=True, exist_ok=True)
+            self.write("running")
+            self.pgn_path.write_bytes(b"")
+        if self.finished is None:
+            self._pgn = open(self.pgn_path, "r+b")
+            self._pgn.truncate(self.pgn_bytes)
+            self._pgn.seek(self.pgn_bytes)
+
+    def _resume(self) -> None:
+        try:
+            old = json.loads(self.json_path.read_text())
+            log, pgn_bytes = old["game_log"], int(old["pgn_bytes"])
+            old_settings, old_players = old["settings"], old["players"]
+        except (OSError, ValueError, KeyError, TypeError) as e:
+            raise ValueError(f"{self.json_path}: not a match.json this version can resume ({type(e).__name__}: "
+                             f"{e}); remove it or choose another -o DIR") from None
+        new_settings = json.loads(json.dumps(self.settings))
+        for k in sorted(set(old_settings) | set(new_settings)):
+            if k not in RESUME_FREE and old_settings.get(k) != new_settings.get(k):
+                raise ValueError(f"{self.out_dir}: holds a match with other settings ({k}: {old_settings.get(k)!r} "
+                                 f"there, {new_settings.get(k)!r} now); rerun with its settings to resume, or "
+                                 f"choose another -o DIR")
+        if old_players != json.loads(json.dumps(self.players)):
+            raise ValueError(f"{self.out_dir}: holds a match between other players ({old_players}); "
+                             f"choose another -o DIR")
+        size = self.pgn_path.stat().st_size if self.pgn_path.exists() else -1
+        if size < pgn_bytes:
+            raise ValueError(f"{self.pgn_path}: {max(size, 0)} bytes, match.json records {pgn_bytes}: the PGN was "
+                             f"cut or removed; cannot resume")
+        for p, c, score, kind, *_ in log:
+            self._count(p, score, kind)
+        self.tally.stopped_at = old.get("stopped_at")
+        self.log, self.pgn_bytes = [list(g) for g in log], pgn_bytes
+        self.prior_elapsed = float(old.get("elapsed_s", 0.0))
+        self.resumed_games = len(log)
+        if old.get("status") == "finished":
+            self.finished = old
+
+    def todo(self, pairs: int) -> list[tuple[int, int]]:
+        """The games (pair, colour) still to play: every one not in the log, or, once the SPRT
+        has stopped the match, only the other halves of pairs already begun."""
+        done = {(p, c) for p, c, *_ in self.log}
+        begun = {p for p, _ in done}
+        ids = sorted(begun) if self.tally.stopped_at is not None else range(pairs)
+        return [(p, c) for p in ids for c in (0, 1) if (p, c) not in done]
+
+    # ------------------------------------------------------------------ games
+    def _count(self, pair: int, score_a: float, kind: str | None) -> bool:
+        if kind == "timeout":
+            self.tally.timeouts += 1
+        elif kind:
+            self.tally.crashes += 1
+        return self.tally.add(pair, score_a)
+
+    def add(self, pair: int, colour: int, score_a: float, pgn: str, kind: str | None = None,
+            sprt_stop: bool = True, reason: str = "") -> bool:
+        """Record one finished game: PGN appended and flushed, tally, JSON. True when the SPRT
+        has crossed a bound (start no new game). ``reason``: how it ended (checkmate, …)."""
+        with _signals_held():
+            data = pgn.encode()
+            self._pgn.write(data)
+            self._pgn.flush()
+            os.fsync(self._pgn.fileno())
+            self.pgn_bytes += len(data)
+            self.log.append([pair, colour, score_a, kind or None, reason])
+            stop = False
+            if self._count(pair, score_a, kind):
+                self.view.show(self.tally)
+                stop = sprt_stop and self.tally.crossed()
+            self.write("running")
+        return stop
+
+    def elapsed(self) -> float:
+        return self.prior_elapsed + time.monotonic() - self.t0
+
+    def report(self, status: str) -> dict:
+        rep = _report(self.tally, self.settings, self.players, self.elapsed(), self.tally.stopped_at is not None,
+                      self.log)
+        return dict(rep, status=status, pgn=str(self.pgn_path), json=str(self.json_path),
+                    stopped_at=self.tally.stopped_at, pgn_bytes=self.pgn_bytes, game_log=self.log)
+
+    def write(self, status: str) -> dict:
+        rep = self.report(status)
+        atomic_write_bytes(self.json_path, (json.dumps(rep, indent=2) + "\n").encode())
+        return rep
+
+    def close(self, status: str) -> dict:
+        """The last JSON write ("finished" or "interrupted"); the PGN cut to what it records."""
+        if self.finished is not None:
+            return dict(self.finished, resumed_finished=True)
+        with _signals_held():
+            if self._pgn is not None:
+                self._pgn.truncate(self.pgn_bytes)
+                self._pgn.close()
+                self._pgn = None
+            return self.write(status)
+
+    def interrupted(self) -> MatchInterrupted:
+        rep = self.close("interrupted")
+        return MatchInterrupted(f"interrupted after {rep['games']} finished games ({rep['pairs']} whole pairs): "
+                                f"{self.pgn_path} and match.json hold them; rerun the same command to resume")
+
+
+def game_ends(log) -> dict:
+    """How a match's games ended: {"draws": {reason: n}, "decisive": {reason: n}} from the
+    game log's (pair, colour, A's score, forfeit kind, reason) entries, most frequent first."""
+    out: dict = {"draws": {}, "decisive": {}}
+    for _, _, score, _, *rest in log:
+        reason = (rest[0] if rest else "") or "?"
+        d = out["draws" if score == 0.5 else "decisive"]
+        d[reason] = d.get(reason, 0) + 1
+    return {k: dict(sorted(v.items(), key=lambda kv: -kv[1])) for k, v in out.items()}
+
+
+def ends_line(ends: dict) -> str:
+    """``ENDS: draws 12 (threefold repetition 5, …); decisive 8 (checkmate 3, …)``"""
+    parts = []
+    for k in ("draws", "decisive"):
+        n = sum(ends[k].values())
+        parts.append(f"{k} {n}" + (" (" + ", ".join(f"{r} {v}" for r, v in ends[k].items()) + ")" if n else ""))
+    return "ENDS: " + "; ".join(parts)
+
+
+def _who(p: dict) -> str:
+    """A player as the summary names it: the net's path, or the engine with its options and what
+    it said about its evaluation."""
+    if "net" in p:
+        return p["net"]
+    extra = {k: v for k, v in p.get("options", {}).items() if k not in ("Threads", "Hash")}
+    opts = " " + " ".join(f"{k}={v}" for k, v in extra.items()) if extra else ""
+    said = f" ({'; '.join(p['info'])})" if p.get("info") else ""
+    return f"{p.get('engine')}{opts}{said}"
+
+
+def _report(tally: Tally, settings: dict, players: dict, elapsed: float, stopped_early: bool,
+            log: list | None = None) -> dict:
     """The match's JSON. ``verdict``: the bound the LLR crossed first when the match stopped there
     (pairs that were in flight then are counted in the numbers but cannot undo it); otherwise the
     verdict at the end, "inconclusive" when the game budget (``settings["games"]``) ran out
@@ -165,7 +401,11 @@ def _report(tally: Tally, settings: dict, players: dict, elapsed: float, stopped
         stop["leaning"] = lean
     else:
         lines.append(f"STOP: all {r.games} games played (--no-sprt-stop); {verdict} at the end")
-    return {"verdict": verdict, "llr": d["llr"], "elo": d["elo"], "elo_ci95": d["elo_ci95"],
+    ends = game_ends(log or [])
+    lines.append(ends_line(ends))
+    if players:
+        lines.append("PLAYERS: " + "; ".join(f"{k} {_who(v)}" for k, v in players.items()))
+    return {"verdict": verdict, "llr": d["llr"], "elo": d["elo"], "elo_ci95": d["elo_ci95"], "ends": ends,
             "penta": list(tally.penta), "games": tally.w + tally.d + tally.l, "pairs": r.pairs,
             "wdl": [tally.w, tally.d, tally.l], "crashes": tally.crashes, "timeouts": tally.timeouts, "sprt": d,
             "sprt_stopped": bool(at), "stop": stop, "players": players, "settings": settings,
@@ -174,11 +414,11 @@ def _report(tally: Tally, settings: dict, players: dict, elapsed: float, stopped
 
 # ------------------------------------------------------------------------------- nets, our search
 def _net_games(nets: tuple, cfgs: tuple[SearchConfig, SearchConfig], names: tuple[str, str],
-               openings: list, pair_ids: list[int], adjudication: Adjudication, in_flight: int, seed: int,
+               openings: list, games: list[tuple[int, int]], adjudication: Adjudication, in_flight: int, seed: int,
                stop=lambda: False):
-    """Play the pairs ``pair_ids`` (game 2i: A white, 2i+1: A black); yields (pair, colour,
+    """Play ``games``: (pair, colour) with colour 0: A white, 1: A black; yields (pair, colour,
     A's score, pgn text) as games end."""
-    queue = [(p, c) for p in pair_ids for c in (0, 1)]
+    queue = list(games)
     pos = [0]
 
     def new_game():
@@ -194,18 +434,19 @@ def _net_games(nets: tuple, cfgs: tuple[SearchConfig, SearchConfig], names: tupl
     for g in play_games(new_game, in_flight):
         p, c = g.tag
         score_white = (g.result + 1) / 2
-        yield p, c, score_white if c == 0 else 1 - score_white, g.pgn({"Round": f"{p + 1}.{c + 1}"})
+        yield p, c, score_white if c == 0 else 1 - score_white, g.pgn({"Round": f"{p + 1}.{c + 1}"}), g.reason
 
 
-def _worker(net_paths, cfgs, names, openings, pair_ids, adjudication, in_flight, seed, queue, stop_event):
+def _worker(net_paths, cfgs, names, openings, games, adjudication, in_flight, seed, queue, stop_event):
     import torch
 
     from nnue.inference import load
 
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent handles Ctrl-C and stops its workers
     torch.set_num_threads(1)
     try:
         nets = tuple(load(p) for p in net_paths)
-        for item in _net_games(nets, cfgs, names, openings, pair_ids, adjudication, in_flight, seed,
+        for item in _net_games(nets, cfgs, names, openings, games, adjudication, in_flight, seed,
                                stop=stop_event.is_set):
             queue.put(("game", item))
     except BaseException as e:  # reported to the parent, which raises it
@@ -214,26 +455,31 @@ def _worker(net_paths, cfgs, names, openings, pair_ids, adjudication, in_flight,
         queue.put(("done", None))
 
 
-def net_match(net_a: str | Path, net_b: str | Path, out_dir: str | Path, *, games: int = 200, nodes: int = 64,
-              nodes_b: int | None = None, elo0: float = 0.0, elo1: float = 5.0, alpha: float = 0.05,
-              beta: float = 0.05, concurrency: int = 1, openings: str | Path | None = None,
-              random_plies: int = 8, seed: int = 0, chess960: bool = False, in_flight: int = 64,
+def net_match(net_a: str | Path, net_b: str | Path, out_dir: str | Path, *, games: int = 200,
+              nodes: int = MATCH_NODES, nodes_b: int | None = None, elo0: float = 0.0, elo1: float = 5.0,
+              alpha: float = 0.05, beta: float = 0.05, concurrency: int = 1, openings: str | Path | None = None,
+              random_plies: int | None = None, book: str | Path | None = None, seed: int = 0,
+              chess960: bool = False, in_flight: int = 64,
               adjudication: Adjudication | None = None, search: dict | None = None, sprt_stop: bool = True,
               live: bool = False, model: str = "normalized") -> dict:
     """A paired match between two integer nets (``net.safetensors`` paths; header checks raise
     NetFormatError), both in our MCTS at ``nodes`` simulations per move (``nodes_b`` for B).
 
     games: the game budget, at most this many (whole pairs: an odd budget plays one game fewer);
-    the match stops earlier when the LLR crosses a bound (``sprt_stop``). concurrency: worker processes (each loads the
+    the match stops earlier when the LLR crosses a bound (``sprt_stop``). Openings: see
+    :func:`make_openings` (default: the shipped balanced book). Adjudication: default
+    :data:`~nnue.selfplay.play.MATCH_ADJUDICATION`. concurrency: worker processes (each loads the
     nets and plays its share of the pairs, ``in_flight`` games at a time with batched leaf
     evals). search: extra :class:`SearchConfig` fields for both sides (backup, priors, …).
-    Writes ``out_dir/match.pgn`` and ``out_dir/match.json`` atomically and returns the JSON's
-    dict (verdict, llr, elo, elo_ci95, penta (LL..WW), games, wdl, pgn, json, …)."""
+    Files (:class:`Recorder`): ``out_dir/match.pgn`` grows by each game as it ends,
+    ``out_dir/match.json`` is rewritten atomically after it; a rerun with the same settings
+    resumes. Ctrl-C or SIGTERM: both files are left consistent and :class:`MatchInterrupted`
+    is raised. Returns the JSON's dict (verdict, llr, elo, elo_ci95, penta (LL..WW), games, wdl,
+    pgn, json, status, …)."""
     import torch
 
     from nnue.inference import load
 
-    t0 = time.monotonic()
     net_a, net_b, out_dir = Path(net_a), Path(net_b), Path(out_dir)
     if games < 2:
         raise ValueError(f"games={games}: at least 2 (one pair)")
@@ -245,71 +491,84 @@ def net_match(net_a: str | Path, net_b: str | Path, out_dir: str | Path, *, game
     extra = dict(search or {})
     cfgs = (SearchConfig(nodes=nodes, **extra), SearchConfig(nodes=nodes_b or nodes, **extra))
     pairs = games // 2  # the budget: at most `games` games, whole pairs
-    ops = make_openings(pairs, openings, random_plies if openings is None else 0, seed, chess960)
-    adj = adjudication or Adjudication()
+    ops = make_openings(pairs, openings, random_plies, seed, chess960, book)
+    adj = adjudication or MATCH_ADJUDICATION
     names = (f"A:{net_a.parent.name or net_a.name}", f"B:{net_b.parent.name or net_b.name}")
-    tally = Tally(elo0, elo1, alpha, beta, model)
-    pgns: list = []
-    view = _Live(live)
-    stopped = [False]
-
-    def take(item) -> bool:
-        p, c, score, pgn = item
-        pgns.append((p, c, pgn))
-        if tally.add(p, score):
-            view.show(tally)
-            if sprt_stop and tally.crossed():
-                stopped[0] = True
-        return stopped[0]
-
-    if concurrency == 1:
-        old = torch.get_num_threads()
-        torch.set_num_threads(1)
-        try:
-            for item in _net_games(nets, cfgs, names, ops, list(range(pairs)), adj, in_flight, seed,
-                                   stop=lambda: stopped[0]):
-                take(item)
-        finally:
-            torch.set_num_threads(old)
-    else:
-        import multiprocessing as mp
-
-        ctx = mp.get_context("spawn")
-        queue, stop_event = ctx.Queue(), ctx.Event()
-        procs = [ctx.Process(target=_worker, args=(
-            (str(net_a), str(net_b)), cfgs, names, ops, list(range(w, pairs, concurrency)), adj,
-            max(1, in_flight // concurrency), seed, queue, stop_event), daemon=True) for w in range(concurrency)]
-        for pr in procs:
-            pr.start()
-        done, error = 0, None
-        try:
-            while done < len(procs):
-                kind, item = queue.get()
-                if kind == "done":
-                    done += 1
-                elif kind == "error":
-                    error = error or item
-                    stop_event.set()
-                elif take(item):
-                    stop_event.set()
-        finally:
-            stop_event.set()
-            for pr in procs:
-                pr.join(timeout=30)
-                if pr.is_alive():
-                    pr.terminate()
-        if error:
-            raise RuntimeError(f"match worker failed: {error}")
-    view.show(tally, final=True)
     settings = {"games": games, "pairs_planned": pairs, "nodes": nodes, "nodes_b": nodes_b or nodes,
                 "elo0": elo0, "elo1": elo1, "alpha": alpha, "beta": beta, "model": model,
-                "concurrency": concurrency, "in_flight": in_flight, "openings": str(openings) if openings else None,
-                "random_plies": random_plies if openings is None else 0, "seed": seed, "chess960": chess960,
-                "adjudication": adj.to_dict(), "search": asdict(cfgs[0])}
+                "concurrency": concurrency, "in_flight": in_flight,
+                **opening_settings(openings, book, random_plies, chess960), "seed": seed, "chess960": chess960,
+                "adjudication": adj.to_dict(), "search": asdict(cfgs[0]), "sprt_stop": sprt_stop}
     players = {"A": {"net": str(net_a), "sha256": _sha256(net_a)}, "B": {"net": str(net_b), "sha256": _sha256(net_b)}}
-    report = _report(tally, settings, players, time.monotonic() - t0, stopped[0])
-    pgn_path, json_path = _write_results(out_dir, pgns, report)
-    return dict(report, pgn=str(pgn_path), json=str(json_path))
+    tally = Tally(elo0, elo1, alpha, beta, model)
+    view = _Live(live)
+    rec = Recorder(out_dir, settings, players, tally, view)
+    rec.open()
+    if rec.finished is not None:
+        return rec.close("finished")
+    todo = rec.todo(pairs)
+    stopped = [tally.stopped_at is not None and sprt_stop]
+
+    def take(item) -> bool:
+        p, c, score, pgn, reason = item
+        if rec.add(p, c, score, pgn, sprt_stop=sprt_stop, reason=reason):
+            stopped[0] = True
+        return stopped[0]
+
+    with _sigterm_as_interrupt():
+        try:
+            if concurrency == 1:
+                old = torch.get_num_threads()
+                torch.set_num_threads(1)
+                try:
+                    for item in _net_games(nets, cfgs, names, ops, todo, adj, in_flight, seed,
+                                           stop=lambda: stopped[0]):
+                        take(item)
+                finally:
+                    torch.set_num_threads(old)
+            else:
+                _net_match_workers((net_a, net_b), cfgs, names, ops, todo, adj, in_flight, seed, concurrency, take)
+        except KeyboardInterrupt:
+            raise rec.interrupted() from None
+        view.show(tally, final=True)
+        return rec.close("finished")
+
+
+def _net_match_workers(net_paths, cfgs, names, ops, todo, adj, in_flight, seed, concurrency, take) -> None:
+    import multiprocessing as mp
+
+    ctx = mp.get_context("spawn")
+    queue, stop_event = ctx.Queue(), ctx.Event()
+    shares = [[g for g in todo if g[0] % concurrency == w] for w in range(concurrency)]
+    procs = [ctx.Process(target=_worker, args=(
+        tuple(str(p) for p in net_paths), cfgs, names, ops, share, adj,
+        max(1, in_flight // concurrency), seed, queue, stop_event), daemon=True) for share in shares]
+    for pr in procs:
+        pr.start()
+    done, error, interrupted = 0, None, False
+    try:
+        while done < len(procs):
+            kind, item = queue.get()
+            if kind == "done":
+                done += 1
+            elif kind == "error":
+                error = error or item
+                stop_event.set()
+            elif take(item):
+                stop_event.set()
+    except KeyboardInterrupt:
+        interrupted = True
+        raise
+    finally:
+        stop_event.set()
+        for pr in procs:
+            if interrupted:
+                pr.terminate()
+            pr.join(timeout=30)
+            if pr.is_alive():
+                pr.terminate()
+    if error:
+        raise RuntimeError(f"match worker failed: {error}")
 
 
 def gate_match(candidate: Path, champion: Path, out_dir: Path, *, games: int = 200, nodes: int = 64,
@@ -333,26 +592,33 @@ def gate_match(candidate: Path, champion: Path, out_dir: Path, *, games: int = 2
 # ------------------------------------------------------------------------------------ UCI engines
 def engine_match(engine_a: str, engine_b: str, out_dir: str | Path, *, games: int = 200, nodes: int | None = None,
                  movetime: float | None = None, elo0: float = 0.0, elo1: float = 5.0, alpha: float = 0.05,
-                 beta: float = 0.05, concurrency: int = 1, openings: str | Path | None = None, random_plies: int = 8,
+                 beta: float = 0.05, concurrency: int = 1, openings: str | Path | None = None,
+                 random_plies: int | None = None, book: str | Path | None = None,
                  seed: int = 0, chess960: bool = False, adjudication: Adjudication | None = None,
                  sprt_stop: bool = True, live: bool = False, model: str = "normalized",
-                 options: dict | None = None, move_timeout: float | None = MOVE_TIMEOUT) -> dict:
+                 options: dict | None = None, options_a: dict | None = None, options_b: dict | None = None,
+                 move_timeout: float | None = MOVE_TIMEOUT) -> dict:
     """A paired match between two UCI engines (command lines), ``nodes`` per move or
     ``movetime`` seconds per move, ``concurrency`` games at once (each worker thread runs its
     own pair of engine processes). An engine that crashes or sends an illegal move loses that
-    game (counted in ``crashes``) and is restarted; one that sends no move within
-    ``move_timeout`` s beyond ``movetime`` (None: wait forever) is hung: it loses the game on
-    time (counted in ``timeouts``), is killed and restarted; the match goes on. Engines start with
-    Threads=1, Hash=16 unless ``options`` says otherwise. Raises FileNotFoundError (no such
-    program) or ValueError (not UCI) before any game. Writes and returns as :func:`net_match`."""
+    game (counted in ``crashes``; its PGN keeps the moves played) and is restarted; one that
+    sends no move within ``move_timeout`` s beyond ``movetime`` (None: wait forever) is hung: it
+    loses the game on time (counted in ``timeouts``), is killed and restarted; the match goes on.
+
+    Engine options: Threads=1, Hash=16 where the engine has them, then ``options`` (both sides),
+    then ``options_a`` / ``options_b`` (one side: e.g. {"EvalFile": "/path/net.nnue"} or
+    {"Use NNUE": "false"}); an option the user names must be one the engine declares, with a
+    value of its type. Before any game each engine is started once with its options and made
+    to play one node (:func:`~nnue.selfplay.engines.probe_engine`): FileNotFoundError (no such
+    program), ValueError (not UCI; or the engine rejected its options or net, its own error
+    lines quoted). Its ``info string`` lines (Stockfish: which net it uses) go into the
+    players' entries. Writes, resumes and returns as :func:`net_match`."""
     import queue as queue_mod
-    import threading
 
     import chess.engine
 
-    from .engines import EngineCrash, EngineTimeout, close_engine, open_engine
+    from .engines import EngineCrash, EngineTimeout, close_engine, open_engine, probe_engine
 
-    t0 = time.monotonic()
     out_dir = Path(out_dir)
     if (nodes is None) == (movetime is None):
         raise ValueError("give exactly one of --nodes and --movetime for an engine match")
@@ -361,85 +627,97 @@ def engine_match(engine_a: str, engine_b: str, out_dir: str | Path, *, games: in
     if move_timeout is not None and not move_timeout > 0:
         raise ValueError(f"--move-timeout {move_timeout}: seconds > 0")
     limit = chess.engine.Limit(nodes=nodes) if nodes is not None else chess.engine.Limit(time=movetime)
-    opts = {"Threads": 1, "Hash": 16, **(options or {})}
-    for cmd in (engine_a, engine_b):  # fail fast, one line, before anything is written
-        close_engine(open_engine(cmd, opts))
+    base = {"Threads": 1, "Hash": 16}
+    probes = {}  # fail fast, one line, before anything is written
+    for side, cmd, own in (("A", engine_a, options_a), ("B", engine_b, options_b)):
+        probes[side] = probe_engine(cmd, base, {**(options or {}), **(own or {})})
+    opts = {side: probes[side]["options"] for side in "AB"}
+    cmds = {"A": engine_a, "B": engine_b}
     pairs = games // 2  # the budget: at most `games` games, whole pairs
-    ops = make_openings(pairs, openings, random_plies if openings is None else 0, seed, chess960)
-    adj = adjudication or Adjudication()
+    ops = make_openings(pairs, openings, random_plies, seed, chess960, book)
+    adj = adjudication or MATCH_ADJUDICATION
     names = (f"A:{engine_a}", f"B:{engine_b}")
+    settings = {"games": games, "pairs_planned": pairs, "nodes": nodes, "movetime": movetime, "elo0": elo0,
+                "elo1": elo1, "alpha": alpha, "beta": beta, "model": model, "concurrency": concurrency,
+                **opening_settings(openings, book, random_plies, chess960), "seed": seed, "chess960": chess960,
+                "adjudication": adj.to_dict(), "engine_options": opts, "move_timeout": move_timeout,
+                "sprt_stop": sprt_stop}
+    players = {s: {"engine": cmds[s], "id": probes[s]["id"], "options": opts[s], "info": probes[s]["info"]}
+               for s in "AB"}
     tally = Tally(elo0, elo1, alpha, beta, model)
-    pgns: list = []
     view = _Live(live)
+    rec = Recorder(out_dir, settings, players, tally, view)
+    rec.open()
+    if rec.finished is not None:
+        return rec.close("finished")
     lock = threading.Lock()
     stop = threading.Event()
+    if tally.stopped_at is not None and sprt_stop:
+        stop.set()
+    halted = threading.Event()  # Ctrl-C or SIGTERM: record nothing more
     work: queue_mod.Queue = queue_mod.Queue()
-    for p in range(pairs):
-        for c in (0, 1):
-            work.put((p, c))
+    for g in rec.todo(pairs):
+        work.put(g)
     errors: list[str] = []
 
     def worker():
         engines = {}
         try:
-            engines = {"A": open_engine(engine_a, opts), "B": open_engine(engine_b, opts)}
-            while not stop.is_set():
+            engines = {s: open_engine(cmds[s], opts[s]) for s in "AB"}
+            while not stop.is_set() and not halted.is_set():
                 try:
                     p, c = work.get_nowait()
                 except queue_mod.Empty:
                     return
                 wn, bn = ("A", "B") if c == 0 else ("B", "A")
                 board = _board(ops[p])
+                crashed = None
                 try:
                     g = play_engine_game(board, engines[wn], engines[bn], limit, adj,
                                          names=(names[0], names[1]) if c == 0 else (names[1], names[0]),
                                          tag=(p, c), nodes_label=nodes or 0, move_timeout=move_timeout)
-                    score_white = (g.result + 1) / 2
-                    pgn = g.pgn({"Round": f"{p + 1}.{c + 1}"})
-                    crashed = False
                 except EngineCrash as e:
+                    if halted.is_set():
+                        return
                     who = wn if e.side == chess.WHITE else bn
-                    score_white = 0.0 if e.side == chess.WHITE else 1.0
                     what = "timed out" if isinstance(e, EngineTimeout) else "crashed"
-                    res = "0-1" if score_white == 0 else "1-0"
-                    pgn = (f'[Round "{p + 1}.{c + 1}"]\n[White "{names[0] if c == 0 else names[1]}"]\n'
-                           f'[Black "{names[1] if c == 0 else names[0]}"]\n[Result "{res}"]\n'
-                           f'[Termination "engine {who} {what}: {e}"]\n\n{res}\n\n')
+                    g = e.game
+                    g.result, g.reason = (-1 if e.side == chess.WHITE else 1), f"engine {who} {what}: {e}"
                     crashed = e.kind
                     close_engine(engines[who], kill=True)
-                    engines[who] = open_engine(engine_a if who == "A" else engine_b, opts)
+                    engines[who] = open_engine(cmds[who], opts[who])
+                score_white = (g.result + 1) / 2
                 score_a = score_white if c == 0 else 1 - score_white
+                pgn = g.pgn({"Round": f"{p + 1}.{c + 1}"})
                 with lock:
-                    if crashed == "timeout":
-                        tally.timeouts += 1
-                    elif crashed:
-                        tally.crashes += 1
-                    pgns.append((p, c, pgn))
-                    if tally.add(p, score_a):
-                        view.show(tally)
-                        if sprt_stop and tally.crossed():
-                            stop.set()
+                    if halted.is_set():
+                        return
+                    if rec.add(p, c, score_a, pgn, crashed, sprt_stop=sprt_stop,
+                               reason=f"engine {crashed}" if crashed else g.reason):
+                        stop.set()
         except Exception as e:  # a restart that failed, or a bug: stop the match, report it
-            errors.append(f"{type(e).__name__}: {e}")
+            if not halted.is_set():
+                errors.append(f"{type(e).__name__}: {e}")
             stop.set()
         finally:
             for eng in engines.values():
                 close_engine(eng)
 
     threads = [threading.Thread(target=worker, daemon=True) for _ in range(concurrency)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    if errors:
-        raise RuntimeError(f"engine match stopped: {errors[0]}")
-    view.show(tally, final=True)
-    settings = {"games": games, "pairs_planned": pairs, "nodes": nodes, "movetime": movetime, "elo0": elo0,
-                "elo1": elo1, "alpha": alpha, "beta": beta, "model": model, "concurrency": concurrency,
-                "openings": str(openings) if openings else None,
-                "random_plies": random_plies if openings is None else 0, "seed": seed, "chess960": chess960,
-                "adjudication": adj.to_dict(), "engine_options": opts, "move_timeout": move_timeout}
-    players = {"A": {"engine": engine_a}, "B": {"engine": engine_b}}
-    report = _report(tally, settings, players, time.monotonic() - t0, tally.stopped_at is not None)
-    pgn_path, json_path = _write_results(out_dir, pgns, report)
-    return dict(report, pgn=str(pgn_path), json=str(json_path))
+    with _sigterm_as_interrupt():
+        try:
+            for t in threads:
+                t.start()
+            for t in threads:
+                while t.is_alive():
+                    t.join(0.2)
+        except KeyboardInterrupt:
+            with lock:
+                halted.set()
+                err = rec.interrupted()
+            raise err from None
+        if errors:
+            rec.close("interrupted")
+            raise RuntimeError(f"engine match stopped: {errors[0]}")
+        view.show(tally, final=True)
+        return rec.close("finished")

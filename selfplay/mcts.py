@@ -66,10 +66,13 @@ def value_to_cp(v: float, scale: float = 400.0) -> int:
 
 
 def position_key(b: chess.Board) -> tuple:
-    """What makes two positions the same for repetition: pieces, side to move, castling rights
-    and the en-passant square (raw: a square with no legal capture only hides a repetition)."""
+    """What makes two positions the same for repetition (FIDE Laws 9.2.3): pieces, side to move,
+    castling rights, and the en-passant square only when an en-passant capture is legal (a
+    square no pawn can use does not make a position new). The key python-chess's
+    ``is_repetition`` compares (``Board._transposition_key``)."""
     return (b.pawns, b.knights, b.bishops, b.rooks, b.queens, b.kings, b.occupied_co[chess.WHITE],
-            b.turn, b.castling_rights, b.ep_square)
+            b.turn, b.clean_castling_rights(), b.ep_square if b.ep_square is not None and b.has_legal_en_passant()
+            else None)
 
 
 @dataclass

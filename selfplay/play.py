@@ -35,11 +35,21 @@ class Adjudication:
         return dict(self.__dict__)
 
 
-def parse_adjudication(spec: str | None) -> Adjudication:
-    """``win=CP/PLIES,draw=CP/PLIES/MINPLY,maxply=N`` (any subset; the rest default), or
-    ``none`` (no adjudication, no ply limit). ValueError naming the bad part."""
+#: the adjudication of matches (``nnue match``, the retrain gate): a win once both searches
+#: agree for 6 plies that one side is ahead by 1,000 cp or more, a draw after 8 plies within
+#: ±10 cp past ply 40, a draw at ply 300. Tuned on nets of the demo recipe in our search
+#: (README, "Matches that measure something"): with self-play's rules (2,500 cp, which our
+#: searches' scores rarely reach) most games ran on until a repetition.
+MATCH_ADJUDICATION = Adjudication(win_cp=1000, win_plies=6, draw_cp=10, draw_plies=8, draw_min_ply=40, max_ply=300)
+
+
+def parse_adjudication(spec: str | None, default: Adjudication | None = None) -> Adjudication:
+    """``win=CP/PLIES,draw=CP/PLIES/MINPLY,maxply=N`` (any subset; the rest from ``default``,
+    self-play's rules when None), or ``none`` (no adjudication, no ply limit). ValueError
+    naming the bad part."""
+    default = default or Adjudication()
     if spec is None or spec == "":
-        return Adjudication()
+        return default
     if spec.strip().lower() == "none":
         return Adjudication(0, 0, 0, 0, 0, 0)
     kw = {}
@@ -60,7 +70,7 @@ def parse_adjudication(spec: str | None) -> Adjudication:
         except ValueError:
             raise ValueError(f"--adjudicate {part!r}: expected win=CP/PLIES, draw=CP/PLIES/MINPLY, maxply=N "
                              f"(non-negative integers) or none") from None
-    return Adjudication(**kw)
+    return Adjudication(**{**default.to_dict(), **kw})
 
 
 # ------------------------------------------------------------------------------------ openings

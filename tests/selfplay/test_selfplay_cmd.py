@@ -20,6 +20,7 @@ from nnue.pipeline.pack import pack
 
 NNUE = [sys.executable, "-m", "nnue.cli"]
 QUICK = ["--nodes", "6", "--adjudicate", "maxply=40", "--in-flight", "8", "--no-progress"]
+JSON = ["--json"]
 
 
 def nnue(*args):
@@ -55,7 +56,7 @@ def nets(tmp_path_factory):
 def test_selfplay_dumps_pack_with_zero_rejects(nets, tmp_path):
     out = tmp_path / "sp"
     rc, so, se = nnue("selfplay", nets[0], "-o", out, "--games", "5", "--games-per-file", "2",
-                      "--sample-search", "1/16", *QUICK)
+                      "--sample-search", "1/16", *QUICK, *JSON)
     assert rc == 0, se
     summary = json.loads(so)
     files = sorted(p.name for p in out.iterdir())
@@ -75,7 +76,7 @@ def test_selfplay_dumps_pack_with_zero_rejects(nets, tmp_path):
     assert plies[0] == 8  # 8 random plies, then the searched positions
     # the same run again does nothing (every file is there) ...
     rc, so, _ = nnue("selfplay", nets[0], "-o", out, "--games", "5", "--games-per-file", "2",
-                     "--sample-search", "1/16", *QUICK)
+                     "--sample-search", "1/16", *QUICK, *JSON)
     assert rc == 0 and json.loads(so)["files_written"] == 0
     # ... and other settings into the same folder are refused in one line
     rc, _, se = nnue("selfplay", nets[0], "-o", out, "--games", "5", *QUICK[:2], "--no-progress")
@@ -86,7 +87,7 @@ def test_selfplay_rerun_fills_in_missing_files_identically(nets, tmp_path):
     """What a kill leaves (some files, a stale temporary one): the rerun writes exactly the
     missing files, byte-identical to an uninterrupted run's."""
     args = ["selfplay", str(nets[0]), "--games", "3", "--games-per-file", "1", "--nodes", "4",
-            "--adjudicate", "maxply=30", "--in-flight", "3", "--no-progress"]
+            "--adjudicate", "maxply=30", "--in-flight", "3", "--no-progress", "--json"]
     ref, cut = tmp_path / "ref", tmp_path / "cut"
     assert nnue(*args, "-o", ref)[0] == 0
     assert nnue(*args, "-o", cut)[0] == 0
@@ -266,7 +267,7 @@ def test_selfplay_and_match_with_tiny_and_residual_nets(tmp_path):
     net.save(sf)
     for p in (tiny, res):
         out = tmp_path / f"sp-{p.stem}"
-        rc, so, se = nnue("selfplay", p, "-o", out, "--games", "3", *QUICK)
+        rc, so, se = nnue("selfplay", p, "-o", out, "--games", "3", *QUICK, *JSON)
         assert rc == 0, se
         s = json.loads(so)
         got = pack([out], tmp_path / f"ds-{p.stem}", progress=False)
@@ -281,3 +282,34 @@ def test_selfplay_and_match_with_tiny_and_residual_nets(tmp_path):
         rc, _, se = nnue(*args)
         assert rc == 2 and se.count("\n") == 1 and "stockfish-classical base" in se, se
     assert not (tmp_path / "x").exists() and not (tmp_path / "y").exists()
+
+
+def test_selfplay_summary_says_how_games_ended_and_when_all_were_drawn(nets, tmp_path):
+    """The printed summary: games, results from white's view, how they ended; a warning when every
+    game was drawn (here all reach the ply limit: 8 random plies, then 2 searched)."""
+    rc, so, se = nnue("selfplay", nets[0], "-o", tmp_path / "sp", "--games", "3", "--nodes", "2",
+                      "--adjudicate", "maxply=10", "--no-progress")
+    assert rc == 0, se
+    lines = so.splitlines()
+    assert lines[0].startswith("selfplay: 3 games played in this run, ")
+    assert lines[1] == "results (white's view): 1-0 0 / draw 3 / 0-1 0 (100% draws)"
+    assert lines[2] == "ended by: ply limit 3"
+    assert lines[3].startswith("WARNING: all 3 games were drawn")
+    rc, so, _ = nnue("selfplay", nets[0], "-o", tmp_path / "sp", "--games", "3", "--nodes", "2",
+                     "--adjudicate", "maxply=10", "--no-progress", "--json")
+    s = json.loads(so)
+    assert rc == 0 and s["games"] == 0 and s["wdl_white"] == [0, 0, 0]  # a rerun: nothing left to play
+
+
+def test_every_option_says_its_default():
+    from nnue.cli import _parser
+
+    sub = next(a for a in _parser()._actions if a.__class__.__name__ == "_SubParsersAction")
+    for name in ("sprt", "selfplay", "match", "datagen"):
+        for act in sub.choices[name]._actions:
+            if not act.option_strings or act.dest == "help":
+                continue
+            text = act.help or ""
+            assert "default" in text or "required" in text, (name, act.option_strings, text)
+            if act.default not in (None, False) and "%(default)" not in text:
+                assert str(act.default).rstrip("0").rstrip(".") in text, (name, act.option_strings, text)

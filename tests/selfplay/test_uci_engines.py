@@ -83,6 +83,16 @@ p.wait()
     assert r["wdl"][2] >= r["crashes"]  # A (crashy) lost every game it crashed in
     pgn = Path(r["pgn"]).read_text()
     assert pgn.count("[Round ") == 2 and "crashed" in pgn
+    # the forfeited game keeps the moves played before the crash (8 book plies, then 12 of A's
+    # and 11 or 12 of B's)
+    import io
+
+    import chess.pgn
+
+    f = io.StringIO(pgn)
+    games = [g for g in iter(lambda: chess.pgn.read_game(f), None)]
+    lost = [g for g in games if "crashed" in g.headers.get("Termination", "")]
+    assert lost and all(len(list(g.mainline_moves())) >= 8 + 12 + 11 for g in lost[:1])
     # datagen with the same engine: crashed games are dropped and counted; the run completes
     rc, so, se = nnue("datagen", "--engine", str(crashy), "--nodes", "100", "--games", "1", "-o", tmp_path / "d",
                       "--no-progress")
@@ -170,3 +180,67 @@ def test_datagen_stockfish_hung_mid_run_still_packs_clean(tmp_path):
     assert s["games"] == 3 and s["timed_out_games"] == 1 and s["crashed_games"] == 0 and s["positions"] > 0
     res = pack([tmp_path / "d"], tmp_path / "ds", progress=False)
     assert res["read"] == res["packed"] == s["positions"] and sum(res["rejected"].values()) == 0
+
+
+# ------------------------------------------------------------------------- engine options
+def _sf_net(tmp_path: Path) -> Path:
+    """Stockfish 15.1's built-in net, written by the engine itself (not under its own name:
+    Stockfish ignores an EvalFile named nn-ad9b42354671.nnue and uses the built-in one)."""
+    import subprocess
+
+    net = tmp_path / "sf-builtin.nnue"
+    subprocess.run([STOCKFISH], input=f"uci\nexport_net {net}\nquit\n", text=True, capture_output=True, check=True,
+                   timeout=60)
+    assert net.stat().st_size == 47_001_499
+    return net
+
+
+@needs_sf
+def test_stockfish_classical_against_its_net_per_side_options(tmp_path):
+    """``--engine-option`` belongs to the --engine before it: A plays with ``Use NNUE=false``,
+    B with an EvalFile; what each engine said about its evaluation is in match.json."""
+    net = _sf_net(tmp_path)
+    rc, so, se = nnue("match", "--engine", STOCKFISH, "--engine-option", "Use NNUE=false",
+                      "--engine", STOCKFISH, "--engine-option", f"EvalFile={net}", "--nodes", "200", "--games", "4",
+                      "--adjudicate", "maxply=60", "-o", tmp_path / "m", "--json", "--quiet")
+    assert rc == 0, se
+    r = json.loads(so)
+    assert r["games"] == 4 and r["crashes"] == 0 and r["timeouts"] == 0
+    a, b = r["players"]["A"], r["players"]["B"]
+    assert a["options"] == {"Threads": 1, "Hash": 16, "Use NNUE": False} and a["info"] == ["classical evaluation enabled"]
+    assert b["options"]["EvalFile"] == str(net) and b["info"] == [f"NNUE evaluation using {net} enabled"]
+    assert a["id"].startswith("Stockfish 15.1")
+    assert r["settings"]["engine_options"] == {"A": a["options"], "B": b["options"]}
+
+
+@needs_sf
+def test_an_engine_that_rejects_its_net_is_refused_quoting_its_errors(tmp_path):
+    net = _sf_net(tmp_path)
+    bad = tmp_path / "truncated.nnue"
+    bad.write_bytes(net.read_bytes()[:1_000_000])
+    out = tmp_path / "m"
+    rc, _, se = nnue("match", "--engine", STOCKFISH, "--engine", STOCKFISH, "--engine-option", f"EvalFile={bad}",
+                     "--nodes", "100", "-o", out)
+    assert rc == 2 and se.count("\n") == 1, se
+    assert "refused its settings" in se and "exited" in se
+    assert f"'info string ERROR: The option is set to true, but the network file {bad} was not loaded " \
+           f"successfully.'" in se
+    assert not out.exists()
+
+
+@needs_sf
+def test_engine_option_mistakes_are_one_line(tmp_path):
+    cases = [(["--engine", STOCKFISH, "--engine-option", "NoSuchThing=1", "--engine", STOCKFISH],
+              "has no option 'NoSuchThing' (it has: "),
+             (["--engine", STOCKFISH, "--engine-option", "Use NNUE=maybe", "--engine", STOCKFISH],
+              "option 'Use NNUE' is a check: true or false, not 'maybe'"),
+             (["--engine", STOCKFISH, "--engine-option", "Hash=0", "--engine", STOCKFISH],
+              "option 'Hash' is 0, outside its range 1..33554432"),
+             (["--engine-option", "Hash=16", "--engine", STOCKFISH, "--engine", STOCKFISH],
+              "give it after the --engine it is for"),
+             (["--engine", STOCKFISH, "--engine-option", "Hash", "--engine", STOCKFISH], "NAME=VALUE"),
+             (["--engine", "/bin/echo hello", "--engine", STOCKFISH], "does not speak UCI")]
+    for args, needle in cases:
+        rc, _, se = nnue("match", *args, "--nodes", "10", "-o", tmp_path / "m")
+        assert rc == 2 and se.count("\n") == 1 and needle in se, (args, se)
+    assert not (tmp_path / "m").exists()
