@@ -30,6 +30,7 @@ from nnue.inference import api as inference_api
 from nnue.inference.kinds import sfnnv5 as inference
 from nnue.inference.sfnnv5 import (FC0_OUTPUTS, FC1_INPUTS, FC1_OUTPUTS, FC1_PADDED, LAYER_STACKS, NORMALIZE_TO_PAWN,
                                    PSQT_BUCKETS, SFNNv5IntegerNet)
+from nnue import kernels
 from nnue.kernels import sparse_ft_pair
 
 from ..model import FeatureTransformer, fake_quant
@@ -113,6 +114,9 @@ class SFNNv5Net(nn.Module):
     bucket (B,) int64 -> (B,) float eval / SCALE."""
 
     qat = None
+    #: the trainer sets it with optimizer.sparse_ft=true: on the numba backend the feature
+    #: transformer's gradient then holds only the rows a batch touched (RowSparseAdamW)
+    sparse_grad = False
 
     def __init__(self, arch: SFNNv5Arch, backend: str = "auto", factors: torch.Tensor | None = None):
         super().__init__()
@@ -164,14 +168,29 @@ class SFNNv5Net(nn.Module):
         y = torch.nn.functional.linear(x, self._q(w, ws), self._q(b, bs))
         return y.view(x.shape[0], -1, n).gather(1, bucket.view(-1, 1, 1).expand(-1, 1, n)).squeeze(1)
 
-    def forward_value(self, stm: torch.Tensor, nstm: torch.Tensor, bucket: torch.Tensor) -> torch.Tensor:
-        """(B,) float ``y``: the engine's internal value / 600."""
+    def _accumulators(self, stm: torch.Tensor, nstm: torch.Tensor) -> torch.Tensor:
+        """The raw accumulators of both perspectives, (B, 2·(L1 + 8)), stm first. On the numba
+        backend (:mod:`nnue.kernels.sparse_ft_numba`, not under QAT: its per-row fake
+        quantisation has one scale, this net two) the factoriser goes to the kernel unfolded and
+        the gradient can be row-sparse; else :func:`nnue.kernels.sparse_ft_pair` on the folded
+        weight (under QAT: L1 columns on the grid of 1/127, PSQT columns of 1/9600)."""
+        if self.qat is None and kernels.resolve_backend(self.backend, self.ft.weight.device) == "numba":
+            from nnue.kernels import sparse_ft_numba
+
+            fac = self.ft.factor if self.factor_map is not None else None
+            return sparse_ft_numba.sparse_ft_pair(self.ft.weight, self.ft.bias, stm, nstm, "none", fac,
+                                                  self.factor_map, self.sparse_grad, None)
         H = self.arch.hidden
         w, b = self.folded_ft_weight(), self.ft.bias
         if self.qat is not None:
             w = torch.cat([fake_quant(w[:, :H], FT_SCALE), fake_quant(w[:, H:], PSQT_SCALE)], 1)
             b = torch.cat([fake_quant(b[:H], FT_SCALE), b[H:]])
-        acc = sparse_ft_pair(w, b, stm, nstm, "none", self.backend)
+        return sparse_ft_pair(w, b, stm, nstm, "none", "torch" if self.backend == "numba" else self.backend)
+
+    def forward_value(self, stm: torch.Tensor, nstm: torch.Tensor, bucket: torch.Tensor) -> torch.Tensor:
+        """(B,) float ``y``: the engine's internal value / 600."""
+        H = self.arch.hidden
+        acc = self._accumulators(stm, nstm)
         W = H + PSQT_BUCKETS
         halves = []
         for a in (acc[:, :H], acc[:, W:W + H]):
@@ -199,7 +218,7 @@ class SFNNv5Net(nn.Module):
         return y, y.new_zeros((y.shape[0], 1))
 
     @torch.no_grad()
-    def clip_weights(self, ft_limit: float, l1_limit: float) -> None:
+    def clip_weights(self, ft_limit: float, l1_limit: float, ft_weight: bool = True) -> None:
         """Keep the dense layers on the int8 range: l1 + l1_fact and l2 within ±127/64, out
         within ±127²/9600 (the feature transformer's int16 range is audited at export)."""
         lim = HIDDEN_LIMIT
