@@ -300,6 +300,12 @@ def cmd_export(args) -> int:
           f"{arch['output_buckets']}")
     if r.get("residual"):
         print(f"  residual net: eval = {r['residual']['base']} + {r['residual']['alpha']:g}·net")
+    if arch.get("kind") == "sfnnv5":
+        if arch["hidden"] == 1024:
+            print(f"  Stockfish 15.1: setoption name EvalFile value {Path(r['bin']).resolve()}")
+        else:
+            print(f"  note: net.nnue has L1 {arch['hidden']}: Stockfish 15.1 loads only 1024 (nnue eval and "
+                  "nnue import-net read it)", file=sys.stderr)
     print(f"  {r['bytes']['net.safetensors']:,} bytes" + (f" (model.max_bytes {r['bytes']['max_bytes']:,})"
                                                          if r["bytes"]["max_bytes"] else ""))
     print(f"  audit: accumulator worst case {a['accumulator_worst_case']} (limit {a['accumulator_limit']}), "
