@@ -821,6 +821,9 @@ def check_train_args(overrides: list[str]) -> str | None:
         check_train_config(cfg)  # types, ranges, known keys, devices, a finite stop
         paths = cfg.data.path
         paths = [paths] if isinstance(paths, str) else list(paths)
+        for p in paths:  # a folder `nnue pack --watch` made and has not packed into yet: wait for a part
+            mf.wait_for_first_part(p, float(cfg.data.get("wait_for_data_s", 0) or 0),
+                                   lambda text: print(f"nnue train: {text}", file=sys.stderr, flush=True))
         if not sum(mf.totals(mf.load(p))["packed"] for p in paths):
             return f"data.path={','.join(map(str, paths))}: 0 positions packed; nothing to train on"
         from nnue.trainer.runs import check_run_folder  # a folder holding a run: refused, one line

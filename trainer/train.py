@@ -63,6 +63,10 @@ def run(cfg: DictConfig) -> dict:
     quiet_lightning()
     pl.seed_everything(cfg.seed, workers=True, verbose=False)
     out = runs.prepare(cfg)  # the job's own folder; absolute data.path/ckpt_path; refuses finished runs
+    from nnue.pipeline.manifest import wait_for_first_part
+
+    for p in [cfg.data.path] if isinstance(cfg.data.path, str) else list(cfg.data.path):
+        wait_for_first_part(p, float(cfg.data.get("wait_for_data_s", 0) or 0), log.info)  # `nnue train` waited already
     datamodule = instantiate(cfg.data)
     tcfg = plain(cfg.trainer)
     spe, exact = datamodule.steps_per_epoch(_world_size(tcfg))
