@@ -91,6 +91,13 @@ class JobEnd(Callback):
     """Hydra callback: error.txt for a failed job; with ``export=true`` the finished job's export;
     after an Optuna sweep, the best trial's folder in ``optimization_results.yaml``."""
 
+    def on_multirun_start(self, config: DictConfig, **kwargs: Any) -> None:
+        target = str(config.hydra.launcher.get("_target_", ""))
+        if target.startswith("hydra_plugins.nnue_forge_launchers."):
+            from .launchers import register
+
+            register()  # an editable install is not found by Hydra's plugin scan
+
     def on_multirun_end(self, config: DictConfig, **kwargs: Any) -> None:
         try:
             sweep = Path(str(config.hydra.sweep.dir))  # the cached unique folder (nnue.unique_dir)

@@ -20,6 +20,8 @@ def test_joblib_2x2_sweep_every_job_owns_its_folder(sample_dataset, tmp_path):
     for job in jobs:
         metrics = json.loads((job / "metrics.json").read_text())
         assert metrics["val_loss"] > 0 and metrics["epochs"] == 1
+        # joblib gives each of its n_jobs=2 workers CPUs // 2 threads, and the job trains with them
+        assert metrics["torch_threads"] == max(1, os.cpu_count() // 2)
         cfg = yaml.safe_load((job / "config.yaml").read_text())
         assert cfg["paths"]["output_dir"] == str(job)  # the job's folder is its paths.output_dir
         assert cfg["data"]["path"] == str(sample_dataset)  # resolved against the starting directory
