@@ -114,7 +114,7 @@ def sweep_settings(sweep: Path, jobs: list[Path]) -> dict:
         direction, origin = d, "hydra.sweeper.direction"
     else:
         direction = "maximize" if "spearman" in metric else "minimize"
-        origin = "the metric's kind (a Spearman is maximised, a loss minimised)"
+        origin = "the metric's kind: a loss is minimised, a Spearman maximised"
     params = sweeper.get("params") if optuna else None
     storage = sweeper.get("storage") if optuna else None
     cwd = _get(hyd, "runtime.cwd")
@@ -150,7 +150,7 @@ def _collect(sweep: Path, metric: str | None, direction: str | None) -> tuple[li
         st["metric"] = metric
         if direction is None:
             st["direction"] = "maximize" if "spearman" in metric else "minimize"
-            st["direction_from"] = "the metric's kind (a Spearman is maximised, a loss minimised)"
+            st["direction_from"] = "the metric's kind: a loss is minimised, a Spearman maximised"
     if direction is not None:
         if direction not in DIRECTIONS:
             raise SweepReportError(f"--direction {direction}: give minimize or maximize")
@@ -346,6 +346,10 @@ def plot(rows: list[dict], path: Path, st: dict | None = None) -> None:
             lo, hi = min(vals), max(vals)
             pad = (hi - lo) * 0.15 or abs(hi) * 0.05 or 1.0
             ax.set_xlim(max(0.0, lo - pad) if lo >= 0 else lo - pad, hi + pad)
+        from matplotlib.ticker import FormatStrFormatter, MaxNLocator
+
+        ax.xaxis.set_major_locator(MaxNLocator(4))
+        ax.xaxis.set_major_formatter(FormatStrFormatter("%.4g"))
         ax.set_title(title + (f" (top {len(top)} of {len(ranked)})" if len(ranked) > len(top) else ""), fontsize=10)
         ax.tick_params(axis="x", labelsize=8)
         ax.grid(axis="x", alpha=0.3)
