@@ -304,7 +304,10 @@ def plot(rows: list[dict], path: Path, st: dict | None = None) -> None:
     gs = fig.add_gridspec(nrows, ncols, height_ratios=[3.4, bar_h] if params else [bar_h])
     for i, k in enumerate(params):
         ax = fig.add_subplot(gs[0, i])
-        pts = [(r["params"].get(k), r["metric"], r["best"]) for r in ranked]
+        pts = [(r["params"].get(k), r["metric"], r["best"]) for r in ranked if r["params"].get(k) is not None]
+        if not pts:
+            ax.set_title(f"{metric} vs {_short(k.split('.')[-1], 20)}: no finished job", fontsize=10)
+            continue
         nums = [_num(x) for x, _, _ in pts]
         if pts and all(v is not None for v in nums):
             xs = nums
