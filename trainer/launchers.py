@@ -23,7 +23,7 @@ import re
 import subprocess
 import time
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Sequence
 
 from hydra.core.singleton import Singleton
 from hydra.core.utils import JobReturn, filter_overrides
