@@ -22,6 +22,7 @@ COPY inference inference
 COPY conf conf
 COPY bench bench
 COPY selfplay selfplay
+COPY hydra_plugins/nnue_forge_launchers hydra_plugins/nnue_forge_launchers
 RUN pip install .
 COPY data/sample data/sample
 COPY scripts scripts

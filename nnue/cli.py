@@ -827,11 +827,16 @@ def _parser() -> argparse.ArgumentParser:
     add_selfplay_parsers(sub)
     s = sub.add_parser("sweep", help="sweep tools: 'nnue sweep report SWEEP_DIR'")  # nnue/trainer/sweep_report.py
     r = s.add_subparsers(dest="sweep_cmd", required=True, metavar="SUBCOMMAND", parser_class=_OneLineParser)
-    r = r.add_parser("report", help="one row per job: overrides, val metrics, export audit, evals/s",
-                     description="Write SWEEP_DIR's job table as Markdown, CSV and PNG (sweep_report.*).")
+    r = r.add_parser("report", help="one row per job, best first: overrides, val metrics, export audit, evals/s",
+                     description="Write SWEEP_DIR's job table, best job first and marked, as Markdown, CSV, JSON "
+                                 "and PNG (sweep_report.*); for an Optuna sweep also the best trial's folder and "
+                                 "Optuna's own plots (sweep_optuna_*.png).")
     r.add_argument("sweep_dir", help="a sweep folder (hydra.sweep.dir): one sub-folder per job")
-    r.add_argument("-o", "--output", metavar="DIR", help="where to write sweep_report.{md,csv,png} (default: SWEEP_DIR)")
-    r.add_argument("--json", action="store_true", help="print the rows as JSON instead of the table")
+    r.add_argument("-o", "--output", metavar="DIR", help="where to write sweep_report.{md,csv,json,png} (default: SWEEP_DIR)")
+    r.add_argument("--json", action="store_true", help="print the report (metric, best job, rows) as JSON instead of the table")
+    r.add_argument("--metric", help="rank on this metrics.json key (default: the sweep's optimized_metric, else val_loss)")
+    r.add_argument("--direction", choices=["minimize", "maximize"],
+                   help="default: the Optuna sweeper's direction, else maximize for a Spearman and minimize otherwise")
     r.set_defaults(func=lambda a: __import__("nnue.trainer.sweep_report", fromlist=["main"]).main(a))
     return p
 
@@ -894,6 +899,9 @@ def check_train_args(overrides: list[str]) -> str | None:
         check_train_config(cfg)  # types, ranges, known keys, devices, a finite stop
         paths = cfg.data.path
         paths = [paths] if isinstance(paths, str) else list(paths)
+        for p in paths:  # a folder `nnue pack --watch` made and has not packed into yet: wait for a part
+            mf.wait_for_first_part(p, float(cfg.data.get("wait_for_data_s", 0) or 0),
+                                   lambda text: print(f"nnue train: {text}", file=sys.stderr, flush=True))
         if not sum(mf.totals(mf.load(p))["packed"] for p in paths):
             return f"data.path={','.join(map(str, paths))}: 0 positions packed; nothing to train on"
         from nnue.trainer.runs import check_run_folder  # a folder holding a run: refused, one line
@@ -967,6 +975,9 @@ def main(argv: list[str] | None = None) -> int:
     line, status 1 (``NNUE_DEBUG=1``: the traceback instead); Ctrl-C: one line, status 130."""
     argv = list(sys.argv[1:] if argv is None else argv)
     cmd = argv[0] if argv and not argv[0].startswith("-") else "nnue"
+    # SQLAlchemy is pinned below 2 for optuna 2.10's storage (pyproject.toml): its one-time
+    # "not compatible with SQLAlchemy 2.0" notice says nothing a user can act on
+    os.environ.setdefault("SQLALCHEMY_SILENCE_UBER_WARNING", "1")
     debug = os.environ.get("NNUE_DEBUG", "") not in ("", "0")
     try:
         return _main(argv)

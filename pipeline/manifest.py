@@ -39,6 +39,7 @@ import fcntl
 import hashlib
 import json
 import os
+import time
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -59,6 +60,32 @@ def sha256_file(path: str | Path, chunk: int = 1 << 20) -> str:
         while block := f.read(chunk):
             h.update(block)
     return h.hexdigest()
+
+
+def wait_for_first_part(dataset: str | Path, timeout_s: float, say=None, poll_s: float = 0.5) -> bool:
+    """For a dataset folder that exists but holds no manifest yet (``nnue pack --watch`` made it
+    and has packed nothing): wait until its manifest lists a packed position, at most
+    ``timeout_s`` seconds. ``say(text)`` is called once, when the wait starts. Returns whether it
+    waited. Raises ManifestError when nothing arrived in time; a folder that is missing or already
+    has a manifest returns False at once (:func:`load` words its problems)."""
+    d = Path(dataset)
+    if not d.is_dir() or (d / MANIFEST).exists():
+        return False
+    if say is not None:
+        say(f"waiting up to {timeout_s:g} s for the first part file in {d} (no {MANIFEST} yet: "
+            "'nnue pack --watch' writes it when it has packed a dump; data.wait_for_data_s sets the wait)")
+    deadline = time.monotonic() + timeout_s
+    while True:
+        if (d / MANIFEST).exists():
+            try:
+                if totals(load(d))["packed"] > 0:
+                    return True
+            except ManifestError:
+                pass  # being replaced: look again
+        if time.monotonic() >= deadline:
+            raise ManifestError(f"{d}: no part file arrived within {timeout_s:g} s (data.wait_for_data_s); "
+                                "is 'nnue pack --watch' running on it?")
+        time.sleep(min(poll_s, max(deadline - time.monotonic(), 0.01)))
 
 
 def load(dataset: str | Path) -> dict:

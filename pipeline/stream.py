@@ -35,8 +35,10 @@ in proportion to their rows.
 part files added since (``nnue pack``, ``nnue pack --watch``) join the stream from the next epoch
 on; parts are immutable (named by their input's sha256), so the units already known stay as they
 are. The train/validation split stays a pure function of the game id, so a game never moves
-between train and validation. ``parts_log`` records, per epoch, which part files were known at its
-start and how many rows it read from each.
+between train and validation. ``parts_log`` records, per epoch (counted from 1: ``set_epoch(e)``
+logs ``e + 1``, as the trainer's log lines number epochs), which part files were known at its
+start and how many rows it read from each. The trainer refreshes only its training stream unless
+``data.refresh_val``: the validation set stays the one of the run's start.
 
 Sharding: a source's units go round-robin to the ``world_size · num_workers`` shards. With
 weighted sources or fixed-length epochs, a source with fewer units than shards is read whole by
@@ -450,7 +452,7 @@ class PackedStream(torch.utils.data.IterableDataset):
         try:
             yield from self._iter()
         finally:
-            line = {"epoch": self.epoch, "split": self.split, "rank": self.rank,
+            line = {"epoch": self.epoch + 1, "split": self.split, "rank": self.rank,  # from 1, as the trainer counts
                     "worker": info.id if info else 0, "pid": os.getpid(),
                     "known_parts": sorted(p.name for p, _ in self.parts),
                     "rows_read": dict(sorted(self._part_rows.items()))}

@@ -83,7 +83,8 @@ def write_weights(lit, trainer: pl.Trainer | None, path: Path) -> None:
 class RunCheckpoint(pl.Callback):
     """``<dirpath>/last.ckpt`` and ``<dirpath>/weights-last.safetensors`` at the end of every
     training epoch (after its validation, if any), at the end of training and when interrupted;
-    ``weights-epoch<N>.safetensors`` every ``every_n_epochs`` epochs. Atomic (temp + rename), so
+    ``weights-epoch<N>.safetensors`` every ``every_n_epochs`` epochs (N counts from 1, as every
+    epoch number the trainer shows does). Atomic (temp + rename), so
     an interrupted write never leaves a file that looks finished. Raises :class:`EmptyTrainingSet`
     when the first epoch trained no batch."""
 
@@ -104,7 +105,7 @@ class RunCheckpoint(pl.Callback):
             os.replace(tmp, self.last)
             write_weights(lit, trainer, self.dirpath / "weights-last.safetensors")
             if epoch_end and (trainer.current_epoch + 1) % self.every == 0:
-                write_weights(lit, trainer, self.dirpath / f"weights-epoch{trainer.current_epoch:04d}.safetensors")
+                write_weights(lit, trainer, self.dirpath / f"weights-epoch{trainer.current_epoch + 1:04d}.safetensors")
         self.saved_step = trainer.global_step
 
     def on_train_epoch_end(self, trainer: pl.Trainer, lit) -> None:
@@ -208,7 +209,7 @@ class Progress(pl.Callback):
         if self.bar is not None:
             pos_s, _ = self._rate(trainer)
             loss = outputs.get("loss") if isinstance(outputs, dict) else outputs
-            self.bar.set_postfix_str(f"epoch {trainer.current_epoch} loss {float(loss):.5f} {pos_s:,.0f} pos/s",
+            self.bar.set_postfix_str(f"epoch {trainer.current_epoch + 1} loss {float(loss):.5f} {pos_s:,.0f} pos/s",
                                      refresh=False)
             self.bar.update(trainer.global_step - self.bar.n)
 
@@ -339,3 +340,15 @@ class WeightsCheckpoint(pl.Callback):
     def on_train_epoch_end(self, trainer: pl.Trainer, lit) -> None:
         if trainer.global_rank == 0:
             write_weights(lit, trainer, self.dirpath / "weights-last.safetensors")
+
+
+class BestCheckpoint(pl.callbacks.ModelCheckpoint):
+    """Lightning's ModelCheckpoint with ``{epoch}`` in the file name counted from 1, as the
+    progress line, the data log and ``weights-epoch<N>`` count (``best-epoch0001.ckpt`` is the
+    first epoch's)."""
+
+    def format_checkpoint_name(self, metrics, filename=None, ver=None, prefix=None) -> str:
+        if "epoch" in metrics:
+            metrics = dict(metrics)
+            metrics["epoch"] = metrics["epoch"] + 1
+        return super().format_checkpoint_name(metrics, filename=filename, ver=ver, prefix=prefix)

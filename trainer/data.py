@@ -78,7 +78,8 @@ class NNUEDataModule(pl.LightningDataModule):
                  shuffle_buffer: int = 1 << 20, val_fraction: float = 0.05, num_workers: int = 0,
                  seed: int = 0, filters: dict | None = None, weights: list[float] | None = None,
                  positions_per_epoch: int | None = None, batches_per_superbatch: int | None = None,
-                 pin_memory: bool | None = None, refresh_manifest: bool = True, parts_log: str | None = None):
+                 pin_memory: bool | None = None, refresh_manifest: bool = True, parts_log: str | None = None,
+                 refresh_val: bool = False, wait_for_data_s: float = 600.0):
         super().__init__()
         from .callbacks import plain
 
@@ -97,7 +98,10 @@ class NNUEDataModule(pl.LightningDataModule):
         self.positions_per_epoch, self.batches_per_superbatch = positions_per_epoch, batches_per_superbatch
         self.pin_memory = torch.cuda.is_available() if pin_memory is None else pin_memory
         # refresh_manifest: at each epoch boundary, add the part files packed since (PackedStream.refresh)
-        self.refresh_manifest, self.parts_log = refresh_manifest, parts_log
+        # to training; refresh_val: to validation too (off: the validation set is the one of the
+        # run's start, so that val_loss and the best checkpoint compare one set across epochs)
+        self.refresh_manifest, self.parts_log, self.refresh_val = refresh_manifest, parts_log, refresh_val
+        self.wait_for_data_s = wait_for_data_s  # nnue train: wait this long for a first part (wait_for_first_part)
         self.train_set: PackedStream | None = None
         self.val_set: PackedStream | None = None
 
@@ -128,6 +132,14 @@ class NNUEDataModule(pl.LightningDataModule):
                                       positions_per_epoch=self.train_positions_per_epoch(world), **common)
         # validation: every held-out game of every dataset, once (pooled, not weighted)
         self.val_set = PackedStream(self.paths, self.val_batch_size, 0, "val", drop_last=False, **common)
+        if self.refresh_manifest and rank == 0 and stage in (None, "fit"):
+            n = len(self.val_set.parts)
+            if self.refresh_val:
+                log.info("streaming: new part files join training and validation at each epoch boundary "
+                         "(data.refresh_val=true: val_loss compares different sets across epochs)")
+            else:
+                log.info("streaming: validation set fixed at the start of the run (%d part file(s)); new part "
+                         "files join training only (data.refresh_val=true adds them to validation too)", n)
 
     def transfer_batch_to_device(self, batch, device: torch.device, dataloader_idx: int):
         """Packed batch -> training device. From pinned memory to CUDA the copy is non-blocking,
@@ -142,12 +154,15 @@ class NNUEDataModule(pl.LightningDataModule):
         if t is not None and t.world_size > 1:
             listing = t.strategy.broadcast(listing, src=0)
         info = ds.refresh(listing)
-        if info["new_parts"]:
-            log.info("epoch %d, %s: %d new part file(s), %s new positions (before the split and filters)",
-                     self._epoch(), ds.split, info["new_parts"], f"{info['new_positions']:,}")
+        if info["new_parts"] and (t is None or t.global_rank == 0):
+            # epochs count from 1 here as in the progress line (trainer.current_epoch + 1)
+            log.info("epoch %d, %s: %d new part file(s), %s new positions (before the split and filters)%s",
+                     self._epoch() + 1, ds.split, info["new_parts"], f"{info['new_positions']:,}",
+                     "; validation keeps the set of the run's start" if ds.split == "train" and not self.refresh_val
+                     else "")
 
-    def _loader(self, ds: PackedStream) -> EpochLoader:
-        return EpochLoader(ds, self._epoch, self._refresh if self.refresh_manifest else None,
+    def _loader(self, ds: PackedStream) -> EpochLoader:  # validation
+        return EpochLoader(ds, self._epoch, self._refresh if self.refresh_manifest and self.refresh_val else None,
                            num_workers=self.num_workers, pin_memory=self.pin_memory, persistent_workers=False)
 
     def _batches_done(self) -> int:

@@ -65,8 +65,46 @@ def export_job(out: Path, positions: int = 20000) -> dict:
     return r | {"eval_speed": speed}
 
 
+def name_best_trial(sweep: Path) -> dict | None:
+    """Add the best trial's job folder to an Optuna sweep's ``optimization_results.yaml``
+    (``best_job``, ``best_job_dir``; null when the best trial ran in an earlier run of a stored
+    study, outside this folder). Returns the new contents, or None without that file."""
+    import yaml
+
+    from .sweep_report import _collect, best_job
+
+    p = sweep / "optimization_results.yaml"
+    if not p.exists():
+        return None
+    res = yaml.safe_load(p.read_text()) or {}
+    rows, _, _ = _collect(sweep, None, None)
+    job = best_job(rows, res.get("best_params") or {})
+    res["best_job"] = job["job"] if job else None
+    res["best_job_dir"] = job["dir"] if job else None
+    if job is None:
+        res["best_job_note"] = "the best trial is not in this sweep folder (an earlier run of the stored study)"
+    _write(p, yaml.safe_dump(res, sort_keys=False))
+    return res
+
+
 class JobEnd(Callback):
-    """Hydra callback: error.txt for a failed job; with ``export=true`` the finished job's export."""
+    """Hydra callback: error.txt for a failed job; with ``export=true`` the finished job's export;
+    after an Optuna sweep, the best trial's folder in ``optimization_results.yaml``."""
+
+    def on_multirun_start(self, config: DictConfig, **kwargs: Any) -> None:
+        target = str(config.hydra.launcher.get("_target_", ""))
+        if target.startswith("hydra_plugins.nnue_forge_launchers."):
+            from .launchers import register
+
+            register()  # an editable install is not found by Hydra's plugin scan
+
+    def on_multirun_end(self, config: DictConfig, **kwargs: Any) -> None:
+        try:
+            sweep = Path(str(config.hydra.sweep.dir))  # the cached unique folder (nnue.unique_dir)
+            if sweep.is_dir():
+                name_best_trial(sweep)
+        except Exception as e:  # the sweep ran; naming its best folder is a convenience
+            log.warning("could not name the best trial's folder: %s", e)
 
     def on_job_end(self, config: DictConfig, job_return: JobReturn, **kwargs: Any) -> None:
         if env_rank() != 0:

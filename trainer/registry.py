@@ -299,32 +299,121 @@ class CycleLock:
 
 
 # --------------------------------------------------------------------------------- command line
+VERDICT_WORDS = {"promote": "promoted", "reject": "rejected"}
+
+
+def _fmt(x, f: str) -> str:
+    return "n/a" if x is None else format(x, f)
+
+
+def events(reg: Registry) -> list[dict]:
+    """history.jsonl as events, oldest first: ``{"time", "event", "version", "previous", "champion",
+    "reason"}``; ``event`` is ``promoted`` / ``rejected`` (a retrain cycle's verdict), ``promoted
+    (manual)`` (``nnue registry promote``), ``rolled back`` (``nnue registry rollback``) or
+    ``skipped`` (a cycle with no new data)."""
+    out = []
+    for h in reg.history():
+        a = h.get("action")
+        if a == "cycle":
+            ev = VERDICT_WORDS.get(h.get("verdict"), str(h.get("verdict")))
+            prev = h.get("previous_champion")
+        elif a == "promote":
+            ev, prev = "promoted (manual)", h.get("previous")
+        elif a == "rollback":
+            ev, prev = "rolled back", h.get("previous")
+        else:
+            ev, prev = str(a), h.get("champion")
+        out.append({"time": h.get("time"), "event": ev, "version": h.get("version"), "previous": prev,
+                    "champion": h.get("champion"), "reason": h.get("reason")})
+    return out
+
+
+def _table(rows: list[list[str]], head: list[str]) -> list[str]:
+    """Plain-text table: columns padded to their widest cell (the last one left ragged)."""
+    w = [max(len(str(r[i])) for r in [head, *rows]) for i in range(len(head))]
+    fmt = lambda r: "  ".join(str(c).ljust(w[i]) if i < len(r) - 1 else str(c) for i, c in enumerate(r))  # noqa: E731
+    return [fmt(head).rstrip(), *(fmt(r).rstrip() for r in rows)]
+
+
+def list_rows(reg: Registry) -> list[dict]:
+    """One dict per finished version (``nnue registry list --json``): version, champion, verdict,
+    created, gate_loss, gate_spearman, positions, reason, in_history, and ``events``: the history
+    events (:func:`events`) that name this version."""
+    champ = reg.champion_raw()
+    evs = events(reg)
+    hist = {h.get("version") for h in reg.history() if h.get("action") == "cycle"}
+    rows = []
+    for v in reg.finished():
+        rec = reg.info(v)
+        c = (rec.get("metrics") or {}).get("candidate") or {}
+        rows.append({"version": v, "champion": v == champ, "verdict": rec.get("verdict"),
+                     "created": rec.get("created"), "gate_loss": c.get("loss"),
+                     "gate_spearman": c.get("spearman"), "positions": (rec.get("data") or {}).get("positions"),
+                     "reason": rec.get("reason"), "in_history": v in hist,
+                     "events": [e for e in evs if e["version"] == v]})
+    return rows
+
+
+def list_text(reg: Registry, rows: list[dict]) -> str:
+    """``nnue registry list``: the versions (``*`` = champion), then the history: every
+    promotion, rejection and rollback, oldest first."""
+    if not rows:
+        return f"{reg.root}: no versions yet\n"
+    out = [f"registry {reg.root}: {len(rows)} version(s), champion {reg.champion_raw() or 'none'}", ""]
+    out += _table([["*" if r["champion"] else "", r["version"], r["created"] or "",
+                    VERDICT_WORDS.get(r["verdict"], str(r["verdict"])), _fmt(r["gate_loss"], ".5f"),
+                    _fmt(r["gate_spearman"], ".4f"), _fmt(r["positions"], ","), r["reason"] or ""] for r in rows],
+                  ["", "version", "created", "verdict", "gate loss", "gate ρ", "positions", "reason"])
+    evs = events(reg)
+    if evs:
+        out += ["", "history (oldest first):"]
+        out += _table([[e["time"] or "", e["event"], e["version"] or "",
+                        (f"{e['champion']} (kept)" if e["previous"] == e["champion"] and e["champion"]
+                         else f"{e['previous'] or 'none'} -> {e['champion'] or 'none'}"), e["reason"] or ""] for e in evs],
+                      ["time", "event", "version", "champion", "reason"])
+    return "\n".join(out) + "\n"
+
+
+def show_text(rec: dict) -> str:
+    """``nnue registry show``: one version as a readable table (``--json``: the raw record)."""
+    c = (rec.get("metrics") or {}).get("candidate") or {}
+    ch = (rec.get("metrics") or {}).get("champion") or {}
+    data, gate = rec.get("data") or {}, rec.get("gate") or {}
+    train = (rec.get("history") or {}).get("train") or {}
+    lines = [["version", rec.get("version")],
+             ["champion", "yes" if rec.get("champion") else "no"],
+             ["created", rec.get("created")],
+             ["verdict", VERDICT_WORDS.get(rec.get("verdict"), rec.get("verdict"))],
+             ["reason", rec.get("reason")],
+             ["warm start from", rec.get("warm_start") or "none (fresh weights)"],
+             ["data", f"{_fmt(data.get('positions'), ',')} positions in {_fmt(data.get('files'), ',')} file(s) "
+                      f"({_fmt(data.get('new_files'), ',')} new, {_fmt(data.get('new_positions'), ',')} new positions)"],
+             ["training", f"val_loss {_fmt(train.get('val_loss'), '.5f')}, val_spearman "
+                          f"{_fmt(train.get('val_spearman'), '.4f')}, {_fmt(train.get('epochs'), 'd')} epoch(s), "
+                          f"{_fmt(train.get('global_step'), ',')} steps"]]
+    out = _table([[k, "" if v is None else str(v)] for k, v in lines], ["field", "value"])
+    vs = gate.get("champion") or "none"
+    out += ["", f"gate ({_fmt(c.get('positions'), ',')} positions of held-out games):"]
+    out += _table([["loss", _fmt(c.get("loss"), ".5f"), _fmt(ch.get("loss"), ".5f")],
+                   ["Spearman ρ", _fmt(c.get("spearman"), ".4f"), _fmt(ch.get("spearman"), ".4f")]],
+                  ["metric", "this version", f"champion then ({vs})"])
+    sprt = gate.get("sprt")
+    if sprt:
+        elo = "n/a" if sprt.get("elo") is None else f"{sprt['elo']:+.1f}"
+        out += ["", f"SPRT [{sprt.get('elo0')}, {sprt.get('elo1')}] at {sprt.get('nodes')} nodes: {sprt.get('verdict')}, "
+                    f"LLR {_fmt(sprt.get('llr'), '+.2f')}, Elo {elo} ± {_fmt(sprt.get('elo_ci95'), '.1f')} "
+                    f"over {sprt.get('games')} games"]
+    return "\n".join(out) + "\n"
+
+
 def cli_registry(args) -> int:
     """``nnue registry list|show|promote|rollback``."""
     reg = Registry(args.registry)
     if not reg.root.is_dir():
         raise RegistryError(f"{reg.root}: no registry folder (nnue retrain creates it)")
     if args.action == "list":
-        champ = reg.champion_raw()
-        hist = {h.get("version"): h for h in reg.history() if h.get("action") == "cycle"}
-        rows = []
-        for v in reg.finished():
-            rec = reg.info(v)
-            c = (rec.get("metrics") or {}).get("candidate") or {}
-            rows.append({"version": v, "champion": v == champ, "verdict": rec.get("verdict"),
-                         "created": rec.get("created"), "gate_loss": c.get("loss"),
-                         "gate_spearman": c.get("spearman"), "positions": (rec.get("data") or {}).get("positions"),
-                         "reason": rec.get("reason"), "in_history": v in hist})
-        if args.json:
-            print(json.dumps(rows))
-            return 0
-        if not rows:
-            print(f"{reg.root}: no versions yet")
-        for r in rows:
-            fmt = lambda x, f: "n/a" if x is None else format(x, f)  # noqa: E731
-            print(f"{'*' if r['champion'] else ' '} {r['version']}  {r['created']}  {r['verdict']:<7}  "
-                  f"gate loss {fmt(r['gate_loss'], '.5f')}  ρ {fmt(r['gate_spearman'], '.4f')}  "
-                  f"{fmt(r['positions'], ',')} positions  {r['reason']}")
+        rows = list_rows(reg)
+        print(json.dumps(rows) if args.json else list_text(reg, rows), end="\n" if args.json else "")
         return 0
     if args.action == "show":
         v = args.version or reg.champion()
@@ -334,7 +423,8 @@ def cli_registry(args) -> int:
         rec = reg.info(v)
         rec["champion"] = v == reg.champion_raw()
         rec["gate"] = _json(reg.versions / v / "gate.json", "gate report")
-        print(json.dumps(rec, indent=1, sort_keys=True, default=float))
+        print(json.dumps(rec, indent=1, sort_keys=True, default=float) if args.json else show_text(rec),
+              end="\n" if args.json else "")
         return 0
     version = None if args.version is None else (f"{int(args.version):04d}" if str(args.version).isdigit()
                                                  else args.version)
@@ -356,5 +446,6 @@ def add_parser(sub) -> None:
     s.add_argument("version", nargs="?", help="NNNN (show: default the champion; promote: required; "
                    "rollback: default the previous champion)")
     s.add_argument("-r", "--registry", default="registry", help="registry folder (default: ./registry)")
-    s.add_argument("--json", action="store_true", help="list: one JSON array")
+    s.add_argument("--json", action="store_true", help="list: one JSON array (each version with its history events); "
+                   "show: the version record and gate report as JSON (default: a readable table)")
     s.set_defaults(func=cli_registry)

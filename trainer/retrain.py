@@ -480,8 +480,16 @@ def main(argv: list[str]) -> int:
     except KeyboardInterrupt:
         print("nnue retrain: interrupted (no version was finished; the next run cleans up)", file=sys.stderr)
         return 130
-    if h["action"] == "skipped":
-        print(f"retrain: skipped ({h['reason']}); champion {h['champion']}")
-    else:
-        print(f"retrain: version {h['version']} {h['verdict']}d: {h['reason']}; champion {h['champion']}")
+    print(summary_line(h))
     return 0
+
+
+def summary_line(h: dict) -> str:
+    """The line ``nnue retrain`` ends with, from the cycle's history entry:
+    ``retrain: version 0003 rejected: REASON; champion 0002``."""
+    from .registry import VERDICT_WORDS
+
+    if h["action"] == "skipped":
+        return f"retrain: skipped ({h['reason']}); champion {h['champion']}"
+    return (f"retrain: version {h['version']} {VERDICT_WORDS.get(h['verdict'], h['verdict'])}: {h['reason']}; "
+            f"champion {h['champion']}")

@@ -57,6 +57,25 @@ def env_rank() -> int:
     return 0
 
 
+def apply_threads() -> tuple[int, str]:
+    """Set this job's torch threads (and ``OMP_NUM_THREADS``, for the processes it starts) from
+    the CPUs it was given: ``NNUE_THREADS`` (the submitit launchers export ``cpus_per_task``),
+    else ``SLURM_CPUS_PER_TASK`` (any SLURM job), else ``OMP_NUM_THREADS`` (joblib gives each
+    worker CPUs ÷ ``n_jobs``). Without any, torch keeps its default (one thread per core).
+    Returns (threads, where the number came from)."""
+    import torch
+
+    for var in ("NNUE_THREADS", "SLURM_CPUS_PER_TASK", "OMP_NUM_THREADS"):
+        v = os.environ.get(var, "").strip()
+        if v.isdigit() and int(v) > 0:
+            n = int(v)
+            if torch.get_num_threads() != n:
+                torch.set_num_threads(n)
+            os.environ["OMP_NUM_THREADS"] = str(n)
+            return n, var
+    return torch.get_num_threads(), "torch's default"
+
+
 def unique_dir(base: str = "runs", stamp: str | None = None) -> str:
     """Create and return ``base/<timestamp>_<4 hex>``, a folder no other run has: ``os.mkdir``
     fails when the name exists, and then another suffix is drawn."""

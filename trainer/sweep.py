@@ -117,6 +117,25 @@ def check_launcher(hcfg) -> str | None:
     return None
 
 
+def check_storage(hcfg) -> str | None:
+    """An Optuna sweep's SQLite storage (``hydra.sweeper.storage=sqlite:///FILE``): its folder must
+    exist and an existing file must be an SQLite database (one line, or None)."""
+    from omegaconf import OmegaConf
+
+    url = OmegaConf.select(hcfg, "hydra.sweeper.storage", default=None)
+    if not isinstance(url, str) or not url.startswith("sqlite:///"):
+        return None
+    path = Path(url[len("sqlite:///"):])
+    if not path.parent.is_dir():
+        return f"hydra.sweeper.storage={url}: folder {path.parent} does not exist (create it first)"
+    if path.exists():
+        with open(path, "rb") as f:
+            head = f.read(16)
+            if head and head != b"SQLite format 3\x00":  # an empty file is a new database to SQLite
+                return f"hydra.sweeper.storage={url}: {path} is not an SQLite database"
+    return None
+
+
 def finished_jobs(sweep_dir: str | Path) -> list[Path]:
     """Job folders under a sweep folder that hold a run (finished or interrupted)."""
     d = Path(sweep_dir)
@@ -192,7 +211,7 @@ def _check_multirun(args: list[str], check_one: Callable[[list[str]], str | None
         err = check_one(job)
         if err:
             return err if len(jobs) == 1 else f"{err} (in the sweep's job {' '.join(job)})"
-    err = check_launcher(hcfg)
+    err = check_launcher(hcfg) or check_storage(hcfg)
     if err:
         return err
     if "hydra.sweep.dir" in keys and not OmegaConf.select(hcfg, "overwrite", default=False):

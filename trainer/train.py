@@ -61,8 +61,13 @@ def run(cfg: DictConfig) -> dict:
     """Train from a composed config; returns the final metrics (also in metrics.json).
     Raises TrainingInterrupted (SIGINT/SIGTERM, last.ckpt saved), EmptyTrainingSet, ValueError."""
     quiet_lightning()
+    threads, threads_from = runs.apply_threads()  # cpus_per_task / joblib's share, not every core
     pl.seed_everything(cfg.seed, workers=True, verbose=False)
     out = runs.prepare(cfg)  # the job's own folder; absolute data.path/ckpt_path; refuses finished runs
+    from nnue.pipeline.manifest import wait_for_first_part
+
+    for p in [cfg.data.path] if isinstance(cfg.data.path, str) else list(cfg.data.path):
+        wait_for_first_part(p, float(cfg.data.get("wait_for_data_s", 0) or 0), log.info)  # `nnue train` waited already
     datamodule = instantiate(cfg.data)
     tcfg = plain(cfg.trainer)
     spe, exact = datamodule.steps_per_epoch(_world_size(tcfg))
@@ -99,9 +104,10 @@ def run(cfg: DictConfig) -> dict:
     loggers = [instantiate(c) for c in cfg.get("logger", {}).values() if c is not None]
     trainer = instantiate(cfg.trainer, callbacks=callbacks, logger=loggers, enable_progress_bar=False,
                           enable_model_summary=bool(os.environ.get("NNUE_DEBUG")))
-    log.info("run: %s steps (%s %s steps per epoch of %s positions%s), output %s", f"{total:,}",
-             "exactly" if exact else "about", f"{spe:,}", f"{datamodule.batch_size:,}",
-             "" if exact else ", estimated from the manifest's row counts after the split and filters", out)
+    log.info("run: %s steps (%s %s steps per epoch of %s positions%s), output %s, %d torch thread(s) (%s)",
+             f"{total:,}", "exactly" if exact else "about", f"{spe:,}", f"{datamodule.batch_size:,}",
+             "" if exact else ", estimated from the manifest's row counts after the split and filters", out,
+             threads, threads_from)
     from pytorch_lightning.utilities.exceptions import SIGTERMException
 
     interrupts.install()
@@ -123,6 +129,7 @@ def run(cfg: DictConfig) -> dict:
     metrics["epochs"] = trainer.current_epoch
     metrics["total_steps"] = total
     metrics["early_stopped"] = bool(trainer.should_stop and trainer.global_step < total)
+    metrics["torch_threads"] = threads  # what the job trained with (runs.apply_threads)
     if trainer.global_rank == 0:  # under DDP only rank 0 writes the run folder
         from nnue.pipeline.atomic import atomic_write_bytes
 

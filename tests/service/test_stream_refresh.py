@@ -51,12 +51,12 @@ WRITER = textwrap.dedent("""
     import json, os, sys, time
     from pathlib import Path
     log, src, dst = Path(sys.argv[1]), Path(sys.argv[2]), Path(sys.argv[3])
-    def epochs_done():
+    def epochs_done():  # epochs count from 1 in the parts log, as in the trainer's log
         if not log.exists():
-            return -1
+            return 0
         lines = [json.loads(l) for l in log.read_text().splitlines() if l.strip()]
-        return max([l["epoch"] for l in lines if l["split"] == "train"], default=-1)
-    for name, after in (("newA.plain", 0), ("newB.plain", 2)):
+        return max([l["epoch"] for l in lines if l["split"] == "train"], default=0)
+    for name, after in (("newA.plain", 1), ("newB.plain", 3)):
         while epochs_done() < after:
             time.sleep(0.02)
         tmp = dst / ("." + name + ".tmp")
@@ -98,18 +98,92 @@ def test_dumps_added_while_training_are_trained_from_the_next_epoch(tmp_path):
     key = {name: f"part-{mf.sha256_file(src / name)[:16]}.parquet" for name in ("newA.plain", "newB.plain")}
     lines = [json.loads(x) for x in log.read_text().splitlines()]
     per_epoch = {x["epoch"]: x for x in lines if x["split"] == "train"}
-    assert sorted(per_epoch) == list(range(epochs))
+    assert sorted(per_epoch) == list(range(1, epochs + 1))
     known_before: set = set()
-    for e in range(epochs):
+    for e in range(1, epochs + 1):
         x = per_epoch[e]
         assert known_before <= set(x["known_parts"])           # parts never leave
         assert set(x["rows_read"]) == set(x["known_parts"])     # one pass reads every known part
         known_before = set(x["known_parts"])
-    first = {n: min(e for e in range(epochs) if k in per_epoch[e]["known_parts"]) for n, k in key.items()}
-    assert 1 <= first["newA.plain"] < first["newB.plain"] <= epochs - 1, (first, wout)
-    assert first["newB.plain"] >= 3  # dropped only after epoch 2 ended
+    first = {n: min(e for e in range(1, epochs + 1) if k in per_epoch[e]["known_parts"]) for n, k in key.items()}
+    assert 2 <= first["newA.plain"] < first["newB.plain"] <= epochs, (first, wout)
+    assert first["newB.plain"] >= 4  # dropped only after epoch 3 ended
     for n, k in key.items():  # read in every epoch from then on, whole
         rows = pq.ParquetFile(tmp_path / "ds" / k).metadata.num_rows
-        assert all(per_epoch[e]["rows_read"].get(k) == rows for e in range(first[n], epochs))
-        assert all(k not in per_epoch[e]["rows_read"] for e in range(first[n]))
-    assert "new part file(s)" in train.stderr + train.stdout
+        assert all(per_epoch[e]["rows_read"].get(k) == rows for e in range(first[n], epochs + 1))
+        assert all(k not in per_epoch[e]["rows_read"] for e in range(1, first[n]))
+    out = train.stderr + train.stdout
+    # the log numbers epochs as the parts log and the progress line do
+    import re
+
+    assert sorted(int(e) for e in re.findall(r"epoch (\d+), train: 1 new part file", out)) == sorted(first.values())
+    assert {int(e) for e in re.findall(r"epoch (\d+)/%d  step" % epochs, out)} == set(range(1, epochs + 1))
+    # validation is the set of the run's start: new parts join training only, and the log says so
+    base_parts = sorted(per_epoch[1]["known_parts"])
+    val = [x for x in lines if x["split"] == "val"]
+    assert val and all(sorted(x["known_parts"]) == base_parts for x in val), val
+    assert "validation set fixed at the start of the run (2 part file(s)); new part files join training only" in out
+    assert ", val: " not in out  # no "epoch N, val: new part file(s)" line
+
+
+def test_wait_for_first_part(tmp_path):
+    """A dataset folder with no manifest (what `pack --watch` makes before its first dump) is
+    waited for: at most the timeout, one notice when the wait starts, back as soon as a part lands."""
+    import threading
+
+    import pytest
+
+    ds = tmp_path / "ds"
+    ds.mkdir()
+    said = []
+    with pytest.raises(mf.ManifestError, match="no part file arrived within 0.3 s"):
+        mf.wait_for_first_part(ds, 0.3, said.append, poll_s=0.05)
+    assert len(said) == 1 and "waiting up to 0.3 s for the first part file" in said[0]
+    (dump,) = cut_dumps(tmp_path / "d", 1, records=50, bad_every=0)
+    t = threading.Timer(0.5, lambda: pack([dump], ds, progress=False))
+    t.start()
+    try:
+        assert mf.wait_for_first_part(ds, 60, said.append, poll_s=0.05) is True
+    finally:
+        t.join()
+    assert mf.totals(mf.load(ds))["packed"] == 50
+    # a packed dataset, or no folder at all: no wait (load words the problem)
+    assert mf.wait_for_first_part(ds, 60) is False and mf.wait_for_first_part(tmp_path / "nope", 60) is False
+
+
+def test_train_on_an_empty_watched_dataset_waits(tmp_path):
+    """`nnue train` on the folder `pack --watch` made before any dump: one line, then it trains as
+    soon as the watcher packs one; with nothing arriving, one more line and status 2."""
+    import time
+
+    folder, ds, out = tmp_path / "watched", tmp_path / "ds", tmp_path / "run"
+    folder.mkdir()
+    ds.mkdir()
+    (ds / ".manifest.lock").touch()  # what a fresh watcher leaves
+    r = subprocess.run([*NNUE, "train", "experiment=demo", f"data.path={ds}", "data.wait_for_data_s=1",
+                        f"paths.output_dir={out}"], capture_output=True, text=True, env=env(), timeout=300)
+    err = r.stderr.strip().splitlines()
+    assert r.returncode == 2 and len(err) == 2, r.stderr
+    assert "waiting up to 1 s for the first part file" in err[0] and "no part file arrived within 1 s" in err[1]
+    watcher = subprocess.Popen([*NNUE, "pack", "--watch", str(folder), "-o", str(ds), "--interval", "0.1",
+                                "--settle", "0.3"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env())
+    train = subprocess.Popen([*NNUE, "train", "experiment=demo", f"data.path={ds}", f"paths.output_dir={out}",
+                              "trainer.max_epochs=1", "data.positions_per_epoch=1024", "data.batch_size=256",
+                              "model.hidden=8", "trainer.enable_progress_bar=false", "~logger.tensorboard",
+                              "data.val_fraction=0.3"],
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env())
+    try:
+        first = train.stderr.readline()  # the notice comes before anything else
+        assert "waiting up to 600 s for the first part file" in first, first
+        time.sleep(1)
+        assert train.poll() is None  # waiting, not refused
+        cut_dumps(folder, 1, records=300, bad_every=0)
+        tout, terr = train.communicate(timeout=600)
+        terr = first + terr
+    finally:
+        train.kill()
+        watcher.terminate()
+        watcher.communicate(timeout=60)
+    assert train.returncode == 0, terr[-3000:]
+    assert terr.count("waiting up to 600 s for the first part file") == 1
+    assert json.loads((out / "metrics.json").read_text())["global_step"] == 4

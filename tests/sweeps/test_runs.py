@@ -127,3 +127,28 @@ def test_single_run_into_finished_folder_refused(sample_dataset, tmp_path):
     (tmp_path / "checkpoints").mkdir()
     (tmp_path / "checkpoints" / "last.ckpt").write_bytes(b"")  # resuming needs the file to exist
     assert check_train_args(base + [f"ckpt_path={tmp_path}/checkpoints/last.ckpt"]) is None
+
+
+def test_threads_follow_the_cpus_given(monkeypatch):
+    """runs.apply_threads: NNUE_THREADS (the submitit launchers' cpus_per_task), then
+    SLURM_CPUS_PER_TASK, then joblib's OMP_NUM_THREADS; torch and OMP_NUM_THREADS follow."""
+    import torch
+
+    from nnue.trainer.launchers import _task_ids
+    from nnue.trainer.runs import apply_threads
+
+    before = torch.get_num_threads()
+    try:
+        for var in ("NNUE_THREADS", "SLURM_CPUS_PER_TASK", "OMP_NUM_THREADS"):
+            monkeypatch.delenv(var, raising=False)
+        monkeypatch.setenv("OMP_NUM_THREADS", "3")
+        assert apply_threads() == (3, "OMP_NUM_THREADS") and torch.get_num_threads() == 3
+        monkeypatch.setenv("SLURM_CPUS_PER_TASK", "2")
+        assert apply_threads() == (2, "SLURM_CPUS_PER_TASK") and torch.get_num_threads() == 2
+        monkeypatch.setenv("NNUE_THREADS", "1")
+        assert apply_threads() == (1, "NNUE_THREADS") and torch.get_num_threads() == 1
+        assert os.environ["OMP_NUM_THREADS"] == "1"
+    finally:
+        torch.set_num_threads(before)
+    # scontrol's ArrayTaskId: one task, or the pending ones as a range with a throttle
+    assert _task_ids("3") == ["3"] and _task_ids("0-3%16") == ["0", "1", "2", "3"] and _task_ids("1,4-5") == ["1", "4", "5"]

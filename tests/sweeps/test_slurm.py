@@ -48,13 +48,27 @@ def _submitit_results(sweep: Path) -> dict[str, tuple]:
 
 def test_slurm_2x2_sweep(slurm, sample_dataset, tmp_path):
     sweep = tmp_path / "sweep"
-    nnue("train", "-m", *TINY, f"data.path={sample_dataset}", "model.hidden=8,16", "optimizer.lr=0.001,0.003",
-         "hydra/launcher=submitit_slurm", "hydra.launcher.timeout_min=20", f"hydra.sweep.dir={sweep}")
+    r = nnue("train", "-m", *TINY, f"data.path={sample_dataset}", "model.hidden=8,16", "optimizer.lr=0.001,0.003",
+             "hydra/launcher=submitit_slurm", "hydra.launcher.timeout_min=20", f"hydra.sweep.dir={sweep}")
+    # a quiet console: no sacct errors, one line per job state change, a summary
+    out = r.stdout + r.stderr
+    assert "sacct" not in out and "accounting storage" not in out and "Traceback" not in out, out
+    import re
+
+    changes = re.findall(r"job (\d) \(SLURM (\d+_\d)\): (?:(\w+) -> )?(\w+) \(", out)
+    for n in "0123":
+        mine = [c for c in changes if c[0] == n]
+        assert mine and mine[0][2] == "" and mine[-1][3] == "COMPLETED", (n, changes)
+        assert all(a[3] == b[2] and a[3] != b[3] for a, b in zip(mine, mine[1:])), mine  # changes only
+    assert re.search(r"4 job\(s\) ended in \d+ s: 4 COMPLETED", out), out
     jobs = sorted(p for p in sweep.iterdir() if p.is_dir() and not p.name.startswith("."))
     assert [p.name for p in jobs] == ["0", "1", "2", "3"]
     combos = set()
     for job in jobs:
-        assert json.loads((job / "metrics.json").read_text())["val_loss"] > 0
+        m = json.loads((job / "metrics.json").read_text())
+        assert m["val_loss"] > 0
+        assert m["torch_threads"] == 1  # cpus_per_task=1, whatever the node's cores
+        assert "1 torch thread(s) (NNUE_THREADS)" in (job / "train.log").read_text()
         cfg = yaml.safe_load((job / "config.yaml").read_text())
         assert cfg["paths"]["output_dir"] == str(job)
         combos.add((cfg["model"]["hidden"], cfg["optimizer"]["lr"]))
@@ -66,6 +80,15 @@ def test_slurm_2x2_sweep(slurm, sample_dataset, tmp_path):
     assert len(ids) == 4
     states = {i: _settled_state(i) for i in ids}
     assert all(s in ("COMPLETED", "gone") for s in states.values()) and "COMPLETED" in states.values(), states
+    # the layout the README shows, and nothing else: .submitit/<array id>/<array id>_submission.sh,
+    # .submitit/<array id>_<task>/ with the task's logs, pickled call and result
+    (array,) = {i.split("_")[0] for i in ids}
+    sub = sweep / ".submitit"
+    assert sorted(p.name for p in sub.iterdir()) == [array] + [f"{array}_{t}" for t in range(4)]
+    assert [p.name for p in (sub / array).iterdir()] == [f"{array}_submission.sh"]
+    for t in range(4):
+        assert sorted(p.name for p in (sub / f"{array}_{t}").iterdir()) == sorted(
+            f"{array}_{t}_{x}" for x in ("0_log.err", "0_log.out", "0_result.pkl", "submitted.pkl"))
 
 
 def test_slurm_ddp_two_cpu_processes(slurm, tmp_path):

@@ -49,6 +49,72 @@ def test_report_rows_failed_job_kept(tmp_path):
     assert (tmp_path / "rep" / "sweep_report.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
+def _optuna_hydra(job, direction="maximize", metric="val_spearman", storage=None):
+    """What Hydra writes into a job's .hydra/ for an Optuna sweep (the parts the report reads)."""
+    (job / ".hydra" / "config.yaml").write_text(yaml.safe_dump({"optimized_metric": metric}))
+    (job / ".hydra" / "hydra.yaml").write_text(yaml.safe_dump({"hydra": {
+        "runtime": {"cwd": str(job.parent)},
+        "sweeper": {"_target_": "hydra_plugins.hydra_optuna_sweeper.optuna_sweeper.OptunaSweeper",
+                    "direction": direction, "study_name": "s", "storage": storage,
+                    "params": {"optimizer.lr": "tag(log, interval(0.0003, 0.01))",
+                               "model.hidden": "choice(16, 32, 64)"}}}}))
+
+
+def test_report_names_the_best_job_everywhere(tmp_path):
+    """Rows sorted by the optimised metric in its direction (the Optuna sweeper's: maximize
+    val_spearman here), the best marked in md, csv, json and png; the best trial's folder named
+    from optimization_results.yaml; Optuna's plots rebuilt from the job folders."""
+    sweep = tmp_path / "sweep"
+    spear = {"0": 0.41, "1": 0.77, "2": 0.55, "3": None}
+    lrs = {"0": 0.0005, "1": 0.004, "2": 0.0012, "3": 0.002}
+    for j, hidden in zip(spear, (16, 32, 64, 16)):
+        m = None if spear[j] is None else {"val_loss": 0.05 - (spear[j] or 0) / 100, "val_spearman": spear[j]}
+        d = _job(sweep, j, [f"optimizer.lr={lrs[j]}", f"model.hidden={hidden}", "data.path=x"], m,
+                 error="RuntimeError: boom" if spear[j] is None else None)
+        _optuna_hydra(d)
+    (sweep / "optimization_results.yaml").write_text(yaml.safe_dump(
+        {"name": "optuna", "best_params": {"model.hidden": 32, "optimizer.lr": 0.004}, "best_value": 0.77}))
+    r = report(sweep, tmp_path / "rep")
+    assert r["metric"]["name"] == "val_spearman" and r["metric"]["direction"] == "maximize"
+    assert [x["job"] for x in r["rows"]] == ["1", "2", "0", "3"]
+    assert [x["rank"] for x in r["rows"]] == [1, 2, 3, None] and [x["best"] for x in r["rows"]] == [True, False, False, False]
+    assert r["best"]["job"] == "1" and r["best"]["value"] == 0.77 and r["swept"] == ["optimizer.lr", "model.hidden"]
+    assert r["optuna"]["best_job"] == "1" and r["optuna"]["best_job_dir"] == str(sweep / "1")
+    md = (tmp_path / "rep" / "sweep_report.md").read_text()
+    assert "Optimised metric: **val_spearman**, maximized (direction from hydra.sweeper.direction)" in md
+    first = next(x for x in md.splitlines() if x.startswith("| **1**"))
+    assert "★ best" in first and "model.hidden=32" in first
+    with open(tmp_path / "rep" / "sweep_report.csv") as f:
+        table = list(csv.DictReader(f))
+    assert [(t["job"], t["rank"], t["best"]) for t in table] == [("1", "1", "true"), ("2", "2", "false"),
+                                                                 ("0", "3", "false"), ("3", "", "false")]
+    js = json.loads((tmp_path / "rep" / "sweep_report.json").read_text())
+    assert js["best"]["job"] == "1" and js["rows"][0]["best"] is True
+    png = (tmp_path / "rep" / "sweep_report.png").read_bytes()
+    assert png[:8] == b"\x89PNG\r\n\x1a\n"
+    import matplotlib.image
+
+    h, w, _ = matplotlib.image.imread(tmp_path / "rep" / "sweep_report.png").shape
+    assert w >= 800 and h >= 500  # two parameter panels above the ranked bars
+    plots = {p.rsplit("/", 1)[1] for p in r["optuna"]["plots"]}
+    try:
+        import sklearn  # noqa: F401
+        assert plots == {"sweep_optuna_history.png", "sweep_optuna_importances.png"}, r["optuna"]["plots_skipped"]
+    except ImportError:
+        assert plots == {"sweep_optuna_history.png"}
+    # the user's choice of metric and direction wins
+    r2 = report(sweep, tmp_path / "rep2", metric="val_loss", direction="maximize")
+    assert [x["job"] for x in r2["rows"]][:3] == ["0", "2", "1"] and r2["metric"]["direction_from"] == "--direction"
+    # a basic sweep's direction follows the metric's kind: a loss is minimised
+    for j in ("0", "1", "2", "3"):
+        (sweep / j / ".hydra" / "hydra.yaml").unlink()
+        (sweep / j / ".hydra" / "config.yaml").write_text(yaml.safe_dump({"optimized_metric": "val_loss"}))
+    (sweep / "optimization_results.yaml").unlink()
+    r3 = report(sweep, tmp_path / "rep3")
+    assert r3["metric"]["direction"] == "minimize" and [x["job"] for x in r3["rows"]] == ["1", "2", "0", "3"]
+    assert r3["optuna"] is None
+
+
 def test_report_bad_folder_is_one_line(tmp_path):
     r = nnue("sweep", "report", tmp_path, check=False)
     assert r.returncode == 2 and r.stderr.startswith("nnue sweep: error:") and len(r.stderr.splitlines()) == 1

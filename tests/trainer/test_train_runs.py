@@ -162,8 +162,8 @@ def test_checkpoint_every_epoch_whatever_the_validation_cadence(sample_dataset, 
         assert json.loads((out / "metrics.json").read_text())["global_step"] == 3 * SPE
         with safe_open(str(out / "checkpoints" / "weights-last.safetensors"), "pt") as f:
             assert json.loads(f.metadata()["progress"])["global_step"] == 3 * SPE
-        assert (out / "checkpoints" / "weights-epoch0002.safetensors").exists()
-    assert list((tmp_path / "every2" / "checkpoints").glob("best-epoch*.ckpt"))
+        assert (out / "checkpoints" / "weights-epoch0003.safetensors").exists()  # epochs count from 1
+    assert [p.name for p in (tmp_path / "every2" / "checkpoints").glob("best-epoch*.ckpt")] == ["best-epoch0002.ckpt"]
 
 
 def test_plots_written(sample_dataset, tmp_path):
