@@ -53,6 +53,18 @@ SUITE_CPU = [
     {"name": "halfkav2_hm -> 1024, layer stacks", "target_positions_per_s": 30_000,
      "overrides": ["features=halfkav2_hm", "model=deep", "model.hidden=1024", "model.factoriser=true"]},
 ]
+# bench/gpu.sh: the issue's GPU cases (features encoded on the GPU; DataLoader workers keep the
+# stream ahead of the device). HalfKAv2_hm -> 1,024 stands for the Stockfish 15.1 kind.
+SUITE_GPU = [
+    {"name": f"{net} at batch {batch:,}", "batch": batch, "target_positions_per_s": target,
+     "overrides": overrides + ["data.num_workers=6"]}
+    for net, overrides, target in (
+        ("chess768 -> 256x2 SCReLU", ["features=chess768", "model=perspective", "model.hidden=256",
+                                      "model.activation=screlu"], None),
+        ("halfkav2_hm -> 1024, layer stacks", ["features=halfkav2_hm", "model=deep", "model.hidden=1024",
+                                               "model.factoriser=true"], 4_000_000))
+    for batch in (16384, 65536)
+]
 FAST = ["model.backend=numba", "optimizer.sparse_ft=true"]
 BEFORE = "model.backend=torch optimizer.sparse_ft=false"
 
@@ -326,7 +338,8 @@ def run(argv=None) -> dict:
     p = parser("nnue bench train", __doc__.splitlines()[0])
     p.add_argument("overrides", nargs="*", help="nnue train's Hydra overrides, e.g. features=halfkav2_hm model=deep")
     p.add_argument("--data", help="a packed dataset (default: the bundled sample, packed into a temporary folder)")
-    p.add_argument("--batch", type=int, default=BATCH, help="positions per step (data.batch_size)")
+    p.add_argument("--batch", type=int, help=f"positions per step (data.batch_size; default {BATCH:,}, or the "
+                                              "suite's own)")
     p.add_argument("--device", default="cpu", choices=["cpu", "cuda"])
     p.add_argument("--steps", type=int, default=6, help="timed steps per variant and round")
     p.add_argument("--warmup", type=int, default=2, help="untimed steps per variant and round (compilation, caches)")
@@ -334,9 +347,11 @@ def run(argv=None) -> dict:
     p.add_argument("--variants", default="lightning,plain,naive", help="comma-separated: lightning,plain,naive")
     p.add_argument("--baseline", help="overrides for a 'baseline' plain loop beside the others, e.g. "
                                       f"\"{BEFORE}\"")
-    p.add_argument("--suite", choices=["cpu"], help="the issue's CPU targets (each with the numba backend and "
-                                                    "optimizer.sparse_ft=true, and the torch path as baseline); "
-                                                    "overrides given are added to every config")
+    p.add_argument("--suite", choices=["cpu", "gpu"],
+                   help="cpu: the issue's CPU targets, each with the numba backend and optimizer.sparse_ft=true, "
+                        "the torch path as baseline; gpu: bench/gpu.sh's cases (chess768 -> 256 and "
+                        "halfkav2_hm -> 1024 at batch 16,384 and 65,536, the torch reference as baseline). "
+                        "Overrides given are added to every config, --batch replaces the cases' batch")
     p.add_argument("--threads", type=int, help="torch and numba threads (default: theirs)")
     p.add_argument("--out", help="also write the JSON here")
     a = p.parse_intermixed_args(argv)
@@ -352,11 +367,18 @@ def run(argv=None) -> dict:
     for v in variants:
         if v not in ("lightning", "plain", "naive"):
             raise SystemExit(f"bench train: unknown variant {v!r}")
-    cases = [(c["overrides"] + FAST + a.overrides, c) for c in SUITE_CPU] if a.suite else [(a.overrides, None)]
-    baseline = shlex.split(a.baseline or BEFORE) if a.suite else (shlex.split(a.baseline) if a.baseline else None)
-    for overrides, _ in cases:   # refuse a bad override in one line (status 2) before any work
+    if a.suite == "cpu":
+        cases = [(c["overrides"] + FAST + a.overrides, c) for c in SUITE_CPU]
+        baseline = shlex.split(a.baseline or BEFORE)
+    elif a.suite == "gpu":
+        cases = [(c["overrides"] + a.overrides, c) for c in SUITE_GPU]
+        baseline = shlex.split(a.baseline or "model.backend=torch")
+    else:
+        cases = [(a.overrides, None)]
+        baseline = shlex.split(a.baseline) if a.baseline else None
+    for overrides, case in cases:   # refuse a bad override in one line (status 2) before any work
         try:
-            compose(overrides + (baseline or []), a.data or "unused", a.batch, a.device)
+            compose(overrides + (baseline or []), a.data or "unused", a.batch or BATCH, a.device)
         except Exception as e:  # Hydra's override and config errors
             p.error(f"bad override: {' '.join(str(e).split())}")
     with tempfile.TemporaryDirectory() as tmp:
@@ -367,11 +389,14 @@ def run(argv=None) -> dict:
                   "timing": {"steps": a.steps, "warmup": a.warmup, "rounds": a.rounds,
                              "statistic": "median over every timed step of every round"}, "runs": []}
         for overrides, case in cases:
-            r = bench_config(overrides, data, a.batch, device, a.steps, a.warmup, a.rounds, variants, baseline)
+            batch = a.batch or (case or {}).get("batch") or BATCH
+            r = bench_config(overrides, data, batch, device, a.steps, a.warmup, a.rounds, variants, baseline)
+            r["features_encoded_on"] = device.type
             if case is not None:
                 r["name"], r["target_positions_per_s"] = case["name"], case["target_positions_per_s"]
                 got = r["variants"].get("lightning", r["variants"].get("plain", {})).get("positions_per_s_median")
-                r["target_met"] = bool(got and got >= case["target_positions_per_s"])
+                r["target_met"] = (bool(got and got >= case["target_positions_per_s"])
+                                   if case["target_positions_per_s"] else None)
             result["runs"].append(r)
     emit(result, a.out)
     return result

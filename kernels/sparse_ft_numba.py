@@ -17,15 +17,18 @@ is never built, so a factoriser costs one more (small, cache-resident) row per g
 dense pass over the whole matrix every step.
 
 Backward: ``grad_acc = grad_out · act'(acc)`` from the fp32 accumulators the forward saved (none
-for ``none``), then the weight gradient by feature rather than by position: the (position,
-perspective) pairs of each feature are listed (a counting sort of the indices), and every touched
-row's gradient is the sum of its pairs' ``grad_acc`` rows, one thread per row, no atomics, so the
-result is deterministic (the same order every run). Only the U rows the batch touched are
-computed; with ``sparse_grad=True`` the weight's gradient is a coalesced sparse COO tensor of those
-U rows (what :class:`nnue.trainer.sparse_optim.RowSparseAdamW` reads), else a dense (F, H) tensor
+for ``none``), then the weight gradient of the U rows the batch touched, with no atomics, in one of
+two ways: for weights up to SCATTER_UP_TO_BYTES (chess768), by position into one dense copy per
+thread (it stays in cache), summed over the copies; above, by feature: the pairs of each feature
+are listed by a counting sort and each touched row sums its pairs' ``grad_acc`` rows, one thread
+per row. Either way the result is the same every run for a given thread count. Above
+SORT_ABOVE_BYTES the pairs are also processed in the order of their lowest feature (forward and
+backward), which groups HalfKA positions by king bucket, so that the rows they share stay in
+cache. With ``sparse_grad=True`` the weight's gradient is a coalesced sparse COO tensor of the U
+rows (what :class:`nnue.trainer.sparse_optim.RowSparseAdamW` reads), else a dense (F, H) tensor
 with zeros elsewhere (any torch optimiser). The factor's gradient is dense (V, H): each touched
-row's gradient added to its virtual row. Work is split over positions (forward, grad_acc) and over
-touched rows (weight gradient) with numba's ``prange``; ``numba.set_num_threads`` sets the threads.
+row's gradient added to its virtual row. Work is split with numba's ``prange``;
+``numba.set_num_threads`` sets the threads.
 
 QAT (``qa``): each folded row element goes through ``fake_quant`` (round to the grid of 1/qa,
 straight-through backward) before it is summed, as the torch path does on the folded matrix.

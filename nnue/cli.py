@@ -954,6 +954,8 @@ def check_train_args(overrides: list[str]) -> str | None:
                 return err
         if m.get("backend", "auto") not in BACKENDS:
             return f"model.backend={m.backend}: one of {', '.join(BACKENDS)}"
+        if m.get("backend") == "numba" and str(cfg.trainer.get("accelerator", "cpu")) in ("gpu", "cuda"):
+            return "model.backend=numba runs on the CPU; with trainer=gpu use model.backend=auto (Triton)"
         if m.get("factoriser"):
             factor_map(m.features, fs.num_inputs)
     except Exception as e:  # Hydra/OmegaConf raise many types; all mean "bad arguments" here

@@ -28,8 +28,9 @@ before validation, before saving weights and at the end, so that what is evaluat
 what the rule says. A flush changes nothing mathematically (the decays are multiplicative), only
 the rounding.
 
-**Clamp.** A row-sparse group may carry ``clamp`` (c) and ``clamp_offset`` ((offset (V, H),
-map (F,))): after its update, each touched row r is clamped so that ``p[r] + clamp(offset[map[r]],
+**Clamp.** A row-sparse group may carry ``clamp`` (c: a number, or an (H,) tensor of per-column
+limits, ``inf`` for a column not clamped, e.g. a Stockfish-style net's PSQT columns) and
+``clamp_offset`` ((offset (V, H), map (F,))): after its update, each touched row r is clamped so that ``p[r] + clamp(offset[map[r]],
 ±c)`` lies within ±c: the folded feature-transformer weight (``ft.weight + ft.factor[factor_map]``)
 stays quantisable (:meth:`nnue.trainer.model.PerspectiveNet.clip_weights`, which clamps the factor
 to ±c after the step) without a dense pass. Rows not touched are clamped at :meth:`flush` by the
@@ -52,10 +53,10 @@ from numba import njit, prange
 
 @njit(parallel=True, cache=True)
 def _adamw_rows(p, m, v, row_step, row_logd, rows, g, step, lr, b1, b2, eps, wd, logd_prev, logd_now,
-                clamp, off, omap):
+                has_clamp, clamp, off, omap):
     """AdamW on rows ``rows`` of p/m/v (F, H) f32 with gradients g (U, H), after the catch-up of
-    the skipped steps' decays (module docstring). clamp < 0: none; off (V, H) with omap (F,):
-    clamp offsets (V = 0: offset 0)."""
+    the skipped steps' decays (module docstring). clamp (H,) f32: per-column limits (inf: none),
+    used when has_clamp; off (V, H) with omap (F,): clamp offsets (V = 0: offset 0)."""
     H = p.shape[1]
     # every constant rounded to fp32 once, as torch's CPU kernels do with a Python scalar
     bc1 = 1.0 - b1 ** step
@@ -89,9 +90,9 @@ def _adamw_rows(p, m, v, row_step, row_logd, rows, g, step, lr, b1, b2, eps, wd,
             mr[j] = mj
             vr[j] = vj
             pr[j] = pj
-        if clamp >= 0:
-            c = np.float32(clamp)
+        if has_clamp:
             for j in range(H):
+                c = clamp[j]
                 o = np.float32(0.0)
                 if has_off:
                     o = min(max(off[omap[r], j], -c), c)
@@ -129,7 +130,7 @@ class RowSparseAdamW(torch.optim.Optimizer):
 
     params: tensors or param groups (dicts) as for any torch optimiser; group keys besides
     AdamW's ``lr``, ``betas``, ``eps``, ``weight_decay``: ``row_sparse`` (bool, 2-D parameters
-    only), ``clamp`` (float or None) and ``clamp_offset`` ((offset (V, H), map (F,) int64) or
+    only), ``clamp`` (a number, an (H,) tensor of per-column limits, or None) and ``clamp_offset`` ((offset (V, H), map (F,) int64) or
     None) for row-sparse groups. Raises ValueError on a bad value (negative lr, β outside [0, 1),
     a row-sparse parameter that is not 2-D).
     """
@@ -168,9 +169,13 @@ class RowSparseAdamW(torch.optim.Optimizer):
     @classmethod
     def for_model(cls, model, ft_clip: float | None = None, **adamw) -> "RowSparseAdamW":
         """The optimiser of a :class:`~nnue.trainer.model.PerspectiveNet` (or a subclass): its
-        ``ft.weight`` row-sparse, clamped so that the folded weight stays within ±ft_clip (None:
-        no clamp), every other parameter dense; ``adamw``: lr, betas, eps, weight_decay."""
+        ``ft.weight`` row-sparse, clamped so that the folded weight stays within ±ft_clip (a
+        number, an (H,) tensor of per-column limits with inf for unclamped columns, or None: no
+        clamp; a model may instead define ``ft_clip_limits(ft_clip)`` returning that), every other
+        parameter dense; ``adamw``: lr, betas, eps, weight_decay."""
         ft_w = model.ft.weight
+        if ft_clip is not None and hasattr(model, "ft_clip_limits"):
+            ft_clip = model.ft_clip_limits(ft_clip)
         rest = [p for p in model.parameters() if p is not ft_w]
         offset = None
         if getattr(model, "factor_map", None) is not None:
@@ -247,11 +252,12 @@ class RowSparseAdamW(torch.optim.Optimizer):
             H = p.shape[1]
             off, omap = (offset[0].detach().numpy(), offset[1].numpy()) if offset is not None else \
                 (np.empty((0, H), np.float32), np.empty(0, np.int64))
+            lim = _column_limits(clamp, H, p.device).numpy()
             if rows.numel():
                 _adamw_rows(p.numpy(), st["exp_avg"].numpy(), st["exp_avg_sq"].numpy(), st["row_step"].numpy(),
                             st["row_log_decay"].numpy(), rows.numpy(), values.float().contiguous().numpy(),
                             t, float(lr), float(b1), float(b2), float(eps), float(wd), logd_prev, logd_now,
-                            -1.0 if clamp is None else float(clamp), off, omap.astype(np.int64, copy=False))
+                            clamp is not None, lim, off, omap.astype(np.int64, copy=False))
             return
         _adamw_rows_torch(p, st, rows, values, t, lr, b1, b2, eps, wd, logd_prev, logd_now, clamp, offset)
 
@@ -274,6 +280,17 @@ class RowSparseAdamW(torch.optim.Optimizer):
                 else:
                     rows = torch.nonzero(st["row_step"] < t).view(-1)
                     _catch_up_torch(p, st, rows, t, b1, b2, logd)
+
+
+def _column_limits(clamp, H: int, device) -> torch.Tensor:
+    """(H,) float32 per-column clamp limits from a number or an (H,) tensor (inf: not clamped)."""
+    if clamp is None:
+        return torch.full((H,), math.inf, device=device)
+    if isinstance(clamp, torch.Tensor):
+        if clamp.shape != (H,):
+            raise ValueError(f"RowSparseAdamW: clamp limits {tuple(clamp.shape)} must be ({H},)")
+        return clamp.detach().to(device=device, dtype=torch.float32).contiguous()
+    return torch.full((H,), float(clamp), device=device)
 
 
 def _catch_up_torch(p, st, rows, t, b1, b2, logd_target) -> None:
@@ -300,8 +317,9 @@ def _adamw_rows_torch(p, st, rows, values, t, lr, b1, b2, eps, wd, logd_prev, lo
     bc1, bc2 = 1 - b1 ** t, 1 - b2 ** t
     pr.addcdiv_(mr, (vr.sqrt() / math.sqrt(bc2)).add_(eps), value=-lr / bc1)
     if clamp is not None:
-        o = offset[0][offset[1][rows]].clamp(-clamp, clamp) if offset is not None else 0.0
-        pr = torch.clamp(pr, -clamp - o, clamp - o)
+        c = _column_limits(clamp, p.shape[1], p.device)
+        o = torch.maximum(torch.minimum(offset[0][offset[1][rows]], c), -c) if offset is not None else 0.0
+        pr = torch.clamp(pr, -c - o, c - o)
     p.index_copy_(0, rows, pr)
     m.index_copy_(0, rows, mr)
     v.index_copy_(0, rows, vr)

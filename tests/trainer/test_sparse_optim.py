@@ -192,3 +192,20 @@ def test_bad_values_raise():
     q.grad = torch.sparse_coo_tensor(torch.tensor([[0]]), torch.ones(1, 2), (4, 2))
     with pytest.raises(ValueError, match="sparse gradient in a dense group"):
         opt.step()
+
+
+@pytest.mark.parametrize("fallback", [False, True])
+def test_per_column_clamp_limits(fallback):
+    """An (H,) tensor of limits: inf leaves a column (a PSQT column, say) unclamped."""
+    gen = torch.Generator().manual_seed(4)
+    p = (torch.randn(F, H, generator=gen) * 5).requires_grad_(True)
+    lim = torch.tensor([1.0, 2.0, float("inf"), 0.5, float("inf")])
+    opt = RowSparseAdamW([{"params": [p], "row_sparse": True, "clamp": lim}], lr=1e-3, weight_decay=0.0)
+    if fallback:
+        opt._step_rows_cpu = False
+    before = p.detach().clone()
+    p.grad = _sparse([0, 3], torch.randn(2, H, generator=gen))
+    opt.step()
+    got = p.detach()[[0, 3]]
+    assert (got.abs() <= lim + 1e-6).all()
+    assert (got[:, [2, 4]] - before[[0, 3]][:, [2, 4]]).abs().max() < 0.01   # moved by the step only
