@@ -84,12 +84,17 @@ def cmd_pack(args) -> int:
            if summary["read"] else 0.0,
            "files": [{k: f.get(k) for k in ("path", "format", "read", "packed", "rejected",
                                             "validated_by_python_chess")}
+                     | ({"pov_check": f["pov_check"]} if "pov_check" in f else {})
                      | {"parts": len(mf_entry_parts(f))}
                      | ({"one_range_because": f["one_range_because"]} if "one_range_because" in f else {})
                      for f in summary["files"]],
            "skipped_already_packed": summary["skipped"], "ignored": summary["ignored"],
            "dataset": str(args.output)}
+    from nnue.pipeline.povcheck import warning as pov_warning
+
     for f in summary["files"]:
+        if pov_warning(f, f.get("pgn_pov", args.pgn_pov)):
+            print(f"nnue pack: warning: {pov_warning(f, f.get('pgn_pov', args.pgn_pov))}", file=sys.stderr)
         if "one_range_because" in f:
             print(f"nnue pack: warning: {f['path']} is packed as one byte range, on one core: "
                   f"{f['one_range_because']}", file=sys.stderr)

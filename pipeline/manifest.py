@@ -126,6 +126,8 @@ def union_entries(have: dict, new: dict) -> dict:
     out["castling"] = (None if not any(seen) else "mixed" if all(seen)
                        else "king-takes-rook" if seen[1] else "king-two-squares")
     out["shard_units"], out["castling_seen"] = units, seen
+    if "pov_check" in have and "pov_check" in new:  # a PGN's eval-sign counts, over both shards' ranges
+        out["pov_check"] = {k: have["pov_check"][k] + new["pov_check"][k] for k in have["pov_check"]}
     if "one_range_because" in new:  # written by the shard that holds its one range
         out["one_range_because"] = new["one_range_because"]
     if len(units) == out["range_count"]:

@@ -141,14 +141,14 @@ class _Slice(io.RawIOBase):
         super().close()
 
 
-def open_range(path, rng: Range, binary: bool):
+def open_range(path, rng: Range, binary: bool, errors: str = "replace"):
     """A stream over one range of an uncompressed file: bytes (binary formats) or text, decoded as
     ``formats.open_text`` decodes the whole file (UTF-8, errors replaced, universal newlines; a
     byte-order mark is dropped only at the start of the file)."""
     raw = io.BufferedReader(_Slice(path, rng.start, rng.end), 1 << 20)
     if binary:
         return raw
-    return io.TextIOWrapper(raw, encoding="utf-8-sig" if rng.start == 0 else "utf-8", errors="replace",
+    return io.TextIOWrapper(raw, encoding="utf-8-sig" if rng.start == 0 else "utf-8", errors=errors,
                             newline=None)
 
 
