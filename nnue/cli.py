@@ -84,7 +84,7 @@ def cmd_pack(args) -> int:
            if summary["read"] else 0.0,
            "files": [{k: f.get(k) for k in ("path", "format", "read", "packed", "rejected",
                                             "validated_by_python_chess")}
-                     | ({"pov_check": f["pov_check"]} if "pov_check" in f else {})
+                     | {k: f[k] for k in ("pov_check", "latin1_bytes") if k in f}
                      | {"parts": len(mf_entry_parts(f))}
                      | ({"one_range_because": f["one_range_because"]} if "one_range_because" in f else {})
                      for f in summary["files"]],
@@ -95,17 +95,32 @@ def cmd_pack(args) -> int:
     for f in summary["files"]:
         if pov_warning(f, f.get("pgn_pov", args.pgn_pov)):
             print(f"nnue pack: warning: {pov_warning(f, f.get('pgn_pov', args.pgn_pov))}", file=sys.stderr)
+        if f.get("latin1_bytes"):
+            print(f"nnue pack: note: {f['path']}: {f['latin1_bytes']:,} byte(s) that are not UTF-8 read as Latin-1 "
+                  f"(ISO 8859-1, PGN's own character set)", file=sys.stderr)
         if "one_range_because" in f:
             print(f"nnue pack: warning: {f['path']} is packed as one byte range, on one core: "
                   f"{f['one_range_because']}", file=sys.stderr)
     if summary["files"]:
         from nnue.pipeline.dupes import repeated_inputs
 
+        from nnue.pipeline.dupes import extra_copies, groups
+
         out["repeated_inputs"] = repeated_inputs(args.output, summary["files"])
-        for r in out["repeated_inputs"]:
-            print(f"nnue pack: warning: {r['path']} repeats the games of {r['repeats']} ({r['share']:.0%} of "
-                  f"its positions, in the same order): each game is now in the dataset twice; pack only "
-                  f"one of them, or pass --dedup", file=sys.stderr)
+        # one line per group of inputs that hold the same games, counting the copies; then one
+        # --dedup suggestion with the number of repeated positions (issue 20 item 6)
+        extra = 0
+        for g in groups(out["repeated_inputs"]):
+            names = ", ".join(g[:-1]) + " and " + g[-1]
+            times = "twice" if len(g) == 2 else f"{len(g)} times"
+            print(f"nnue pack: warning: {names} hold the same games in the same order: each of those games "
+                  f"is now in the dataset {times}", file=sys.stderr)
+            extra += extra_copies(args.output, g)
+        if out["repeated_inputs"]:
+            out["repeated_positions"] = extra
+            print(f"nnue pack: warning: {extra:,} positions of those inputs repeat another of their positions; "
+                  f"pack only one of each group, or pack with --dedup (keeps one copy of each position)",
+                  file=sys.stderr)
     if args.json:
         print(json.dumps(out))
     else:
@@ -172,6 +187,7 @@ def cmd_inspect(args) -> int:
     pc_h = np.zeros(65, np.int64)
     res_h = np.zeros(3, np.int64)
     n = games = none = mate = ply_unknown = in_check = capture = 0
+    ids = []  # each row group's distinct game ids: a game packed from several inputs has one id
     fens = []
     for p in parts:
         pf = pq.ParquetFile(p)
@@ -189,6 +205,7 @@ def cmd_inspect(args) -> int:
             gid = a["game_id"]
             games += int((gid[1:] != gid[:-1]).sum()) + int(len(gid) > 0 and gid[0] != last_game)
             last_game = gid[-1] if len(gid) else last_game
+            ids.append(np.unique(gid))
             n += len(gid)
             none += int(((flags & FLAG_SCORE_NONE) != 0).sum())
             mate += int(((flags & FLAG_SCORE_MATE) != 0).sum())
@@ -203,9 +220,12 @@ def cmd_inspect(args) -> int:
                 fens += [(unpack_fen(b), None if fl[i] & FLAG_SCORE_NONE else sc[i], rs[i])
                          for i, b in enumerate(boards)]
     totals = mf.totals(m)
+    distinct = len(np.unique(np.concatenate(ids))) if ids else 0
     report = {
         "dataset": str(ds), "schema_version": m["schema_version"], "score_unit": m["score_unit"],
-        "files": len(m["files"]), "positions": n, "games": games, "read": totals["read"],
+        # games: distinct game ids (issue 20); game_runs: runs of one game id in the parts, which
+        # count a game once per input that holds it
+        "files": len(m["files"]), "positions": n, "games": distinct, "game_runs": games, "read": totals["read"],
         "packed": totals["packed"], "rejected": totals["rejected"],
         "score": _hist_stats(score_h, -32768), "score_none": none, "score_mate": mate,
         "result": {str(v - 1): int(c) for v, c in enumerate(res_h) if c},
@@ -219,6 +239,10 @@ def cmd_inspect(args) -> int:
         return 0
     print(f"{ds}: {report['positions']:,} positions in {report['games']:,} games from "
           f"{report['files']} file(s); score unit {report['score_unit']}")
+    if report["game_runs"] > report["games"]:
+        print(f"  {report['game_runs'] - report['games']:,} game(s) are in the dataset more than once "
+              f"({report['game_runs']:,} runs of positions of {report['games']:,} distinct game ids); "
+              f"'nnue pack --dedup' keeps one copy of each position")
     rej = f" {report['rejected']}" if report["rejected"] else ""
     print(f"  read {report['read']:,}, packed {report['packed']:,}, rejected "
           f"{sum(report['rejected'].values()):,}{rej}")

@@ -113,6 +113,15 @@ def test_c_chess_cli_dialect(tmp_path, moves, compiled):
             assert s["handed"] > 0
 
 
+def test_latin1_bytes(tmp_path):
+    """Issue 20 item 4: Latin-1 bytes in tags and comments (PGN's ISO 8859-1) are decoded as
+    Latin-1 on both paths (the compiled reader hands such games to python-chess)."""
+    game = ('[Event "Montr\xe9al"]\n[White "Jos\xe9"]\n[Result "1-0"]\n\n'
+            '1. e4 {+0.30/10 0.1s} e5 {-0.20/9 0.1s} 2. Nf3 {tr\xe8s bien} Nc6 3. Bb5 {\xe9} a6 1-0\n\n')
+    s = run(tmp_path, (game.encode("latin-1") + game.encode("utf-8")) * 2, "l1")
+    assert s["read"] == 24 and s["rejected"] == {} and s["handed"] == 24  # every game has a non-ASCII byte
+
+
 def test_numbers_too_long_for_python(tmp_path):
     """An eval number too long for a float (300-odd digits; cutechess and mate forms) is a bad eval
     comment, and a NAG too long for int() makes python-chess's read_game raise (an "unreadable PGN
