@@ -847,6 +847,15 @@ def check_train_args(overrides: list[str]) -> str | None:
         paths = [paths] if isinstance(paths, str) else list(paths)
         if not sum(mf.totals(mf.load(p))["packed"] for p in paths):
             return f"data.path={','.join(map(str, paths))}: 0 positions packed; nothing to train on"
+        from nnue.trainer.checks import check_val_interval
+        if isinstance(cfg.trainer.get("val_check_interval"), int):  # against the epoch's batches: the data's
+            from hydra.utils import instantiate
+
+            from nnue.trainer.callbacks import plain
+            from nnue.trainer.train import _world_size
+
+            t = plain(cfg.trainer)
+            check_val_interval(t, *instantiate(cfg.data).steps_per_epoch(_world_size(t)))
         from nnue.trainer.runs import check_run_folder  # a folder holding a run: refused, one line
         if cfg.paths.output_dir and (why := check_run_folder(cfg.paths.output_dir, cfg.get("ckpt_path"),
                                                              bool(cfg.get("overwrite", False)))):
