@@ -973,9 +973,12 @@ def _main(argv: list[str]) -> int:
         if err:
             print(f"nnue train: error: {err}", file=sys.stderr)
             return EXIT_BAD_INPUT
+        import nnue.ddp_child
         from nnue.trainer.train import main as train_main
 
-        sys.argv = ["nnue train", *argv[1:]]
+        # argv[0]: what Lightning's DDP launcher re-runs for ranks 1..N-1 on one machine (a script
+        # path; "nnue train" made it start "python <cwd>/nnue train", which failed: issue 20 item 10)
+        sys.argv = [nnue.ddp_child.__file__, *argv[1:]]
         train_main()
         return 0
     args = _parser().parse_args(argv)

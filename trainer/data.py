@@ -99,6 +99,7 @@ class NNUEDataModule(pl.LightningDataModule):
         # refresh_manifest: at each epoch boundary, add the part files packed since (PackedStream.refresh)
         self.refresh_manifest, self.parts_log = refresh_manifest, parts_log
         self.train_set: PackedStream | None = None
+        self.probe: PackedStream | None = None
         self.val_set: PackedStream | None = None
 
     def _rank(self) -> tuple[int, int]:
@@ -170,6 +171,7 @@ class NNUEDataModule(pl.LightningDataModule):
                               weights=self.weights, positions_per_epoch=self.train_positions_per_epoch(world_size),
                               val_fraction=self.val_fraction, filters=self.filters, seed=self.seed,
                               rank=0, world_size=world_size)
+        self.probe = ds  # the training stream this count was made on (its parts: trainer/resume.py)
         n = ds.batches_per_epoch()
         if n is not None:
             return int(n), ds.positions_per_epoch is not None
