@@ -84,13 +84,16 @@ def cmd_pack(args) -> int:
            if summary["read"] else 0.0,
            "files": [{k: f.get(k) for k in ("path", "format", "read", "packed", "rejected",
                                             "validated_by_python_chess")}
-                     | {k: f[k] for k in ("pov_check", "latin1_bytes") if k in f}
+                     | {k: f[k] for k in ("pov_check", "latin1_bytes", "appended", "packed_to") if k in f}
                      | {"parts": len(mf_entry_parts(f))}
                      | ({"one_range_because": f["one_range_because"]} if "one_range_because" in f else {})
                      for f in summary["files"]],
            "skipped_already_packed": summary["skipped"], "ignored": summary["ignored"],
            "dataset": str(args.output)}
     from nnue.pipeline.povcheck import warning as pov_warning
+
+    for w in summary.get("warnings", []):  # inputs packed before whose earlier bytes changed, ...
+        print(f"nnue pack: warning: {w}", file=sys.stderr)
 
     for f in summary["files"]:
         if pov_warning(f, f.get("pgn_pov", args.pgn_pov)):

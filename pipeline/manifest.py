@@ -61,6 +61,16 @@ def sha256_file(path: str | Path, chunk: int = 1 << 20) -> str:
     return h.hexdigest()
 
 
+def sha256_prefix(path: str | Path, n: int, chunk: int = 1 << 20) -> str:
+    """sha256 of the first ``n`` bytes of a file (of all of it when shorter)."""
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        while n > 0 and (block := f.read(min(chunk, n))):
+            h.update(block)
+            n -= len(block)
+    return h.hexdigest()
+
+
 def load(dataset: str | Path) -> dict:
     """Load and check a dataset's manifest. Raises ManifestError naming the problem."""
     path = Path(dataset) / MANIFEST
@@ -182,6 +192,10 @@ def merge(dataset: str | Path, entries: list[dict] = (), score_unit: str | None 
                 m["files"][e["sha256"]] = union_entries(have, e)  # more ranges of one input (shards)
             else:
                 m["files"].setdefault(e["sha256"], e)
+                if e.get("replaces") in m["files"] and m["files"][e["sha256"]] is e:
+                    # a grown input packed from where its earlier version stopped (pack.append_entry):
+                    # the new entry holds the earlier parts too
+                    del m["files"][e["replaces"]]
             m.get("failed", {}).pop(e["sha256"], None)
         if failed:
             m.setdefault("failed", {}).update({k: v for k, v in failed.items() if k not in m["files"]})

@@ -869,26 +869,37 @@ def _pack_into(dataset, files, ignored, fmt, score_unit, options, progress, work
     summary = {"read": 0, "packed": 0, "rejected": Counter(), "validated_by_python_chess": 0, "files": [],
                "skipped": [], "ignored": [str(p) for p in ignored]}
     todo = []
+    appends: dict[str, dict] = {}  # sha256 of a grown input -> {"prev": its earlier entry}
+    summary["warnings"] = []
     for path in files:
         sha = mf.sha256_file(path)
         if sha in m["files"] or any(sha == t[3] for t in todo):
             summary["skipped"].append(str(path))
             continue
-        todo.append((path, detect_format(path) if fmt == "auto" else fmt, dataset, sha, score_unit, options))
+        f = detect_format(path) if fmt == "auto" else fmt
+        grown = _grown(path, f, m, summary["warnings"]) if units is None else None
+        if grown is not None:
+            appends[sha] = grown
+        todo.append((path, f, dataset, sha, score_unit, options))
 
     def record(entry: dict, lock: bool = True) -> None:
         # after each file (a crash keeps the finished ones), under the dataset's writer lock and
         # merged into the manifest as it is on disk now: concurrent packs never drop each other's files
-        mf.merge(dataset, [entry], score_unit, lock=lock)
-        summary["read"] += entry["read"]
+        summary["read"] += entry["read"]  # this run's: of a grown input, its new bytes only
         summary["packed"] += entry["packed"]
         summary["rejected"].update(entry["rejected"])
         summary["validated_by_python_chess"] += entry.get("validated_by_python_chess", 0)
+        if entry["sha256"] in appends:
+            entry = append_entry(appends[entry["sha256"]]["prev"], entry)
+        mf.merge(dataset, [entry], score_unit, lock=lock)
         summary["files"].append(entry)
 
     def ranges_of(t) -> tuple[list, tuple | None]:
         """The ranges of a todo file to pack here, and (its shard units, its number of nominal
-        ranges) when this shard holds not all of them, else None."""
+        ranges) when this shard holds not all of them, else None. A grown input: the range of its
+        new bytes (and ([1], 2): a range of a file, not the whole file)."""
+        if t[3] in appends:
+            return [appends[t[3]]["range"]], ([1], 2)
         rs = plan(t[0], t[1], rbytes)
         if units is None:
             return rs, None
@@ -941,6 +952,62 @@ def _pack_into(dataset, files, ignored, fmt, score_unit, options, progress, work
         mf.merge(dataset, [], score_unit)
     summary["rejected"] = dict(sorted(summary["rejected"].items()))
     return summary
+
+
+def _grown(path: Path, fmt: str, m: dict, warnings: list) -> dict | None:
+    """An input packed before under the same path whose bytes then grew (a match runner appends
+    each finished game, issue 20 item 3): {"prev": its entry, "range": the range of its new bytes}
+    when its first ``prev["size"]`` bytes are those packed (sha256), else None (a new file; a
+    warning in ``warnings`` when a file of that path was packed and its earlier bytes changed)."""
+    from .ranges import COMPRESSED as _COMPRESSED
+    from .ranges import append_range
+
+    size = path.stat().st_size
+    prevs = [e for e in m["files"].values() if e["path"] == str(path) and "shard_units" not in e]
+    if not prevs:
+        return None
+    prev = max(prevs, key=lambda e: e["size"])
+    same = (prev["format"] == fmt and prev["size"] < size and path.suffix.lower() not in _COMPRESSED
+            and mf.sha256_prefix(path, prev["size"]) == prev["sha256"])
+    if not same:
+        why = ("its format differs" if prev["format"] != fmt else "it is compressed (a grown compressed file "
+               "cannot be entered where its earlier version ended)" if path.suffix.lower() in _COMPRESSED
+               else f"its first {min(prev['size'], size):,} bytes differ from those packed")
+        warnings.append(f"{path}: packed before ({prev['size']:,} bytes, sha256 {prev['sha256'][:16]}…), and {why}: "
+                        f"packed whole as a new file; the rows of the earlier version stay in the dataset")
+        return None
+    rng, boundary = append_range(path, fmt, prev.get("packed_to", prev["size"]))
+    if not boundary:
+        warnings.append(f"{path}: grew from {prev['size']:,} bytes, and its new bytes continue a game of the earlier "
+                        f"ones: they are packed from byte {rng.start:,} as a game of their own")
+    return {"prev": prev, "range": rng}
+
+
+def append_entry(prev: dict, new: dict) -> dict:
+    """The manifest entry of a grown input: ``prev`` (its earlier version's entry) plus ``new``
+    (the entry of the range of its new bytes, :func:`finish_file`): parts and counts of both,
+    ``packed_to`` (the byte offset the next pack of a longer version starts at), ``appended``
+    (each growth: from which byte, the earlier sha256) and ``replaces`` (the earlier sha256,
+    dropped from the manifest by ``manifest.merge``). Game ids are those of the rows as packed."""
+    e = {k: v for k, v in new.items() if k not in ("shard_units", "castling_seen", "ranges", "range_count", "part",
+                                                     "rejects", "parts", "rejects_parts")}
+    e["parts"] = mf.entry_parts(prev) + mf.entry_parts(new)
+    e["rejects_parts"] = mf.entry_rejects(prev) + mf.entry_rejects(new)
+    for k in ("read", "packed", "validated_by_python_chess", "latin1_bytes"):
+        if k in prev or k in new:
+            e[k] = prev.get(k, 0) + new.get(k, 0)
+    rej = Counter(prev["rejected"])
+    rej.update(new["rejected"])
+    e["rejected"] = dict(sorted(rej.items()))
+    a, b = prev.get("castling"), new.get("castling")
+    e["castling"] = a if b is None else b if a is None or a == b else "mixed"
+    if "pov_check" in prev and "pov_check" in new:
+        e["pov_check"] = {k: prev["pov_check"][k] + new["pov_check"][k] for k in prev["pov_check"]}
+    e["packed_to"] = new["size"]
+    e["appended"] = prev.get("appended", []) + [{"from_byte": prev.get("packed_to", prev["size"]),
+                                                  "sha256_before": prev["sha256"]}]
+    e["replaces"] = prev["sha256"]
+    return e
 
 
 def _pack_sequential(t, head, rs, mine, bar, seen=None) -> dict:
