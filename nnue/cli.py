@@ -976,12 +976,18 @@ def _main(argv: list[str]) -> int:
         if err:
             print(f"nnue train: error: {err}", file=sys.stderr)
             return EXIT_BAD_INPUT
+        import importlib.util
+
+        import __main__
         import nnue.ddp_child
         from nnue.trainer.train import main as train_main
 
-        # argv[0]: what Lightning's DDP launcher re-runs for ranks 1..N-1 on one machine (a script
-        # path; "nnue train" made it start "python <cwd>/nnue train", which failed: issue 20 item 10)
+        # what Lightning's DDP launcher re-runs for ranks 1..N-1 on one machine: "python -m
+        # <__main__'s module>" or "python <argv[0]>" with argv[1:] (issue 20 item 10: it started
+        # "python <cwd>/nnue train", or "python -m nnue.cli OVERRIDES" without "train"): both name
+        # nnue.ddp_child, which runs this same Hydra entry point
         sys.argv = [nnue.ddp_child.__file__, *argv[1:]]
+        __main__.__spec__ = importlib.util.find_spec("nnue.ddp_child")
         train_main()
         return 0
     args = _parser().parse_args(argv)

@@ -43,7 +43,7 @@ def test_ddp_two_processes_on_one_machine(tmp_path):
     out = tmp_path / "out"
     env = {k: v for k, v in os.environ.items() if not k.startswith("SLURM_")}
     r = subprocess.run([*nnue, "train", "experiment=demo", f"data.path={ds}", f"paths.output_dir={out}",
-                        "model.hidden=16", "data.positions_per_epoch=2048", "data.val_batch_size=256",
+                        "model.hidden=16", "data.positions_per_epoch=2048", "data.val_batch_size=32",
                         "trainer.max_epochs=1", "trainer.enable_progress_bar=false", "trainer=ddp",
                         "trainer.devices=2"], capture_output=True, text=True, timeout=900, env=env)
     assert r.returncode == 0, r.stderr[-3000:]
