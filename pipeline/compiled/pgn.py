@@ -24,7 +24,7 @@ from its comment and the previous one's ``[%eval]``). The kernel returns a statu
 * ``HAND``: the next game (from ``pos``, line ``line``) is one this kernel does not settle exactly:
   a byte outside printable ASCII/tab/CR/LF, a variation, a null move or drop, a move that is
   illegal, ambiguous or fully specified without a piece letter, a comment that looks like an eval
-  but does not parse, an unknown result, a number too long for exact arithmetic, a position
+  but does not parse or reads differently in two runners' dialects (``formats.pgn.parse_engine_eval``), an unknown result, a number too long for exact arithmetic, a position
   :func:`.fixed.settle` does not settle (except check by a pawn just pushed two squares with a legal
   en-passant capture, :func:`_settle_check_ep`), a score out of int16 range, an unterminated comment,
   a NAG of ``NAG_DIGITS`` digits or more (python-chess reads it with ``int()``, which refuses more

@@ -439,5 +439,5 @@ def sniff(head: str) -> bool:
     return head.lstrip().startswith("[")
 
 
-SPEC = FormatSpec("pgn", read, sniff, score_pov="mover (cutechess) or white (--pgn-pov white)",
+SPEC = FormatSpec("pgn", read, sniff, score_pov="mover (cutechess, fastchess, c-chess-cli) or white (--pgn-pov white); lichess %eval: white",
                   result_pov="white (Result tag)", doc="PGN with eval comments")
