@@ -84,23 +84,46 @@ def cmd_pack(args) -> int:
            if summary["read"] else 0.0,
            "files": [{k: f.get(k) for k in ("path", "format", "read", "packed", "rejected",
                                             "validated_by_python_chess")}
+                     | {k: f[k] for k in ("pov_check", "latin1_bytes", "appended", "packed_to") if k in f}
                      | {"parts": len(mf_entry_parts(f))}
                      | ({"one_range_because": f["one_range_because"]} if "one_range_because" in f else {})
                      for f in summary["files"]],
            "skipped_already_packed": summary["skipped"], "ignored": summary["ignored"],
            "dataset": str(args.output)}
+    from nnue.pipeline.povcheck import warning as pov_warning
+
+    for w in summary.get("warnings", []):  # inputs packed before whose earlier bytes changed, ...
+        print(f"nnue pack: warning: {w}", file=sys.stderr)
+
     for f in summary["files"]:
+        if pov_warning(f, f.get("pgn_pov", args.pgn_pov)):
+            print(f"nnue pack: warning: {pov_warning(f, f.get('pgn_pov', args.pgn_pov))}", file=sys.stderr)
+        if f.get("latin1_bytes"):
+            print(f"nnue pack: note: {f['path']}: {f['latin1_bytes']:,} byte(s) that are not UTF-8 read as Latin-1 "
+                  f"(ISO 8859-1, PGN's own character set)", file=sys.stderr)
         if "one_range_because" in f:
             print(f"nnue pack: warning: {f['path']} is packed as one byte range, on one core: "
                   f"{f['one_range_because']}", file=sys.stderr)
     if summary["files"]:
         from nnue.pipeline.dupes import repeated_inputs
 
+        from nnue.pipeline.dupes import extra_copies, groups
+
         out["repeated_inputs"] = repeated_inputs(args.output, summary["files"])
-        for r in out["repeated_inputs"]:
-            print(f"nnue pack: warning: {r['path']} repeats the games of {r['repeats']} ({r['share']:.0%} of "
-                  f"its positions, in the same order): each game is now in the dataset twice; pack only "
-                  f"one of them, or pass --dedup", file=sys.stderr)
+        # one line per group of inputs that hold the same games, counting the copies; then one
+        # --dedup suggestion with the number of repeated positions (issue 20 item 6)
+        extra = 0
+        for g in groups(out["repeated_inputs"]):
+            names = ", ".join(g[:-1]) + " and " + g[-1]
+            times = "twice" if len(g) == 2 else f"{len(g)} times"
+            print(f"nnue pack: warning: {names} hold the same games in the same order: each of those games "
+                  f"is now in the dataset {times}", file=sys.stderr)
+            extra += extra_copies(args.output, g)
+        if out["repeated_inputs"]:
+            out["repeated_positions"] = extra
+            print(f"nnue pack: warning: {extra:,} positions of those inputs repeat another of their positions; "
+                  f"pack only one of each group, or pack with --dedup (keeps one copy of each position)",
+                  file=sys.stderr)
     if args.json:
         print(json.dumps(out))
     else:
@@ -167,6 +190,7 @@ def cmd_inspect(args) -> int:
     pc_h = np.zeros(65, np.int64)
     res_h = np.zeros(3, np.int64)
     n = games = none = mate = ply_unknown = in_check = capture = 0
+    ids = []  # each row group's distinct game ids: a game packed from several inputs has one id
     fens = []
     for p in parts:
         pf = pq.ParquetFile(p)
@@ -184,6 +208,7 @@ def cmd_inspect(args) -> int:
             gid = a["game_id"]
             games += int((gid[1:] != gid[:-1]).sum()) + int(len(gid) > 0 and gid[0] != last_game)
             last_game = gid[-1] if len(gid) else last_game
+            ids.append(np.unique(gid))
             n += len(gid)
             none += int(((flags & FLAG_SCORE_NONE) != 0).sum())
             mate += int(((flags & FLAG_SCORE_MATE) != 0).sum())
@@ -198,9 +223,12 @@ def cmd_inspect(args) -> int:
                 fens += [(unpack_fen(b), None if fl[i] & FLAG_SCORE_NONE else sc[i], rs[i])
                          for i, b in enumerate(boards)]
     totals = mf.totals(m)
+    distinct = len(np.unique(np.concatenate(ids))) if ids else 0
     report = {
         "dataset": str(ds), "schema_version": m["schema_version"], "score_unit": m["score_unit"],
-        "files": len(m["files"]), "positions": n, "games": games, "read": totals["read"],
+        # games: distinct game ids (issue 20); game_runs: runs of one game id in the parts, which
+        # count a game once per input that holds it
+        "files": len(m["files"]), "positions": n, "games": distinct, "game_runs": games, "read": totals["read"],
         "packed": totals["packed"], "rejected": totals["rejected"],
         "score": _hist_stats(score_h, -32768), "score_none": none, "score_mate": mate,
         "result": {str(v - 1): int(c) for v, c in enumerate(res_h) if c},
@@ -214,6 +242,10 @@ def cmd_inspect(args) -> int:
         return 0
     print(f"{ds}: {report['positions']:,} positions in {report['games']:,} games from "
           f"{report['files']} file(s); score unit {report['score_unit']}")
+    if report["game_runs"] > report["games"]:
+        print(f"  {report['game_runs'] - report['games']:,} game(s) are in the dataset more than once "
+              f"({report['game_runs']:,} runs of positions of {report['games']:,} distinct game ids); "
+              f"'nnue pack --dedup' keeps one copy of each position")
     rej = f" {report['rejected']}" if report["rejected"] else ""
     print(f"  read {report['read']:,}, packed {report['packed']:,}, rejected "
           f"{sum(report['rejected'].values()):,}{rej}")
@@ -904,6 +936,15 @@ def check_train_args(overrides: list[str]) -> str | None:
                                    lambda text: print(f"nnue train: {text}", file=sys.stderr, flush=True))
         if not sum(mf.totals(mf.load(p))["packed"] for p in paths):
             return f"data.path={','.join(map(str, paths))}: 0 positions packed; nothing to train on"
+        from nnue.trainer.checks import check_val_interval
+        if isinstance(cfg.trainer.get("val_check_interval"), int):  # against the epoch's batches: the data's
+            from hydra.utils import instantiate
+
+            from nnue.trainer.callbacks import plain
+            from nnue.trainer.train import _world_size
+
+            t = plain(cfg.trainer)
+            check_val_interval(t, *instantiate(cfg.data).steps_per_epoch(_world_size(t)))
         from nnue.trainer.runs import check_run_folder  # a folder holding a run: refused, one line
         if cfg.paths.output_dir and (why := check_run_folder(cfg.paths.output_dir, cfg.get("ckpt_path"),
                                                              bool(cfg.get("overwrite", False)))):
@@ -1029,9 +1070,18 @@ def _main(argv: list[str]) -> int:
         if err:
             print(f"nnue train: error: {err}", file=sys.stderr)
             return EXIT_BAD_INPUT
+        import importlib.util
+
+        import __main__
+        import nnue.ddp_child
         from nnue.trainer.train import main as train_main
 
-        sys.argv = ["nnue train", *argv[1:]]
+        # what Lightning's DDP launcher re-runs for ranks 1..N-1 on one machine: "python -m
+        # <__main__'s module>" or "python <argv[0]>" with argv[1:] (issue 20 item 10: it started
+        # "python <cwd>/nnue train", or "python -m nnue.cli OVERRIDES" without "train"): both name
+        # nnue.ddp_child, which runs this same Hydra entry point
+        sys.argv = [nnue.ddp_child.__file__, *argv[1:]]
+        __main__.__spec__ = importlib.util.find_spec("nnue.ddp_child")
         train_main()
         return 0
     args = _parser().parse_args(argv)

@@ -71,3 +71,46 @@ def repeated_inputs(dataset: str | Path, entries: list[dict], threshold: float =
             if share > threshold:
                 out.append({"path": small["path"], "repeats": big["path"], "share": round(share, 3)})
     return out
+
+
+def groups(repeats: list[dict]) -> list[list[str]]:
+    """The inputs of :func:`repeated_inputs`' pairs joined into groups that hold the same games
+    (connected pairs), each in the order first named; groups in that order too."""
+    parent: dict[str, str] = {}
+
+    def root(x: str) -> str:
+        while parent.setdefault(x, x) != x:
+            x = parent[x]
+        return x
+
+    for r in repeats:
+        a, b = root(r["path"]), root(r["repeats"])
+        if a != b:
+            parent[b] = a
+    out: dict[str, list[str]] = {}
+    for r in repeats:
+        for p in (r["repeats"], r["path"]):
+            if p not in out.setdefault(root(p), []):
+                out[root(p)].append(p)
+    return list(out.values())
+
+
+def extra_copies(dataset: str | Path, paths: list[str]) -> int:
+    """Positions of the inputs ``paths`` (manifest paths) that repeat another of their positions
+    (same 25 key bytes: occupancy, pieces, side to move, en passant; what ``--dedup`` compares):
+    their rows minus their distinct keys."""
+    from . import manifest as mf
+
+    d = Path(dataset)
+    keys = []
+    for e in mf.load(d)["files"].values():
+        if e["path"] in paths and e["packed"]:
+            for name in mf.entry_parts(e):
+                col = pq.read_table(d / name, columns=["board"]).column("board").combine_chunks()
+                b = np.frombuffer(col.buffers()[1], dtype=np.uint8,
+                                  count=32 * (len(col) + col.offset))[32 * col.offset:].reshape(-1, 32)
+                keys.append(np.ascontiguousarray(b[:, :KEY_BYTES]).view(np.dtype((np.void, KEY_BYTES))).ravel())
+    if not keys:
+        return 0
+    k = np.concatenate(keys)
+    return int(len(k) - len(np.unique(k)))

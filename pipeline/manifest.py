@@ -88,6 +88,16 @@ def wait_for_first_part(dataset: str | Path, timeout_s: float, say=None, poll_s:
         time.sleep(min(poll_s, max(deadline - time.monotonic(), 0.01)))
 
 
+def sha256_prefix(path: str | Path, n: int, chunk: int = 1 << 20) -> str:
+    """sha256 of the first ``n`` bytes of a file (of all of it when shorter)."""
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        while n > 0 and (block := f.read(min(chunk, n))):
+            h.update(block)
+            n -= len(block)
+    return h.hexdigest()
+
+
 def load(dataset: str | Path) -> dict:
     """Load and check a dataset's manifest. Raises ManifestError naming the problem."""
     path = Path(dataset) / MANIFEST
@@ -153,6 +163,8 @@ def union_entries(have: dict, new: dict) -> dict:
     out["castling"] = (None if not any(seen) else "mixed" if all(seen)
                        else "king-takes-rook" if seen[1] else "king-two-squares")
     out["shard_units"], out["castling_seen"] = units, seen
+    if "pov_check" in have and "pov_check" in new:  # a PGN's eval-sign counts, over both shards' ranges
+        out["pov_check"] = {k: have["pov_check"][k] + new["pov_check"][k] for k in have["pov_check"]}
     if "one_range_because" in new:  # written by the shard that holds its one range
         out["one_range_because"] = new["one_range_because"]
     if len(units) == out["range_count"]:
@@ -207,6 +219,10 @@ def merge(dataset: str | Path, entries: list[dict] = (), score_unit: str | None 
                 m["files"][e["sha256"]] = union_entries(have, e)  # more ranges of one input (shards)
             else:
                 m["files"].setdefault(e["sha256"], e)
+                if e.get("replaces") in m["files"] and m["files"][e["sha256"]] is e:
+                    # a grown input packed from where its earlier version stopped (pack.append_entry):
+                    # the new entry holds the earlier parts too
+                    del m["files"][e["replaces"]]
             m.get("failed", {}).pop(e["sha256"], None)
         if failed:
             m.setdefault("failed", {}).update({k: v for k, v in failed.items() if k not in m["files"]})

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import sys
 from collections import Counter
 from dataclasses import dataclass, replace
@@ -27,7 +28,7 @@ import pyarrow.parquet as pq
 from . import manifest as mf
 from .board import pack_board
 from .formats import (FormatError, PackedRows, ReaderOptions, Record, Reject, detect_format, format_from_extension,
-                      get_format, open_binary, open_text, read_exact)
+                      LATIN1_BYTES, get_format, open_binary, open_text, read_exact, text_errors)
 from .ranges import COMPRESSED, Rebase, open_range
 from .schema import FLAG_PLY_UNKNOWN, FLAG_SCORE_MATE, FLAG_SCORE_NONE, SCHEMA
 
@@ -281,13 +282,18 @@ def _table(arrays: dict, n: int, key: str) -> pa.Table:
     return pa.table({name: arrays[name] for name in SCHEMA.names}, schema=SCHEMA)
 
 
-def _head(path: Path, binary: bool, n: int = 65536) -> str | bytes:
+def _head(path: Path, binary: bool, n: int = 65536, errors: str = "replace") -> str | bytes:
     """The first ``n`` characters (or bytes) of a dump, decompressed (empty for an empty file)."""
     if binary:
         with open_binary(path) as f:
             return read_exact(f, n)
-    with open_text(path) as f:
+    with open_text(path, errors) as f:
         return f.read(n)
+
+
+# control characters that no text dump holds (all of C0 but tab, LF, VT, FF, CR): in a PGN, whose
+# bytes that are not UTF-8 are read as Latin-1, they tell binary data from Latin-1 text
+_CONTROL = re.compile("[\x00-\x08\x0e-\x1f]")
 
 
 # reader rejects that mean "this record does not decode", as opposed to "decodes to a bad position"
@@ -394,22 +400,23 @@ def _check_file(path: Path, fmt: str, binary: bool) -> str | bytes:
     """The head checks of a file in format ``fmt`` (before anything is written): a corrupt
     compressed stream, text given as a binary format, binary given as text. Returns the head."""
     spec = get_format(fmt)
+    latin1 = text_errors(fmt) != "replace"
     try:
-        head = _head(path, spec.binary)
+        head = _head(path, spec.binary, errors=text_errors(fmt))
     except _decompress_errors(path) as e:
         raise FormatError(f"{path}: corrupt {path.suffix} stream ({type(e).__name__}: {e}); nothing "
                           f"written for this file") from None
     if spec.binary and _looks_like_text(head):
         raise FormatError(f"{path}: byte 0: text, not {fmt} (a binary format); pass the text format "
                           f"or --format auto; nothing written for this file")
-    if not spec.binary and ("\x00" in head or "\ufffd" in head):
-        offset, what = _not_text_at(path)
+    if not spec.binary and ("\x00" in head or "\ufffd" in head or latin1 and _CONTROL.search(head)):
+        offset, what = _not_text_at(path, latin1=latin1)
         where = f"byte {offset}" + (" of its decompressed stream" if path.suffix.lower() in COMPRESSED else "")
         raise FormatError(f"{path}: {where}: {what}, not text; expected {spec.doc}; nothing written for this file")
     return head
 
 
-def _not_text_at(path: Path, n: int = 4 * 65536) -> tuple[int, str]:
+def _not_text_at(path: Path, n: int = 4 * 65536, latin1: bool = False) -> tuple[int, str]:
     """Where the first of ``n`` bytes (decompressed) that make a text head "not text" is: a NUL,
     bytes that are not UTF-8, or an encoded U+FFFD (the head check of :func:`_check_file` reads
     characters, after newline translation, so its index is not the byte offset)."""
@@ -420,6 +427,11 @@ def _not_text_at(path: Path, n: int = 4 * 65536) -> tuple[int, str]:
         found.append((raw.index(b"\x00"), "a NUL byte"))
     if b"\xef\xbf\xbd" in raw:
         found.append((raw.index(b"\xef\xbf\xbd"), "U+FFFD (a replaced character)"))
+    if latin1:  # PGN: bytes that are not UTF-8 are Latin-1 text; a control character is not text
+        m = _CONTROL.search(raw.decode("latin-1"))
+        if m is not None:
+            found.append((m.start(), f"control byte 0x{raw[m.start()]:02x}"))
+        return min(found) if found else (0, "not text")
     try:
         raw.decode("utf-8")
     except UnicodeDecodeError as e:
@@ -549,7 +561,12 @@ def pack_range(path: Path, fmt: str, dataset: Path, sha: str, options: ReaderOpt
 
     try:
         whole = rng.count == 1
-        opened = (open_binary if spec.binary else open_text)(path) if whole else open_range(path, rng, spec.binary)
+        errors = text_errors(fmt)
+        latin1_before = LATIN1_BYTES[0]
+        if spec.binary:
+            opened = open_binary(path) if whole else open_range(path, rng, True)
+        else:
+            opened = open_text(path, errors) if whole else open_range(path, rng, False, errors)
         with opened as stream, open(tmp_rej, "w") as rej:
             rej_file[0] = rej
             items = spec.read(stream, options if not rng.game else replace(options, first_game=rng.game))
@@ -630,7 +647,7 @@ def pack_range(path: Path, fmt: str, dataset: Path, sha: str, options: ReaderOpt
     assert read == packed + sum(rejected.values())
     return {"range": rng, "tmp_part": str(tmp_part), "tmp_rejects": str(tmp_rej), "read": read,
             "packed": packed, "rejected": dict(rejected), "castling": castling, "validated": validated,
-            "lead": lead}
+            "lead": lead, "pgn_pov": options.pgn_pov, "latin1_bytes": LATIN1_BYTES[0] - latin1_before}
 
 
 def _castling_text(castling) -> str | None:
@@ -706,6 +723,16 @@ def finish_file(path: Path, fmt: str, dataset: Path, sha: str, score_unit: str, 
     note = next((r["range"].note for r in results if r["range"].note), "")
     if note:  # a file that would be split is one range (ranges.Range.note)
         entry["one_range_because"] = note
+    if fmt == "pgn" and results:
+        # the sign of its evals against the results of its decisive games (issue 20 item 2):
+        # nnue pack warns when they disagree far more often than they agree (povcheck.warning)
+        from .povcheck import counts
+
+        entry["pgn_pov"] = results[0].get("pgn_pov", "mover")
+        entry["pov_check"] = counts(dataset, [n[0] for n in names])
+        latin1 = sum(r.get("latin1_bytes", 0) for r in results)
+        if latin1:  # bytes that are not UTF-8, read as Latin-1 (ISO 8859-1, PGN's own character set)
+            entry["latin1_bytes"] = latin1
     if count == 1 and units is None:
         entry["part"], entry["rejects"] = names[0]
     else:  # a file of several ranges (manifest.entry_parts lists the parts of any entry)
@@ -842,26 +869,37 @@ def _pack_into(dataset, files, ignored, fmt, score_unit, options, progress, work
     summary = {"read": 0, "packed": 0, "rejected": Counter(), "validated_by_python_chess": 0, "files": [],
                "skipped": [], "ignored": [str(p) for p in ignored]}
     todo = []
+    appends: dict[str, dict] = {}  # sha256 of a grown input -> {"prev": its earlier entry}
+    summary["warnings"] = []
     for path in files:
         sha = mf.sha256_file(path)
         if sha in m["files"] or any(sha == t[3] for t in todo):
             summary["skipped"].append(str(path))
             continue
-        todo.append((path, detect_format(path) if fmt == "auto" else fmt, dataset, sha, score_unit, options))
+        f = detect_format(path) if fmt == "auto" else fmt
+        grown = _grown(path, f, m, summary["warnings"]) if units is None else None
+        if grown is not None:
+            appends[sha] = grown
+        todo.append((path, f, dataset, sha, score_unit, options))
 
     def record(entry: dict, lock: bool = True) -> None:
         # after each file (a crash keeps the finished ones), under the dataset's writer lock and
         # merged into the manifest as it is on disk now: concurrent packs never drop each other's files
-        mf.merge(dataset, [entry], score_unit, lock=lock)
-        summary["read"] += entry["read"]
+        summary["read"] += entry["read"]  # this run's: of a grown input, its new bytes only
         summary["packed"] += entry["packed"]
         summary["rejected"].update(entry["rejected"])
         summary["validated_by_python_chess"] += entry.get("validated_by_python_chess", 0)
+        if entry["sha256"] in appends:
+            entry = append_entry(appends[entry["sha256"]]["prev"], entry)
+        mf.merge(dataset, [entry], score_unit, lock=lock)
         summary["files"].append(entry)
 
     def ranges_of(t) -> tuple[list, tuple | None]:
         """The ranges of a todo file to pack here, and (its shard units, its number of nominal
-        ranges) when this shard holds not all of them, else None."""
+        ranges) when this shard holds not all of them, else None. A grown input: the range of its
+        new bytes (and ([1], 2): a range of a file, not the whole file)."""
+        if t[3] in appends:
+            return [appends[t[3]]["range"]], ([1], 2)
         rs = plan(t[0], t[1], rbytes)
         if units is None:
             return rs, None
@@ -914,6 +952,62 @@ def _pack_into(dataset, files, ignored, fmt, score_unit, options, progress, work
         mf.merge(dataset, [], score_unit)
     summary["rejected"] = dict(sorted(summary["rejected"].items()))
     return summary
+
+
+def _grown(path: Path, fmt: str, m: dict, warnings: list) -> dict | None:
+    """An input packed before under the same path whose bytes then grew (a match runner appends
+    each finished game, issue 20 item 3): {"prev": its entry, "range": the range of its new bytes}
+    when its first ``prev["size"]`` bytes are those packed (sha256), else None (a new file; a
+    warning in ``warnings`` when a file of that path was packed and its earlier bytes changed)."""
+    from .ranges import COMPRESSED as _COMPRESSED
+    from .ranges import append_range
+
+    size = path.stat().st_size
+    prevs = [e for e in m["files"].values() if e["path"] == str(path) and "shard_units" not in e]
+    if not prevs:
+        return None
+    prev = max(prevs, key=lambda e: e["size"])
+    same = (prev["format"] == fmt and prev["size"] < size and path.suffix.lower() not in _COMPRESSED
+            and mf.sha256_prefix(path, prev["size"]) == prev["sha256"])
+    if not same:
+        why = ("its format differs" if prev["format"] != fmt else "it is compressed (a grown compressed file "
+               "cannot be entered where its earlier version ended)" if path.suffix.lower() in _COMPRESSED
+               else f"its first {min(prev['size'], size):,} bytes differ from those packed")
+        warnings.append(f"{path}: packed before ({prev['size']:,} bytes, sha256 {prev['sha256'][:16]}…), and {why}: "
+                        f"packed whole as a new file; the rows of the earlier version stay in the dataset")
+        return None
+    rng, boundary = append_range(path, fmt, prev.get("packed_to", prev["size"]))
+    if not boundary:
+        warnings.append(f"{path}: grew from {prev['size']:,} bytes, and its new bytes continue a game of the earlier "
+                        f"ones: they are packed from byte {rng.start:,} as a game of their own")
+    return {"prev": prev, "range": rng}
+
+
+def append_entry(prev: dict, new: dict) -> dict:
+    """The manifest entry of a grown input: ``prev`` (its earlier version's entry) plus ``new``
+    (the entry of the range of its new bytes, :func:`finish_file`): parts and counts of both,
+    ``packed_to`` (the byte offset the next pack of a longer version starts at), ``appended``
+    (each growth: from which byte, the earlier sha256) and ``replaces`` (the earlier sha256,
+    dropped from the manifest by ``manifest.merge``). Game ids are those of the rows as packed."""
+    e = {k: v for k, v in new.items() if k not in ("shard_units", "castling_seen", "ranges", "range_count", "part",
+                                                     "rejects", "parts", "rejects_parts")}
+    e["parts"] = mf.entry_parts(prev) + mf.entry_parts(new)
+    e["rejects_parts"] = mf.entry_rejects(prev) + mf.entry_rejects(new)
+    for k in ("read", "packed", "validated_by_python_chess", "latin1_bytes"):
+        if k in prev or k in new:
+            e[k] = prev.get(k, 0) + new.get(k, 0)
+    rej = Counter(prev["rejected"])
+    rej.update(new["rejected"])
+    e["rejected"] = dict(sorted(rej.items()))
+    a, b = prev.get("castling"), new.get("castling")
+    e["castling"] = a if b is None else b if a is None or a == b else "mixed"
+    if "pov_check" in prev and "pov_check" in new:
+        e["pov_check"] = {k: prev["pov_check"][k] + new["pov_check"][k] for k in prev["pov_check"]}
+    e["packed_to"] = new["size"]
+    e["appended"] = prev.get("appended", []) + [{"from_byte": prev.get("packed_to", prev["size"]),
+                                                  "sha256_before": prev["sha256"]}]
+    e["replaces"] = prev["sha256"]
+    return e
 
 
 def _pack_sequential(t, head, rs, mine, bar, seen=None) -> dict:

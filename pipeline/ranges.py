@@ -141,14 +141,14 @@ class _Slice(io.RawIOBase):
         super().close()
 
 
-def open_range(path, rng: Range, binary: bool):
+def open_range(path, rng: Range, binary: bool, errors: str = "replace"):
     """A stream over one range of an uncompressed file: bytes (binary formats) or text, decoded as
     ``formats.open_text`` decodes the whole file (UTF-8, errors replaced, universal newlines; a
     byte-order mark is dropped only at the start of the file)."""
     raw = io.BufferedReader(_Slice(path, rng.start, rng.end), 1 << 20)
     if binary:
         return raw
-    return io.TextIOWrapper(raw, encoding="utf-8-sig" if rng.start == 0 else "utf-8", errors="replace",
+    return io.TextIOWrapper(raw, encoding="utf-8-sig" if rng.start == 0 else "utf-8", errors=errors,
                             newline=None)
 
 
@@ -431,3 +431,30 @@ FINDERS = {
     "viriformat": _viriformat,
     "pgn": _pgn,
 }
+
+
+def append_range(path: Path, fmt: str, start: int) -> tuple[Range, bool]:
+    """The range of the bytes a file gained after its first ``start`` bytes were packed
+    (``nnue pack`` of a grown input, issue 20 item 3), and whether ``start`` is where the format's
+    reader would start a new game anyway (:data:`FINDERS`: then the appended rows are exactly those
+    of a read of the whole file; else the first appended records continue a game of the earlier
+    bytes and are packed as a game of their own). Lines and games before ``start`` are counted, so
+    locations are the file's. Index 1 of 2: a range of its own, never the whole file."""
+    path = Path(path)
+    size = path.stat().st_size
+    find = FINDERS[fmt](path, size)
+    # the first boundary at or after start; the finders look at lines that start after ``lo`` and
+    # (.plain, bullet text) need the record before a boundary, so the search starts a little before
+    b, lo = None, max(1, start - 4096)
+    while start < size and lo < size:
+        b = find(lo, size)
+        if b is None or b >= start:
+            break
+        lo = b + 1
+    # a boundary at start, or after nothing but blank space (which every reader skips)
+    boundary = b is not None and (b == start or not _read_at(path, start, b - start).strip())
+    if boundary and getattr(find, "why_whole", None) is not None and find.why_whole():
+        boundary = False  # PGN: the walk may not follow python-chess up to here
+    line = _lines_before(path, [start])[0] if fmt in TEXT_FORMATS else 0
+    game = getattr(find, "games", lambda off: 0)(start)
+    return Range(1, 2, start, size, line, game), boundary

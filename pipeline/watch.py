@@ -217,8 +217,12 @@ class Watcher:
                 self.summary.read += s["read"]
                 self.summary.packed += s["packed"]
                 self.summary.rejected.update(s["rejected"])
+                grew = next((f for f in s["files"] if f.get("replaces")), None)
                 self.log(f"{_stamp()} packed {path}: read {s['read']:,}, packed {s['packed']:,}, "
-                         f"rejected {rej:,}")
+                         f"rejected {rej:,}" + (f" (its new bytes from byte {grew['appended'][-1]['from_byte']:,}: "
+                                                f"the file grew)" if grew else ""))
+                for w in s.get("warnings", []):
+                    self.log(f"{_stamp()} warning: {w}")
         self._handled[path] = state
         self._moved.discard(path)
 

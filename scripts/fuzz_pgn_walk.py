@@ -38,7 +38,7 @@ SHARED = REPO.parent / "shared" / "data"
 # lines of PGN's structure (see the module docstring)
 TOKENS = [b'[Event "x"]', b'[FEN "bad fen"]', b'[FEN "8/8/8/8/8/8/8/K1k5 w - - 0 1"]', b'', b' ', b'\t',
           b'\xc2\xa0', b'\xe2\x80\x83', b'\xe3\x80\x80', b'\x0c', b'\x1d', b'\xef\xbb\xbf', b'\xef\xbb\xbf[Event "y"]',
-          b'\xc2', b'\xe2\x80', b'%x', b';c', b'{', b'}', b'{a}', b'1. e4 e5', b'2. Nf3 {c} Nc6', b'(', b')',
+          b'\xc2', b'\xe2\x80', b'\xa0', b' \x85', b'\xe9', b'%x', b';c', b'{', b'}', b'{a}', b'1. e4 e5', b'2. Nf3 {c} Nc6', b'(', b')',
           b'1. e4 (1. d4) e5', b'1. e4 Qxh8 ) e5 2. Nf3', b'*', b'1-0', b'[', b'[x', b'e4 ; { }', b'{ ; }', b'} {',
           b'1. e4 { open', b'close } e5', b'e4 ) {', b'e4 $' + b'7' * 5000 + b' e5', b'$' + b'1' * 639, b'$' + b'1' * 640]
 ENDS = [b"\n", b"\n", b"\n", b"\r\n", b"\r"]

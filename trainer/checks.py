@@ -99,6 +99,78 @@ def check_trainer(t: dict) -> None:
     if not t.get("fast_dev_run") and t.get("max_epochs") in (None, -1) and t.get("max_steps", -1) in (None, -1):
         raise ValueError("the run has no finite stop: set trainer.max_epochs (≥ 1) or +trainer.max_steps "
                          "(≥ 1); the schedules need the run's length")
+    check_lightning(t)
+
+
+# Trainer flags Lightning takes as booleans without checking (a string is truthy: "no" would turn them on)
+LIGHTNING_BOOLS = ("detect_anomaly", "sync_batchnorm", "inference_mode", "benchmark", "barebones",
+                   "use_distributed_sampler", "enable_checkpointing", "enable_model_summary")
+
+
+def check_lightning(t: dict) -> None:
+    """Lightning's own trainer values (issue 20 item 11), before anything is written: the ones it
+    takes unchecked (booleans, ``gradient_clip_val``, ``min_steps``, an integer
+    ``val_check_interval`` of 0 that fails mid-run), then a dry ``pl.Trainer(...)`` of the config
+    (no logger, no callbacks: it writes nothing), whose refusal becomes one ValueError naming the key.
+    ``val_check_interval`` against the epoch's batches needs the data: :func:`check_val_interval`."""
+    for k in LIGHTNING_BOOLS:
+        if t.get(k) is not None:
+            _bool(f"trainer.{k}", t[k])
+    _num("trainer.gradient_clip_val", t.get("gradient_clip_val"), 0.0, none_ok=True)
+    _int("trainer.min_steps", t.get("min_steps"), -1, none_ok=True)
+    v = t.get("val_check_interval")
+    if v is not None and not isinstance(v, str):
+        if isinstance(v, bool) or not (_is_int(v) and v >= 1 or isinstance(v, float) and 0.0 <= v <= 1.0):
+            raise _bad("trainer.val_check_interval", v, "an integer ≥ 1 (training batches between validations) "
+                       "or a fraction of an epoch in 0.0..1.0")
+    import io
+    import tempfile
+    import warnings
+    from contextlib import redirect_stderr, redirect_stdout
+
+    import pytorch_lightning as pl
+
+    from .train import quiet_lightning
+
+    quiet_lightning()
+    kw = {k: v for k, v in t.items() if not k.startswith("_") and k not in ("callbacks", "logger", "plugins")}
+    kw.update(logger=False, enable_checkpointing=False, enable_progress_bar=False, enable_model_summary=False)
+    with tempfile.TemporaryDirectory() as tmp, warnings.catch_warnings(), \
+            redirect_stdout(io.StringIO()), redirect_stderr(io.StringIO()):
+        warnings.simplefilter("ignore")
+        kw["default_root_dir"] = tmp
+        try:
+            pl.Trainer(**kw)
+        except Exception as e:  # MisconfigurationException, ValueError, TypeError, RuntimeError ...
+            msg = " ".join(str(e).split())
+            key = next((k for k in t if k in msg and k in kw), None)
+            for k in ([] if key else [k for k in t if k in kw]):  # the key whose removal makes it pass
+                try:
+                    pl.Trainer(**{a: b for a, b in kw.items() if a != k})
+                    key = k
+                    break
+                except Exception:  # noqa: BLE001 - another key is (also) refused
+                    continue
+            where = f"trainer.{key}={t[key]!r}" if key in t else "trainer"
+            raise ValueError(f"{where}: Lightning refuses it: {msg}") from None
+
+
+def check_val_interval(t: dict, batches: int, exact: bool) -> None:
+    """An integer ``trainer.val_check_interval`` must not exceed the training batches of an epoch
+    (``batches``, after ``limit_train_batches``) unless ``check_val_every_n_epoch`` is null:
+    Lightning refuses that only once the run has started (issue 20 item 11)."""
+    v = t.get("val_check_interval")
+    if not _is_int(v) or "check_val_every_n_epoch" in t and t["check_val_every_n_epoch"] is None:
+        return
+    lim = t.get("limit_train_batches")
+    if _is_int(lim):
+        batches = min(batches, lim)
+    elif isinstance(lim, float):
+        batches = int(batches * lim)
+    if v > batches:
+        raise ValueError(f"trainer.val_check_interval={v}: more than the {'' if exact else 'about '}{batches:,} "
+                         f"training batches of an epoch; give a fraction of the epoch (0.5) or at most "
+                         f"{batches:,}, or +trainer.check_val_every_n_epoch=null to count batches across epochs")
 
 
 def check_data(d: dict) -> None:

@@ -103,6 +103,7 @@ class NNUEDataModule(pl.LightningDataModule):
         self.refresh_manifest, self.parts_log, self.refresh_val = refresh_manifest, parts_log, refresh_val
         self.wait_for_data_s = wait_for_data_s  # nnue train: wait this long for a first part (wait_for_first_part)
         self.train_set: PackedStream | None = None
+        self.probe: PackedStream | None = None
         self.val_set: PackedStream | None = None
 
     def _rank(self) -> tuple[int, int]:
@@ -185,6 +186,7 @@ class NNUEDataModule(pl.LightningDataModule):
                               weights=self.weights, positions_per_epoch=self.train_positions_per_epoch(world_size),
                               val_fraction=self.val_fraction, filters=self.filters, seed=self.seed,
                               rank=0, world_size=world_size)
+        self.probe = ds  # the training stream this count was made on (its parts: trainer/resume.py)
         n = ds.batches_per_epoch()
         if n is not None:
             return int(n), ds.positions_per_epoch is not None

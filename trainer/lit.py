@@ -212,6 +212,10 @@ class LitNNUE(pl.LightningModule):
             extra["lambda"] = self.lambda_ramp.state()
             extra["total_steps"] = self.total_steps
         extra["torch_rng"] = torch.get_rng_state()  # nothing in training draws from it today; kept for exact resume
+        if self._trainer is not None:  # what a resume must keep to continue exactly (trainer/resume.py)
+            from .resume import run_shape
+
+            extra["run"] = run_shape(self.trainer)
         sd = checkpoint["state_dict"]
         canon = {k.replace("_orig_mod.", ""): v for k, v in sd.items()}
         if self._schedule_free() is not None:

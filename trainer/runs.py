@@ -10,8 +10,9 @@ Rules (``nnue train``, single runs and ``-m`` sweeps alike):
 - An explicit ``paths.output_dir`` that already holds a run (a finished one: ``metrics.json``; or an
   interrupted one: ``checkpoints/last.ckpt``) is refused (:class:`RunFolderError`), unless
   ``ckpt_path`` points into that folder (a resume) or ``+overwrite=true`` is given. Either way the
-  old ``metrics.json`` is removed before training starts, so an interrupted resume never looks
-  finished with the old run's metrics; ``+overwrite=true`` also removes the old checkpoints and logs.
+  old ``metrics.json`` is removed before training starts (by ``train.run``, once the resume is
+  checked: a resume of a finished run trains nothing and keeps it), so an interrupted resume never
+  looks finished with the old run's metrics; ``+overwrite=true`` also removes the old checkpoints and logs.
 - Relative paths in ``data.path`` and ``ckpt_path`` resolve against the directory ``nnue`` was run
   from (Hydra's ``runtime.cwd``), also with ``hydra.job.chdir=true``.
 - Under DDP only rank 0 changes the folder; Hydra's ``.hydra/`` files and log file are written by
@@ -204,6 +205,5 @@ def prepare(cfg: DictConfig) -> Path:
             for name in RUN_ARTEFACTS:
                 p = out / name
                 shutil.rmtree(p) if p.is_dir() else p.unlink(missing_ok=True)
-        (out / FINISHED_MARKER).unlink(missing_ok=True)  # a resumed run is unfinished until it ends
     log.info("run folder %s (rank %d)", out, rank)
     return out

@@ -74,6 +74,27 @@ def run(cfg: DictConfig) -> dict:
     if spe == 0 and datamodule.manifest_rows() == 0:
         raise EmptyTrainingSet(f"{', '.join(datamodule.paths)}: the training data holds 0 positions")
     total = total_steps(tcfg, max(spe, 1))
+    if cfg.get("ckpt_path"):  # a resume that changes the run: exact or refused (trainer/resume.py)
+        from .resume import ResumeFinished, check_resume
+
+        probe = datamodule.train_set or datamodule.probe
+        parts = sorted(str(p) for p, _ in probe.parts) if probe is not None else None
+        try:
+            check_resume(cfg.ckpt_path, datamodule.batch_size, _world_size(tcfg),
+                         int(tcfg.get("accumulate_grad_batches") or 1), total, parts, max(spe, 1))
+        except ResumeFinished as e:
+            old = out / runs.FINISHED_MARKER
+            note = ("its metrics.json is kept" if old.exists() else "no metrics.json (it was not written)")
+            log.info("nothing to train: %s is at step %s of %s; %s", cfg.ckpt_path, f"{e.args[0]:,}",
+                     f"{e.args[1]:,}", note)
+            print(f"nnue train: {cfg.ckpt_path} already reaches step {e.args[0]:,} of this run's {e.args[1]:,}: "
+                  f"nothing to train ({note}); raise trainer.max_epochs or +trainer.max_steps to continue",
+                  file=sys.stderr)
+            import json as _json
+
+            return _json.loads(old.read_text()) if old.exists() else {"global_step": e.args[0]}
+    if runs.env_rank() == 0:  # a resumed run is unfinished until it ends (after the checks above)
+        (out / runs.FINISHED_MARKER).unlink(missing_ok=True)
     lit = instantiate(cfg.model, optimizer=instantiate(cfg.optimizer), scheduler=plain(cfg.get("scheduler")),
                       lambda_schedule=plain(cfg.get("wdl_lambda")))
     lit.set_run_length(total, spe, float(cfg.optimizer.lr))

@@ -24,7 +24,7 @@ from its comment and the previous one's ``[%eval]``). The kernel returns a statu
 * ``HAND``: the next game (from ``pos``, line ``line``) is one this kernel does not settle exactly:
   a byte outside printable ASCII/tab/CR/LF, a variation, a null move or drop, a move that is
   illegal, ambiguous or fully specified without a piece letter, a comment that looks like an eval
-  but does not parse, an unknown result, a number too long for exact arithmetic, a position
+  but does not parse or reads differently in two runners' dialects (``formats.pgn.parse_engine_eval``), an unknown result, a number too long for exact arithmetic, a position
   :func:`.fixed.settle` does not settle (except check by a pawn just pushed two squares with a legal
   en-passant capture, :func:`_settle_check_ep`), a score out of int16 range, an unterminated comment,
   a NAG of ``NAG_DIGITS`` digits or more (python-chess reads it with ``int()``, which refuses more
@@ -246,8 +246,11 @@ def _decimal(t, i, n, allow_frac_digits):
 
 
 @njit(cache=True)
-def _cutechess(t, n, white, pov_white):
-    """(matched, score stm POV, mate, bad, exact) of a node comment t[:n] (see formats.pgn)."""
+def _cutechess(t, n, white, pov_white, dialect):
+    """(matched, score stm POV, mate, bad, exact, dialect) of a node comment t[:n]: an engine
+    runner's eval in the dialects of ``formats.pgn.parse_engine_eval`` (cutechess/fastchess pawns and
+    ``±M`` plies, c-chess-cli centipawns and ``M`` moves; ``dialect``: the bits 1 pawns, 2 centipawns
+    of the game's earlier comments). An ambiguous comment is not exact (python-chess's reader rejects it)."""
     i = 0
     while i < n and _ws(t[i]):
         i += 1
@@ -269,32 +272,79 @@ def _cutechess(t, n, white, pov_white):
                 j += 1
             if j + 1 < n and t[j] == 46 and _digit(t[j + 1]):
                 like = True
-    # _CUTECHESS
+    # _ENGINE
     j = i
     neg = False
+    plus = False
     if j < n and (t[j] == 43 or t[j] == 45):
         neg = t[j] == 45
+        plus = t[j] == 43
         j += 1
     mate = False
     if j < n and t[j] == 77:
         mate = True
         j += 1
+    whole = 0
+    while j + whole < n and _digit(t[j + whole]):
+        whole += 1
     j2, x, ip, nd, ok = _decimal(t, j, n, True)
     matched = ok and j2 + 1 < n and t[j2] == 47 and _digit(t[j2 + 1])
     if not matched:
-        return False, 0, False, like, True
+        return False, 0, False, like, True, dialect
+    # the time after "/depth": seconds (cutechess, fastchess: dialect 1) or milliseconds (c-chess-cli: 2)
+    own = 0
+    k = j2 + 1
+    while k < n and _digit(t[k]):
+        k += 1
+    if k < n and _ws(t[k]):
+        while k < n and _ws(t[k]):
+            k += 1
+        k0 = k
+        while k < n and _digit(t[k]):
+            k += 1
+        if k > k0:
+            if k + 1 < n and t[k] == 46 and _digit(t[k + 1]):
+                k += 1
+                while k < n and _digit(t[k]):
+                    k += 1
+            if k + 1 < n and t[k] == 109 and t[k + 1] == 115:
+                own = 2
+            elif k < n and t[k] == 115:
+                own = 1
     if nd > 15:
-        return True, 0, False, False, False
+        return True, 0, False, False, False, dialect
+    frac = nd > whole
+    if mate and frac:
+        return True, 0, False, True, True, dialect
     if mate:
-        plies = ip
+        if plus:
+            plies = ip
+            dialect = dialect | 1
+        elif not neg:
+            plies = 2 * ip - 1 if ip > 0 else 0
+            dialect = dialect | 2
+        elif (own if own else dialect) == 1:
+            plies = ip
+        elif (own if own else dialect) == 2:
+            plies = 2 * ip
+        else:
+            return True, 0, False, False, False, dialect  # ambiguous
         score = MATE - plies if not neg else -(MATE - plies)
-    else:
+    elif frac:
         score = np.int64(np.rint(x * 100.0))
         if neg:
             score = -score
+        dialect = dialect | 1
+    elif plus:
+        return True, 0, False, False, False, dialect  # ambiguous
+    else:
+        score = np.int64(ip)
+        if neg:
+            score = -score
+        dialect = dialect | 2
     if pov_white and not white:
         score = -score
-    return True, score, mate, False, True
+    return True, score, mate, False, True, dialect | own
 
 
 @njit(cache=True)
@@ -608,6 +658,7 @@ def scan(data, pos, end, final, line, game, have, bb0, pc0, st0, c960, pov_white
         a_score = 0
         a_mate = False
         a_bad = False
+        dialect = 0  # engine-runner dialects of this game's comments so far (1 pawns, 2 centipawns)
         # ---- movetext: the line at mt was read (counted) by the tag loop
         p = mt if mt >= 0 else end
         fresh = True
@@ -778,8 +829,8 @@ def scan(data, pos, end, final, line, game, have, bb0, pc0, st0, c960, pov_white
                         continue
                 # ---- a move: finish the pending node, play its move, parse this one
                 if pending >= 0:
-                    ok = _finish(pending, t_cur, n_cur, st[0] == 0, pov_white, o_board, o_score, o_flags,
-                                 a_has, a_score, a_mate, a_bad)
+                    ok, dialect = _finish(pending, t_cur, n_cur, st[0] == 0, pov_white, o_board, o_score,
+                                          o_flags, a_has, a_score, a_mate, a_bad, dialect)
                     if ok < 0:
                         status = 2
                         break
@@ -832,8 +883,8 @@ def scan(data, pos, end, final, line, game, have, bb0, pc0, st0, c960, pov_white
             p = nextp
         if status == 1:  # the game is done: its last node, then the result
             if pending >= 0:
-                ok = _finish(pending, t_cur, n_cur, st[0] == 0, pov_white, o_board, o_score, o_flags,
-                             a_has, a_score, a_mate, a_bad)
+                ok, dialect = _finish(pending, t_cur, n_cur, st[0] == 0, pov_white, o_board, o_score, o_flags,
+                                      a_has, a_score, a_mate, a_bad, dialect)
                 if ok < 0:
                     status = 2
             if (res == 0 or res == 4) and rows > gfirst:
@@ -869,12 +920,13 @@ def _after(t, n, white_next):
 
 
 @njit(cache=True)
-def _finish(r, t, n, white, pov_white, o_board, o_score, o_flags, a_has, a_score, a_mate, a_bad):
+def _finish(r, t, n, white, pov_white, o_board, o_score, o_flags, a_has, a_score, a_mate, a_bad, dialect):
     """Score row r from its node comment t[:n] (cutechess) or the previous node's [%eval]; 0 done,
-    -1 the game goes to python-chess (a bad eval comment, a score out of range, inexact)."""
-    m, s, mate, bad, exact = _cutechess(t, n, white, pov_white)
+    -1 the game goes to python-chess (a bad eval comment, a score out of range, inexact); and the
+    game's engine-runner dialects with this comment's."""
+    m, s, mate, bad, exact, dialect = _cutechess(t, n, white, pov_white, dialect)
     if not exact:
-        return -1
+        return -1, dialect
     if not m:
         if a_has > 0:
             s = a_score
@@ -888,16 +940,16 @@ def _finish(r, t, n, white, pov_white, o_board, o_score, o_flags, a_has, a_score
     else:
         none = False
     if bad:
-        return -1
+        return -1, dialect
     if s < -32767 or s > 32767:
-        return -1
+        return -1, dialect
     o_score[r] = s
     o_flags[r] = (F_NONE if none else 0) | (F_MATE if mate else 0)
     ew = s if white else -s
     e16 = ew & 0xFFFF
     o_board[r, 28] = e16 & 255
     o_board[r, 29] = e16 >> 8
-    return 0
+    return 0, dialect
 
 
 @njit(cache=True)

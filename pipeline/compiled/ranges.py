@@ -65,10 +65,12 @@ def _next_line(data, i, n):
 
 @njit(cache=True)
 def _blank(data, a, n):
-    """Is the line from ``a`` blank, as ``str.isspace()`` of it decoded as UTF-8 with errors
-    replaced (its line end included, so an empty line is blank)? Space is ASCII tab, VT, FF, FS,
-    GS, RS, US and space, and the UTF-8 encodings of U+0085, U+00A0, U+1680, U+2000..U+200A,
-    U+2028, U+2029, U+202F, U+205F, U+3000 (a byte that does not decode becomes U+FFFD, not space).
+    """Is the line from ``a`` blank, as ``str.isspace()`` of it decoded as a PGN is decoded (UTF-8,
+    a byte that does not decode read as Latin-1: ``formats.LATIN1_ERRORS``; its line end included,
+    so an empty line is blank)? Space is ASCII tab, VT, FF, FS, GS, RS, US and space, the UTF-8
+    encodings of U+0085, U+00A0, U+1680, U+2000..U+200A, U+2028, U+2029, U+202F, U+205F, U+3000,
+    and a lone byte 0x85 or 0xA0 (Latin-1's NEL and no-break space; every other byte that does not
+    decode is a Latin-1 letter or sign, not space).
     Returns the offset of its line end (n at the file's end) when blank, else -1 - the offset of
     its first byte that is not space."""
     i = a
@@ -80,6 +82,8 @@ def _blank(data, a, n):
             i += 1
         elif c == 0xC2 and i + 1 < n and (data[i + 1] == 0x85 or data[i + 1] == 0xA0):
             i += 2
+        elif c == 0x85 or c == 0xA0:  # a continuation byte with no lead: Latin-1 NEL / no-break space
+            i += 1
         elif 0xE1 <= c <= 0xE3 and i + 2 < n:
             b1, b2 = data[i + 1], data[i + 2]
             if c == 0xE1:
@@ -201,7 +205,7 @@ def _pgn_walk(data, n, out, suspect):
 
 def pgn_game_starts(data: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Byte offsets at which python-chess's ``chess.pgn.read_game`` starts each game of a PGN file,
-    reading it as :mod:`nnue.pipeline.formats.pgn` does (UTF-8 with errors replaced, universal
+    reading it as :mod:`nnue.pipeline.formats.pgn` does (UTF-8, Latin-1 where that fails, universal
     newlines): the first at 0, each next one just past the line that ended the game before (the
     blank line after its movetext). Only the line structure is followed (leading blank and
     ``%``/``;`` lines, tag lines with at most one blank line between them, movetext to a blank line

@@ -512,7 +512,7 @@ def scan_bullet(buf, pos, n, final, lineno, state, row, cap, o_board, o_score, o
         ply = 0
         if known:
             ok, fm = _int(buf, fs[5], fe[5], False)  # the reader's int(fields[5]), before max(…, 1)
-            ply = 2 * (fm - 1) + us
+            ply = 2 * (max(fm, 1) - 1) + us  # fullmove 0 reads as 1, as python-chess reads it
         sign = -1 if us else 1
         result = (wr - 1) * sign
         none = abs(score_w) == VALUE_NONE
@@ -680,7 +680,7 @@ def scan_epd(buf, pos, n, final, lineno, state, row, cap, o_board, o_score, o_re
             return STOP, pos, lineno, row
         us = st[0]
         result = (wr - 1) * (-1 if us else 1)
-        ply = 2 * (mv - 1) + us if known else 0
+        ply = 2 * (max(mv, 1) - 1) + us if known else 0
         if settle(row, bb, pc, us, st[1], hv, max(mv, 1), score, not has_score, False, result, ply, known,
                   0, 0, 0, False, mode == 1, False, o_board, o_score, o_result, o_ply, o_pcount, o_check, o_best,
                   o_cap, o_has, o_flags) != 0:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import bz2
 import gzip
+import codecs
 import io
 import lzma
 from dataclasses import dataclass, field
@@ -23,6 +24,29 @@ VALUE_NONE = 32002
 MATE_BOUND = 31754
 MATE = 32000
 UTF8_BOM = b"\xef\xbb\xbf"  # one leading byte-order mark is stripped from every text input
+
+# PGN's own standard (section 4.1) allows ISO 8859-1 text: a PGN input is read as UTF-8, and the
+# bytes that are not UTF-8 (a Latin-1 "é" in a player's name or a comment) are decoded as Latin-1
+# by this codecs error handler, which counts them (LATIN1_BYTES[0], per process)
+LATIN1_ERRORS = "nnue-latin1"
+LATIN1_BYTES = [0]
+
+
+def _latin1_fallback(e: UnicodeError):
+    if not isinstance(e, UnicodeDecodeError):
+        raise e
+    bad = bytes(e.object[e.start:e.end])
+    LATIN1_BYTES[0] += len(bad)
+    return bad.decode("latin-1"), e.end
+
+
+codecs.register_error(LATIN1_ERRORS, _latin1_fallback)
+
+
+def text_errors(fmt: str) -> str:
+    """The decoding ``errors`` of a text format's inputs: PGN's undecodable bytes are Latin-1
+    (LATIN1_ERRORS); the other text formats replace them (U+FFFD), and their head check refuses them."""
+    return LATIN1_ERRORS if fmt == "pgn" else "replace"
 
 
 class FormatError(ValueError):
@@ -196,8 +220,9 @@ def read_exact(stream, n: int) -> bytes:
     return bytes(out)
 
 
-def open_text(path: str | Path) -> io.TextIOBase:
-    """Open a dump as text, decompressing ``.gz``, ``.zst``, ``.xz`` and ``.bz2`` transparently."""
+def open_text(path: str | Path, errors: str = "replace") -> io.TextIOBase:
+    """Open a dump as text, decompressing ``.gz``, ``.zst``, ``.xz`` and ``.bz2`` transparently.
+    errors: how bytes that are not UTF-8 are decoded (``text_errors``)."""
     path = Path(path)
     suffix = path.suffix.lower()
     if suffix == ".gz":
@@ -212,7 +237,7 @@ def open_text(path: str | Path) -> io.TextIOBase:
         raw = open(path, "rb")
     # utf-8-sig: one leading UTF-8 byte-order mark (Windows editors, some GUIs) is dropped
     return io.TextIOWrapper(io.BufferedReader(raw) if suffix == ".zst" else raw,
-                            encoding="utf-8-sig", errors="replace", newline=None)
+                            encoding="utf-8-sig", errors=errors, newline=None)
 
 
 def inner_name(path: str | Path) -> str:

@@ -77,7 +77,7 @@ class Machine:
         ply = None
         if len(fen_fields) >= 6:
             try:
-                ply = 2 * (int(fen_fields[5]) - 1) + black
+                ply = 2 * (max(int(fen_fields[5]), 1) - 1) + black  # fullmove 0 reads as 1, as python-chess reads it
             except ValueError:
                 return Reject(loc, "bad FEN", "fullmove counter is not an integer", line)
         if not (ply is not None and self.prev_ply is not None and ply == self.prev_ply + 1

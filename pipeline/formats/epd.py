@@ -89,7 +89,7 @@ class Machine:
         counters_known = (half, full) != ("0", "1") or "fmvn" in rest
         black = turn == "b"
         result = int(round(2 * white_result - 1)) * (-1 if black else 1)
-        ply = 2 * (int(full) - 1) + black if counters_known else None
+        ply = 2 * (max(int(full), 1) - 1) + black if counters_known else None  # fullmove 0 is 1 (python-chess)
         return Record(fen=f"{placement} {turn} {castling} {ep} {half} {full}", score=score, result=result,
                       ply=ply, move=None, location=loc, game=lineno)
 

@@ -1,11 +1,22 @@
 """Engine-match PGN reader: one record per position before each mainline move.
 
-Scores come from move comments (FORMATS.md):
+Scores come from move comments (FORMATS.md). Engine-runner comments ``{score/depth ...}`` come in
+two dialects, told apart by how the score is written (``parse_engine_eval``):
 
-* cutechess-cli / fastchess ``{+0.35/12 0.500s}``: pawns, POV given by ``ReaderOptions.pgn_pov``
-  ("mover", the default, as cutechess writes; "white" for files written by python-chess);
-  ``+M16``/``-M16`` are mates, the number counting plies (the selfplay PGNs and their
-  ``.plain`` twins agree on ±(32000 − 16)); ``{book}`` and moves without a comment carry no score.
+* cutechess-cli / fastchess ``{+0.35/12 0.500s}``: pawns with a decimal point; ``+M16``/``-M16``
+  are mates, the number counting plies (the selfplay PGNs and their ``.plain`` twins agree on
+  ±(32000 − 16));
+* c-chess-cli ``{38/21}``, ``{-24/20 15ms}``: integer centipawns (no ``+`` sign, no decimal point);
+  ``M2``/``-M2``: mate in 2 *moves* (the mover mates in 3 plies, or is mated in 4).
+
+Both are the mover's POV (``ReaderOptions.pgn_pov`` "mover", the default; "white" for files
+written white-POV, like our self-play PGNs). ``-M<n>`` is written by both runners: it takes the
+dialect its time unit names (seconds ``0.5s``: cutechess/fastchess; ``15ms``: c-chess-cli), else
+that of the game's earlier evals; with none (or both), and for an integer with a
+``+`` sign (``{+38/21}``: neither runner writes it), the position is rejected as ``ambiguous eval
+comment`` with the reason, never scaled by a guess. ``{book}`` and moves without a comment carry
+no score.
+
 * lichess ``[%eval 0.20]`` / ``[%eval #-3]``: always white POV, and the eval of the position
   *after* the move it follows (so it scores the next record). The grammar is python-chess's
   (``[%eval 0.20,15]``: an optional comma-separated depth, as python-chess writes it).
@@ -26,15 +37,20 @@ from typing import Iterator
 import chess
 import chess.pgn
 
-from . import MATE, FormatError, FormatSpec, PackedRows, ReaderOptions, Record, Reject, read_exact
+from . import LATIN1_ERRORS, MATE, FormatError, FormatSpec, PackedRows, ReaderOptions, Record, Reject, read_exact
 
-_CUTECHESS = re.compile(r"^\s*([+-]?)(M?)(\d+(?:\.\d+)?)/\d+")
-# a comment that starts like a cutechess/fastchess eval: a sign, a mate mark or a decimal point
+# an engine runner's eval: sign, mate mark, integer part, fraction, "/depth", then a time whose unit
+# names the runner: seconds "0.500s" (cutechess, fastchess) or milliseconds "15ms" (c-chess-cli)
+_ENGINE = re.compile(r"^\s*([+-]?)(M?)(\d+)(\.\d+)?/\d+(?:\s+\d+(?:\.\d+)?(ms|s))?")
+# a comment that starts like an engine runner's eval: a sign, a mate mark or a decimal point
 _CUTECHESS_LIKE = re.compile(r"^\s*(?:[+-]?M[\d/]|[+-]\d|[+-]?\d*\.\d)")
 # the %eval grammar of python-chess's reader (chess.pgn.EVAL_REGEX, python-chess 1.11): one
 # space, then #mate or centipawn pawns with at most two decimals, then an optional ",depth"
 _LICHESS = re.compile(r"\[%eval\s(?:#([+-]?\d+)|([+-]?(?:\d{0,10}\.\d{1,2}|\d{1,10}\.?)))(?:,\d+)?\]")
 BAD_EVAL = "eval comment not understood"  # reject reason: looks like an eval, does not parse
+AMBIGUOUS_EVAL = "ambiguous eval comment"  # reject reason: parses in two dialects that read it differently
+# the dialects of engine-runner comments seen so far in a game (bits)
+PAWNS, CENTIPAWNS = 1, 2  # cutechess/fastchess (pawns, +M plies); c-chess-cli (centipawns, M moves)
 
 
 LONG_NUMBER = 300  # digits: an eval number this long is not an eval (a float of it overflows at ~309)
@@ -54,13 +70,6 @@ def _bad_lichess(comment: str) -> str | None:
     return None
 
 
-def _bad_cutechess(comment: str) -> str | None:
-    """The comment when it starts like a cutechess/fastchess eval but does not parse, or its
-    number has LONG_NUMBER digits or more, else None."""
-    m = _CUTECHESS.match(comment)
-    if m is not None and _too_long(m.group(3)) or m is None and _CUTECHESS_LIKE.match(comment):
-        return comment.strip()[:60]
-    return None
 _RESULTS = {"1-0": 1, "0-1": -1, "1/2-1/2": 0}
 
 
@@ -83,22 +92,49 @@ def _mate_cp(plies: int, positive: bool) -> int:
     return MATE - plies if positive else -(MATE - plies)
 
 
-def parse_cutechess(comment: str, white_to_move: bool, pov: str) -> tuple[int | None, bool]:
-    """cutechess/fastchess comment ``{+0.35/12 0.5s}`` of the position *before* the move.
+def parse_engine_eval(comment: str, white_to_move: bool, pov: str, dialect: int = 0):
+    """An engine runner's comment of the position *before* the move: cutechess/fastchess
+    ``{+0.35/12 0.5s}`` (pawns; ``±M<n>`` mate in n plies) or c-chess-cli ``{38/21}`` (centipawns;
+    ``M<n>``/``-M<n>`` mate in n moves). ``pov``: "mover" or "white". ``dialect``: the bits
+    (PAWNS, CENTIPAWNS) of the game's earlier comments; ``-M<n>`` is read in that dialect.
 
-    Returns (centipawns, side-to-move POV, or None; is_mate). ``pov``: "mover" or "white".
-    """
-    m = _CUTECHESS.match(comment)
-    if not m or _too_long(m.group(3)):  # _bad_cutechess rejects it
-        return None, False
-    sign = -1 if m.group(1) == "-" else 1
-    if m.group(2):
-        score = _mate_cp(int(float(m.group(3))), sign > 0)
+    Returns (centipawns side-to-move POV or None, is_mate, dialect with this comment's,
+    problem): problem None, or (reject reason, detail) for a comment that looks like an eval but
+    does not parse (BAD_EVAL) or reads differently in the two dialects (AMBIGUOUS_EVAL)."""
+    m = _ENGINE.match(comment)
+    text = comment.strip()[:60]
+    if m is None:
+        return None, False, dialect, ((BAD_EVAL, f"comment {text!r}") if _CUTECHESS_LIKE.match(comment) else None)
+    sign, is_mate, whole, frac, unit = m.groups()
+    own = {"s": PAWNS, "ms": CENTIPAWNS}.get(unit, 0)  # the runner this comment's time unit names
+    if _too_long(whole + (frac or "")) or is_mate and frac:
+        return None, False, dialect, (BAD_EVAL, f"comment {text!r}")
+    neg = sign == "-"
+    if is_mate:
+        n = int(whole)
+        if sign == "+":
+            plies, dialect = n, dialect | PAWNS
+        elif not neg:
+            plies, dialect = max(0, 2 * n - 1), dialect | CENTIPAWNS
+        elif (own or dialect) in (PAWNS, CENTIPAWNS):
+            plies = n if (own or dialect) == PAWNS else 2 * n
+        else:
+            why = "and this game's earlier evals say both" if dialect else "and no earlier eval of this game says which"
+            return None, False, dialect, (AMBIGUOUS_EVAL, f"comment {text!r}: a mate count in plies (cutechess, "
+                                                          f"fastchess) or in moves (c-chess-cli), {why}")
+        score = _mate_cp(plies, not neg)
+    elif frac:
+        score, dialect = round(float(whole + frac) * 100), dialect | PAWNS
+        score = -score if neg else score
+    elif sign == "+":
+        return None, False, dialect, (AMBIGUOUS_EVAL, f"comment {text!r}: an integer with a '+' sign is neither "
+                                                      f"cutechess/fastchess pawns (written with decimals) nor "
+                                                      f"c-chess-cli centipawns (written without '+')")
     else:
-        score = sign * round(float(m.group(3)) * 100)
+        score, dialect = (-int(whole) if neg else int(whole)), dialect | CENTIPAWNS
     if pov == "white" and not white_to_move:
         score = -score
-    return score, bool(m.group(2))
+    return score, bool(is_mate), dialect | own, None
 
 
 def parse_lichess(comment: str, white_to_move: bool) -> tuple[int | None, bool]:
@@ -172,22 +208,23 @@ def _one_game(counter, options: ReaderOptions, game_no: int):
         return game_no, False
     after = (None, False)  # a lichess eval on the previous move: this position's score
     after_bad = None       # ... or the text of one that does not parse
+    dialect = 0            # engine-runner dialects of this game's comments so far
     for node in game.mainline():
         move = node.move
         loc = f"line {start} game {game_no} ply {board.ply()}"
         white = board.turn == chess.WHITE
-        score, mate = parse_cutechess(node.comment, white, options.pgn_pov)
-        bad = _bad_cutechess(node.comment)       # a cutechess-like eval of this position
+        score, mate, dialect, bad = parse_engine_eval(node.comment, white, options.pgn_pov, dialect)
         if score is None:
             score, mate = after                  # the previous move's %eval scores this one
-            bad = bad or after_bad
+            if bad is None and after_bad:
+                bad = (BAD_EVAL, f"comment {after_bad!r}")
         after = parse_lichess(node.comment, not white)
         after_bad = _bad_lichess(node.comment)   # a %eval-like note of the next position
         fen = board.fen()
         if result is None:
             yield Reject(loc, "unknown game result", "Result tag is '*'", fen)
         elif bad:
-            yield Reject(loc, BAD_EVAL, f"comment {bad!r}", fen)
+            yield Reject(loc, bad[0], bad[1], fen)
         else:
             yield Record(
                 fen=fen, score=score, result=result if white else -result,
@@ -208,7 +245,7 @@ _EOL = re.compile(rb"\r\n|\r|\n")
 
 class _Source:
     """The bytes of a text input, read in chunks, with the readline() of the text stream that
-    ``formats.open_text`` makes (UTF-8 with errors replaced, universal newlines: ``\\n``,
+    ``formats.open_text`` makes for PGN (UTF-8, bytes that are not UTF-8 read as Latin-1, universal newlines: ``\\n``,
     ``\\r\\n`` and ``\\r`` end a line, read as ``\\n``) and a count of the lines read (``line``),
     so that python-chess and the compiled reader take turns on one input."""
 
@@ -255,14 +292,14 @@ class _Source:
         while True:
             m = _EOL.search(self.data, self.pos)
             if m is not None and (m.end() < len(self.data) or m.group() != b"\r" or self.eof):
-                s = self.data[self.pos:m.start()].decode("utf-8", "replace") + "\n"
+                s = self.data[self.pos:m.start()].decode("utf-8", LATIN1_ERRORS) + "\n"
                 self.pos = m.end()
                 self.line += 1
                 return s
             if m is None and self.eof:
                 if self.pos >= len(self.data):
                     return ""
-                s = self.data[self.pos:].decode("utf-8", "replace")
+                s = self.data[self.pos:].decode("utf-8", LATIN1_ERRORS)
                 self.pos = len(self.data)
                 self.line += 1
                 return s
@@ -402,5 +439,5 @@ def sniff(head: str) -> bool:
     return head.lstrip().startswith("[")
 
 
-SPEC = FormatSpec("pgn", read, sniff, score_pov="mover (cutechess) or white (--pgn-pov white)",
+SPEC = FormatSpec("pgn", read, sniff, score_pov="mover (cutechess, fastchess, c-chess-cli) or white (--pgn-pov white); lichess %eval: white",
                   result_pov="white (Result tag)", doc="PGN with eval comments")

@@ -94,6 +94,34 @@ def test_eval_numbers(tmp_path):
     run(tmp_path, _game(moves), "w", pov="white")
 
 
+@pytest.mark.parametrize("moves,compiled", [
+    ("1. e4 {38/21} e5 {-24/20 15ms} 2. Nf3 {350/19} Nc6 {-M2/18} 3. Bb5 {M1/3} 1-0", True),
+    ("1. e4 {+0.38/21} e5 {-M3/20} 2. Nf3 {+M4/19} 1-0", True),
+    ("1. e4 {-M3/21} e5 {-24/20} 2. Nf3 {350/19} 1-0", False),       # -M before any dialect
+    ("1. e4 {+38/21} e5 {-24/20} 2. Nf3 {+350/19} 1-0", False),      # '+' integers
+    ("1. e4 {0.10/3} e5 {12/3} 2. Nf3 {-M3/19} Nc6 {0/1} 1-0", False),  # both dialects, then -M
+    ("1. e4 {M0/1} e5 {-M0/1} 2. Nf3 {M99999999999999/1} 1-0", False),
+    ("1. e4 {-M3/21 0.5s} e5 {-M2/20 15ms} 2. Nf3 {-M1/19 1.25s, n=4} Nc6 {-M1/2 3ms} 1-0", True),  # time units
+    ("1. e4 {-M3/21 0.5} e5 {-M2/20 15 ms} 2. Nf3 {-M1/19 s} 1-0", False),  # no unit: ambiguous
+])
+def test_c_chess_cli_dialect(tmp_path, moves, compiled):
+    """Issue 20 item 1: c-chess-cli's integer centipawns and M<moves> read alike on both paths;
+    ambiguous comments go to python-chess's reader, which rejects them with the reason."""
+    for pov in ("mover", "white"):
+        s = run(tmp_path, _game(moves), f"c-{pov}", pov=pov, expect_all_compiled=compiled)
+        if not compiled:
+            assert s["handed"] > 0
+
+
+def test_latin1_bytes(tmp_path):
+    """Issue 20 item 4: Latin-1 bytes in tags and comments (PGN's ISO 8859-1) are decoded as
+    Latin-1 on both paths (the compiled reader hands such games to python-chess)."""
+    game = ('[Event "Montr\xe9al"]\n[White "Jos\xe9"]\n[Result "1-0"]\n\n'
+            '1. e4 {+0.30/10 0.1s} e5 {-0.20/9 0.1s} 2. Nf3 {tr\xe8s bien} Nc6 3. Bb5 {\xe9} a6 1-0\n\n')
+    s = run(tmp_path, (game.encode("latin-1") + game.encode("utf-8")) * 2, "l1")
+    assert s["read"] == 24 and s["rejected"] == {} and s["handed"] == 24  # every game has a non-ASCII byte
+
+
 def test_numbers_too_long_for_python(tmp_path):
     """An eval number too long for a float (300-odd digits; cutechess and mate forms) is a bad eval
     comment, and a NAG too long for int() makes python-chess's read_game raise (an "unreadable PGN
@@ -104,7 +132,8 @@ def test_numbers_too_long_for_python(tmp_path):
     moves = (f"1. e4 {{+{big}/3}} e5 {{{big}/3}} 2. Nf3 {{+M{'9' * 5000}/3}} Nc6 {{-0.20/5}} "
              f"3. Bb5 {{+{'9' * 25}/4}} a6 {{+{'9' * 299}/4}} 4. Ba4 {{+{'9' * 150}.{'9' * 150}/4}} 1-0")
     s = run(tmp_path, _game(moves), "eval")
-    assert s["rejected"] == {"eval comment not understood": 4, "score out of int16 range": 2}
+    # integers with a '+' sign are c-chess-cli-or-cutechess ambiguous (issue 20), unless too long
+    assert s["rejected"] == {"eval comment not understood": 4, "ambiguous eval comment": 2}
     lichess = (f"1. e4 {{ [%eval #{'9' * 5000}] }} e5 {{ [%eval #-{'9' * 299}] }} 2. Nf3 {{ [%eval 0.2] }} "
                f"Nc6 {{ [%eval #{'1' * 300},5] }} 3. Bb5 1-0")
     s = run(tmp_path, _game(lichess), "lichess", pov="white")

@@ -51,8 +51,12 @@ def test_blank_is_python_str_isspace():
             continue  # line ends, never inside a line
         raw = chr(c).encode() * 2
         assert blank(raw + b"\n") == blank(raw + b"\r") == blank(raw) == chr(c).isspace(), hex(c)
-    for raw in (b"\xc2", b"\xe2\x80", b"\xed\xa0\x80", b"\xc0\xa0", b"\xe0\x80\xa0", b"\xe2\x80\x20", b" \xff", b"\xe2"):
-        assert blank(raw + b"\n") == blank(raw) == raw.decode("utf-8", "replace").isspace(), raw
+    from nnue.pipeline.formats import LATIN1_ERRORS
+
+    for raw in (b"\xc2", b"\xe2\x80", b"\xed\xa0\x80", b"\xc0\xa0", b"\xe0\x80\xa0", b"\xe2\x80\x20", b" \xff", b"\xe2",
+                b"\xa0", b" \x85\t", b"\xa0\xa0", b"\xc2\xa0\xa0", b"\xe2\x80\xa0", b"\xe2\xa0", b"\xf0\xa0", b"\xe9"):
+        # a PGN's bytes that are not UTF-8 are Latin-1 (issue 20): 0x85 and 0xA0 alone are space
+        assert blank(raw + b"\n") == blank(raw) == raw.decode("utf-8", LATIN1_ERRORS).isspace(), raw
     assert blank(b"\n") and blank(b"\r\n") and blank(b" \t\x0c\n") and not blank(b" x\n")
     t = _blank(np.frombuffer(b" \xc2\xa0[x\n", np.uint8), 0, 7)
     assert t == -1 - 3  # not blank: its first byte that is not space
@@ -182,8 +186,8 @@ def test_a_file_kept_whole_says_why(tmp_path, monkeypatch):
     cut = base.index(b"\n\n[Event ", 1000) + 2  # a game start early in the file
     bad.write_bytes(base[:cut] + b'[Event "x"]\n\n1. e4 Qxh8 ) e5 *\n\n' + base[cut:])
     r = subprocess.run([sys.executable, "-m", "nnue.cli", "pack", str(bad), "-o", str(tmp_path / "ds"), "--json",
-                        "--no-progress", "--range-mb", str(rb / (1 << 20)), "--workers", "2"],
-                       capture_output=True, text=True)
+                        "--no-progress", "--range-mb", str(rb / (1 << 20)), "--workers", "2", "--pgn-pov", "white"],
+                       capture_output=True, text=True)  # our self-play PGNs are white POV (no POV warning)
     assert r.returncode == 0, r.stderr
     lines = r.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith(f"nnue pack: warning: {bad} is packed as one byte range")

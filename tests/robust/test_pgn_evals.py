@@ -98,7 +98,8 @@ def test_python_chess_written_evals_round_trip():
 CUTECHESS_OK = [("+0.35/12 0.5s", 35), ("-1.20/9 0.1s", -120), ("0.00/0 0s", 0), ("+0.35/12", 35),
                 ("+0.35/12 0.500s, n=1234, sd=20, ...", 35), ("-M4/20 0.01s", -(32000 - 4)),
                 ("+M1/1 0s", 32000 - 1)]
-CUTECHESS_BAD = ["+0.35", "+0.3x/12 0.1s", "-M/20 0.1s", "+.35/12", "M3", "-0.50 (depth 12)"]
+CUTECHESS_BAD = ["+0.35", "+0.3x/12 0.1s", "-M/20 0.1s", "+.35/12", "M3", "-0.50 (depth 12)", "M2.5/1",
+                 "+M2.0/3"]
 
 
 @pytest.mark.parametrize("comment,cp", CUTECHESS_OK)
@@ -132,3 +133,70 @@ def test_bad_eval_counted_in_pack_json_and_inspect(tmp_path):
     out = subprocess.run([*nnue, "inspect", str(ds), "--json"], capture_output=True, text=True, check=True)
     r = json.loads(out.stdout)
     assert r["rejected"] == {BAD_EVAL: 1} and r["score_none"] == 4
+
+
+# ------------------------------------------------------------------ issue 20 item 1: c-chess-cli's dialect
+AMBIGUOUS = "ambiguous eval comment"
+
+
+def _moves(*comments: str) -> str:
+    """A game whose first plies carry ``comments`` (1. e4 {c0} e5 {c1} 2. Nf3 {c2} Nc6 {c3} ...)."""
+    sans = ["e4", "e5", "Nf3", "Nc6", "Bb5", "a6", "Ba4", "Nf6"]
+    out = []
+    for i, (san, c) in enumerate(zip(sans, comments)):
+        out.append((f"{i // 2 + 1}. " if i % 2 == 0 else "") + san + (f" {{{c}}}" if c is not None else ""))
+    return '[Event "x"]\n[Result "1/2-1/2"]\n\n' + " ".join(out) + " 1/2-1/2\n"
+
+
+# (comments in game order, expected per position: (score, is_mate), or a reject reason)
+C_CHESS_CLI = [
+    # integer centipawns, the mover's POV, with or without c-chess-cli's time (verbosity 3)
+    (["38/21", "-24/20 15ms", "0/1", "350/19"], [(38, False), (-24, False), (0, False), (350, False)]),
+    # M<n>: the mover mates in n moves (2n - 1 plies); -M<n>: is mated in n moves (2n plies)
+    (["M2/30", "-M1/30"], [(32000 - 3, True), (-(32000 - 2), True)]),
+    # -M<n> after c-chess-cli evals is read as moves, after cutechess ones as plies
+    (["38/21", "-M3/30"], [(38, False), (-(32000 - 6), True)]),
+    (["+0.38/21", "-M3/30"], [(38, False), (-(32000 - 3), True)]),
+    # without an earlier eval (or after both dialects) -M<n> is ambiguous: rejected, not guessed
+    (["-M3/30", "+M5/3"], [AMBIGUOUS, (32000 - 5, True)]),
+    # ... unless its own time names the runner: seconds (cutechess, fastchess), ms (c-chess-cli)
+    (["-M3/30 0.01s", "-M3/30 15ms", "-M2/3"], [(-(32000 - 3), True), (-(32000 - 6), True), AMBIGUOUS]),
+    (["0.10/3", "12/3", "-M3/30"], [(10, False), (12, False), AMBIGUOUS]),
+    # neither runner writes an integer with a '+' sign
+    (["+38/21", "38/21"], [AMBIGUOUS, (38, False)]),
+]
+
+
+@pytest.mark.parametrize("comments,expected", C_CHESS_CLI)
+def test_c_chess_cli_dialect(comments, expected):
+    """c-chess-cli's ``{cp/depth}`` is read as centipawns (it was read as pawns: ×100, and
+    ``{350/19}`` became an out-of-range reject); its ``M<n>`` counts moves; what reads differently
+    in the two dialects is a counted reject with its reason."""
+    items = _read(_moves(*comments))
+    for item, want in zip(items, expected):
+        if isinstance(want, str):
+            assert isinstance(item, Reject) and item.reason == want, item
+            assert "cutechess" in item.detail and "c-chess-cli" in item.detail
+        else:
+            assert isinstance(item, Record) and (item.score, item.score_is_mate) == want, (comments, item)
+    # white's point of view: black's scores are negated, the dialect rules are the same
+    white = _read(_moves(*comments), pov="white")
+    for i, (a, b) in enumerate(zip(items, white)):
+        if isinstance(a, Record):
+            assert b.score == (a.score if i % 2 == 0 else -a.score)
+        else:
+            assert isinstance(b, Reject) and b.reason == a.reason
+
+
+def test_c_chess_cli_file_packs_in_range(tmp_path):
+    """The issue's example: a c-chess-cli PGN packed whole, every score as written (no ×100)."""
+    from nnue.pipeline.pack import pack
+
+    src = tmp_path / "c.pgn"
+    src.write_text(_moves("38/21", "-24/20", "350/19", "-M2/18"))
+    s = pack([src], tmp_path / "ds", fmt="pgn", progress=False)
+    assert s["rejected"] == {} and s["packed"] == 4
+    import pyarrow.parquet as pq
+
+    (part,) = (tmp_path / "ds").glob("part-*.parquet")
+    assert pq.read_table(part).column("score").to_pylist() == [38, -24, 350, -(32000 - 4)]

@@ -55,10 +55,10 @@ def test_prepare_paths_and_refusal(tmp_path, monkeypatch):
     (out / "metrics.json").write_text("{}")
     with pytest.raises(runs.RunFolderError, match="finished run"):
         runs.prepare(_cfg(paths={"output_dir": "r1"}))
-    # resume: allowed, and the old finished marker goes until the resumed run ends
+    # resume: allowed; the old finished marker stays until train.run has checked the resume (then it
+    # goes until the resumed run ends; a re-run of a finished run keeps it: issue 20 item 9)
     runs.prepare(_cfg(paths={"output_dir": "r1"}, ckpt_path="r1/checkpoints/last.ckpt"))
-    assert not (out / "metrics.json").exists()
-    (out / "metrics.json").write_text("{}")
+    assert (out / "metrics.json").exists()
     (out / "checkpoints").mkdir()
     (out / "checkpoints" / "last.ckpt").write_bytes(b"old")
     runs.prepare(_cfg(paths={"output_dir": "r1"}, overwrite=True))

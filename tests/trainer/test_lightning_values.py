@@ -1,0 +1,55 @@
+"""Issue 20 item 11: every trainer value is checked before anything is written, Lightning's own
+too (val_check_interval and the like): one line, status 2, no run folder."""
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+
+NNUE = [sys.executable, "-m", "nnue.cli"]
+BASE = ["experiment=demo", "model.hidden=16", "data.positions_per_epoch=2048", "trainer.max_epochs=1"]
+
+
+@pytest.mark.parametrize("arg,needle", [
+    ("+trainer.val_check_interval=0", "trainer.val_check_interval=0"),           # ZeroDivisionError mid-run, status 1
+    ("+trainer.val_check_interval=1000", "more than the 8 training batches"),  # Lightning: after the folder
+    ("+trainer.val_check_interval=1.5", "trainer.val_check_interval=1.5"),
+    ("+trainer.val_check_interval=-1", "trainer.val_check_interval=-1"),
+    ("+trainer.val_check_interval=abc", "Lightning refuses it"),
+    ("+trainer.gradient_clip_val=-1", "trainer.gradient_clip_val=-1"),
+    ("+trainer.gradient_clip_algorithm=foo", "trainer.gradient_clip_algorithm='foo'"),
+    ("+trainer.precision=99", "trainer.precision"),
+    ("+trainer.max_time=abc", "trainer.max_time='abc'"),
+    ("+trainer.overfit_batches=1.5", "overfit_batches"),
+    ("+trainer.detect_anomaly=maybe", "trainer.detect_anomaly='maybe'"),
+    ("+trainer.benchmark=yes", "trainer.benchmark='yes'"),
+    ("+trainer.profiler=nope", "trainer.profiler='nope'"),
+    ("+trainer.strategy=nope", "trainer.strategy='nope'"),
+])
+def test_lightning_values_refused_before_anything_is_written(sample_dataset, tmp_path, arg, needle):
+    from nnue.cli import check_train_args
+
+    out = tmp_path / "out"
+    err = check_train_args([*BASE, f"data.path={sample_dataset}", f"paths.output_dir={out}", arg])
+    assert err and "\n" not in err and needle in err, err
+    assert not out.exists()
+
+
+def test_values_lightning_accepts_pass(sample_dataset, tmp_path):
+    from nnue.cli import check_train_args
+
+    for arg in ("+trainer.val_check_interval=0.5", "+trainer.val_check_interval=4", "+trainer.gradient_clip_val=1.0",
+                "+trainer.val_check_interval=20 +trainer.check_val_every_n_epoch=null"):
+        err = check_train_args([*BASE, f"data.path={sample_dataset}", f"paths.output_dir={tmp_path / 'o'}",
+                                *arg.split()])
+        assert err is None, (arg, err)
+
+
+def test_cli_status_2_one_line_no_folder(sample_dataset, tmp_path):
+    out = tmp_path / "out"
+    r = subprocess.run([*NNUE, "train", *BASE, f"data.path={sample_dataset}", f"paths.output_dir={out}",
+                        "+trainer.val_check_interval=1000"], capture_output=True, text=True)
+    err = r.stderr.strip().splitlines()
+    assert r.returncode == 2 and len(err) == 1 and err[0].startswith("nnue train: error:"), r.stderr
+    assert not out.exists()
