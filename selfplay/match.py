@@ -44,7 +44,12 @@ def _sha256(path: Path) -> str:
 #: our search's default simulations per move in a match (``nnue match --net``): at 64 and fewer
 #: most games between clearly different nets ended in repetitions (README, "Matches that
 #: measure something")
-MATCH_NODES = 256
+MATCH_NODES = 128
+
+#: the search's draw contempt in matches (:class:`~nnue.selfplay.mcts.SearchConfig`): without it,
+#: a repetition (an exact 0 the search reaches without an eval) soaked up the visits of a side
+#: that thought itself better, and most games between clearly different nets were repetitions
+MATCH_CONTEMPT = 0.1
 
 
 def make_openings(pairs: int, openings: str | Path | None = None, random_plies: int | None = None, seed: int = 0,
@@ -488,7 +493,7 @@ def net_match(net_a: str | Path, net_b: str | Path, out_dir: str | Path, *, game
     nets = (load(net_a), load(net_b))  # header checks, in this process first
     for net, path in zip(nets, (net_a, net_b)):
         check_searchable(net, path)
-    extra = dict(search or {})
+    extra = {"contempt": MATCH_CONTEMPT, **(search or {})}
     cfgs = (SearchConfig(nodes=nodes, **extra), SearchConfig(nodes=nodes_b or nodes, **extra))
     pairs = games // 2  # the budget: at most `games` games, whole pairs
     ops = make_openings(pairs, openings, random_plies, seed, chess960, book)
@@ -659,11 +664,18 @@ def engine_match(engine_a: str, engine_b: str, out_dir: str | Path, *, games: in
     for g in rec.todo(pairs):
         work.put(g)
     errors: list[str] = []
+    running: list = []  # every engine a worker has open, for the interrupt to close
+
+    def start(side):
+        eng = open_engine(cmds[side], opts[side])
+        with lock:
+            running.append(eng)
+        return eng
 
     def worker():
         engines = {}
         try:
-            engines = {s: open_engine(cmds[s], opts[s]) for s in "AB"}
+            engines = {s: start(s) for s in "AB"}
             while not stop.is_set() and not halted.is_set():
                 try:
                     p, c = work.get_nowait()
@@ -685,7 +697,7 @@ def engine_match(engine_a: str, engine_b: str, out_dir: str | Path, *, games: in
                     g.result, g.reason = (-1 if e.side == chess.WHITE else 1), f"engine {who} {what}: {e}"
                     crashed = e.kind
                     close_engine(engines[who], kill=True)
-                    engines[who] = open_engine(cmds[who], opts[who])
+                    engines[who] = start(who)
                 score_white = (g.result + 1) / 2
                 score_a = score_white if c == 0 else 1 - score_white
                 pgn = g.pgn({"Round": f"{p + 1}.{c + 1}"})
@@ -715,6 +727,11 @@ def engine_match(engine_a: str, engine_b: str, out_dir: str | Path, *, games: in
             with lock:
                 halted.set()
                 err = rec.interrupted()
+                engs = list(running)
+            for eng in engs:  # stop the games in flight: their engines are killed and reaped
+                close_engine(eng, kill=True)
+            for t in threads:
+                t.join(5)
             raise err from None
         if errors:
             rec.close("interrupted")
