@@ -41,15 +41,21 @@ def _sha256(path: Path) -> str:
     return h.hexdigest()
 
 
-#: our search's default simulations per move in a match (``nnue match --net``): at 64 and fewer
-#: most games between clearly different nets ended in repetitions (README, "Matches that
-#: measure something")
-MATCH_NODES = 128
+#: our search's default simulations per move in a match (``nnue match --net``): with the match's
+#: first-play urgency (:data:`MATCH_FPU`) 15 of 16 games between a good and a poor net were
+#: decided at 64 (README, "Matches that measure something")
+MATCH_NODES = 64
 
 #: the search's draw contempt in matches (:class:`~nnue.selfplay.mcts.SearchConfig`): without it,
 #: a repetition (an exact 0 the search reaches without an eval) soaked up the visits of a side
 #: that thought itself better, and most games between clearly different nets were repetitions
 MATCH_CONTEMPT = 0.1
+
+#: the first-play-urgency reduction in matches: self-play's 0.2 made the root values of both
+#: sides 1.5-2 pawns too low at 64-256 simulations (the start of a balanced book line: -187 cp
+#: at 64 nodes, +79 cp with 0; README "Matches that measure something"), so both sides took
+#: repetitions as the lesser evil
+MATCH_FPU = 0.0
 
 
 def make_openings(pairs: int, openings: str | Path | None = None, random_plies: int | None = None, seed: int = 0,
@@ -493,7 +499,7 @@ def net_match(net_a: str | Path, net_b: str | Path, out_dir: str | Path, *, game
     nets = (load(net_a), load(net_b))  # header checks, in this process first
     for net, path in zip(nets, (net_a, net_b)):
         check_searchable(net, path)
-    extra = {"contempt": MATCH_CONTEMPT, **(search or {})}
+    extra = {"contempt": MATCH_CONTEMPT, "fpu": MATCH_FPU, **(search or {})}
     cfgs = (SearchConfig(nodes=nodes, **extra), SearchConfig(nodes=nodes_b or nodes, **extra))
     pairs = games // 2  # the budget: at most `games` games, whole pairs
     ops = make_openings(pairs, openings, random_plies, seed, chess960, book)

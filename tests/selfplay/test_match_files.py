@@ -63,6 +63,13 @@ def test_sigterm_mid_match_leaves_both_files_and_the_rerun_resumes(nets, tmp_pat
     assert rc == 0, se
     full = _check_consistent(ref)
     assert full["status"] == "finished" and full["games"] == 12
+    # a match's own defaults: the shipped book, the search's match settings, the match adjudication
+    st = full["settings"]
+    assert st["book"] == "shipped:balanced.txt" and st["random_plies"] == 0 and st["openings"] is None
+    assert st["search"]["fpu"] == 0.0 and st["search"]["contempt"] == 0.1
+    assert st["adjudication"] == {"win_cp": 1000, "win_plies": 6, "draw_cp": 10, "draw_plies": 8,
+                                  "draw_min_ply": 40, "max_ply": 30}
+    assert full["lines"][-2].startswith("ENDS: draws ") and full["lines"][-1].startswith("PLAYERS: A ")
     cmd = [*NNUE, "match", "--net", str(a), "--net", str(b), "-o", str(out), *NET_ARGS]
     res = _interrupt(cmd, out, signal.SIGTERM)
     assert res.returncode == 130, res.stderr
