@@ -380,7 +380,8 @@ def _who(p: dict) -> str:
     if "net" in p:
         return p["net"]
     extra = {k: v for k, v in p.get("options", {}).items() if k not in ("Threads", "Hash")}
-    opts = " " + " ".join(f"{k}={v}" for k, v in extra.items()) if extra else ""
+    opts = " " + " ".join(f"{k}={str(v).lower() if isinstance(v, bool) else v}" for k, v in extra.items()) \
+        if extra else ""
     said = f" ({'; '.join(p['info'])})" if p.get("info") else ""
     return f"{p.get('engine')}{opts}{said}"
 
