@@ -519,7 +519,7 @@ def net_match(net_a: str | Path, net_b: str | Path, out_dir: str | Path, *, game
     if rec.finished is not None:
         return rec.close("finished")
     todo = rec.todo(pairs)
-    stopped = [tally.stopped_at is not None and sprt_stop]
+    stopped = [False]  # a resumed match that had stopped plays only its begun pairs' other halves (todo)
 
     def take(item) -> bool:
         p, c, score, pgn, reason = item
@@ -664,8 +664,6 @@ def engine_match(engine_a: str, engine_b: str, out_dir: str | Path, *, games: in
         return rec.close("finished")
     lock = threading.Lock()
     stop = threading.Event()
-    if tally.stopped_at is not None and sprt_stop:
-        stop.set()
     halted = threading.Event()  # Ctrl-C or SIGTERM: record nothing more
     work: queue_mod.Queue = queue_mod.Queue()
     for g in rec.todo(pairs):

@@ -131,3 +131,15 @@ def test_ctrl_c_in_an_engine_match_and_resume(tmp_path):
     assert done["status"] == "finished" and done["games"] == 8 and done["crashes"] == 0
     rounds = [g.headers["Round"] for g in _games(out / "match.pgn")]
     assert sorted(rounds) == sorted(f"{p}.{c}" for p in range(1, 5) for c in (1, 2))
+
+
+def test_what_a_resume_plays(tmp_path):
+    """Every game not in the log; once the SPRT had stopped the match, only the other halves of
+    the pairs it had begun."""
+    from nnue.selfplay.match import Recorder, Tally, _Live
+
+    rec = Recorder(tmp_path, {}, {}, Tally(0, 5, 0.05, 0.05), _Live(False))
+    rec.log = [[0, 0, 1.0, None, "checkmate"], [0, 1, 0.5, None, "ply limit"], [2, 1, 0.0, "crash", "engine crash"]]
+    assert rec.todo(4) == [(1, 0), (1, 1), (2, 0), (3, 0), (3, 1)]
+    rec.tally.stopped_at = {"verdict": "H1", "llr": 3.0, "games": 2}
+    assert rec.todo(4) == [(2, 0)]
