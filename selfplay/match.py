@@ -5,8 +5,13 @@ Every opening is played twice, the first player ("A", the candidate) once with e
 two games form a pair, whose score (A's points / 2) is one pentanomial observation
 (:mod:`nnue.selfplay.sprt`). After each finished pair the SPRT is updated; the match stops
 issuing new pairs once the LLR crosses a bound (pairs already in flight are finished and
-counted). Results: ``match.pgn`` (every game) and ``match.json`` (the SPRT report, W/D/L,
-pentanomial counts, settings, players), both written atomically.
+counted). Results (:class:`Recorder`): ``match.pgn`` gets every game appended as it ends,
+``match.json`` (the SPRT report, W/D/L, pentanomial counts, how games ended, settings, players,
+the game log) is rewritten atomically after it; Ctrl-C or SIGTERM leaves both consistent and a
+rerun with the same settings resumes. Defaults that make a match measure something
+(:data:`MATCH_NODES`, :data:`MATCH_FPU`, :data:`MATCH_CONTEMPT`,
+:data:`~nnue.selfplay.play.MATCH_ADJUDICATION`, the shipped opening book) are in README,
+"Matches that measure something".
 """
 from __future__ import annotations
 
