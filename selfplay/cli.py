@@ -71,7 +71,8 @@ def _rate(text: str) -> float:
 
 def _search_args(s, contempt: float = 0.0, fpu: float = 0.2) -> None:
     s.add_argument("--backup", default="mean", choices=["mean", "max", "power_mean"],
-                   help="MCTS backup operator (power_mean: seed 002, p = 1 + n/100 unless --power-p) (default %(default)s)")
+                   help="MCTS backup operator (power_mean: seed 002, p = 1 + n/100 unless --power-p) "
+                   "(default %(default)s)")
     s.add_argument("--power-p", type=float, default=None, metavar="P",
                    help="fixed power-mean exponent (default: none, p = 1 + n/100)")
     s.add_argument("--priors", default="captures", choices=["uniform", "captures", "checks"],
@@ -257,7 +258,8 @@ def add_parsers(sub) -> None:
                    help="nets: games per worker batched together (default %(default)s)")
     s.add_argument("--adjudicate", metavar="SPEC", help="win=CP/PLIES,draw=CP/PLIES/MINPLY,maxply=N or none "
                    "(default win=1000/6,draw=10/8/40,maxply=300 for matches)")
-    s.add_argument("--seed", type=int, default=0, help="seed of the book order or random openings (default %(default)s)")
+    s.add_argument("--seed", type=int, default=0,
+                   help="seed of the book order or random openings (default %(default)s)")
     s.add_argument("--quiet", action="store_true", help="no live line (default: a live line on stderr)")
     s.add_argument("--json", action="store_true", help="print the result as one JSON object (default: text)")
     _search_args(s, 0.1, 0.0)  # nnue.selfplay.match.MATCH_CONTEMPT, MATCH_FPU
