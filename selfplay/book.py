@@ -163,7 +163,8 @@ def main(argv: list[str] | None = None) -> int:
     header = (f"nnue-forge balanced opening book: {len(book)} lines of {a.plies} plies from the start position.\n"
               f"Made by: python -m nnue.selfplay.book --engine {Path(a.engine).name} -n {a.n} --plies {a.plies} "
               f"--seed {a.seed} --pick-depth {a.pick_depth} --depth {a.depth} --max-cp {a.max_cp} --window {a.window}\n"
-              f"Each ply: a random move among the engine's 4 MultiPV lines at depth {a.pick_depth} within {a.window} cp "
+              f"Each ply: a random move among the engine's 4 MultiPV lines at depth {a.pick_depth} "
+              f"within {a.window} cp "
               f"of the "
               f"best; kept when |score| <= {a.max_cp} cp at depth {a.depth} (white POV, the number after 'cp').")
     write_book(book, a.output, header)

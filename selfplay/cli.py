@@ -69,18 +69,26 @@ def _rate(text: str) -> float:
     return v
 
 
-def _search_args(s) -> None:
+def _search_args(s, contempt: float = 0.0, fpu: float = 0.2) -> None:
     s.add_argument("--backup", default="mean", choices=["mean", "max", "power_mean"],
-                   help="MCTS backup operator (power_mean: seed 002, p = 1 + n/100 unless --power-p) (default %(default)s)")
+                   help="MCTS backup operator (power_mean: seed 002, p = 1 + n/100 unless --power-p) "
+                   "(default %(default)s)")
     s.add_argument("--power-p", type=float, default=None, metavar="P",
                    help="fixed power-mean exponent (default: none, p = 1 + n/100)")
     s.add_argument("--priors", default="captures", choices=["uniform", "captures", "checks"],
                    help="move priors: uniform, captures and promotions first, or also checks (default %(default)s)")
     s.add_argument("--cpuct", type=float, default=1.5, help="PUCT exploration constant (default %(default)s)")
+    s.add_argument("--fpu", type=float, default=fpu, metavar="F",
+                   help="first-play urgency reduction: an unvisited move starts at its parent's value minus F "
+                   "(default %(default)s)")
+    s.add_argument("--contempt", type=float, default=contempt, metavar="C",
+                   help="a draw inside the search is worth -C to the side to move at the root, +C to the other "
+                   "(value units, v = 2*sigmoid(cp/SCALE) - 1) (default %(default)s)")
 
 
 def _search(args) -> dict:
-    return {"backup": args.backup, "p_fixed": args.power_p, "priors": args.priors, "c_puct": args.cpuct}
+    return {"backup": args.backup, "p_fixed": args.power_p, "priors": args.priors, "c_puct": args.cpuct,
+            "contempt": args.contempt, "fpu": args.fpu}
 
 
 def cmd_selfplay(args) -> int:
@@ -228,7 +236,7 @@ def add_parsers(sub) -> None:
                    help="the game budget: stop at an SPRT bound, else after N games (whole pairs) with the "
                    "unfinished verdict (inconclusive, and which way the LLR leans) (default %(default)s)")
     s.add_argument("--nodes", type=int, default=None,
-                   help="nodes per move (nets: MCTS simulations, default 256; engines: give --nodes or --movetime)")
+                   help="nodes per move (nets: MCTS simulations, default 64; engines: give --nodes or --movetime)")
     s.add_argument("--movetime", type=float, default=None, metavar="SECONDS",
                    help="engines: time per move (default: none)")
     s.add_argument("--move-timeout", type=float, default=MOVE_TIMEOUT, metavar="SECONDS",
@@ -250,10 +258,11 @@ def add_parsers(sub) -> None:
                    help="nets: games per worker batched together (default %(default)s)")
     s.add_argument("--adjudicate", metavar="SPEC", help="win=CP/PLIES,draw=CP/PLIES/MINPLY,maxply=N or none "
                    "(default win=1000/6,draw=10/8/40,maxply=300 for matches)")
-    s.add_argument("--seed", type=int, default=0, help="seed of the book order or random openings (default %(default)s)")
+    s.add_argument("--seed", type=int, default=0,
+                   help="seed of the book order or random openings (default %(default)s)")
     s.add_argument("--quiet", action="store_true", help="no live line (default: a live line on stderr)")
     s.add_argument("--json", action="store_true", help="print the result as one JSON object (default: text)")
-    _search_args(s)
+    _search_args(s, 0.1, 0.0)  # nnue.selfplay.match.MATCH_CONTEMPT, MATCH_FPU
     s.set_defaults(func=cmd_match)
 
     s = sub.add_parser("datagen", help="self-play data from any UCI engine, as .plain dumps",

@@ -175,7 +175,12 @@ def probe_engine(cmd: str, options: dict | None = None, user: dict | None = None
         send("uci")
         if not until("uciok"):
             said = [x for x in seen if x.strip()][:2]
-            raise ValueError(f"engine {cmd!r} does not speak UCI (no uciok within {timeout:g} s"
+            try:
+                code = proc.wait(timeout=0.5)
+            except subprocess.TimeoutExpired:
+                code = None
+            how = f"it exited (status {code}) without uciok" if code is not None else f"no uciok within {timeout:g} s"
+            raise ValueError(f"engine {cmd!r} does not speak UCI ({how}"
                              + (f"; it printed {quote(said)}" if said else "") + ")")
         declared = _uci_options(seen)
         name = next((x.split(None, 2)[2] for x in seen if x.startswith("id name ")), argv[0])

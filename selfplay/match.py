@@ -5,8 +5,13 @@ Every opening is played twice, the first player ("A", the candidate) once with e
 two games form a pair, whose score (A's points / 2) is one pentanomial observation
 (:mod:`nnue.selfplay.sprt`). After each finished pair the SPRT is updated; the match stops
 issuing new pairs once the LLR crosses a bound (pairs already in flight are finished and
-counted). Results: ``match.pgn`` (every game) and ``match.json`` (the SPRT report, W/D/L,
-pentanomial counts, settings, players), both written atomically.
+counted). Results (:class:`Recorder`): ``match.pgn`` gets every game appended as it ends,
+``match.json`` (the SPRT report, W/D/L, pentanomial counts, how games ended, settings, players,
+the game log) is rewritten atomically after it; Ctrl-C or SIGTERM leaves both consistent and a
+rerun with the same settings resumes. Defaults that make a match measure something
+(:data:`MATCH_NODES`, :data:`MATCH_FPU`, :data:`MATCH_CONTEMPT`,
+:data:`~nnue.selfplay.play.MATCH_ADJUDICATION`, the shipped opening book) are in README,
+"Matches that measure something".
 """
 from __future__ import annotations
 
@@ -41,10 +46,21 @@ def _sha256(path: Path) -> str:
     return h.hexdigest()
 
 
-#: our search's default simulations per move in a match (``nnue match --net``): at 64 and fewer
-#: most games between clearly different nets ended in repetitions (README, "Matches that
-#: measure something")
-MATCH_NODES = 256
+#: our search's default simulations per move in a match (``nnue match --net``): with the match's
+#: first-play urgency (:data:`MATCH_FPU`) 15 of 16 games between a good and a poor net were
+#: decided at 64 (README, "Matches that measure something")
+MATCH_NODES = 64
+
+#: the search's draw contempt in matches (:class:`~nnue.selfplay.mcts.SearchConfig`): without it,
+#: a repetition (an exact 0 the search reaches without an eval) soaked up the visits of a side
+#: that thought itself better, and most games between clearly different nets were repetitions
+MATCH_CONTEMPT = 0.1
+
+#: the first-play-urgency reduction in matches: self-play's 0.2 made the root values of both
+#: sides 1.5-2 pawns too low at 64-256 simulations (the start of a balanced book line: -187 cp
+#: at 64 nodes, +79 cp with 0; README "Matches that measure something"), so both sides took
+#: repetitions as the lesser evil
+MATCH_FPU = 0.0
 
 
 def make_openings(pairs: int, openings: str | Path | None = None, random_plies: int | None = None, seed: int = 0,
@@ -369,7 +385,8 @@ def _who(p: dict) -> str:
     if "net" in p:
         return p["net"]
     extra = {k: v for k, v in p.get("options", {}).items() if k not in ("Threads", "Hash")}
-    opts = " " + " ".join(f"{k}={v}" for k, v in extra.items()) if extra else ""
+    opts = " " + " ".join(f"{k}={str(v).lower() if isinstance(v, bool) else v}" for k, v in extra.items()) \
+        if extra else ""
     said = f" ({'; '.join(p['info'])})" if p.get("info") else ""
     return f"{p.get('engine')}{opts}{said}"
 
@@ -488,7 +505,7 @@ def net_match(net_a: str | Path, net_b: str | Path, out_dir: str | Path, *, game
     nets = (load(net_a), load(net_b))  # header checks, in this process first
     for net, path in zip(nets, (net_a, net_b)):
         check_searchable(net, path)
-    extra = dict(search or {})
+    extra = {"contempt": MATCH_CONTEMPT, "fpu": MATCH_FPU, **(search or {})}
     cfgs = (SearchConfig(nodes=nodes, **extra), SearchConfig(nodes=nodes_b or nodes, **extra))
     pairs = games // 2  # the budget: at most `games` games, whole pairs
     ops = make_openings(pairs, openings, random_plies, seed, chess960, book)
@@ -507,7 +524,7 @@ def net_match(net_a: str | Path, net_b: str | Path, out_dir: str | Path, *, game
     if rec.finished is not None:
         return rec.close("finished")
     todo = rec.todo(pairs)
-    stopped = [tally.stopped_at is not None and sprt_stop]
+    stopped = [False]  # a resumed match that had stopped plays only its begun pairs' other halves (todo)
 
     def take(item) -> bool:
         p, c, score, pgn, reason = item
@@ -652,18 +669,23 @@ def engine_match(engine_a: str, engine_b: str, out_dir: str | Path, *, games: in
         return rec.close("finished")
     lock = threading.Lock()
     stop = threading.Event()
-    if tally.stopped_at is not None and sprt_stop:
-        stop.set()
     halted = threading.Event()  # Ctrl-C or SIGTERM: record nothing more
     work: queue_mod.Queue = queue_mod.Queue()
     for g in rec.todo(pairs):
         work.put(g)
     errors: list[str] = []
+    running: list = []  # every engine a worker has open, for the interrupt to close
+
+    def start(side):
+        eng = open_engine(cmds[side], opts[side])
+        with lock:
+            running.append(eng)
+        return eng
 
     def worker():
         engines = {}
         try:
-            engines = {s: open_engine(cmds[s], opts[s]) for s in "AB"}
+            engines = {s: start(s) for s in "AB"}
             while not stop.is_set() and not halted.is_set():
                 try:
                     p, c = work.get_nowait()
@@ -685,7 +707,7 @@ def engine_match(engine_a: str, engine_b: str, out_dir: str | Path, *, games: in
                     g.result, g.reason = (-1 if e.side == chess.WHITE else 1), f"engine {who} {what}: {e}"
                     crashed = e.kind
                     close_engine(engines[who], kill=True)
-                    engines[who] = open_engine(cmds[who], opts[who])
+                    engines[who] = start(who)
                 score_white = (g.result + 1) / 2
                 score_a = score_white if c == 0 else 1 - score_white
                 pgn = g.pgn({"Round": f"{p + 1}.{c + 1}"})
@@ -715,6 +737,11 @@ def engine_match(engine_a: str, engine_b: str, out_dir: str | Path, *, games: in
             with lock:
                 halted.set()
                 err = rec.interrupted()
+                engs = list(running)
+            for eng in engs:  # stop the games in flight: their engines are killed and reaped
+                close_engine(eng, kill=True)
+            for t in threads:
+                t.join(5)
             raise err from None
         if errors:
             rec.close("interrupted")

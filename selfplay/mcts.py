@@ -82,7 +82,10 @@ class SearchConfig:
     "power_mean" with p = p_base + p_per_visit·visits or a fixed p_fixed. scale: eval SCALE (None:
     the net's). noise/noise_alpha: Dirichlet noise fraction and concentration at the root (0 =
     off). sample_rate: probability of keeping each evaluated non-root node as a training position
-    (seed 003: 1/8192; 0 = off)."""
+    (seed 003: 1/8192; 0 = off). contempt: a draw inside the tree (repetition, fifty-move rule,
+    stalemate, insufficient material) is worth −contempt to the root's side to move and
+    +contempt to the other, in value units (0 = off: draws are 0; matches use 0.1 so that a side
+    that thinks itself better does not take a repetition the net cannot tell from a win)."""
 
     nodes: int = 64
     c_puct: float = 1.5
@@ -96,6 +99,7 @@ class SearchConfig:
     noise: float = 0.0
     noise_alpha: float = 0.3
     sample_rate: float = 0.0
+    contempt: float = 0.0
 
     def __post_init__(self):
         if self.nodes < 1:
@@ -104,6 +108,8 @@ class SearchConfig:
             raise ValueError(f"priors={self.priors!r}: one of {', '.join(PRIORS)}")
         if not 0.0 <= self.sample_rate <= 1.0:
             raise ValueError(f"sample rate {self.sample_rate}: a probability in [0, 1]")
+        if not 0.0 <= self.contempt < 1.0:
+            raise ValueError(f"contempt {self.contempt}: a value in [0, 1)")
         make_backup(self.backup, self.p_base, self.p_per_visit, self.p_fixed)  # validates
 
 
@@ -162,6 +168,7 @@ class Tree:
     def __init__(self, board: chess.Board, cfg: SearchConfig, backup: Backup, scale: float,
                  history=(), rng: random.Random | None = None):
         self.board = board
+        self.root_turn = board.turn
         self.cfg = cfg
         self.backup = backup
         self.scale = scale
@@ -219,6 +226,8 @@ class Tree:
                     # positions since the last irreversible move: the game's, then the path's
                     seen = set((self.history + keys)[-window:])
                 tv = terminal_value(board, moves, seen)
+                if tv == 0.0 and self.cfg.contempt:  # a draw: worth -contempt to the root's side
+                    tv = -self.cfg.contempt if board.turn == self.root_turn else self.cfg.contempt
                 if tv is not None:
                     node.terminal, node.q, node.moves = True, tv, []
                     self._backup(path)

@@ -63,6 +63,13 @@ def test_sigterm_mid_match_leaves_both_files_and_the_rerun_resumes(nets, tmp_pat
     assert rc == 0, se
     full = _check_consistent(ref)
     assert full["status"] == "finished" and full["games"] == 12
+    # a match's own defaults: the shipped book, the search's match settings, the match adjudication
+    st = full["settings"]
+    assert st["book"] == "shipped:balanced.txt" and st["random_plies"] == 0 and st["openings"] is None
+    assert st["search"]["fpu"] == 0.0 and st["search"]["contempt"] == 0.1
+    assert st["adjudication"] == {"win_cp": 1000, "win_plies": 6, "draw_cp": 10, "draw_plies": 8,
+                                  "draw_min_ply": 40, "max_ply": 30}
+    assert full["lines"][-2].startswith("ENDS: draws ") and full["lines"][-1].startswith("PLAYERS: A ")
     cmd = [*NNUE, "match", "--net", str(a), "--net", str(b), "-o", str(out), *NET_ARGS]
     res = _interrupt(cmd, out, signal.SIGTERM)
     assert res.returncode == 130, res.stderr
@@ -124,3 +131,15 @@ def test_ctrl_c_in_an_engine_match_and_resume(tmp_path):
     assert done["status"] == "finished" and done["games"] == 8 and done["crashes"] == 0
     rounds = [g.headers["Round"] for g in _games(out / "match.pgn")]
     assert sorted(rounds) == sorted(f"{p}.{c}" for p in range(1, 5) for c in (1, 2))
+
+
+def test_what_a_resume_plays(tmp_path):
+    """Every game not in the log; once the SPRT had stopped the match, only the other halves of
+    the pairs it had begun."""
+    from nnue.selfplay.match import Recorder, Tally, _Live
+
+    rec = Recorder(tmp_path, {}, {}, Tally(0, 5, 0.05, 0.05), _Live(False))
+    rec.log = [[0, 0, 1.0, None, "checkmate"], [0, 1, 0.5, None, "ply limit"], [2, 1, 0.0, "crash", "engine crash"]]
+    assert rec.todo(4) == [(1, 0), (1, 1), (2, 0), (3, 0), (3, 1)]
+    rec.tally.stopped_at = {"verdict": "H1", "llr": 3.0, "games": 2}
+    assert rec.todo(4) == [(2, 0)]

@@ -43,3 +43,28 @@ def test_position_key_matches_python_chess_transpositions():
     assert position_key(usable) != position_key(chess.Board(usable.fen().replace(" f6 ", " - ")))
     # the search sees the repetition too: the root after 5.Ng1 Ng8 is in the game's history
     assert terminal_value(b, list(b.legal_moves), {with_raw_ep}) == 0.0
+
+
+def test_contempt_makes_a_draw_cost_the_side_to_move_at_the_root():
+    """White (Kb6, Qc1 against Ka8) can stalemate with Qc7. Without contempt that child is an exact
+    0; with contempt C it is worth -C to White (the root's side), +C to Black to move there."""
+    import torch
+    from netfiles import make_int_net
+
+    from nnue.selfplay.mcts import BatchSearch, make_tree
+
+    torch.set_num_threads(1)
+    net = make_int_net("chess768", hidden=16, seed=3)
+    board = chess.Board("k7/8/1K6/8/8/8/8/2Q5 w - - 0 1")
+    stalemate = chess.Move.from_uci("c1c7")
+    for contempt in (0.0, 0.1, 0.3):
+        tree = make_tree(board, SearchConfig(nodes=200, priors="uniform", contempt=contempt), net)
+        BatchSearch().run([(tree, net)])
+        i = tree.root.moves.index(stalemate)
+        child = tree.root.children[i]
+        assert child is not None and child.terminal and child.n >= 1
+        assert child.q == contempt  # Black to move in the stalemate: +C for Black, -C for White
+    import pytest
+
+    with pytest.raises(ValueError, match="contempt"):
+        SearchConfig(contempt=1.0)

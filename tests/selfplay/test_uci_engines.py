@@ -207,7 +207,8 @@ def test_stockfish_classical_against_its_net_per_side_options(tmp_path):
     r = json.loads(so)
     assert r["games"] == 4 and r["crashes"] == 0 and r["timeouts"] == 0
     a, b = r["players"]["A"], r["players"]["B"]
-    assert a["options"] == {"Threads": 1, "Hash": 16, "Use NNUE": False} and a["info"] == ["classical evaluation enabled"]
+    assert a["options"] == {"Threads": 1, "Hash": 16, "Use NNUE": False}
+    assert a["info"] == ["classical evaluation enabled"]
     assert b["options"]["EvalFile"] == str(net) and b["info"] == [f"NNUE evaluation using {net} enabled"]
     assert a["id"].startswith("Stockfish 15.1")
     assert r["settings"]["engine_options"] == {"A": a["options"], "B": b["options"]}
