@@ -17,7 +17,7 @@ import chess
 import pyarrow.parquet as pq
 import pytest
 
-from formats_testlib import (SAMPLE, check_finished, encode_psv, king_takes_rook_uci, plain_records,
+from tests.formats.formats_testlib import (SAMPLE, check_finished, encode_psv, king_takes_rook_uci, plain_records,
                              public, viri_games)
 from nnue.pipeline.formats import (VALUE_NONE, FormatError, ReaderOptions, Record, Reject, detect_format,
                                    get_format)

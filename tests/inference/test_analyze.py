@@ -6,7 +6,7 @@ import json
 import numpy as np
 import pytest
 import torch
-from netfiles import make_deep_int_net, make_int_net
+from tests.netfiles import make_deep_int_net, make_int_net
 
 from nnue.cli import main
 from nnue.cmd_analyze import _l0_nonzero

@@ -10,8 +10,8 @@ import sys
 
 import pytest
 import torch
-from cref import c_args_for_arch, run_c
-from netfiles import make_deep_int_net, make_int_net
+from tests.cref import c_args_for_arch, run_c
+from tests.netfiles import make_deep_int_net, make_int_net
 
 from nnue.inference import evaluate, load, residual
 from nnue.inference.api import evaluate_net

@@ -7,7 +7,7 @@ import sys
 
 import torch
 import pytest
-from netfiles import make_deep_model, make_model, write_weights
+from tests.netfiles import make_deep_model, make_model, write_weights
 
 from nnue.trainer.export import export
 

@@ -6,7 +6,7 @@ import json
 import numpy as np
 import pytest
 import torch
-from netfiles import make_model, write_weights
+from tests.netfiles import make_model, write_weights
 
 from nnue.inference import NetFormatError, evaluate, forward_int, load
 from nnue.inference.net import IntegerNet, QuantScheme, make_arch

@@ -8,7 +8,7 @@ from __future__ import annotations
 import json
 
 import pytest
-from netfiles import make_deep_int_net, make_deep_model, make_int_net, write_weights
+from tests.netfiles import make_deep_int_net, make_deep_model, make_int_net, write_weights
 from safetensors.torch import save_file
 
 from nnue.inference import NetFormatError, load

@@ -12,8 +12,8 @@ import re
 
 import pytest
 import torch
-from cref import C_SOURCE, c_args_for_arch, run_c
-from netfiles import make_deep_int_net, make_deep_model, write_weights
+from tests.cref import C_SOURCE, c_args_for_arch, run_c
+from tests.netfiles import make_deep_int_net, make_deep_model, write_weights
 from safetensors.torch import save_file
 
 from nnue.inference import NetFormatError, evaluate, load

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 import torch
-from kernel_testing import DTYPE_TOLS, fp32_leaf, needs_cuda, needs_interpreter
+from tests.kernels.kernel_testing import DTYPE_TOLS, fp32_leaf, needs_cuda, needs_interpreter
 
 import nnue.kernels as K
 from nnue.kernels import activations, reference

@@ -10,7 +10,7 @@ import io
 
 import pytest
 import torch
-from kernel_testing import DTYPE_TOLS, fp32_leaf, make_indices, make_weights, needs_cuda, needs_interpreter
+from tests.kernels.kernel_testing import DTYPE_TOLS, fp32_leaf, make_indices, make_weights, needs_cuda, needs_interpreter
 
 import nnue.kernels as K
 from nnue.kernels import activations, reference, sparse_ft

@@ -10,6 +10,7 @@ import pyarrow.parquet as pq
 
 from nnue.cli import main
 from nnue.pipeline.schema import FLAG_PLY_UNKNOWN, FLAG_SCORE_MATE, FLAG_SCORE_NONE
+from tests.samples import CUT_GAMES, CUT_POSITIONS
 
 
 def _inspect(ds, *extra):
@@ -25,7 +26,7 @@ def test_inspect_matches_whole_table_statistics(selfplay_dataset):
     flags = t["flags"].to_numpy().astype(np.int64)
     scored = (flags & (FLAG_SCORE_NONE | FLAG_SCORE_MATE)) == 0
     score = t["score"].to_numpy()[scored]
-    assert r["positions"] == t.num_rows == 43919 and r["games"] == 400
+    assert r["positions"] == t.num_rows == CUT_POSITIONS and r["games"] == CUT_GAMES
     for name, q in (("min", 0), ("p1", 1), ("p25", 25), ("median", 50), ("p75", 75), ("p99", 99), ("max", 100)):
         assert r["score"][name] == float(np.percentile(score, q, method="inverted_cdf")), name
     assert abs(r["score"]["mean"] - float(score.mean())) < 1e-9

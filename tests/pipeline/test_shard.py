@@ -18,20 +18,17 @@ from nnue.pipeline import manifest as mf
 from nnue.pipeline import shard as shardmod
 from nnue.pipeline.pack import expand_inputs
 from nnue.pipeline.shard import merge_datasets, parse_shard, shard_files
+from tests.samples import SAMPLE, public_if_present, selfplay
 
-REPO = Path(__file__).resolve().parents[2]
-SHARED = REPO.parent / "shared" / "data"
 NNUE = [sys.executable, "-m", "nnue.cli"]
 
 
 def inputs() -> list[Path]:
-    want = [REPO / "data" / "sample" / "sf15-n5000-s1-sample.plain", SHARED / "public" / "samplefen1000.epd",
-            SHARED / "public" / "ep1.binpack", SHARED / "public" / "sample_with_annotations.pgn",
-            SHARED / "public" / "test-vf.bin", SHARED / "public" / "batch.bf"]
-    for p in want:
-        if not p.exists():
-            pytest.skip(f"data file {p} not present")
-    return want
+    """The bundled sample and the Chess960 PGN (ours, in every clone), then the third-party
+    samples of ../shared/data/public where they are present."""
+    return [SAMPLE, selfplay("sf15-960-xfen-s2.pgn"),
+            *public_if_present("samplefen1000.epd", "ep1.binpack", "sample_with_annotations.pgn", "test-vf.bin",
+                               "batch.bf")]
 
 
 def nnue(*args, ok=True, **kw):
@@ -87,7 +84,7 @@ def test_bad_shard_spec(bad):
 def test_shard_refuses_dedup_and_watch(tmp_path, extra):
     """--dedup under --shard would drop only the repeats one shard sees (the merge kept 3x the
     positions of one --dedup pack: a fresh-clone check); refused in one line, nothing written."""
-    r = nnue("pack", SHARED / "selfplay" / "sf15-960-xfen-s2.plain", "-o", tmp_path / "s", "--shard", "0/2",
+    r = nnue("pack", selfplay("sf15-960-xfen-s2.plain"), "-o", tmp_path / "s", "--shard", "0/2",
              *extra, ok=False)
     assert r.returncode == 2 and len(r.stderr.strip().splitlines()) == 1, r.stderr
     assert "--shard" in r.stderr and "Traceback" not in r.stderr

@@ -10,7 +10,7 @@ import subprocess
 import sys
 
 import pytest
-from netfiles import make_model, write_weights
+from tests.netfiles import make_model, write_weights
 
 from nnue.cli import _parser, main
 

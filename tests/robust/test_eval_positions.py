@@ -4,7 +4,7 @@ with FILE:LINE and the reason."""
 from __future__ import annotations
 
 import pytest
-from netfiles import make_model, write_weights
+from tests.netfiles import make_model, write_weights
 
 from nnue.cli import main
 from nnue.pipeline.positions import PositionError, parse_position

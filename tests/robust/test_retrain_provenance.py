@@ -7,7 +7,7 @@ import os
 import subprocess
 from pathlib import Path
 
-from netfiles import make_model, write_weights
+from tests.netfiles import make_model, write_weights
 from nnue.inference import load
 from nnue.trainer.export import export
 

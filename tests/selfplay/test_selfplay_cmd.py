@@ -14,7 +14,7 @@ from pathlib import Path
 import chess
 import chess.pgn
 import pytest
-from netfiles import make_int_net
+from tests.netfiles import make_int_net
 
 from nnue.pipeline.pack import pack
 

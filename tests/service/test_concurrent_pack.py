@@ -11,7 +11,7 @@ import multiprocessing as mp
 import subprocess
 from pathlib import Path
 
-from service_testlib import NNUE, cut_dumps, dataset_rows, env
+from tests.service.service_testlib import NNUE, cut_dumps, dataset_rows, env
 
 from nnue.pipeline import manifest as mf
 

@@ -14,7 +14,7 @@ import time
 from pathlib import Path
 
 import pytest
-from service_testlib import NNUE, cut_dumps, env
+from tests.service.service_testlib import NNUE, cut_dumps, env
 
 from nnue.trainer.registry import Registry
 from nnue.trainer.retrain import STAGES

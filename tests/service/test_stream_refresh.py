@@ -13,7 +13,7 @@ import sys
 import textwrap
 
 import pyarrow.parquet as pq
-from service_testlib import NNUE, cut_dumps, env
+from tests.service.service_testlib import NNUE, cut_dumps, env
 
 from nnue.pipeline import manifest as mf
 from nnue.pipeline.pack import pack

@@ -4,7 +4,7 @@ is logged for them as for every net kind."""
 from __future__ import annotations
 
 import pytest
-from cref import c_args_for_arch, run_c
+from tests.cref import c_args_for_arch, run_c
 from hydra import compose, initialize_config_module
 from hydra.core.global_hydra import GlobalHydra
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 import shutil
 
 import pytest
-from cref import c_args_for_arch, run_c
+from tests.cref import c_args_for_arch, run_c
 from hydra import compose, initialize_config_module
 from hydra.core.global_hydra import GlobalHydra
 
