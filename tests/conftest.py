@@ -2,6 +2,8 @@
 session from the data in the repo (tests/samples.py says where each file is)."""
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from tests.samples import CUT, REPO, SAMPLE, selfplay

@@ -6,11 +6,11 @@ import chess
 import pyarrow.parquet as pq
 import pytest
 import torch
-from tests.features.feature_reference import KB768_RANKS_FILES_NAME, REFERENCES
 
 from nnue.pipeline.board import boards_from_bytes, pack_fen, unpack_fen
 from nnue.pipeline.features import get_feature_set, known_names
 from nnue.pipeline.features.kb768 import PRESETS, format_map, parse_map
+from tests.features.feature_reference import KB768_RANKS_FILES_NAME, REFERENCES
 from tests.samples import selfplay
 
 ALL = sorted(REFERENCES)

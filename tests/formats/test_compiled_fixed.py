@@ -14,9 +14,9 @@ import numpy as np
 import pyarrow.parquet as pq
 import pytest
 
-from tests.formats.formats_testlib import encode_psv, plain_records, public
 from nnue.pipeline.formats import FormatError, ReaderOptions
 from nnue.pipeline.pack import pack
+from tests.formats.formats_testlib import encode_psv, plain_records, public
 from tests.samples import SAMPLE, selfplay
 
 EXT = {"bin": "bin", "bulletformat": "bf", "marlinformat": "marlin"}

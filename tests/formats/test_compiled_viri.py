@@ -12,10 +12,10 @@ import chess
 import numpy as np
 import pytest
 
-from tests.formats.formats_testlib import plain_records, public, viri_games
-from tests.formats.test_compiled_fixed import both as _both
 
 from nnue.pipeline.board import pack_board
+from tests.formats.formats_testlib import plain_records, public, viri_games
+from tests.formats.test_compiled_fixed import both as _both
 
 
 @pytest.fixture(scope="session", autouse=True)

@@ -20,11 +20,11 @@ import struct
 import chess
 import pytest
 
-from tests.formats.formats_testlib import (binpack_slice, check_finished, encode_psv, leftovers, plain_records, public,
-                             viri_games)
 from nnue.pipeline.board import pack_fen
 from nnue.pipeline.formats import FormatError
 from nnue.pipeline.pack import pack
+from tests.formats.formats_testlib import (binpack_slice, check_finished, encode_psv, leftovers, plain_records, public,
+                                           viri_games)
 
 TIME_LIMIT_S = 60
 # the compiled decoders are compiled (or loaded from numba's cache) before any time limit starts

@@ -12,14 +12,14 @@ from contextlib import redirect_stdout
 
 import pytest
 import torch
-from tests.cref import c_args_for_arch, legal_fens, piece_count, real_fens, run_c, run_c_eval
-from tests.netfiles import (INT16_LIMIT, l1_weight_limit, make_adversarial_int_net, make_int_net_spec,
-                      make_model, write_weights)
 
 from nnue.cli import main as cli_main
 from nnue.inference.net import (INT32_MAX, INT32_MIN, IntegerNet, QuantScheme, boards_from_fens,
                                 evaluate_fens, forward_int, make_arch)
 from nnue.trainer.export import export
+from tests.netfiles import (INT16_LIMIT, l1_weight_limit, make_adversarial_int_net, make_int_net_spec,
+                            make_model, write_weights)
+from tests.cref import c_args_for_arch, legal_fens, piece_count, real_fens, run_c, run_c_eval
 from tests.samples import SAMPLE, selfplay
 
 FRC = "sf15-960-xfen-s2.plain"

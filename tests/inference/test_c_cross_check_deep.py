@@ -15,12 +15,12 @@ from contextlib import redirect_stdout
 
 import pytest
 import torch
-from tests.cref import c_args_for_arch, legal_fens, run_c
-from tests.netfiles import INT16_LIMIT, make_adversarial_deep_int_net, make_deep_int_net
 
 from nnue.cli import main as cli_main
 from nnue.inference.deep import DeepIntegerNet, forward_int, make_deep_arch
 from nnue.inference.net import INT32_MAX, INT32_MIN, QuantScheme, boards_from_fens, evaluate, evaluate_fens
+from tests.cref import c_args_for_arch, legal_fens, run_c
+from tests.netfiles import INT16_LIMIT, make_adversarial_deep_int_net, make_deep_int_net
 
 N_REAL = 10_000
 QA, QB, SCALE = 255, 64, 400

@@ -6,7 +6,6 @@ import json
 
 import pytest
 import torch
-from tests.netfiles import make_deep_model, make_model, write_weights
 from safetensors.torch import save_file
 
 from nnue.cli import check_train_args
@@ -17,6 +16,7 @@ from nnue.pipeline import manifest as mf
 from nnue.pipeline.features import parse_output_buckets
 from nnue.trainer import export as export_mod
 from nnue.trainer.export import ExportError, export
+from tests.netfiles import make_deep_model, make_model, write_weights
 
 
 def test_non_finite_parameters_are_named_and_not_clipped(tmp_path, sample_dataset):

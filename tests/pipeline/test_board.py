@@ -55,7 +55,7 @@ def test_fen_round_trip_matches_python_chess(path, chess960, limit, min_count):
 
 def test_960_set_really_exercises_castling_and_ep():
     """Guard that the data-driven test above is not vacuous."""
-    fens = plain_fens(_need(XFEN960))
+    fens = plain_fens(selfplay("sf15-960-xfen-s2.plain"))
     with_rights = [f for f in fens if f.split()[2] != "-"]
     non_standard = [f for f in with_rights
                     if chess.Board(f, chess960=True).clean_castling_rights()

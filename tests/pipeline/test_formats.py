@@ -14,7 +14,7 @@ import pytest
 
 from nnue.pipeline.formats import (MATE_BOUND, FormatError, ReaderOptions, Record, Reject,
                                    detect_format, get_format, parse_result_token)
-from tests.samples import PUBLIC, SAMPLE, public, selfplay
+from tests.samples import PUBLIC, public, selfplay
 
 ANNOTATED = PUBLIC / "sample_with_annotations.pgn"  # third party: read in place, skipped without it
 

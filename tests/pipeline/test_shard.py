@@ -182,7 +182,7 @@ def test_pack_shards_through_submitit_local(tmp_path, whole):
 def test_a_failed_shard_job_is_one_line_and_nothing_is_merged(tmp_path):
     bad = tmp_path / "dumps"
     bad.mkdir()
-    (bad / "a.plain").write_bytes((REPO / "data" / "sample" / "sf15-n5000-s1-sample.plain").read_bytes())
+    (bad / "a.plain").write_bytes(SAMPLE.read_bytes())
     (bad / "b.binpack").write_bytes(os.urandom(5000))  # not a binpack: FormatError in its job
     out = tmp_path / "ds"
     r = nnue("pack-shards", f"inputs=[{bad}]", f"output={out}", "shards=2", ok=False, cwd=tmp_path)

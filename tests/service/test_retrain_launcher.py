@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 import yaml
-from tests.service.test_retrain import assert_consistent, retrain
 
 from nnue.trainer.registry import Registry
+from tests.service.test_retrain import assert_consistent, retrain
 
 
 @pytest.fixture

@@ -5,7 +5,6 @@ import pytest
 import torch
 from hydra import compose, initialize_config_module
 from hydra.core.global_hydra import GlobalHydra
-from tests.netfiles import make_deep_model, make_model
 
 from nnue.inference import evaluate
 from nnue.inference.deep import DeepIntegerNet, make_deep_arch
@@ -13,6 +12,7 @@ from nnue.inference.net import IntegerNet, QuantScheme, boards_from_fens, make_a
 from nnue.trainer.export import quantise
 from nnue.trainer.model import fake_quant
 from nnue.trainer.train import run
+from tests.netfiles import make_deep_model, make_model
 from tests.samples import SAMPLE
 
 
