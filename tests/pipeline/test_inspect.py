@@ -10,7 +10,7 @@ import pyarrow.parquet as pq
 
 from nnue.cli import main
 from nnue.pipeline.schema import FLAG_PLY_UNKNOWN, FLAG_SCORE_MATE, FLAG_SCORE_NONE
-from tests.samples import CUT_GAMES, CUT_POSITIONS
+from tests.samples import CUT, CUT_GAMES, CUT_POSITIONS, selfplay
 
 
 def _inspect(ds, *extra):
@@ -37,4 +37,6 @@ def test_inspect_matches_whole_table_statistics(selfplay_dataset):
     assert sum(r["piece_count"].values()) == t.num_rows
     assert r["score_mate"] == int(((flags & FLAG_SCORE_MATE) != 0).sum())
     assert r["in_check"] == int(np.asarray(t["in_check"]).sum())
-    assert len(r["fens"]) == 2 and r["fens"][0]["fen"].startswith("rnbqkbnr/p1ppp1p1")
+    with selfplay(f"{CUT}.plain").open() as f:
+        first = f.readline()[4:].strip()  # "fen <FEN>": the dataset's first row
+    assert len(r["fens"]) == 2 and r["fens"][0]["fen"] == first
