@@ -24,6 +24,7 @@ COPY bench bench
 COPY selfplay selfplay
 RUN pip install .
 COPY data/sample data/sample
+COPY data/demo data/demo
 COPY scripts scripts
 
 CMD ["nnue", "--help"]
