@@ -130,7 +130,8 @@ def test_mutated_pgn_in_ranges(tmp_path, seed, fast):
         p.write_bytes(data[:raised])
     m = tr.check_identity(tmp_path / "ds", [p], tr.mb_for(p, 12), min_ranges=10, options=ReaderOptions(fast=fast))
     e = next(iter(m["files"].values()))
-    assert sum(e["rejected"].values()) > 20 and len(set(tr.rows(tmp_path / "ds" / "one").column("game_id").to_pylist())) > 200
+    # 400 games drawn from the cut's 112: an intact repeat has its original's content-derived game id
+    assert sum(e["rejected"].values()) > 20 and len(set(tr.rows(tmp_path / "ds" / "one").column("game_id").to_pylist())) > 100
 
 
 @pytest.mark.parametrize("movetext", [b"1. e4 Qxh8 ) e5 2. Nf3 *", b"1. e4 $" + b"1" * 5000 + b" e5 *",
