@@ -162,7 +162,7 @@ def test_pack_shards_through_hydra_equals_one_pack(tmp_path, whole):
     out = tmp_path / "ds"
     ins = ",".join(str(p) for p in inputs())
     r = nnue("pack-shards", f"inputs=[{ins}]", f"output={out}", "shards=3", cwd=tmp_path)
-    assert "merged 6 file(s)" in r.stdout
+    assert f"merged {len(inputs())} file(s)" in r.stdout
     assert content(out) == whole
     # a rerun packs nothing again and merges nothing twice
     r = nnue("pack-shards", f"inputs=[{ins}]", f"output={out}", "shards=3", cwd=tmp_path)
