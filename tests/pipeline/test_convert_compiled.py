@@ -93,7 +93,7 @@ def test_dataset_in_byte_ranges_converts_as_one_part(tmp_path):
     bytes as the same file packed whole."""
     src = selfplay(f"{CUT}.plain")
     pack([src], tmp_path / "whole", progress=False, workers=1)
-    pack([src], tmp_path / "ranged", progress=False, workers=2, range_mb=0.5)
+    pack([src], tmp_path / "ranged", progress=False, workers=2, range_mb=0.2)  # 6 ranges of the 1.2 MB cut
     from nnue.pipeline import manifest as mf
 
     (entry,) = mf.load(tmp_path / "ranged")["files"].values()
