@@ -43,7 +43,7 @@ RULES = [
     (True, 3, r"reader|binpack|\.bin\b|bulletformat|marlinformat|viriformat|convert|bench pack|--workers|bulk|"
               r"\.plain|bullet text|epd|fuzz|fen placement|edge-case|inspect"),
     (True, 2, r"."),
-    (False, 22, r"tests stand alone|mkdocs|docs site|demo net beats|issue 22"),
+    (False, 22, r"tests stand alone|mkdocs|docs site|demo net beats|issue 22|bare clone|data/demo|tests\.\* imports|changelog"),
     (False, 15, r"issue 15|gameids|\bbom\b|refus|crash-safety|sigkill|traceback|impossible double|retrograde|repeats another|"
                 r"nothing.decod|eval comment|game ids|content-derived|pgn eval|%eval|weights_only|checkpoints load|"
                 r"chess960 \.plain round trip|fresh-clone|nag\b"),
