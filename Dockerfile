@@ -25,6 +25,7 @@ COPY selfplay selfplay
 COPY hydra_plugins/nnue_forge_launchers hydra_plugins/nnue_forge_launchers
 RUN pip install .
 COPY data/sample data/sample
+COPY data/demo data/demo
 COPY scripts scripts
 
 CMD ["nnue", "--help"]

@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# The main job on the bundled sample: pack -> train -> export -> evaluate, then a summary.
+# The main job on the demo's data (data/demo: 2,400 games of our self-play, 268,884 positions):
+# pack -> train -> export -> evaluate, then a summary.
 # Usage: scripts/demo.sh [OUT]   (default OUT=demo-out; any existing OUT is replaced)
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -8,8 +9,8 @@ OUT=${1:-demo-out}
 rm -rf "$OUT"
 export PATH="$PWD/.venv/bin:$PATH"
 
-echo "== pack data/sample -> $OUT/dataset"
-nnue pack data/sample -o "$OUT/dataset"
+echo "== pack data/demo -> $OUT/dataset"
+nnue pack data/demo -o "$OUT/dataset"
 nnue inspect "$OUT/dataset" --fens 2
 
 echo "== train (experiment=demo, CPU)"

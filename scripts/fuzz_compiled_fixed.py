@@ -53,7 +53,7 @@ def _sources(work: Path) -> dict[str, bytes]:
     boards = [chess.Board(r["fen"]) for r in recs]
     out = {"bin": b"".join(encode_psv(b, b.parse_uci(r["move"]), r["score"], r["ply"], r["result"])
                            for b, r in zip(boards, recs))}
-    pack([REPO / "data" / "sample" / "sf15-n5000-s1-sample.plain", SHARED / "selfplay" / "sf15-960-xfen-s2.plain"],
+    pack([REPO / "data" / "sample" / "sf15-n5000-s1-sample.plain", REPO / "tests" / "data" / "selfplay" / "sf15-960-xfen-s2.plain.zst"],
          work / "ds", progress=False)
     for fmt in ("bulletformat", "marlinformat"):
         convert(work / "ds", fmt, work / f"real.{EXT[fmt]}")

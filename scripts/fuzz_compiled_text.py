@@ -55,17 +55,27 @@ TOKENS = {
 }
 
 
+def _selfplay_text(name: str) -> str:
+    """A self-play file of the repo's test data (tests/data/selfplay/NAME.zst), decompressed."""
+    import zstandard
+
+    return zstandard.ZstdDecompressor().decompress((REPO / "tests" / "data" / "selfplay" / f"{name}.zst").read_bytes(),
+                                                   max_output_size=1 << 28).decode()
+
+
 def _sources() -> dict[str, list[str]]:
-    """Real records per format, each record's text with its line end(s)."""
-    sp = SHARED / "selfplay"
+    """Real records per format, each record's text with its line end(s): our self-play of the
+    repo's test data (the Chess960 set and the sf15-n2000-s11 cut; before issue 22 the fuzzer read
+    sf15-n5000-s1 of ../shared/data), and the public EPD samples where ../shared/data/public holds them."""
     out: dict[str, list[str]] = {"plain": [], "bullet-text": [], "epd": []}
-    for name in ("sf15-960-xfen-s2", "sf15-n5000-s1"):
-        lines = (sp / f"{name}.plain").read_text().splitlines(True)
+    for name in ("sf15-960-xfen-s2", "sf15-n2000-s11-cut"):
+        lines = _selfplay_text(f"{name}.plain").splitlines(True)
         for i in range(0, len(lines) - 5, 6):
             out["plain"].append("".join(lines[i:i + 6]))
-        out["bullet-text"] += (sp / f"{name}.txt").read_text().splitlines(True)
+        out["bullet-text"] += _selfplay_text(f"{name}.txt").splitlines(True)
     for name in ("samplefen1000.epd", "sample_ethereal_fen.epd"):
-        out["epd"] += (SHARED / "public" / name).read_text().splitlines(True)
+        if (SHARED / "public" / name).exists():
+            out["epd"] += (SHARED / "public" / name).read_text().splitlines(True)
     rng = random.Random(1)
     for line in out["bullet-text"][:20000]:
         fen, score, res = (p.strip() for p in line.split("|"))

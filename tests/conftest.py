@@ -1,20 +1,12 @@
-"""Shared fixtures: locations of sample data and small packed datasets built once per session."""
+"""Shared fixtures: small packed datasets and the C cross-check's positions, built once per
+session from the data in the repo (tests/samples.py says where each file is)."""
 from __future__ import annotations
 
 from pathlib import Path
 
 import pytest
 
-REPO = Path(__file__).resolve().parents[1]
-SHARED = REPO.parent / "shared" / "data"
-SAMPLE = REPO / "data" / "sample" / "sf15-n5000-s1-sample.plain"
-
-
-def shared_file(rel: str) -> Path:
-    p = SHARED / rel
-    if not p.exists():
-        pytest.skip(f"shared sample data {p} not present")
-    return p
+from tests.samples import CUT, REPO, SAMPLE, selfplay
 
 
 @pytest.fixture(scope="session")
@@ -29,16 +21,17 @@ def sample_dataset(tmp_path_factory) -> Path:
 
 @pytest.fixture(scope="session")
 def selfplay_dataset(tmp_path_factory) -> Path:
-    """sf15-n5000-s1.plain (43,919 positions, 400 games) packed once."""
+    """The self-play cut (tests/data/selfplay/sf15-n2000-s11-cut.plain: 12,678 positions, 112
+    games; tests/samples.py) packed once."""
     from nnue.pipeline.pack import pack
 
     out = tmp_path_factory.mktemp("selfplay") / "dataset"
-    pack([shared_file("selfplay/sf15-n5000-s1.plain")], out, progress=False)
+    pack([selfplay(f"{CUT}.plain")], out, progress=False)
     return out
 
 
 # -- the C cross-checks (tests/inference/test_c_cross_check*.py) ------------------------------
-CROSS_CHECK_FENS = "selfplay/sf15-n2000-s11.plain"
+CROSS_CHECK_FENS = f"{CUT}.plain"
 N_CROSS_CHECK = 10_000
 
 
@@ -47,7 +40,7 @@ def c_eval(tmp_path_factory):
     """tests/c/nnue_eval.c compiled with gcc (skips without gcc)."""
     import shutil
 
-    from cref import compile_c_eval
+    from tests.cref import compile_c_eval
 
     if shutil.which("gcc") is None:
         pytest.skip("gcc not installed")
@@ -56,11 +49,11 @@ def c_eval(tmp_path_factory):
 
 @pytest.fixture(scope="session")
 def fens():
-    """≥ 10,000 real positions spread over a 225k-position self-play file, every piece count
-    (3..32) the file holds at least 8 times, plus hand-made extremes (bare kings, …)."""
-    from cref import EXTRA_FENS, piece_count, real_fens
+    """≥ 10,000 real positions of the self-play cut (tests/data/selfplay), every piece count
+    (3..32) at least 8 times, plus hand-made extremes (bare kings, …)."""
+    from tests.cref import EXTRA_FENS, piece_count, real_fens
 
-    real = real_fens(shared_file(CROSS_CHECK_FENS), N_CROSS_CHECK)
+    real = real_fens(selfplay(CROSS_CHECK_FENS), N_CROSS_CHECK)
     assert len(real) >= N_CROSS_CHECK
     assert {piece_count(f) for f in real} == set(range(3, 33))
     return real + EXTRA_FENS

@@ -9,9 +9,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from cref import NUM_FEATURES, compile_c_eval, py_eval, run_c_eval, write_net_bin
+from tests.cref import NUM_FEATURES, compile_c_eval, py_eval, run_c_eval, write_net_bin
+from tests.samples import CUT, selfplay
 
-DATA = Path(__file__).resolve().parents[2] / "shared/data/selfplay/sf15-n5000-s1.txt"
 N_POSITIONS = 300
 
 
@@ -25,13 +25,11 @@ def c_eval(tmp_path_factory) -> Path:
 
 @pytest.fixture(scope="module")
 def fens() -> list[str]:
-    """~300 FENs: every 100th line of the self-play file (lines are 'FEN | score | result')."""
-    if not DATA.exists():
-        pytest.skip(f"missing data file {DATA}")
-    with DATA.open() as fh:
-        lines = [line for i, line in enumerate(fh) if i % 100 == 0]
+    """300 FENs: every 40th line of the self-play cut's bullet text ('FEN | score | result' lines)."""
+    with selfplay(f"{CUT}.txt").open() as fh:
+        lines = [line for i, line in enumerate(fh) if i % 40 == 0]
     out = [line.split("|")[0].strip() for line in lines if line.strip()][:N_POSITIONS]
-    assert len(out) >= 200
+    assert len(out) == N_POSITIONS
     return out
 
 

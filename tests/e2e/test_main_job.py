@@ -6,6 +6,7 @@ import subprocess
 import sys
 
 import pytest
+from tests.samples import SAMPLE
 
 NNUE = [sys.executable, "-m", "nnue.cli"]
 
@@ -18,8 +19,6 @@ def run(*args, check=True):
 
 
 def test_pack_train_export_eval(tmp_path):
-    from conftest import SAMPLE
-
     ds, out, net = tmp_path / "ds", tmp_path / "run", tmp_path / "net"
     packed = json.loads(run("pack", SAMPLE.parent, "-o", ds, "--json", "--no-progress").stdout)
     assert packed["read"] == packed["packed"] + sum(packed["rejected"].values()) == 4015
@@ -60,7 +59,7 @@ def test_pack_train_export_eval(tmp_path):
     import shutil
 
     if shutil.which("gcc"):
-        from cref import compile_c_eval, run_c_eval
+        from tests.cref import compile_c_eval, run_c_eval
 
         sample_fens = [ln[4:].strip() for ln in SAMPLE.read_text().splitlines() if ln.startswith("fen ")][::4][:1000]
         (tmp_path / "sample_fens.txt").write_text("\n".join(sample_fens) + "\n")
@@ -89,7 +88,7 @@ def test_bad_input_gives_one_line_error(args, needle, tmp_path):
 
 
 def test_eval_rejects_bad_fen(tmp_path):
-    from netfiles import make_model, write_weights  # noqa: F401  (tests/inference helpers)
+    from tests.netfiles import make_model, write_weights  # noqa: F401  (tests/inference helpers)
     ck = write_weights(make_model("crelu"), tmp_path / "w.safetensors")
     run("export", ck, "-o", tmp_path / "net")
     r = run("eval", tmp_path / "net" / "net.safetensors", "--fen", "not a fen", check=False)

@@ -9,6 +9,7 @@ import torch
 from nnue.pipeline.board import boards_from_bytes, pack_fen, unpack_fen
 from nnue.pipeline.features import OutputBuckets, get_feature_set, parse_output_buckets
 from nnue.pipeline.features.board_tensor import piece_count
+from tests.samples import selfplay
 
 FS = get_feature_set("chess768")
 
@@ -70,11 +71,9 @@ def test_matches_reference_on_real_positions(selfplay_dataset):
 
 
 def test_matches_reference_chess960(tmp_path):
-    from conftest import shared_file
-
     from nnue.pipeline.pack import pack
 
-    pack([shared_file("selfplay/sf15-960-xfen-s2.plain")], tmp_path / "ds", progress=False)
+    pack([selfplay("sf15-960-xfen-s2.plain")], tmp_path / "ds", progress=False)
     boards = _boards(next((tmp_path / "ds").glob("part-*.parquet")), 5000)
     stm, nstm = FS.encode(torch.from_numpy(boards.copy()))
     for i in range(0, boards.shape[0], 3):

@@ -6,11 +6,12 @@ import chess
 import pyarrow.parquet as pq
 import pytest
 import torch
-from feature_reference import KB768_RANKS_FILES_NAME, REFERENCES
 
 from nnue.pipeline.board import boards_from_bytes, pack_fen, unpack_fen
 from nnue.pipeline.features import get_feature_set, known_names
 from nnue.pipeline.features.kb768 import PRESETS, format_map, parse_map
+from tests.features.feature_reference import KB768_RANKS_FILES_NAME, REFERENCES
+from tests.samples import selfplay
 
 ALL = sorted(REFERENCES)
 KING_SETS = [n for n in ALL if n != "chess768"]
@@ -194,12 +195,10 @@ def selfplay_boards(selfplay_dataset):
 
 @pytest.fixture(scope="module")
 def chess960_boards(tmp_path_factory):
-    from conftest import shared_file
-
     from nnue.pipeline.pack import pack
 
     out = tmp_path_factory.mktemp("ds960") / "dataset"
-    pack([shared_file("selfplay/sf15-960-xfen-s2.plain")], out, progress=False)
+    pack([selfplay("sf15-960-xfen-s2.plain")], out, progress=False)
     return _dataset_boards(out, 3000, step=2, chess960=True)
 
 

@@ -3,8 +3,7 @@ encoder driven by python-chess, small-file builders cut from the public samples,
 every pack run must pass (accounting, rejects with locations, no leftovers).
 
 Written from ../shared/FORMATS.md only, never from the readers, so a shared misreading of the
-spec cannot make encoder and decoder agree by accident. Imported by the test modules of this
-folder (pytest puts the folder on sys.path: it has no __init__.py)."""
+spec cannot make encoder and decoder agree by accident. Imported as ``tests.formats.formats_testlib``."""
 from __future__ import annotations
 
 import json
@@ -14,20 +13,19 @@ from pathlib import Path
 
 import chess
 import pyarrow.parquet as pq
-import pytest
 
 from nnue.pipeline import manifest as mf
 
 REPO = Path(__file__).resolve().parents[2]
-PUBLIC = REPO.parent / "shared" / "data" / "public"
-SAMPLE = REPO / "data" / "sample" / "sf15-n5000-s1-sample.plain"
+SAMPLE = REPO / "data" / "sample" / "sf15-n5000-s1-sample.plain"  # as tests.samples.SAMPLE
 
 
 def public(name: str) -> Path:
-    p = PUBLIC / name
-    if not p.exists():
-        pytest.skip(f"public sample {p} not present")
-    return p
+    """tests.samples.public (imported on call: scripts/fuzz_compiled_fixed.py loads this module by its
+    path, without the tests package)."""
+    from tests.samples import public as _public
+
+    return _public(name)
 
 
 # ================================================================== Stockfish .bin encoder

@@ -17,12 +17,12 @@ import chess
 import pyarrow.parquet as pq
 import pytest
 
-from formats_testlib import (SAMPLE, check_finished, encode_psv, king_takes_rook_uci, plain_records,
-                             public, viri_games)
 from nnue.pipeline.formats import (VALUE_NONE, FormatError, ReaderOptions, Record, Reject, detect_format,
                                    get_format)
 from nnue.pipeline.pack import pack
 from nnue.pipeline.schema import FLAG_PLY_UNKNOWN, FLAG_SCORE_NONE
+from tests.formats.formats_testlib import (SAMPLE, check_finished, encode_psv, king_takes_rook_uci, plain_records,
+                                           public, viri_games)
 
 
 def read_items(fmt: str, data_or_path) -> list[Record | Reject]:

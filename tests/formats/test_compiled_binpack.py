@@ -13,10 +13,10 @@ import numpy as np
 import pyarrow.parquet as pq
 import pytest
 
-from formats_testlib import binpack_chain_ends, public
 from nnue.pipeline.formats import ReaderOptions
 from nnue.pipeline.formats import FormatError
 from nnue.pipeline.pack import pack
+from tests.formats.formats_testlib import binpack_chain_ends, public
 
 
 @pytest.fixture(scope="session", autouse=True)

@@ -14,9 +14,10 @@ import numpy as np
 import pyarrow.parquet as pq
 import pytest
 
-from formats_testlib import encode_psv, plain_records, public
 from nnue.pipeline.formats import FormatError, ReaderOptions
 from nnue.pipeline.pack import pack
+from tests.formats.formats_testlib import encode_psv, plain_records, public
+from tests.samples import SAMPLE, selfplay
 
 EXT = {"bin": "bin", "bulletformat": "bf", "marlinformat": "marlin"}
 SIZE = {"bin": 40, "bulletformat": 32, "marlinformat": 32}
@@ -75,7 +76,6 @@ def _first_difference(ta, tb) -> str:
 def sources(tmp_path_factory):
     """Real records in each format: the bundled sample as .bin (test-side encoder), and the sample
     plus the Chess960 self-play converted to marlinformat and bulletformat."""
-    from conftest import SAMPLE, shared_file
     from nnue.pipeline.convert import convert
 
     d = tmp_path_factory.mktemp("fixed")
@@ -84,7 +84,7 @@ def sources(tmp_path_factory):
     moves = [b.parse_uci(r["move"]) for b, r in zip(boards, recs)]
     out = {"bin": b"".join(encode_psv(b, m, r["score"], r["ply"], r["result"])
                            for b, m, r in zip(boards, moves, recs))}
-    pack([SAMPLE, shared_file("selfplay/sf15-960-xfen-s2.plain")], d / "ds", progress=False)
+    pack([SAMPLE, selfplay("sf15-960-xfen-s2.plain")], d / "ds", progress=False)
     for fmt in ("marlinformat", "bulletformat"):
         convert(d / "ds", fmt, d / f"real.{EXT[fmt]}")
         out[fmt] = (d / f"real.{EXT[fmt]}").read_bytes()
@@ -289,6 +289,7 @@ def test_kernels_bounds_checked(tmp_path):
     import sys
     from pathlib import Path
 
+    public("test-vf.bin")  # the fuzzer's viriformat records come from this third-party sample
     script = Path(__file__).resolve().parents[2] / "scripts" / "fuzz_compiled_fixed.py"
     env = dict(os.environ, NUMBA_BOUNDSCHECK="1", NUMBA_CACHE_DIR=str(tmp_path / "numba"))
     r = subprocess.run([sys.executable, str(script), "--records", "30000", "--exact", "2000", "--out-dir",

@@ -9,11 +9,10 @@ import random
 
 import pytest
 
-from pgn_testlib import both
-from formats_testlib import public
 from nnue.pipeline.formats import PackedRows, ReaderOptions, get_format, open_text
-
-from conftest import shared_file
+from tests.formats.formats_testlib import public
+from tests.formats.pgn_testlib import both
+from tests.samples import CUT, CUT_POSITIONS, full_selfplay, selfplay
 
 
 def _game(moves: str, fen: str | None = None, result: str = "1-0", variant: str | None = None,
@@ -40,7 +39,7 @@ def test_public_annotated_sample(tmp_path):
 
 
 def test_chess960_xfen_selfplay(tmp_path):
-    p = shared_file("selfplay/sf15-960-xfen-s2.pgn")
+    p = selfplay("sf15-960-xfen-s2.pgn")
     for pov in ("white", "mover"):
         (tmp_path / pov).mkdir()
         s = both(tmp_path / pov, path=p, pov=pov)
@@ -49,9 +48,15 @@ def test_chess960_xfen_selfplay(tmp_path):
 
 
 @pytest.mark.slow
+def test_selfplay_cut(tmp_path):
+    s = both(tmp_path, path=selfplay(f"{CUT}.pgn"), pov="white")
+    assert s["read"] == CUT_POSITIONS and s["rejected"] == {} and s["handed"] == 0
+
+
+@pytest.mark.slow
 @pytest.mark.parametrize("name", ["sf15-n5000-s1.pgn", "sf15-n2000-s11.pgn", "sf15-n1500-s21.pgn.zst"])
-def test_selfplay_samples(tmp_path, name):
-    s = both(tmp_path, path=shared_file(f"selfplay/{name}"), pov="white")
+def test_full_selfplay_sets(tmp_path, name):
+    s = both(tmp_path, path=full_selfplay(name), pov="white")
     assert s["rejected"] == {} and s["handed"] == 0
 
 
@@ -304,7 +309,7 @@ def test_row_buffer_full(tmp_path, monkeypatch):
 
 # ------------------------------------------------------------------ mutations
 def _sample_games(n: int) -> str:
-    p = shared_file("selfplay/sf15-960-xfen-s2.pgn")
+    p = selfplay("sf15-960-xfen-s2.pgn")
     text = p.read_text()
     games = text.split("\n\n[Event")
     return games[0] + "".join("\n\n[Event" + g for g in games[1:n])

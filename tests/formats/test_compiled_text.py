@@ -10,15 +10,12 @@ from __future__ import annotations
 
 import importlib.util
 import random
-from pathlib import Path
 
 import chess
 import pytest
 
-from formats_testlib import public
+from tests.samples import CUT, REPO, full_selfplay, public, selfplay
 
-REPO = Path(__file__).resolve().parents[2]
-SELFPLAY = REPO.parent / "shared" / "data" / "selfplay"
 EXT = {"plain": "plain", "bullet-text": "txt", "epd": "epd"}
 _spec = importlib.util.spec_from_file_location("fuzz_compiled_text", REPO / "scripts" / "fuzz_compiled_text.py")
 fz = importlib.util.module_from_spec(_spec)
@@ -59,17 +56,20 @@ def handed(warm, fmt: str) -> int:
 
 
 # ------------------------------------------------------------------ real files
-SAMPLES = [("plain", SELFPLAY / "sf15-960-xfen-s2.plain"), ("bullet-text", SELFPLAY / "sf15-960-xfen-s2.txt"),
-           ("epd", public("samplefen.epd")), ("epd", public("samplefen1000.epd")),
-           ("epd", public("sample_ethereal_fen.epd"))]
-LARGE = [("plain", SELFPLAY / "sf15-n5000-s1.plain"), ("bullet-text", SELFPLAY / "sf15-n5000-s1.txt"),
-         ("plain", SELFPLAY / "sf15-n2000-s11.plain"), ("bullet-text", SELFPLAY / "sf15-n2000-s11.txt"),
-         ("plain", SELFPLAY / "sf15-n1500-s21.plain.zst"), ("bullet-text", SELFPLAY / "sf15-n1500-s21.txt.zst")]
+# (format, where, name): "selfplay" is tests/data/selfplay, "public" the third-party samples (skipped
+# without ../shared/data/public), "full" the full self-play sets (slow; skipped without them)
+SAMPLES = [("plain", "selfplay", "sf15-960-xfen-s2.plain"), ("bullet-text", "selfplay", "sf15-960-xfen-s2.txt"),
+           ("epd", "public", "samplefen.epd"), ("epd", "public", "samplefen1000.epd"),
+           ("epd", "public", "sample_ethereal_fen.epd")]
+LARGE = [("plain", "selfplay", f"{CUT}.plain"), ("bullet-text", "selfplay", f"{CUT}.txt"),
+         ("plain", "full", "sf15-n5000-s1.plain"), ("bullet-text", "full", "sf15-n5000-s1.txt"),
+         ("plain", "full", "sf15-n2000-s11.plain"), ("bullet-text", "full", "sf15-n2000-s11.txt"),
+         ("plain", "full", "sf15-n1500-s21.plain.zst"), ("bullet-text", "full", "sf15-n1500-s21.txt.zst")]
+WHERE = {"selfplay": selfplay, "public": public, "full": full_selfplay}
 
 
-def _sample(tmp_path, warm, fmt, path):
-    if not path.exists():
-        pytest.skip(f"{path} not present")
+def _sample(tmp_path, warm, fmt, where, name):
+    path = WHERE[where](name)
     h = handed(warm, fmt)
     s = fz.both(path, fmt, tmp_path)
     assert s["packed"] == s["read"]  # the samples are valid
@@ -78,25 +78,25 @@ def _sample(tmp_path, warm, fmt, path):
     return s
 
 
-@pytest.mark.parametrize("fmt,path", SAMPLES, ids=[p.name for _, p in SAMPLES])
-def test_samples_identical(tmp_path, warm, fmt, path):
-    _sample(tmp_path, warm, fmt, path)
+@pytest.mark.parametrize("fmt,where,name", SAMPLES, ids=[n for _, _, n in SAMPLES])
+def test_samples_identical(tmp_path, warm, fmt, where, name):
+    _sample(tmp_path, warm, fmt, where, name)
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("fmt,path", LARGE, ids=[p.name for _, p in LARGE])
-def test_large_samples_identical(tmp_path, warm, fmt, path):
-    _sample(tmp_path, warm, fmt, path)
+@pytest.mark.parametrize("fmt,where,name", LARGE, ids=[n for _, _, n in LARGE])
+def test_large_samples_identical(tmp_path, warm, fmt, where, name):
+    _sample(tmp_path, warm, fmt, where, name)
 
 
 # ------------------------------------------------------------------ bytes and lines
 def _plain_text(n=40) -> str:
-    lines = (SELFPLAY / "sf15-960-xfen-s2.plain").read_text().splitlines(True)
+    lines = selfplay("sf15-960-xfen-s2.plain").read_text().splitlines(True)
     return "".join(lines[:6 * n])
 
 
 def _txt_text(n=40) -> str:
-    return "".join((SELFPLAY / "sf15-960-xfen-s2.txt").read_text().splitlines(True)[:n])
+    return "".join(selfplay("sf15-960-xfen-s2.txt").read_text().splitlines(True)[:n])
 
 
 def _epd_text(n=40) -> str:
@@ -345,10 +345,10 @@ def test_every_move_of_real_positions(tmp_path):
     pinned and other pieces' pseudo-legal moves, random square pairs and bad promotions, as .plain
     records: the compiled path settles or hands back exactly as python-chess decides."""
     rng = random.Random(1)
-    fens = [line[4:].strip() for line in (SELFPLAY / "sf15-960-xfen-s2.plain").read_text().splitlines()
+    fens = [line[4:].strip() for line in selfplay("sf15-960-xfen-s2.plain").read_text().splitlines()
             if line.startswith("fen ")][::60]
-    fens += [line[4:].strip() for line in (SELFPLAY / "sf15-n5000-s1.plain").read_text().splitlines()
-             if line.startswith("fen ")][::500]
+    fens += [line[4:].strip() for line in selfplay(f"{CUT}.plain").read_text().splitlines()
+             if line.startswith("fen ")][::144]
     fens += ["r3k2r/p1ppqpb1/bn2pnp1/3PN3/1p2P3/2N2Q1p/PPPBBPPP/R3K2R w KQkq - 0 1",
              "8/2p5/3p4/KP5r/1R3p1k/8/4P1P1/8 w - - 0 1", "r3k2r/Pppp1ppp/1b3nbN/nP6/BBP1P3/q4N2/Pp1P2PP/R2Q1RK1 w kq - 0 1",
              "rnbq1k1r/pp1Pbppp/2p5/8/2B5/8/PPP1NnPP/RNBQK2R w KQ - 1 8", "4k3/8/8/2pP4/8/8/8/4K3 w - c6 0 1"]

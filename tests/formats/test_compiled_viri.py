@@ -12,10 +12,10 @@ import chess
 import numpy as np
 import pytest
 
-from formats_testlib import plain_records, public, viri_games
-from test_compiled_fixed import both as _both
 
 from nnue.pipeline.board import pack_board
+from tests.formats.formats_testlib import plain_records, public, viri_games
+from tests.formats.test_compiled_fixed import both as _both
 
 
 @pytest.fixture(scope="session", autouse=True)
@@ -30,7 +30,7 @@ def warm():
 
 
 def both(tmp_path, data: bytes, name: str = "x"):
-    from test_compiled_fixed import EXT
+    from tests.formats.test_compiled_fixed import EXT
 
     EXT.setdefault("viriformat", "vf")
     return _both(tmp_path, data, "viriformat", name)

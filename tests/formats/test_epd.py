@@ -9,10 +9,10 @@ import chess
 import pyarrow.parquet as pq
 import pytest
 
-from formats_testlib import check_finished, public
 from nnue.pipeline.formats import FormatError, ReaderOptions, Record, Reject, get_format
 from nnue.pipeline.pack import pack
 from nnue.pipeline.schema import FLAG_PLY_UNKNOWN, FLAG_SCORE_NONE
+from tests.formats.formats_testlib import check_finished, public
 
 
 def read_epd(text: str) -> list[Record | Reject]:

@@ -12,6 +12,7 @@ from nnue.pipeline import manifest as mf
 from nnue.pipeline.convert import convert
 from nnue.pipeline.formats import ReaderOptions
 from nnue.pipeline.pack import pack
+from tests.samples import CUT, SAMPLE, public, selfplay
 
 
 def _both(path, fmt, tmp_path):
@@ -38,10 +39,8 @@ def _assert_same(out):
 @pytest.fixture(scope="module")
 def sources(tmp_path_factory):
     """marlinformat and bulletformat files converted from real self-play, Chess960 included."""
-    from conftest import SAMPLE, shared_file
-
     d = tmp_path_factory.mktemp("fast")
-    pack([SAMPLE, shared_file("selfplay/sf15-960-xfen-s2.plain")], d / "ds", progress=False)
+    pack([SAMPLE, selfplay("sf15-960-xfen-s2.plain")], d / "ds", progress=False)
     convert(d / "ds", "marlinformat", d / "real.marlin")
     convert(d / "ds", "bulletformat", d / "real.bf")
     return d
@@ -55,9 +54,7 @@ def test_bulk_path_equals_python_chess_on_real_data(sources, name, fmt, tmp_path
 
 
 def test_bulk_path_equals_python_chess_on_public_bulletformat(tmp_path):
-    from conftest import shared_file
-
-    _assert_same(_both(shared_file("public/batch.bf"), "bulletformat", tmp_path))
+    _assert_same(_both(public("batch.bf"), "bulletformat", tmp_path))
 
 
 def _mutations(base: np.ndarray, seed: int) -> np.ndarray:
@@ -132,10 +129,8 @@ def test_bulk_path_equals_python_chess_on_broken_bulletformat(sources, seed, tmp
 # -- bullet text: the fast path (the compiled text core) against python-chess ----------------
 
 def _bullet_text_sources(tmp_path):
-    from conftest import shared_file
-
     broken = tmp_path / "broken.txt"
-    lines = open(shared_file("selfplay/sf15-n5000-s1.txt")).read().splitlines()[:3000]
+    lines = open(selfplay(f"{CUT}.txt")).read().splitlines()[:3000]
     rng = np.random.default_rng(5)
     out = []
     for i, line in enumerate(lines):
@@ -163,7 +158,7 @@ def _bullet_text_sources(tmp_path):
             out.append("garbage | 1")
         out.append(f"{fen} | {score} | {result}")
     broken.write_text("\n".join(out) + "\n")
-    return [shared_file("selfplay/sf15-n5000-s1.txt"), shared_file("selfplay/sf15-960-xfen-s2.txt"), broken]
+    return [selfplay(f"{CUT}.txt"), selfplay("sf15-960-xfen-s2.txt"), broken]
 
 
 def test_bullet_text_bulk_path_equals_python_chess(tmp_path):
@@ -178,9 +173,7 @@ def test_bullet_text_bulk_path_equals_python_chess(tmp_path):
 
 def test_bullet_text_bulk_path_dedup_locations(tmp_path):
     """With --dedup, a duplicate inside a bulk run is rejected at its own line."""
-    from conftest import shared_file
-
-    lines = open(shared_file("selfplay/sf15-n5000-s1.txt")).read().splitlines()[:50]
+    lines = open(selfplay(f"{CUT}.txt")).read().splitlines()[:50]
     path = tmp_path / "dup.txt"
     path.write_text("\n".join(lines + [""] + lines[:10]) + "\n")
     out = {}
@@ -194,18 +187,14 @@ def test_bullet_text_bulk_path_dedup_locations(tmp_path):
 
 @pytest.mark.parametrize("name", ["samplefen.epd", "samplefen1000.epd", "sample_ethereal_fen.epd"])
 def test_epd_bulk_path_equals_python_chess(name, tmp_path):
-    from conftest import shared_file
-
-    out = _both(shared_file(f"public/{name}"), "epd", tmp_path)
+    out = _both(public(name), "epd", tmp_path)
     _assert_same(out)
     assert out[True][0]["packed"] > 0
 
 
 def test_epd_bulk_path_on_broken_lines(tmp_path):
     """EPD lines from the bullet-text mutations (missing kings, back-rank pawns, bad castling…)."""
-    from conftest import shared_file
-
-    lines = open(shared_file("public/samplefen1000.epd")).read().splitlines()
+    lines = open(public("samplefen1000.epd")).read().splitlines()
     rng = np.random.default_rng(9)
     out = []
     for line in lines:
@@ -286,9 +275,7 @@ def _plain_mutations(src, tmp_path, seed: int):
 
 
 def test_plain_bulk_path_equals_python_chess(tmp_path):
-    from conftest import SAMPLE, shared_file
-
-    paths = [SAMPLE, shared_file("selfplay/sf15-960-xfen-s2.plain"), _plain_mutations(SAMPLE, tmp_path, 3)]
+    paths = [SAMPLE, selfplay("sf15-960-xfen-s2.plain"), _plain_mutations(SAMPLE, tmp_path, 3)]
     for path in paths:
         out = _both(path, "plain", tmp_path / path.stem)
         _assert_same(out)

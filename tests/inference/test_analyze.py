@@ -6,12 +6,12 @@ import json
 import numpy as np
 import pytest
 import torch
-from netfiles import make_deep_int_net, make_int_net
 
 from nnue.cli import main
 from nnue.cmd_analyze import _l0_nonzero
 from nnue.inference import evaluate, load
 from nnue.pipeline.stream import Filters, PackedStream
+from tests.netfiles import make_deep_int_net, make_int_net
 
 PNGS = ["eval_histogram.png", "eval_vs_score.png", "block_sparsity.png", "dead_neurons.png"]
 

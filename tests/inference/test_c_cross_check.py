@@ -12,17 +12,17 @@ from contextlib import redirect_stdout
 
 import pytest
 import torch
-from conftest import shared_file
-from cref import c_args_for_arch, legal_fens, piece_count, real_fens, run_c, run_c_eval
-from netfiles import (INT16_LIMIT, l1_weight_limit, make_adversarial_int_net, make_int_net_spec,
-                      make_model, write_weights)
 
 from nnue.cli import main as cli_main
 from nnue.inference.net import (INT32_MAX, INT32_MIN, IntegerNet, QuantScheme, boards_from_fens,
                                 evaluate_fens, forward_int, make_arch)
 from nnue.trainer.export import export
+from tests.netfiles import (INT16_LIMIT, l1_weight_limit, make_adversarial_int_net, make_int_net_spec,
+                            make_model, write_weights)
+from tests.cref import c_args_for_arch, legal_fens, piece_count, real_fens, run_c, run_c_eval
+from tests.samples import SAMPLE, selfplay
 
-FRC = "selfplay/sf15-960-xfen-s2.plain"
+FRC = "sf15-960-xfen-s2.plain"
 N_REAL = 10_000
 QA, QB, SCALE = 255, 64, 400
 
@@ -64,8 +64,6 @@ def _cross_check(c_eval, net: IntegerNet, fens, tmp_path):
 @pytest.mark.parametrize("act,hidden", [("crelu", 33), ("screlu", 64), ("pairwise_crelu", 48)])
 def test_c_reference_equals_nnue_eval(act, hidden, c_eval, tmp_path, sample_dataset):
     """An exported net (export → net.safetensors + net.bin): `nnue eval` == C on the sample."""
-    from conftest import SAMPLE
-
     model = make_model(act, hidden=hidden, seed=hidden, ft_scale=0.25, l1_scale=1.9)
     ck = write_weights(model, tmp_path / "w.safetensors", sample_dataset)
     export(ck, tmp_path / "net")
@@ -126,7 +124,7 @@ def test_every_feature_set_and_bucket_kind(fs_name, act, hidden, spec, c_eval, f
 def test_cli_on_960_positions(c_eval, fens, tmp_path):
     """`nnue eval NET.safetensors --fens FILE` == C, on the Chess960 self-play positions (kings
     and rooks off their usual squares) and the standard ones, king-bucketed features."""
-    frc = real_fens(shared_file(FRC), 5000, per_piece_count=0)
+    frc = real_fens(selfplay(FRC), 5000, per_piece_count=0)
     assert len(frc) >= 4500
     all_fens = legal_fens(fens) + frc  # the CLI checks positions as nnue pack does
     net = make_int_net_spec("kb768hm16", "screlu", 64, "SFPieceCount<8>", seed=960)
@@ -145,7 +143,7 @@ def test_cli_on_960_positions(c_eval, fens, tmp_path):
 
 def test_960_halfkp_halfka(c_eval, tmp_path):
     """Chess960 positions through the two king-relative Stockfish feature sets."""
-    frc = real_fens(shared_file(FRC), 5000, per_piece_count=0)
+    frc = real_fens(selfplay(FRC), 5000, per_piece_count=0)
     for fs_name, act in (("halfkp", "crelu"), ("halfkav2_hm", "pairwise_crelu")):
         ours = _cross_check(c_eval, make_int_net_spec(fs_name, act, 32, "MaterialCount<8>", seed=9), frc, tmp_path)
         assert min(ours) < 0 < max(ours)

@@ -15,12 +15,12 @@ from contextlib import redirect_stdout
 
 import pytest
 import torch
-from cref import c_args_for_arch, legal_fens, run_c
-from netfiles import INT16_LIMIT, make_adversarial_deep_int_net, make_deep_int_net
 
 from nnue.cli import main as cli_main
 from nnue.inference.deep import DeepIntegerNet, forward_int, make_deep_arch
 from nnue.inference.net import INT32_MAX, INT32_MIN, QuantScheme, boards_from_fens, evaluate, evaluate_fens
+from tests.cref import c_args_for_arch, legal_fens, run_c
+from tests.netfiles import INT16_LIMIT, make_adversarial_deep_int_net, make_deep_int_net
 
 N_REAL = 10_000
 QA, QB, SCALE = 255, 64, 400
@@ -220,7 +220,7 @@ def test_int32_boundaries(act, hact, layer, side, c_eval, fens, tmp_path):
 def test_exported_deep_net_equals_c(act, hact, c_eval, fens, boards, tmp_path, sample_dataset):
     """A float DeepNet through `export` (quantise, audit, output-bias calibration): the net.bin
     it writes, read by C, gives the evals of the net.safetensors it writes, read by Python."""
-    from netfiles import make_deep_model, write_weights
+    from tests.netfiles import make_deep_model, write_weights
 
     from nnue.inference import load
     from nnue.trainer.export import export

@@ -7,9 +7,9 @@ import sys
 
 import torch
 import pytest
-from netfiles import make_deep_model, make_model, write_weights
 
 from nnue.trainer.export import export
+from tests.netfiles import make_deep_model, make_model, write_weights
 
 SCRIPT = """
 import sys, torch

@@ -7,14 +7,14 @@ import json
 import numpy as np
 import pytest
 import torch
-from conftest import SAMPLE
-from netfiles import make_deep_model, write_weights
 
 from nnue.inference import NetFormatError, evaluate, load
 from nnue.inference.deep import DeepIntegerNet, forward_int, make_deep_arch
 from nnue.inference.net import QuantScheme, boards_from_fens
 from nnue.pipeline.features import get_feature_set, parse_output_buckets
 from nnue.trainer.export import ExportError, audit, export, quantise
+from tests.netfiles import make_deep_model, write_weights
+from tests.samples import SAMPLE
 
 L0_ACTS = ["crelu", "screlu", "pairwise_crelu"]
 HIDDEN_ACTS = ["crelu", "screlu"]

@@ -8,14 +8,14 @@ import numpy as np
 import pyarrow.parquet as pq
 import pytest
 import torch
-from conftest import SAMPLE
-from netfiles import make_int_net
 
 from nnue.cli import main as cli_main
 from nnue.inference import evaluate, evaluate_fens
 from nnue.inference.net import evaluate_boards, evaluate_dataset
 from nnue.pipeline import manifest as mf
 from nnue.pipeline.board import boards_from_bytes
+from tests.netfiles import make_int_net
+from tests.samples import SAMPLE
 
 
 @pytest.fixture(scope="module")

@@ -6,11 +6,11 @@ import json
 import numpy as np
 import pytest
 import torch
-from netfiles import make_model, write_weights
 
 from nnue.inference import NetFormatError, evaluate, forward_int, load
 from nnue.inference.net import IntegerNet, QuantScheme, make_arch
 from nnue.trainer.export import ExportError, audit, export, quantise
+from tests.netfiles import make_model, write_weights
 
 ACTS = ["crelu", "screlu", "pairwise_crelu"]
 

@@ -6,7 +6,6 @@ import json
 
 import pytest
 import torch
-from netfiles import make_deep_model, make_model, write_weights
 from safetensors.torch import save_file
 
 from nnue.cli import check_train_args
@@ -17,6 +16,7 @@ from nnue.pipeline import manifest as mf
 from nnue.pipeline.features import parse_output_buckets
 from nnue.trainer import export as export_mod
 from nnue.trainer.export import ExportError, export
+from tests.netfiles import make_deep_model, make_model, write_weights
 
 
 def test_non_finite_parameters_are_named_and_not_clipped(tmp_path, sample_dataset):
@@ -112,7 +112,7 @@ def test_output_bucket_and_train_argument_checks(sample_dataset):
 
 
 def test_eval_names_the_line_of_a_bad_fen(tmp_path, capsys):
-    from netfiles import make_int_net
+    from tests.netfiles import make_int_net
 
     make_int_net("chess768", hidden=8).save(tmp_path / "n.safetensors")
     (tmp_path / "f.txt").write_text("4k3/8/8/8/8/8/8/4K3 w - - 0 1\n\nbad w - - 0 1\n")
@@ -124,7 +124,7 @@ def test_eval_names_the_line_of_a_bad_fen(tmp_path, capsys):
 
 
 def test_eval_names_the_position_that_overflows(tmp_path, capsys):
-    from netfiles import make_int_net
+    from tests.netfiles import make_int_net
 
     net = make_int_net("chess768", act="crelu", hidden=300)
     net.l0w.fill_(0)
@@ -138,7 +138,7 @@ def test_eval_names_the_position_that_overflows(tmp_path, capsys):
 
 
 def test_eval_dataset_names_the_row_that_overflows(tmp_path, sample_dataset, capsys):
-    from netfiles import make_int_net
+    from tests.netfiles import make_int_net
 
     net = make_int_net("chess768", act="crelu", hidden=300)
     net.l0w.fill_(0)

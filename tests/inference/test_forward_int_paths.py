@@ -19,13 +19,13 @@ import sys
 
 import pytest
 import torch
-from conftest import SAMPLE
 
 import nnue.inference.exact as exactmod
 import nnue.inference.perspective as netmod
 from nnue.inference.net import (IntegerNet, QuantScheme, accumulators, accumulators_f32, boards_from_fens,
                                 evaluate, forward_int, make_arch)
 from nnue.pipeline.features import get_feature_set
+from tests.samples import SAMPLE
 
 ACTS = ["crelu", "screlu", "pairwise_crelu"]
 PATHS = ["int8", "int8-no-gemv", "f64"]
@@ -376,9 +376,8 @@ def test_evaluate_raises_like_forward_int(sample_boards):
 # -- int8 products on CPUs without VNNI -----------------------------------------------------------
 
 SCRIPT = """
-import sys, torch
-sys.path[:0] = [sys.argv[1], sys.argv[2]]
-from test_forward_int_paths import random_net, random_lists, reference
+import torch
+from tests.inference.test_forward_int_paths import random_net, random_lists, reference
 from nnue.inference.perspective import forward_int, l1_plan as _l1_plan
 out = []
 for act, regime in (("screlu", "limit"), ("crelu", "limit"), ("pairwise_crelu", "small")):
@@ -405,9 +404,9 @@ def test_exact_under_isas_without_vnni(isa):
     from pathlib import Path
 
     env = {"ONEDNN_MAX_CPU_ISA": isa, "PATH": "/usr/bin:/bin"}
-    here = Path(__file__).resolve().parent
-    r = subprocess.run([sys.executable, "-c", SCRIPT, str(here), str(here.parent)], capture_output=True,
-                       text=True, env=env, timeout=300)
+    repo = Path(__file__).resolve().parents[2]  # `python -c` imports from its working directory
+    r = subprocess.run([sys.executable, "-c", SCRIPT], capture_output=True, cwd=repo, text=True, env=env,
+                       timeout=300)
     assert r.returncode == 0, r.stderr
     words = r.stdout.split()
     # Whether full-range int8 products saturate depends on the processor oneDNN finds (seen on an

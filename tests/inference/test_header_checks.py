@@ -8,12 +8,12 @@ from __future__ import annotations
 import json
 
 import pytest
-from netfiles import make_deep_int_net, make_deep_model, make_int_net, write_weights
 from safetensors.torch import save_file
 
 from nnue.inference import NetFormatError, load
 from nnue.inference.net import META_KEY
 from nnue.trainer.export import ExportError, load_checkpoint
+from tests.netfiles import make_deep_int_net, make_deep_model, make_int_net, write_weights
 
 
 def _write(tmp_path, net, header, name="bad.safetensors", raw: str | None = None):

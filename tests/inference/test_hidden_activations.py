@@ -12,8 +12,6 @@ import re
 
 import pytest
 import torch
-from cref import C_SOURCE, c_args_for_arch, run_c
-from netfiles import make_deep_int_net, make_deep_model, write_weights
 from safetensors.torch import save_file
 
 from nnue.inference import NetFormatError, evaluate, load
@@ -22,6 +20,8 @@ from nnue.inference.net import META_KEY
 from nnue.spec import activations as acts
 from nnue.trainer.export import export
 from nnue.trainer.model import DeepArch
+from tests.cref import C_SOURCE, c_args_for_arch, run_c
+from tests.netfiles import make_deep_int_net, make_deep_model, write_weights
 
 QA, SHIFT = 255, 8
 C8 = 8 * QA

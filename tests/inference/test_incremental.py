@@ -8,13 +8,13 @@ import chess
 import numpy as np
 import pytest
 import torch
-from conftest import SAMPLE
-from netfiles import make_int_net
 
 from nnue.inference.incremental import IncrementalAccumulator, parse_move
 from nnue.inference.net import forward_int
 from nnue.pipeline.board import pack_board
 from nnue.pipeline.features.kb768 import PRESETS, expand_map, parse_map
+from tests.netfiles import make_int_net
+from tests.samples import SAMPLE
 
 SETS = ["chess768", "kb768hm4", "halfkp", "halfkav2_hm"]
 

@@ -9,7 +9,6 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
-from netfiles import make_int_net, make_model
 from safetensors import safe_open
 from safetensors.torch import save_file
 
@@ -17,6 +16,7 @@ from nnue.cli import main as cli_main
 from nnue.inference import NetFormatError, evaluate, load, residual
 from nnue.inference.api import boards_from_fens, evaluate_net
 from nnue.pipeline.annotate import annotate, material_eval
+from tests.netfiles import make_int_net, make_model
 
 STOCKFISH = Path("/usr/games/stockfish")
 
@@ -196,7 +196,7 @@ def test_export_refuses_bad_alpha_missing_base_and_over_budget(tmp_path, materia
 
 
 def test_incremental_accumulator_adds_the_base():
-    from test_c_cross_check_tiny import make_tiny_int_net
+    from tests.inference.test_c_cross_check_tiny import make_tiny_int_net
 
     from nnue.inference import IncrementalAccumulator
 

@@ -3,13 +3,13 @@ from __future__ import annotations
 
 import pytest
 import torch
-from conftest import SAMPLE
-from netfiles import make_int_net
 
 from nnue.inference.net import IntegerNet, QuantScheme, boards_from_fens, evaluate, forward_int
 from nnue.inference.sparse_l1 import (activations, block_stats, evaluate_sparse, forward_sparse,
                                       l1_sum)
 from nnue.pipeline.features import get_feature_set
+from tests.netfiles import make_int_net
+from tests.samples import SAMPLE
 
 ACTS = ["crelu", "screlu", "pairwise_crelu"]
 METHODS = ["gather", "compact"]

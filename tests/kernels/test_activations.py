@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import pytest
 import torch
-from kernel_testing import DTYPE_TOLS, fp32_leaf, needs_cuda, needs_interpreter
 
 import nnue.kernels as K
 from nnue.kernels import activations, reference
+from tests.kernels.kernel_testing import DTYPE_TOLS, fp32_leaf, needs_cuda, needs_interpreter
 
 SHAPES = [(1,), (1, 1023), (7, 33), (3, 5, 7), (2, 1025)]  # (2, 1025): two programs, a partial block
 

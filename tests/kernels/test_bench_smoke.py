@@ -7,7 +7,7 @@ from __future__ import annotations
 import importlib
 
 import pytest
-from kernel_testing import INTERPRETED
+from tests.kernels.kernel_testing import INTERPRETED
 
 
 @pytest.fixture

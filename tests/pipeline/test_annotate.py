@@ -18,8 +18,8 @@ from nnue.pipeline import annotate as an
 from nnue.pipeline import manifest as mf
 from nnue.pipeline.board import pack_fen
 from nnue.pipeline.stream import Filters, PackedStream
+from tests.samples import SAMPLE, public, selfplay
 
-from conftest import SAMPLE, shared_file
 
 ENGINE = shutil.which("stockfish") or "/usr/games/stockfish"
 needs_sf = pytest.mark.skipif(not Path(ENGINE).exists(),
@@ -33,7 +33,7 @@ def two_parts(tmp_path_factory) -> Path:
     from nnue.pipeline.pack import pack
 
     out = tmp_path_factory.mktemp("annotate") / "dataset"
-    pack([SAMPLE, shared_file("selfplay/sf15-960-xfen-s2.plain")], out, progress=False)
+    pack([SAMPLE, selfplay("sf15-960-xfen-s2.plain")], out, progress=False)
     return out
 
 
@@ -90,7 +90,7 @@ def test_material_annotation_and_stream(two_parts, tmp_path):
     # a file packed later: no column until annotate runs again, which does only that part
     from nnue.pipeline.pack import pack
 
-    pack([shared_file("public/samplefen.epd")], ds, progress=False)
+    pack([public("samplefen.epd")], ds, progress=False)
     assert PackedStream([ds], 512, 0, "all", 0.0, NO_FILTERS).extra_columns == []
     r = an.annotate(ds, base="material", progress=False)
     assert len(r["parts_annotated"]) == 1 and len(r["parts_skipped"]) == 2

@@ -11,16 +11,7 @@ import pytest
 from nnue.pipeline.board import (NO_EP, PACKED_SIZE, pack_board, pack_fen, pack_position, unpack,
                                  unpack_fen)
 
-REPO = Path(__file__).resolve().parents[2]
-SHARED = REPO.parent / "shared" / "data"
-SAMPLE = REPO / "data" / "sample" / "sf15-n5000-s1-sample.plain"
-XFEN960 = SHARED / "selfplay" / "sf15-960-xfen-s2.plain"
-
-
-def _need(path: Path) -> Path:
-    if not path.exists():
-        pytest.skip(f"data file {path} not present")
-    return path
+from tests.samples import SAMPLE, selfplay
 
 
 def plain_fens(path: Path, limit: int | None = None) -> list[str]:
@@ -36,11 +27,11 @@ def plain_fens(path: Path, limit: int | None = None) -> list[str]:
 
 # ------------------------------------------------------------------------ round trips on real data
 @pytest.mark.parametrize("path,chess960,limit,min_count", [
-    (XFEN960, True, None, 4586),  # every position of the Chess960 set
-    (SAMPLE, False, 3000, 3000),  # a few thousand of the bundled sample
+    (lambda: selfplay("sf15-960-xfen-s2.plain"), True, None, 4586),  # every position of the Chess960 set
+    (lambda: SAMPLE, False, 3000, 3000),  # a few thousand of the bundled sample
 ], ids=["960-xfen-all", "sample-3000"])
 def test_fen_round_trip_matches_python_chess(path, chess960, limit, min_count):
-    fens = plain_fens(_need(path), limit)
+    fens = plain_fens(path(), limit)
     assert len(fens) == min_count
     mismatches = []
     for fen in fens:
@@ -64,7 +55,7 @@ def test_fen_round_trip_matches_python_chess(path, chess960, limit, min_count):
 
 def test_960_set_really_exercises_castling_and_ep():
     """Guard that the data-driven test above is not vacuous."""
-    fens = plain_fens(_need(XFEN960))
+    fens = plain_fens(selfplay("sf15-960-xfen-s2.plain"))
     with_rights = [f for f in fens if f.split()[2] != "-"]
     non_standard = [f for f in with_rights
                     if chess.Board(f, chess960=True).clean_castling_rights()

@@ -12,6 +12,7 @@ import pytest
 from nnue.pipeline.convert import convert
 from nnue.pipeline.formats import ReaderOptions
 from nnue.pipeline.pack import pack
+from tests.samples import SAMPLE, public, selfplay
 
 
 def _table(ds):
@@ -19,8 +20,6 @@ def _table(ds):
 
 
 def test_plain_round_trip_is_identical_after_normalisation(sample_dataset, tmp_path):
-    from conftest import SAMPLE
-
     r = convert(sample_dataset, "plain", tmp_path / "out.plain")
     assert r["rows"] == 4015
     # the sample's FENs are already what python-chess writes, so the text comes back unchanged
@@ -28,9 +27,7 @@ def test_plain_round_trip_is_identical_after_normalisation(sample_dataset, tmp_p
 
 
 def test_plain_round_trip_chess960(tmp_path):
-    from conftest import shared_file
-
-    src = shared_file("selfplay/sf15-960-xfen-s2.plain")
+    src = selfplay("sf15-960-xfen-s2.plain")
     pack([src], tmp_path / "ds", progress=False)
     convert(tmp_path / "ds", "plain", tmp_path / "out.plain")
     pack([tmp_path / "out.plain"], tmp_path / "ds2", progress=False)
@@ -97,9 +94,7 @@ def test_cli_convert_and_errors(sample_dataset, tmp_path):
 
 
 def test_pgn_rows_without_scores_write_value_none(tmp_path):
-    from conftest import shared_file
-
-    pack([shared_file("public/sample_with_annotations.pgn")], tmp_path / "ds", options=ReaderOptions(),
+    pack([public("sample_with_annotations.pgn")], tmp_path / "ds", options=ReaderOptions(),
          progress=False)
     convert(tmp_path / "ds", "plain", tmp_path / "out.plain")
     text = (tmp_path / "out.plain").read_text()

@@ -13,6 +13,7 @@ import pytest
 
 from nnue.pipeline.convert import TARGETS, convert
 from nnue.pipeline.pack import pack
+from tests.samples import CUT, public, selfplay
 
 
 def _both(ds, tmp_path, to):
@@ -64,20 +65,17 @@ def test_random_games_every_target(tmp_path, chess960):
             assert r["python_chess_rows"] == 0
 
 
-@pytest.mark.parametrize("name", ["selfplay/sf15-n5000-s1.plain", "selfplay/sf15-960-xfen-s2.plain",
+@pytest.mark.parametrize("name", [f"selfplay/{CUT}.plain", "selfplay/sf15-960-xfen-s2.plain",
                                   "public/samplefen1000.epd", "public/test-vf.bin"])
 def test_samples_every_target(tmp_path, name):
-    from conftest import shared_file
-
-    pack([shared_file(name)], tmp_path / "ds", progress=False)
+    where, file = name.split("/")
+    pack([selfplay(file) if where == "selfplay" else public(file)], tmp_path / "ds", progress=False)
     for to in TARGETS:
         _both(tmp_path / "ds", tmp_path, to)
 
 
 def test_several_parts_in_dataset_order(tmp_path):
-    from conftest import shared_file
-
-    pack([shared_file("selfplay/sf15-960-xfen-s2.txt"), shared_file("public/samplefen.epd")], tmp_path / "ds",
+    pack([selfplay("sf15-960-xfen-s2.txt"), public("samplefen.epd")], tmp_path / "ds",
          progress=False)
     for to in ("plain", "bullet-text"):
         _both(tmp_path / "ds", tmp_path, to)
@@ -85,9 +83,7 @@ def test_several_parts_in_dataset_order(tmp_path):
 
 @pytest.mark.slow
 def test_small_binpack_every_target(tmp_path):
-    from conftest import shared_file
-
-    pack([shared_file("public/small.binpack")], tmp_path / "ds", progress=False)
+    pack([public("small.binpack")], tmp_path / "ds", progress=False)
     for to in TARGETS:
         _both(tmp_path / "ds", tmp_path, to)
 
@@ -95,11 +91,9 @@ def test_small_binpack_every_target(tmp_path):
 def test_dataset_in_byte_ranges_converts_as_one_part(tmp_path):
     """A file packed in byte ranges (several parts in one manifest entry) converts to the same
     bytes as the same file packed whole."""
-    from conftest import shared_file
-
-    src = shared_file("selfplay/sf15-n5000-s1.plain")
+    src = selfplay(f"{CUT}.plain")
     pack([src], tmp_path / "whole", progress=False, workers=1)
-    pack([src], tmp_path / "ranged", progress=False, workers=2, range_mb=0.5)
+    pack([src], tmp_path / "ranged", progress=False, workers=2, range_mb=0.2)  # 6 ranges of the 1.2 MB cut
     from nnue.pipeline import manifest as mf
 
     (entry,) = mf.load(tmp_path / "ranged")["files"].values()

@@ -14,19 +14,15 @@ import pytest
 
 from nnue.pipeline.formats import (MATE_BOUND, FormatError, ReaderOptions, Record, Reject,
                                    detect_format, get_format, parse_result_token)
+from tests.samples import PUBLIC, public, selfplay
 
-REPO = Path(__file__).resolve().parents[2]
-SHARED = REPO.parent / "shared" / "data"
-SELFPLAY = SHARED / "selfplay"
-ANNOTATED = SHARED / "public" / "sample_with_annotations.pgn"
+ANNOTATED = PUBLIC / "sample_with_annotations.pgn"  # third party: read in place, skipped without it
 
 START = chess.STARTING_FEN
 
 
 def _need(path: Path) -> Path:
-    if not path.exists():
-        pytest.skip(f"data file {path} not present")
-    return path
+    return public(path.name) if path.parent == PUBLIC else path
 
 
 def read_text(fmt: str, text: str, **opts) -> list[Record | Reject]:
@@ -46,7 +42,7 @@ def plain_block(fen, move="e2e4", score=0, ply=0, result=0) -> str:
 
 # ============================================================================ Stockfish .plain
 def test_plain_reads_960_set_completely():
-    items = read_file("plain", SELFPLAY / "sf15-960-xfen-s2.plain")
+    items = read_file("plain", selfplay("sf15-960-xfen-s2.plain"))
     assert len(items) == 4586
     assert all(isinstance(i, Record) for i in items)
     games = [r.game for r in items]
@@ -183,8 +179,8 @@ def test_bullet_black_to_move_line_by_hand():
 
 
 def test_bullet_agrees_with_plain_twin_on_960_set():
-    plain = read_file("plain", SELFPLAY / "sf15-960-xfen-s2.plain")
-    bullet = read_file("bullet-text", SELFPLAY / "sf15-960-xfen-s2.txt")
+    plain = read_file("plain", selfplay("sf15-960-xfen-s2.plain"))
+    bullet = read_file("bullet-text", selfplay("sf15-960-xfen-s2.txt"))
     assert len(plain) == len(bullet) == 4586
     assert all(isinstance(b, Record) for b in bullet)
     blacks = 0
@@ -307,8 +303,8 @@ def test_pgn_white_pov_option_flips_black_moves_only():
 
 
 def test_pgn_selfplay_white_pov_agrees_with_plain():
-    plain = read_file("plain", SELFPLAY / "sf15-960-xfen-s2.plain")
-    pgn = read_file("pgn", SELFPLAY / "sf15-960-xfen-s2.pgn", pgn_pov="white")
+    plain = read_file("plain", selfplay("sf15-960-xfen-s2.plain"))
+    pgn = read_file("pgn", selfplay("sf15-960-xfen-s2.pgn"), pgn_pov="white")
     assert len(pgn) == len(plain) == 4586
     assert all(isinstance(i, Record) for i in pgn)
     mates = 0

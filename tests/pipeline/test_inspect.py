@@ -10,6 +10,7 @@ import pyarrow.parquet as pq
 
 from nnue.cli import main
 from nnue.pipeline.schema import FLAG_PLY_UNKNOWN, FLAG_SCORE_MATE, FLAG_SCORE_NONE
+from tests.samples import CUT, CUT_GAMES, CUT_POSITIONS, selfplay
 
 
 def _inspect(ds, *extra):
@@ -25,7 +26,7 @@ def test_inspect_matches_whole_table_statistics(selfplay_dataset):
     flags = t["flags"].to_numpy().astype(np.int64)
     scored = (flags & (FLAG_SCORE_NONE | FLAG_SCORE_MATE)) == 0
     score = t["score"].to_numpy()[scored]
-    assert r["positions"] == t.num_rows == 43919 and r["games"] == 400
+    assert r["positions"] == t.num_rows == CUT_POSITIONS and r["games"] == CUT_GAMES
     for name, q in (("min", 0), ("p1", 1), ("p25", 25), ("median", 50), ("p75", 75), ("p99", 99), ("max", 100)):
         assert r["score"][name] == float(np.percentile(score, q, method="inverted_cdf")), name
     assert abs(r["score"]["mean"] - float(score.mean())) < 1e-9
@@ -36,4 +37,6 @@ def test_inspect_matches_whole_table_statistics(selfplay_dataset):
     assert sum(r["piece_count"].values()) == t.num_rows
     assert r["score_mate"] == int(((flags & FLAG_SCORE_MATE) != 0).sum())
     assert r["in_check"] == int(np.asarray(t["in_check"]).sum())
-    assert len(r["fens"]) == 2 and r["fens"][0]["fen"].startswith("rnbqkbnr/p1ppp1p1")
+    with selfplay(f"{CUT}.plain").open() as f:
+        first = f.readline()[4:].strip()  # "fen <FEN>": the dataset's first row
+    assert len(r["fens"]) == 2 and r["fens"][0]["fen"] == first

@@ -24,18 +24,9 @@ from nnue.pipeline.board import unpack, unpack_fen
 from nnue.pipeline.formats import FORMATS, FormatError, ReaderOptions, get_format
 from nnue.pipeline.pack import pack
 from nnue.pipeline.schema import FLAG_PLY_UNKNOWN, FLAG_SCORE_MATE, FLAG_SCORE_NONE, SCHEMA
+from tests.samples import SAMPLE, XFEN960, selfplay
 
-REPO = Path(__file__).resolve().parents[2]
-SHARED = REPO.parent / "shared" / "data"
-SAMPLE = REPO / "data" / "sample" / "sf15-n5000-s1-sample.plain"
-S960 = SHARED / "selfplay" / "sf15-960-xfen-s2"
 START = chess.STARTING_FEN
-
-
-def _need(path: Path) -> Path:
-    if not path.exists():
-        pytest.skip(f"data file {path} not present")
-    return path
 
 
 def run_pack(inputs, dataset, **kw):
@@ -104,7 +95,7 @@ def packed_960(tmp_path_factory):
     out = {}
     for ext, opts in ((".plain", ReaderOptions()), (".txt", ReaderOptions()),
                       (".pgn", ReaderOptions(pgn_pov="white"))):
-        src = _need(Path(str(S960) + ext))
+        src = selfplay(XFEN960 + ext)
         ds = tmp_path_factory.mktemp("ds960") / ext[1:]
         summary = run_pack([src], ds, options=opts)
         m = assert_accounted(summary, ds)
@@ -162,7 +153,7 @@ def test_cross_format_game_partition(packed_960):
 
 def test_960_castling_rights_in_dataset(packed_960):
     """X-FEN input comes back as the FEN python-chess writes for the Chess960 board."""
-    fens = [line[4:].strip() for line in open(str(S960) + ".plain") if line.startswith("fen ")]
+    fens = [line[4:].strip() for line in open(selfplay(XFEN960 + ".plain")) if line.startswith("fen ")]
     boards = packed_960["plain"]["table"]["board"]
     for fen, b in zip(fens, boards):
         assert unpack_fen(b) == chess.Board(fen, chess960=True).fen()
@@ -317,7 +308,7 @@ def test_ply_unknown_flag_from_bullet_without_counters(tmp_path):
 # ============================================================================ idempotent re-pack
 @pytest.fixture(scope="module")
 def sample_blocks():
-    return plain_records(_need(SAMPLE))
+    return plain_records(SAMPLE)
 
 
 def test_repack_is_idempotent_and_new_files_append(tmp_path, sample_blocks):
@@ -613,7 +604,7 @@ def test_empty_compressed_plain_file_packs_nothing(tmp_path, kind):
 
 
 def test_bullet_text_read_as_plain_is_all_rejected(tmp_path):
-    src = _need(Path(str(S960) + ".txt"))
+    src = selfplay(XFEN960 + ".txt")
     lines = src.read_text().splitlines()[:300]
     txt = tmp_path / "dump.txt"
     txt.write_text("\n".join(lines) + "\n")
@@ -646,7 +637,7 @@ def test_missing_input(tmp_path):
 
 # =================================================================================== round trip
 def test_round_trip_whole_sample(tmp_path):
-    src = _need(SAMPLE)
+    src = SAMPLE
     ds = tmp_path / "ds"
     s = run_pack([src], ds)
     assert s["read"] == s["packed"] == 4015 and s["rejected"] == {}

@@ -8,6 +8,7 @@ import pytest
 
 from nnue.pipeline import manifest as mf
 from nnue.pipeline.pack import DEDUP_KEY_BYTES, pack
+from tests.samples import SAMPLE
 
 
 def _split(src, tmp_path, n):
@@ -30,8 +31,6 @@ def _boards(ds):
 
 
 def test_workers_give_the_same_dataset_as_one_process(tmp_path):
-    from conftest import SAMPLE
-
     files = _split(SAMPLE, tmp_path, 3)
     one = pack(files, tmp_path / "one", progress=False)
     two = pack(files, tmp_path / "two", progress=False, workers=2)
@@ -43,8 +42,6 @@ def test_workers_give_the_same_dataset_as_one_process(tmp_path):
 
 
 def test_dedup_rejects_repeats_within_and_across_runs(tmp_path):
-    from conftest import SAMPLE
-
     doubled = tmp_path / "doubled.plain"
     doubled.write_text(SAMPLE.read_text() * 2)
     s = pack([SAMPLE, doubled], tmp_path / "ds", dedup=True, progress=False)

@@ -24,15 +24,8 @@ from nnue.pipeline.pack import pack
 from nnue.pipeline.ranges import plan, range_bytes
 from nnue.pipeline.shard import merge_datasets, shard_units
 
-REPO = Path(__file__).resolve().parents[2]
-SHARED = REPO.parent / "shared" / "data"
-SAMPLE = REPO / "data" / "sample" / "sf15-n5000-s1-sample.plain"
-
-
-def need(p: Path) -> Path:
-    if not p.exists():
-        pytest.skip(f"data file {p} not present")
-    return p
+from tests.formats import formats_testlib as lib
+from tests.samples import CUT, SAMPLE, public, public_if_present, selfplay, selfplay_zst
 
 
 def rows(ds: Path) -> pa.Table:
@@ -97,11 +90,14 @@ def mb_for(path: Path, ranges: int) -> float:
 
 
 # ------------------------------------------------------------------------ text formats
-def test_plain_bullet_text_and_epd_in_ranges(tmp_path):
-    ins = [need(SHARED / "selfplay" / "sf15-960-xfen-s2.plain"), need(SHARED / "selfplay" / "sf15-960-xfen-s2.txt")]
+def test_plain_and_bullet_text_in_ranges(tmp_path):
+    ins = [selfplay("sf15-960-xfen-s2.plain"), selfplay("sf15-960-xfen-s2.txt")]
     check_identity(tmp_path / "a", ins, mb_for(ins[1], 6), min_ranges=6)
-    epd = need(SHARED / "public" / "samplefen1000.epd")
-    check_identity(tmp_path / "b", [epd, need(SHARED / "public" / "sample_ethereal_fen.epd")], mb_for(epd, 7))
+
+
+def test_epd_in_ranges(tmp_path):
+    epd = public("samplefen1000.epd")
+    check_identity(tmp_path / "b", [epd, public("sample_ethereal_fen.epd")], mb_for(epd, 7))
 
 
 def _junk_plain(src: Path, dst: Path, seed: int = 3) -> None:
@@ -129,7 +125,7 @@ def _junk_plain(src: Path, dst: Path, seed: int = 3) -> None:
 
 
 def test_rejects_across_range_boundaries_are_the_same(tmp_path):
-    src = need(SHARED / "selfplay" / "sf15-960-xfen-s2.plain")
+    src = selfplay("sf15-960-xfen-s2.plain")
     bad = tmp_path / "junk.plain"
     _junk_plain(src, bad)
     m = check_identity(tmp_path / "p", [bad], mb_for(bad, 9), min_ranges=6)
@@ -140,7 +136,7 @@ def test_rejects_across_range_boundaries_are_the_same(tmp_path):
     (e2,) = m2["files"].values()
     assert e2["validated_by_python_chess"] > e["validated_by_python_chess"]
     # bullet text with bad lines
-    lines = need(SHARED / "selfplay" / "sf15-960-xfen-s2.txt").read_text().splitlines(keepends=True)
+    lines = selfplay("sf15-960-xfen-s2.txt").read_text().splitlines(keepends=True)
     rng = random.Random(5)
     txt = tmp_path / "junk.txt"
     txt.write_text("".join(("not | a line\n" if rng.random() < 0.03 else "") + ln for ln in lines))
@@ -150,7 +146,7 @@ def test_rejects_across_range_boundaries_are_the_same(tmp_path):
 
 def test_text_boundaries_fall_where_the_reader_starts_a_game(tmp_path):
     """A nominal offset inside a game moves on to the next game's first record."""
-    src = need(SHARED / "selfplay" / "sf15-960-xfen-s2.plain")
+    src = selfplay("sf15-960-xfen-s2.plain")
     rs = plan(src, "plain", range_bytes(mb_for(src, 10)))
     assert len(rs) >= 8
     data = src.read_bytes()
@@ -173,10 +169,10 @@ def test_text_boundaries_fall_where_the_reader_starts_a_game(tmp_path):
 def test_compressed_inputs_stay_one_range(tmp_path):
     """(PGN in ranges: tests/pipeline/test_pgn_ranges.py.)"""
     gz = tmp_path / "a.plain.gz"
-    gz.write_bytes(gzip.compress(need(SHARED / "selfplay" / "sf15-960-xfen-s2.plain").read_bytes()))
+    gz.write_bytes(gzip.compress(selfplay("sf15-960-xfen-s2.plain").read_bytes()))
     assert len(plan(gz, "plain", 1000)) == 1
     pgn = tmp_path / "b.pgn.zst"
-    pgn.write_bytes(need(SHARED / "selfplay" / "sf15-n1500-s21.pgn.zst").read_bytes())
+    pgn.write_bytes(selfplay_zst(f"{CUT}.pgn").read_bytes())
     assert len(plan(pgn, "pgn", 1000)) == 1
     ds = tmp_path / "ds"
     pack([gz, pgn], ds, progress=False, range_mb=0.001, workers=2)
@@ -222,7 +218,7 @@ def _binpack_blocks(src: Path, dst: Path, per_block: int, chains: int | None = N
 
 
 def test_binpack_in_ranges_of_blocks(tmp_path):
-    src = need(SHARED / "public" / "small.binpack")
+    src = public("small.binpack")
     blocks = tmp_path / "blocks.binpack"
     n = _binpack_blocks(src, blocks, 400)
     assert n >= 6
@@ -248,29 +244,23 @@ def _marlin_from(ds_rows: pa.Table, dst: Path) -> None:
 
 
 def test_bin_marlinformat_bulletformat_viriformat_in_ranges(tmp_path):
-    import importlib.util
-
-    # formats_testlib: an independent .bin encoder, loaded by its path
-    spec = importlib.util.spec_from_file_location("formats_testlib", REPO / "tests" / "formats" / "formats_testlib.py")
-    lib = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(lib)
-    recs = lib.plain_records(need(SAMPLE))
+    recs = lib.plain_records(SAMPLE)  # lib: an independent .bin encoder
     psv = b"".join(lib.encode_psv(chess.Board(r["fen"]), chess.Move.from_uci(r["move"]), r["score"], r["ply"],
                                   r["result"]) for r in recs[:3000])
     sfbin = tmp_path / "a.bin"
     sfbin.write_bytes(psv + b"\x00" * 17)  # a truncated last record
     # marlinformat from a packed dataset's boards, with a few corrupt records
     ds = tmp_path / "src"
-    pack([need(SAMPLE)], ds, progress=False)
+    pack([SAMPLE], ds, progress=False)
     marlin = tmp_path / "a.marlin"
     _marlin_from(rows(ds), marlin)
     data = bytearray(marlin.read_bytes())
     for k in range(7, len(data) // 32, 611):
         data[32 * k:32 * k + 8] = b"\xff" * 8  # 64 occupied squares: does not decode
     marlin.write_bytes(bytes(data))
-    bf = need(SHARED / "public" / "batch.bf")
+    bf = public("batch.bf")
     vf = tmp_path / "many.vf"
-    games = need(SHARED / "public" / "test-vf.bin").read_bytes()
+    games = public("test-vf.bin").read_bytes()
     many = bytearray(games * 12 + games[:50])  # a game cut short at the end
     many[5 * len(games) + 30] = 7  # a header's wdl byte out of range: its game's positions are rejects
     many[8 * len(games) + 32:8 * len(games) + 34] = (63 << 6).to_bytes(2, "little")  # a1h8: illegal
@@ -286,9 +276,8 @@ def test_bin_marlinformat_bulletformat_viriformat_in_ranges(tmp_path):
 def test_range_shards_merged_equal_one_pack(tmp_path, mb, n, workers):
     """Shards of byte ranges, merged, equal one pack; with 4 kB ranges most nominal ranges of the
     .plain input are empty (its games are longer), so some shards hold only empty ones of it."""
-    ins = [need(SHARED / "selfplay" / "sf15-960-xfen-s2.plain"), need(SHARED / "selfplay" / "sf15-960-xfen-s2.txt"),
-           need(SHARED / "public" / "batch.bf"), need(SHARED / "public" / "samplefen.epd"),
-           need(SHARED / "selfplay" / "sf15-960-xfen-s2.pgn")]
+    ins = [selfplay("sf15-960-xfen-s2.plain"), selfplay("sf15-960-xfen-s2.txt"), selfplay("sf15-960-xfen-s2.pgn"),
+           *public_if_present("batch.bf", "samplefen.epd")]
     if mb < 0.01:
         ins = ins[:1]
     one = tmp_path / "one"
@@ -319,7 +308,7 @@ def test_range_mb_and_workers_on_the_command_line(tmp_path):
     import subprocess
     import sys
 
-    src = need(SHARED / "selfplay" / "sf15-960-xfen-s2.txt")
+    src = selfplay("sf15-960-xfen-s2.txt")
     r = subprocess.run([sys.executable, "-m", "nnue.cli", "pack", str(src), "-o", str(tmp_path / "ds"), "--json",
                         "--no-progress", "--range-mb", "0.05", "--workers", "2"], capture_output=True, text=True)
     assert r.returncode == 0, r.stderr
@@ -337,7 +326,7 @@ def test_range_mb_and_workers_on_the_command_line(tmp_path):
 def test_a_shard_of_only_empty_ranges(tmp_path, workers):
     """A shard whose ranges of a file are all empty (no boundary in them) writes an entry with no
     parts, which the merge unites with the others into one pack's entry."""
-    src = need(SHARED / "selfplay" / "sf15-960-xfen-s2.plain")
+    src = selfplay("sf15-960-xfen-s2.plain")
     mb = 0.004
     rs = plan(src, "plain", range_bytes(mb))
     full = set(range(rs[0].count))
@@ -358,7 +347,7 @@ def test_a_shard_of_only_empty_ranges(tmp_path, workers):
 def test_dedup_in_ranges_equals_dedup_whole(tmp_path):
     """--dedup packs the ranges one after another against one set of seen positions: the same
     rows and "duplicate position" rejects (their locations from bulk runs, rebased) as whole."""
-    src = need(SHARED / "selfplay" / "sf15-960-xfen-s2.txt")
+    src = selfplay("sf15-960-xfen-s2.txt")
     twice = tmp_path / "twice.txt"
     twice.write_bytes(src.read_bytes() * 2)
     whole, ranged = tmp_path / "whole", tmp_path / "ranged"
@@ -375,7 +364,7 @@ def test_interrupted_merge_of_range_shards_is_finished_by_a_rerun(tmp_path, monk
     target lists the input with the first shard's ranges only, and a rerun completes it."""
     from nnue.pipeline import shard as shardmod
 
-    src = need(SHARED / "selfplay" / "sf15-960-xfen-s2.txt")
+    src = selfplay("sf15-960-xfen-s2.txt")
     mb = mb_for(src, 6)
     one = tmp_path / "one"
     pack([src], one, progress=False, range_mb=mb)
@@ -412,10 +401,10 @@ def test_the_split_of_any_bytes_partitions_the_file(tmp_path, fmt):
     """Random bytes and mutated samples: planning never fails, and the ranges cover the file
     contiguously, each starting past its nominal offset."""
     rng = random.Random(fmt)
-    srcs = {"plain": SHARED / "selfplay" / "sf15-960-xfen-s2.plain", "bullet-text": SHARED / "selfplay" /
-            "sf15-960-xfen-s2.txt", "epd": SHARED / "public" / "samplefen1000.epd", "binpack": SHARED / "public" /
-            "small.binpack", "viriformat": SHARED / "public" / "test-vf.bin", "pgn": SHARED / "selfplay" / "sf15-n5000-s1.pgn"}
-    base = need(srcs[fmt]).read_bytes()[:200_000] if fmt in srcs else need(SHARED / "public" / "batch.bf").read_bytes()
+    srcs = {"plain": lambda: selfplay("sf15-960-xfen-s2.plain"), "bullet-text": lambda: selfplay("sf15-960-xfen-s2.txt"),
+            "epd": lambda: public("samplefen1000.epd"), "binpack": lambda: public("small.binpack"),
+            "viriformat": lambda: public("test-vf.bin"), "pgn": lambda: selfplay(f"{CUT}.pgn")}
+    base = srcs[fmt]().read_bytes()[:200_000] if fmt in srcs else public("batch.bf").read_bytes()
     cases = [bytes(rng.randrange(256) for _ in range(20_000))]
     for _ in range(3):
         b = bytearray(base)
@@ -433,7 +422,7 @@ def test_the_split_of_any_bytes_partitions_the_file(tmp_path, fmt):
 
 
 def test_merge_refuses_shards_cut_into_different_ranges(tmp_path):
-    src = need(SHARED / "selfplay" / "sf15-960-xfen-s2.txt")
+    src = selfplay("sf15-960-xfen-s2.txt")
     a, b = tmp_path / "a", tmp_path / "b"
     pack([src], a, progress=False, range_mb=0.05, units=shard_units([src], 0, 2, range_bytes(0.05)))
     pack([src], b, progress=False, range_mb=0.07, units=shard_units([src], 1, 2, range_bytes(0.07)))

@@ -18,20 +18,17 @@ from nnue.pipeline import manifest as mf
 from nnue.pipeline import shard as shardmod
 from nnue.pipeline.pack import expand_inputs
 from nnue.pipeline.shard import merge_datasets, parse_shard, shard_files
+from tests.samples import SAMPLE, public_if_present, selfplay
 
-REPO = Path(__file__).resolve().parents[2]
-SHARED = REPO.parent / "shared" / "data"
 NNUE = [sys.executable, "-m", "nnue.cli"]
 
 
 def inputs() -> list[Path]:
-    want = [REPO / "data" / "sample" / "sf15-n5000-s1-sample.plain", SHARED / "public" / "samplefen1000.epd",
-            SHARED / "public" / "ep1.binpack", SHARED / "public" / "sample_with_annotations.pgn",
-            SHARED / "public" / "test-vf.bin", SHARED / "public" / "batch.bf"]
-    for p in want:
-        if not p.exists():
-            pytest.skip(f"data file {p} not present")
-    return want
+    """The bundled sample and the Chess960 PGN (ours, in every clone), then the third-party
+    samples of ../shared/data/public where they are present."""
+    return [SAMPLE, selfplay("sf15-960-xfen-s2.pgn"),
+            *public_if_present("samplefen1000.epd", "ep1.binpack", "sample_with_annotations.pgn", "test-vf.bin",
+                               "batch.bf")]
 
 
 def nnue(*args, ok=True, **kw):
@@ -87,7 +84,7 @@ def test_bad_shard_spec(bad):
 def test_shard_refuses_dedup_and_watch(tmp_path, extra):
     """--dedup under --shard would drop only the repeats one shard sees (the merge kept 3x the
     positions of one --dedup pack: a fresh-clone check); refused in one line, nothing written."""
-    r = nnue("pack", SHARED / "selfplay" / "sf15-960-xfen-s2.plain", "-o", tmp_path / "s", "--shard", "0/2",
+    r = nnue("pack", selfplay("sf15-960-xfen-s2.plain"), "-o", tmp_path / "s", "--shard", "0/2",
              *extra, ok=False)
     assert r.returncode == 2 and len(r.stderr.strip().splitlines()) == 1, r.stderr
     assert "--shard" in r.stderr and "Traceback" not in r.stderr
@@ -165,7 +162,7 @@ def test_pack_shards_through_hydra_equals_one_pack(tmp_path, whole):
     out = tmp_path / "ds"
     ins = ",".join(str(p) for p in inputs())
     r = nnue("pack-shards", f"inputs=[{ins}]", f"output={out}", "shards=3", cwd=tmp_path)
-    assert "merged 6 file(s)" in r.stdout
+    assert f"merged {len(inputs())} file(s)" in r.stdout
     assert content(out) == whole
     # a rerun packs nothing again and merges nothing twice
     r = nnue("pack-shards", f"inputs=[{ins}]", f"output={out}", "shards=3", cwd=tmp_path)
@@ -185,7 +182,7 @@ def test_pack_shards_through_submitit_local(tmp_path, whole):
 def test_a_failed_shard_job_is_one_line_and_nothing_is_merged(tmp_path):
     bad = tmp_path / "dumps"
     bad.mkdir()
-    (bad / "a.plain").write_bytes((REPO / "data" / "sample" / "sf15-n5000-s1-sample.plain").read_bytes())
+    (bad / "a.plain").write_bytes(SAMPLE.read_bytes())
     (bad / "b.binpack").write_bytes(os.urandom(5000))  # not a binpack: FormatError in its job
     out = tmp_path / "ds"
     r = nnue("pack-shards", f"inputs=[{bad}]", f"output={out}", "shards=2", ok=False, cwd=tmp_path)

@@ -10,9 +10,9 @@ import subprocess
 import sys
 
 import pytest
-from netfiles import make_model, write_weights
 
 from nnue.cli import _parser, main
+from tests.netfiles import make_model, write_weights
 
 KING_FEN = "4k3/8/8/8/8/8/8/4K3 w - - 0 1"
 

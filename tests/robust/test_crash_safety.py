@@ -22,8 +22,8 @@ from pathlib import Path
 
 import pyarrow.parquet as pq
 import pytest
+from tests.samples import SAMPLE, selfplay
 
-from conftest import SAMPLE, shared_file
 
 NNUE = [sys.executable, "-m", "nnue.cli"]
 
@@ -75,8 +75,8 @@ def _dataset_state(ds: Path):
 
 
 def _inputs_many():
-    return [str(SAMPLE), str(shared_file("selfplay/sf15-960-xfen-s2.plain")),
-            str(shared_file("selfplay/sf15-960-xfen-s2.txt"))]
+    return [str(SAMPLE), str(selfplay("sf15-960-xfen-s2.plain")),
+            str(selfplay("sf15-960-xfen-s2.txt"))]
 
 
 def _points(n, total):
@@ -97,7 +97,7 @@ def test_pack_killed(tmp_path, case, n):
     inputs = [str(SAMPLE)] if case == "pack one file" else _inputs_many()
     extra = ["--workers", "2"] if "workers" in case else ["--workers", "1"]
     if "ranges" in case:  # one file cut into ~8 byte ranges, packed by 2 processes
-        inputs = [str(shared_file("selfplay/sf15-960-xfen-s2.plain"))]
+        inputs = [str(selfplay("sf15-960-xfen-s2.plain"))]
         extra += ["--range-mb", "0.05"]
     ref = tmp_path / "ref"
     t0 = time.perf_counter()
@@ -136,7 +136,7 @@ def test_convert_killed(tmp_path, sample_dataset, n):
 
 @pytest.mark.parametrize("n", N)
 def test_export_killed(tmp_path, sample_dataset, n):
-    from netfiles import make_model, write_weights
+    from tests.netfiles import make_model, write_weights
 
     ck = write_weights(make_model("crelu"), tmp_path / "w.safetensors", sample_dataset)
     args = lambda out: ["export", str(ck), "-o", str(out), "--positions", "2000", "--json"]  # noqa: E731

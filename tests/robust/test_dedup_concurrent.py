@@ -10,8 +10,8 @@ import sys
 import pyarrow.parquet as pq
 import pytest
 
-from conftest import shared_file
 from nnue.pipeline import manifest as mf
+from tests.samples import selfplay
 
 NNUE = [sys.executable, "-m", "nnue.cli"]
 KEY = 25
@@ -29,8 +29,8 @@ def _keys(ds) -> tuple[list, dict]:
 
 @pytest.mark.parametrize("round_", range(3))
 def test_two_concurrent_dedup_packs_add_each_position_once(tmp_path, round_):
-    a = shared_file("selfplay/sf15-960-xfen-s2.plain")
-    b = shared_file("selfplay/sf15-960-xfen-s2.txt")  # the same games, so the same positions
+    a = selfplay("sf15-960-xfen-s2.plain")
+    b = selfplay("sf15-960-xfen-s2.txt")  # the same games, so the same positions
     ds = tmp_path / "ds"
     procs = [subprocess.Popen([*NNUE, "pack", str(f), "-o", str(ds), "--dedup", "--no-progress"],
                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
@@ -54,7 +54,7 @@ def test_dedup_pack_of_an_input_already_packed_skips_it(tmp_path):
     have added it since the run started) is skipped, not packed again as all duplicates."""
     from nnue.pipeline.pack import pack
 
-    a = shared_file("selfplay/sf15-960-xfen-s2.plain")
+    a = selfplay("sf15-960-xfen-s2.plain")
     ds = tmp_path / "ds"
     first = pack([a], ds, progress=False, dedup=True)
     assert first["packed"] > 0

@@ -4,10 +4,10 @@ with FILE:LINE and the reason."""
 from __future__ import annotations
 
 import pytest
-from netfiles import make_model, write_weights
 
 from nnue.cli import main
 from nnue.pipeline.positions import PositionError, parse_position
+from tests.netfiles import make_model, write_weights
 
 START = "rnbqkbnr/pppppppp/8/8/8/8/PPPPPPPP/RNBQKBNR w KQkq - 0 1"
 

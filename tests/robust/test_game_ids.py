@@ -10,10 +10,10 @@ import numpy as np
 import pyarrow.parquet as pq
 import pytest
 
-from conftest import SAMPLE, shared_file
 from nnue.pipeline import manifest as mf
 from nnue.pipeline.pack import GAME_ID_POSITIONS, GameIds, pack
 from nnue.pipeline.stream import split_mask
+from tests.samples import SAMPLE, selfplay
 
 KEY = 25  # position key bytes of a packed board
 
@@ -26,7 +26,7 @@ def tables(ds) -> dict:
 @pytest.fixture(scope="module")
 def three_formats(tmp_path_factory):
     """The Chess960 self-play set (40 games) as .plain, .txt and .pgn, packed into one dataset."""
-    srcs = [shared_file(f"selfplay/sf15-960-xfen-s2.{ext}") for ext in ("plain", "txt", "pgn")]
+    srcs = [selfplay(f"sf15-960-xfen-s2.{ext}") for ext in ("plain", "txt", "pgn")]
     ds = tmp_path_factory.mktemp("gid") / "ds"
     pack(srcs, ds, progress=False)
     return ds, tables(ds)
@@ -119,8 +119,8 @@ def test_dedup_does_not_change_ids(tmp_path):
     """Positions dropped by --dedup still count for their game's id: packing the bullet-text copy
     with --dedup into a dataset that already holds the first positions of its second game gives
     that game's other positions the id they have without --dedup."""
-    plain = shared_file("selfplay/sf15-960-xfen-s2.plain")
-    txt = shared_file("selfplay/sf15-960-xfen-s2.txt")
+    plain = selfplay("sf15-960-xfen-s2.plain")
+    txt = selfplay("sf15-960-xfen-s2.txt")
     alone = tmp_path / "alone"
     pack([txt], alone, progress=False)
     full = next(iter(tables(alone).values()))

@@ -13,7 +13,7 @@ import zstandard
 from nnue.pipeline import manifest as mf
 from nnue.pipeline.formats import FormatError
 from nnue.pipeline.pack import pack
-from conftest import SAMPLE, shared_file
+from tests.samples import SAMPLE, public
 
 
 def _nothing_written(ds):
@@ -80,7 +80,7 @@ def _chains(data: bytes, most: int = 6):
 
 
 def test_binpack_cut_inside_its_block_keeps_the_whole_chains(tmp_path):
-    src = shared_file("public/small.binpack").read_bytes()
+    src = public("small.binpack").read_bytes()
     first = _chains(src)[:6]
     body = src[8:8 + first[-1][0]]
     data = b"BINP" + len(body).to_bytes(4, "little") + body  # one block of its first 6 chains

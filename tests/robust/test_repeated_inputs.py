@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import json
 
-from conftest import shared_file
 
 from nnue.cli import main
+from tests.samples import SAMPLE, selfplay
 
 
 def test_the_same_games_in_three_formats_warn(tmp_path, capsys):
-    srcs = [shared_file(f"selfplay/sf15-960-xfen-s2.{ext}") for ext in ("plain", "txt", "pgn")]
+    srcs = [selfplay(f"sf15-960-xfen-s2.{ext}") for ext in ("plain", "txt", "pgn")]
     assert main(["pack", *map(str, srcs), "-o", str(tmp_path / "ds"), "--json", "--no-progress",
                  "--pgn-pov", "white"]) == 0
     cap = capsys.readouterr()
@@ -46,17 +46,15 @@ def test_inspect_counts_distinct_games(tmp_path, capsys):
 
 
 def test_different_games_do_not_warn(tmp_path, capsys):
-    from conftest import SAMPLE
-
-    other = shared_file("selfplay/sf15-960-xfen-s2.plain")
+    other = selfplay("sf15-960-xfen-s2.plain")
     assert main(["pack", str(SAMPLE), str(other), "-o", str(tmp_path / "ds"), "--json", "--no-progress"]) == 0
     cap = capsys.readouterr()
     assert json.loads(cap.out)["repeated_inputs"] == [] and "warning" not in cap.err
 
 
 def test_a_later_run_repeating_a_packed_input_warns(tmp_path, capsys):
-    a = shared_file("selfplay/sf15-960-xfen-s2.plain")
-    b = shared_file("selfplay/sf15-960-xfen-s2.txt")
+    a = selfplay("sf15-960-xfen-s2.plain")
+    b = selfplay("sf15-960-xfen-s2.txt")
     main(["pack", str(a), "-o", str(tmp_path / "ds"), "--no-progress"])
     capsys.readouterr()
     main(["pack", str(b), "-o", str(tmp_path / "ds"), "--no-progress"])

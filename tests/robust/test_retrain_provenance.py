@@ -7,9 +7,9 @@ import os
 import subprocess
 from pathlib import Path
 
-from netfiles import make_model, write_weights
 from nnue.inference import load
 from nnue.trainer.export import export
+from tests.netfiles import make_model, write_weights
 
 
 def test_export_names_the_folder_it_is_renamed_to(tmp_path, sample_dataset):

@@ -7,11 +7,11 @@ import random
 import chess
 import pytest
 import torch
-from netfiles import make_int_net
 
 from nnue.inference import evaluate_fens
 from nnue.selfplay.mcts import (BatchSearch, SearchConfig, eval_to_value, make_tree, terminal_value,
                                 value_to_cp)
+from tests.netfiles import make_int_net
 
 
 @pytest.fixture(scope="module")

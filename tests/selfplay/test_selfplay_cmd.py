@@ -14,9 +14,9 @@ from pathlib import Path
 import chess
 import chess.pgn
 import pytest
-from netfiles import make_int_net
 
 from nnue.pipeline.pack import pack
+from tests.netfiles import make_int_net
 
 NNUE = [sys.executable, "-m", "nnue.cli"]
 QUICK = ["--nodes", "6", "--adjudicate", "maxply=40", "--in-flight", "8", "--no-progress"]

@@ -13,7 +13,7 @@ import pytest
 
 from nnue.pipeline.pack import pack
 
-from test_selfplay_cmd import nnue
+from tests.selfplay.test_selfplay_cmd import nnue
 
 STOCKFISH = shutil.which("stockfish") or ("/usr/games/stockfish" if Path("/usr/games/stockfish").exists() else None)
 needs_sf = pytest.mark.skipif(STOCKFISH is None, reason="stockfish not installed (scripts/ensure_stockfish.sh)")

@@ -11,9 +11,9 @@ import multiprocessing as mp
 import subprocess
 from pathlib import Path
 
-from service_testlib import NNUE, cut_dumps, dataset_rows, env
 
 from nnue.pipeline import manifest as mf
+from tests.service.service_testlib import NNUE, cut_dumps, dataset_rows, env
 
 ROUNDS = 20
 

@@ -14,10 +14,10 @@ import time
 from pathlib import Path
 
 import pytest
-from service_testlib import NNUE, cut_dumps, env
 
 from nnue.trainer.registry import Registry
 from nnue.trainer.retrain import STAGES
+from tests.service.service_testlib import NNUE, cut_dumps, env
 
 TINY = ("experiment=demo trainer.max_epochs=1 data.positions_per_epoch=2048 data.batch_size=256 "
         "model.hidden=8 trainer.enable_progress_bar=false data.val_fraction=0.2 ~logger.tensorboard")

@@ -10,14 +10,14 @@ from pathlib import Path
 
 import pytest
 import yaml
-from test_retrain import assert_consistent, retrain
 
 from nnue.trainer.registry import Registry
+from tests.service.test_retrain import assert_consistent, retrain
 
 
 @pytest.fixture
 def dumps(tmp_path):
-    from service_testlib import cut_dumps
+    from tests.service.service_testlib import cut_dumps
 
     folder = tmp_path / "dumps"
     cut_dumps(folder, 2, records=700, bad_every=0)

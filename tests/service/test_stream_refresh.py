@@ -13,11 +13,11 @@ import sys
 import textwrap
 
 import pyarrow.parquet as pq
-from service_testlib import NNUE, cut_dumps, env
 
 from nnue.pipeline import manifest as mf
 from nnue.pipeline.pack import pack
 from nnue.pipeline.stream import Filters, PackedStream, split_mask
+from tests.service.service_testlib import NNUE, cut_dumps, env
 
 NO_FILTERS = Filters(skip_in_check=False, skip_capture=False, skip_score_none=False, skip_mate=False)
 

@@ -17,10 +17,10 @@ import time
 from pathlib import Path
 
 import pytest
-from service_testlib import NNUE, cut_dumps, dataset_rows, env, nnue
 
 from nnue.pipeline import manifest as mf
 from nnue.pipeline.watch import Watcher
+from tests.service.service_testlib import NNUE, cut_dumps, dataset_rows, env, nnue
 
 
 def _watch(folder, dataset, *extra, **kw):

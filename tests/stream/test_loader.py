@@ -13,6 +13,7 @@ import pytest
 import torch
 
 from nnue.pipeline.stream import Filters, PackedStream
+from tests.samples import SAMPLE, selfplay
 
 NO_FILTERS = Filters(skip_in_check=False, skip_capture=False, skip_score_none=False, skip_mate=False)
 
@@ -33,11 +34,9 @@ def _pack_small_groups(src, out, rows=256):
 def two_sources(tmp_path_factory):
     """Two datasets with disjoint boards and small row groups: the standard-chess sample
     (4,015 rows) and the Chess960 self-play file."""
-    from conftest import SAMPLE, shared_file
-
     base = tmp_path_factory.mktemp("sources")
     a = _pack_small_groups(SAMPLE, base / "a")
-    b = _pack_small_groups(shared_file("selfplay/sf15-960-xfen-s2.plain"), base / "b")
+    b = _pack_small_groups(selfplay("sf15-960-xfen-s2.plain"), base / "b")
     boards = [set(pq.read_table(next(d.glob("part-*.parquet")))["board"].to_pylist()) for d in (a, b)]
     return a, b, boards[0] - boards[1], boards[1] - boards[0]
 

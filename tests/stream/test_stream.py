@@ -11,6 +11,7 @@ import torch
 from nnue.pipeline.batch import to_sparse_batch
 from nnue.pipeline.features import get_feature_set, parse_output_buckets
 from nnue.pipeline.stream import Filters, PackedStream, split_mask
+from tests.samples import SAMPLE
 
 NO_FILTERS = Filters(skip_in_check=False, skip_capture=False, skip_score_none=False, skip_mate=False)
 
@@ -104,8 +105,6 @@ def test_shuffle_mixes_games(selfplay_dataset):
 
 
 def test_rank_shards_are_disjoint_and_cover(tmp_path):
-    from conftest import SAMPLE
-
     from nnue.pipeline import pack as pack_mod
 
     # small row groups so that there is something to shard
@@ -127,8 +126,6 @@ def test_rank_shards_are_disjoint_and_cover(tmp_path):
 
 
 def test_dataloader_workers_shard_row_groups(tmp_path):
-    from conftest import SAMPLE
-
     from nnue.pipeline import pack as pack_mod
 
     old = pack_mod.ROW_GROUP

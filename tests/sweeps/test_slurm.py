@@ -9,7 +9,8 @@ from pathlib import Path
 
 import pytest
 import yaml
-from sweep_util import TINY, nnue, two_part_dataset
+from tests.sweeps.sweep_util import TINY, nnue, two_part_dataset
+from tests.samples import SAMPLE
 
 REPO = Path(__file__).resolve().parents[2]
 pytestmark = pytest.mark.slurm
@@ -92,8 +93,6 @@ def test_slurm_2x2_sweep(slurm, sample_dataset, tmp_path):
 
 
 def test_slurm_ddp_two_cpu_processes(slurm, tmp_path):
-    from conftest import SAMPLE
-
     ds = two_part_dataset(SAMPLE, tmp_path / "data")
     sweep, probe = tmp_path / "sweep", tmp_path / "probe"
     nnue("train", "-m", *TINY, f"data.path={ds}", "model.hidden=8", "trainer=ddp",

@@ -5,7 +5,7 @@ import json
 import os
 
 import yaml
-from sweep_util import TINY, nnue
+from tests.sweeps.sweep_util import TINY, nnue
 
 
 def test_joblib_2x2_sweep_every_job_owns_its_folder(sample_dataset, tmp_path):

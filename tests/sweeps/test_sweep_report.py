@@ -6,7 +6,7 @@ import csv
 import json
 
 import yaml
-from sweep_util import TINY, nnue
+from tests.sweeps.sweep_util import TINY, nnue
 
 from nnue.trainer.model import PERSPECTIVE_ACTIVATIONS
 from nnue.trainer.sweep_report import report

@@ -4,13 +4,13 @@ is logged for them as for every net kind."""
 from __future__ import annotations
 
 import pytest
-from cref import c_args_for_arch, run_c
 from hydra import compose, initialize_config_module
 from hydra.core.global_hydra import GlobalHydra
 
 from nnue.inference import evaluate, load
 from nnue.trainer.export import export
 from nnue.trainer.train import run
+from tests.cref import c_args_for_arch, run_c
 
 PRESETS = {"viridithas": ("pairwise_crelu", "hardswish", "swiglu"),
            "plentychess": ("pairwise_crelu", "crelu", "screlu")}

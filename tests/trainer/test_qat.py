@@ -3,10 +3,8 @@ from __future__ import annotations
 
 import pytest
 import torch
-from conftest import SAMPLE
 from hydra import compose, initialize_config_module
 from hydra.core.global_hydra import GlobalHydra
-from netfiles import make_deep_model, make_model
 
 from nnue.inference import evaluate
 from nnue.inference.deep import DeepIntegerNet, make_deep_arch
@@ -14,6 +12,8 @@ from nnue.inference.net import IntegerNet, QuantScheme, boards_from_fens, make_a
 from nnue.trainer.export import quantise
 from nnue.trainer.model import fake_quant
 from nnue.trainer.train import run
+from tests.netfiles import make_deep_model, make_model
+from tests.samples import SAMPLE
 
 
 def test_fake_quant_values_and_straight_through_gradient():

@@ -7,7 +7,6 @@ from __future__ import annotations
 import shutil
 
 import pytest
-from cref import c_args_for_arch, run_c
 from hydra import compose, initialize_config_module
 from hydra.core.global_hydra import GlobalHydra
 
@@ -16,6 +15,7 @@ from nnue.inference import evaluate, load
 from nnue.pipeline.annotate import annotate
 from nnue.trainer.export import ExportError, export
 from nnue.trainer.train import run
+from tests.cref import c_args_for_arch, run_c
 
 
 def _train(overrides, tmp_path):
