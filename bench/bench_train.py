@@ -203,14 +203,16 @@ def run_naive(cfg, device: torch.device, steps: int, warmup: int) -> tuple[list[
     """EmbeddingBag reference FT, dense AdamW, features in memory, no clip, no factoriser."""
     from nnue.pipeline.batch import to_sparse_batch
     from nnue.trainer.loss import training_loss
-    from nnue.trainer.model import build_model
-    from nnue.spec import kinds
+    from nnue.trainer import kinds
 
     lit, dm = build(cfg)
     m = cfg.model
-    model = build_model(m.kind, m.features, lit.feature_set.num_inputs, m.hidden, m.activation, lit.buckets.count,
-                        "torch", False, kinds.layers_config(m.kind, {"deep": m.get("deep"), "tiny": m.get("tiny")}),
-                        product_scale=lit.scheme.qa / (1 << lit.scheme.l0_shift)).to(device)
+    model = kinds.build_model(m.kind, m.features, lit.feature_set.num_inputs, m.hidden, m.activation,
+                              lit.buckets.count, "torch", False,
+                              kinds.layers_config(m.kind, {"deep": m.get("deep"), "tiny": m.get("tiny"),
+                                                           "sfnnv5": m.get("sfnnv5")}),
+                              product_scale=lit.scheme.qa / (1 << lit.scheme.l0_shift),
+                              scale=lit.scheme.scale).to(device)
     o = cfg.optimizer
     opt = torch.optim.AdamW(model.parameters(), lr=float(o.lr), weight_decay=float(o.get("weight_decay", 0.01)))
     it = iter(dm.train_dataloader())

@@ -23,14 +23,15 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
-from conftest import SAMPLE
-from cref import piece_count, real_fens
-from netfiles import make_deep_int_net, make_int_net_spec, make_model, write_weights
+from tests.samples import SAMPLE
+from tests.cref import piece_count, real_fens
+from tests.netfiles import make_deep_int_net, make_int_net_spec, make_model, write_weights
 
 from nnue.cli import main as cli_main
 from nnue.inference import api
 from nnue.inference.bullet import check, input_type, layout_bytes, write_bullet
-from nnue.inference.net import IntegerNet, NetFormatError, boards_from_fens, load
+from nnue.inference import load
+from nnue.inference.net import IntegerNet, NetFormatError, boards_from_fens
 
 C_SOURCE = Path(__file__).resolve().parents[1] / "c" / "bullet_eval.c"
 #: non-mirrored king-bucket map (bullet's ChessBuckets), left/right asymmetric

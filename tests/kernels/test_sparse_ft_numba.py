@@ -6,11 +6,12 @@ from __future__ import annotations
 
 import pytest
 import torch
-from kernel_testing import make_indices, make_weights
+from tests.kernels.kernel_testing import make_indices, make_weights
 
 import nnue.kernels as K
 from nnue.kernels import reference, sparse_ft_numba as nb
-from nnue.trainer.model import build_model, factor_map, fake_quant
+from nnue.trainer.kinds import build_model
+from nnue.trainer.model import factor_map, fake_quant
 
 ACTS = list(nb.ACTIVATIONS)
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 import pyarrow.parquet as pq
 import pytest
 
-from conftest import SAMPLE
+from tests.samples import SAMPLE
 from nnue.pipeline import manifest as mf
 from nnue.pipeline.formats import ReaderOptions
 from nnue.pipeline.pack import pack

@@ -11,8 +11,8 @@ from nnue.selfplay.book import book_path, read_book
 from nnue.selfplay.match import make_openings, opening_settings
 from nnue.selfplay.mcts import position_key
 
-from test_selfplay_cmd import nets, nnue  # noqa: F401  (nets: the module fixture)
-from test_uci_engines import STOCKFISH, needs_sf
+from tests.selfplay.test_selfplay_cmd import nets, nnue  # noqa: F401  (nets: the module fixture)
+from tests.selfplay.test_uci_engines import STOCKFISH, needs_sf
 
 
 def _final(moves):

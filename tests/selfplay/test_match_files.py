@@ -14,8 +14,8 @@ from pathlib import Path
 import chess.pgn
 import pytest
 
-from test_selfplay_cmd import NNUE, nnue, nets  # noqa: F401  (nets: the module fixture)
-from test_uci_engines import STOCKFISH, needs_sf
+from tests.selfplay.test_selfplay_cmd import NNUE, nnue, nets  # noqa: F401  (nets: the module fixture)
+from tests.selfplay.test_uci_engines import STOCKFISH, needs_sf
 
 NET_ARGS = ["--games", "12", "--nodes", "4", "--adjudicate", "maxply=30", "--in-flight", "2", "--quiet"]
 

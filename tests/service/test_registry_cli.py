@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 import subprocess
 
-from service_testlib import NNUE, env
+from tests.service.service_testlib import NNUE, env
 
 from nnue.trainer.retrain import summary_line
 

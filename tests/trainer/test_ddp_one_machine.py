@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import SAMPLE
+from tests.samples import SAMPLE
 
 
 def test_train_names_a_script_lightning_can_rerun(monkeypatch, sample_dataset, tmp_path):

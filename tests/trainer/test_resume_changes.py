@@ -9,9 +9,9 @@ import shutil
 
 import pytest
 
-from test_train_runs import SPE, cli, overrides, train
+from tests.trainer.test_train_runs import SPE, cli, overrides, train
 
-from conftest import SAMPLE
+from tests.samples import SAMPLE
 
 
 def test_batch_size_change_is_refused(sample_dataset, tmp_path):

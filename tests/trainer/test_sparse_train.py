@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from test_train_runs import ckpt, train
+from tests.trainer.test_train_runs import ckpt, train
 
 FAST = {"model.backend": "numba", "optimizer.sparse_ft": "true"}
 
@@ -49,7 +49,7 @@ def test_sparse_ft_refusals_at_compose_time(sample_dataset, tmp_path, arg, needl
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="has CUDA: trainer=gpu is allowed there")
 def test_numba_backend_refused_off_the_cpu(sample_dataset, tmp_path):
-    from nnue.trainer.model import build_model
+    from nnue.trainer.kinds import build_model
 
     net = build_model("perspective", "chess768", 768, 8, "crelu", 1, "numba")
     with pytest.raises(ValueError, match="CPU tensors"):
