@@ -342,7 +342,7 @@ def run(argv=None) -> dict:
     p.add_argument("--data", help="a packed dataset (default: the bundled sample, packed into a temporary folder)")
     p.add_argument("--batch", type=int, help=f"positions per step (data.batch_size; default {BATCH:,}, or the "
                                               "suite's own)")
-    p.add_argument("--device", default="cpu", choices=["cpu", "cuda"])
+    p.add_argument("--device", default="cpu", choices=["cpu", "cuda"], help="where the model and batches live")
     p.add_argument("--steps", type=int, default=6, help="timed steps per variant and round")
     p.add_argument("--warmup", type=int, default=2, help="untimed steps per variant and round (compilation, caches)")
     p.add_argument("--rounds", type=int, default=2, help="rounds of every variant, in rotating order")

@@ -129,6 +129,9 @@ def main(argv: list[str]) -> int:
     if not files:
         raise ValueError(f"no dump files in {', '.join(map(str, cfg.inputs))}")
     work = Path(str(cfg.work))
+    from nnue.trainer.launchers import register
+
+    register()  # our launchers (hydra_plugins.nnue_forge_launchers): an editable install is not scanned
     old_argv = sys.argv
     sys.argv = ["nnue pack-shards", "-m", f"shard=range(0,{n})", *argv]
     try:

@@ -22,7 +22,14 @@ def test_bench_help_gives_every_option_with_help_and_default(name, capsys, monke
         seen.append(self)
         return real(self, *a, **kw)
 
+    real_mixed = argparse.ArgumentParser.parse_intermixed_args
+
+    def spy_mixed(self, *a, **kw):  # bench train: positional overrides between the options
+        seen.append(self)
+        return real_mixed(self, *a, **kw)
+
     monkeypatch.setattr(argparse.ArgumentParser, "parse_args", spy)
+    monkeypatch.setattr(argparse.ArgumentParser, "parse_intermixed_args", spy_mixed)
     with pytest.raises(SystemExit) as e:
         run_bench([name, "--help"])
     assert e.value.code == 0

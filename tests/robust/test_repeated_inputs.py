@@ -31,7 +31,7 @@ def test_the_same_games_in_three_formats_warn(tmp_path, capsys):
 def test_inspect_counts_distinct_games(tmp_path, capsys):
     """The same games packed from three inputs: inspect reports the distinct game ids (it counted
     each game once per input: 22,320 for 7,440 in the issue's example)."""
-    srcs = [shared_file(f"selfplay/sf15-960-xfen-s2.{ext}") for ext in ("plain", "txt", "pgn")]
+    srcs = [selfplay(f"sf15-960-xfen-s2.{ext}") for ext in ("plain", "txt", "pgn")]
     main(["pack", str(srcs[0]), "-o", str(tmp_path / "one"), "--no-progress"])
     main(["pack", *map(str, srcs), "-o", str(tmp_path / "three"), "--no-progress", "--pgn-pov", "white"])
     capsys.readouterr()

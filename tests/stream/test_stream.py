@@ -98,7 +98,9 @@ def test_shuffle_mixes_games(selfplay_dataset):
     s = PackedStream([selfplay_dataset], 256, shuffle_buffer=16384, split="all", filters=NO_FILTERS)
     batches = [[game_of[bytes(r)] for r in b["boards"].numpy()] for b in s]
     distinct = [len(set(g)) for g in batches]
-    assert np.median(distinct) > 100  # 256 rows from a 16k buffer of ~150 games
+    games = len(set(t["game_id"].to_pylist()))
+    # 256 rows from a 16k buffer: most of the dataset's games in every batch (112 in the repo's cut)
+    assert np.median(distinct) > min(100, 0.6 * games), (np.median(distinct), games)
     unshuffled = PackedStream([selfplay_dataset], 256, shuffle_buffer=0, split="all", filters=NO_FILTERS)
     first = next(iter(unshuffled))
     assert len({game_of[bytes(r)] for r in first["boards"].numpy()}) < 5
