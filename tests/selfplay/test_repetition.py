@@ -49,7 +49,7 @@ def test_contempt_makes_a_draw_cost_the_side_to_move_at_the_root():
     """White (Kb6, Qc1 against Ka8) can stalemate with Qc7. Without contempt that child is an exact
     0; with contempt C it is worth -C to White (the root's side), +C to Black to move there."""
     import torch
-    from netfiles import make_int_net
+    from tests.netfiles import make_int_net
 
     from nnue.selfplay.mcts import BatchSearch, make_tree
 

@@ -202,7 +202,7 @@ class ModeProbe:
 def test_schedulefree_eval_mode_for_validation_and_checkpoints(sample_dataset, tmp_path):
     ModeProbe.seen.clear()
     train(sample_dataset, tmp_path, **{"optimizer": "schedulefree", "scheduler": "constant",
-                                       "optimizer.lr": 0.002, "+callbacks.probe._target_": "test_train_runs.ModeProbe"})
+                                       "optimizer.lr": 0.002, "+callbacks.probe._target_": "tests.trainer.test_train_runs.ModeProbe"})
     assert {m for k, m in ModeProbe.seen if k == "train"} == {True}
     assert {m for k, m in ModeProbe.seen if k == "val"} == {False}
     ck = ckpt(tmp_path)
