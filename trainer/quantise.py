@@ -95,6 +95,32 @@ def audit_tiny(q, arch, scheme: QuantScheme, max_active: int, clip: bool = False
     return _audit(q, arch, scheme, max_active, clip, inputs)
 
 
+def audit_accumulator(q: dict[str, torch.Tensor], weight: str, bias: str, max_active: int, clip: bool,
+                      problems: list[str], clipped: dict[str, int], label: str) -> int:
+    """The int16 accumulator's static worst case per neuron, ``|bias| + Σ of the max_active
+    largest |w|`` over the rows of ``q[weight]`` (F, H) int64 and ``q[bias]`` (H,). A neuron
+    beyond int16 adds a line to ``problems``; with ``clip`` its column is clamped to what fits
+    (counted in ``clipped``), in place in ``q``. Returns the largest worst case left."""
+    k = min(max_active, q[weight].shape[0])
+
+    def worst_case():
+        return q[bias].abs() + q[weight].abs().topk(k, dim=0).values.sum(0)
+    worst = worst_case()
+    bad = worst > INT16_MAX
+    if bad.any():
+        n = int(bad.nonzero()[0])
+        problems.append(f"{label} accumulator: {int(bad.sum())} neuron(s) can exceed int16; neuron {n} "
+                        f"worst case {int(worst[n])}")
+        if clip:
+            for n in bad.nonzero().flatten().tolist():
+                lim = max((INT16_MAX - int(q[bias][n].abs())) // k, 0)
+                col = q[weight][:, n]
+                clipped[weight] = clipped.get(weight, 0) + int((col.abs() > lim).sum())
+                q[weight][:, n] = col.clamp(-lim, lim)
+            worst = worst_case()
+    return int(worst.max())
+
+
 def _audit(q: dict[str, torch.Tensor], arch, scheme: QuantScheme, max_active: int,
            clip: bool, dense_inputs: dict | None) -> tuple[dict[str, torch.Tensor], dict]:
     """Check (or, with clip, repair) the static ranges of quantised tensors.
@@ -131,22 +157,8 @@ def _audit(q: dict[str, torch.Tensor], arch, scheme: QuantScheme, max_active: in
     else:
         fit("l1w", -INT16_MAX, INT16_MAX, " (int16)")
         fit("l1b", -INT16_MAX, INT16_MAX, " (int16)")
-    # accumulator worst case per neuron: |bias| + the max_active largest |w| of that neuron
-    k = min(max_active, q["l0w"].shape[0])
-    worst = q["l0b"].abs() + q["l0w"].abs().topk(k, dim=0).values.sum(0)
-    bad = worst > INT16_MAX
-    if bad.any():
-        n = int(bad.nonzero()[0])
-        problems.append(f"l0 accumulator: {int(bad.sum())} neuron(s) can exceed int16; neuron {n} "
-                        f"worst case {int(worst[n])}")
-        if clip:
-            for n in bad.nonzero().flatten().tolist():
-                lim = max((INT16_MAX - int(q["l0b"][n].abs())) // k, 0)
-                col = q["l0w"][:, n]
-                clipped["l0w"] = clipped.get("l0w", 0) + int((col.abs() > lim).sum())
-                q["l0w"][:, n] = col.clamp(-lim, lim)
-            worst = q["l0b"].abs() + q["l0w"].abs().topk(k, dim=0).values.sum(0)
-    report = {"accumulator_worst_case": int(worst.max()), "accumulator_limit": INT16_MAX}
+    worst = audit_accumulator(q, "l0w", "l0b", max_active, clip, problems, clipped, "l0")
+    report = {"accumulator_worst_case": worst, "accumulator_limit": INT16_MAX}
     if deep:
         # worst case |b| + X·Σ|w| per neuron, X the layer's largest |input| (dense_inputs)
         for layer in dense_inputs:

@@ -34,7 +34,7 @@ from nnue import kernels
 from nnue.kernels import sparse_ft_pair
 
 from ..model import FeatureTransformer, fake_quant
-from ..quantise import INT8_MAX, INT16_MAX, ExportError
+from ..quantise import INT8_MAX, INT16_MAX, ExportError, audit_accumulator
 from .spec import TrainerKind
 
 INT32_MAX = (1 << 31) - 1
@@ -267,23 +267,10 @@ def audit(q: dict[str, torch.Tensor], arch, scheme, max_active: int, clip: bool 
             if clip:
                 clipped[name] = int(bad.sum())
                 q[name] = q[name].clamp(-lim, lim)
-    k = min(max_active, q["ft_weight"].shape[0])
-    worst = q["ft_bias"].abs() + q["ft_weight"].abs().topk(k, dim=0).values.sum(0)
-    bad = worst > INT16_MAX
-    if bad.any():
-        n = int(bad.nonzero()[0])
-        problems.append(f"ft accumulator: {int(bad.sum())} neuron(s) can exceed int16; neuron {n} worst case "
-                        f"{int(worst[n])}")
-        if clip:
-            for n in bad.nonzero().flatten().tolist():
-                lim = max((INT16_MAX - int(q["ft_bias"][n].abs())) // k, 0)
-                col = q["ft_weight"][:, n]
-                clipped["ft_weight"] = clipped.get("ft_weight", 0) + int((col.abs() > lim).sum())
-                q["ft_weight"][:, n] = col.clamp(-lim, lim)
-            worst = q["ft_bias"].abs() + q["ft_weight"].abs().topk(k, dim=0).values.sum(0)
+    worst = audit_accumulator(q, "ft_weight", "ft_bias", max_active, clip, problems, clipped, "ft")
     if problems and not clip:
         raise ExportError("net would overflow its integer types (use --clip to clip instead):\n  " + "\n  ".join(problems))
-    return q, {"accumulator_worst_case": int(worst.max()), "accumulator_limit": INT16_MAX,
+    return q, {"accumulator_worst_case": worst, "accumulator_limit": INT16_MAX,
                "clipped": clipped, "problems": problems}
 
 
