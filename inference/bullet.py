@@ -4,7 +4,7 @@
 Source: jw1912/bullet at commit cebc78a0 (2026-06-22): ``docs/4-saved-networks.md``,
 ``crates/trainer/src/model/weights.rs`` (``SavedFormat``, ``to_quantised_buffer``),
 ``examples/simple.rs`` and ``examples/progression/{1_simple,2_output_buckets,3_input_buckets}.rs``
-(README, "Integer nets" → "bullet's layout", gives every fact with its line of source).
+(docs/integer-nets.md, "bullet's layout", gives every fact with its line of source).
 
 The file bullet writes for its simple perspective net ``(inputs -> H)x2 -> B`` with the save
 format of its examples (``l0w``, ``l0b`` at QA; ``l1w`` at QB, transposed when B > 1; ``l1b``

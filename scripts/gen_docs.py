@@ -53,7 +53,7 @@ def cli_page() -> str:
     out = ["# CLI reference", "",
            "Generated from the argparse help of every `nnue` command by `scripts/gen_docs.py` "
            "(do not edit by hand; `tests/test_docs.py` fails when it is stale). What each command "
-           "refuses, and how, is in the README's refusal tables.", ""]
+           "refuses, and how, is on the [Commands and refusals](commands.md) page.", ""]
     entries = list(_walk(root, ["nnue"]))
     out += ["| command | what it does |", "|---|---|"]
     helps = {}  # id(sub-parser) -> its one-line help
@@ -82,8 +82,8 @@ def benchmarks_page() -> str:
     out = ["# Benchmarks", "",
            "Generated from `bench/results/*.json` by `scripts/gen_docs.py` (do not edit by hand). "
            "Each section is one result file: its top-level figures in a table, the rest as JSON. "
-           "How each was measured (machine, load, command) is in the file itself; the README's "
-           "sections quote and explain them.", ""]
+           "How each was measured (machine, load, command) is in the file itself; the page of its "
+           "topic ([Training](training.md), [Self-play](selfplay.md), ...) quotes and explains it.", ""]
     files = sorted(RESULTS.glob("*.json"))
     out += ["| result | benchmark |", "|---|---|"]
     for f in files:

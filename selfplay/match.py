@@ -10,7 +10,7 @@ counted). Results (:class:`Recorder`): ``match.pgn`` gets every game appended as
 the game log) is rewritten atomically after it; Ctrl-C or SIGTERM leaves both consistent and a
 rerun with the same settings resumes. Defaults that make a match measure something
 (:data:`MATCH_NODES`, :data:`MATCH_FPU`, :data:`MATCH_CONTEMPT`,
-:data:`~nnue.selfplay.play.MATCH_ADJUDICATION`, the shipped opening book) are in README,
+:data:`~nnue.selfplay.play.MATCH_ADJUDICATION`, the shipped opening book) are in docs/selfplay.md,
 "Matches that measure something".
 """
 from __future__ import annotations
@@ -48,7 +48,7 @@ def _sha256(path: Path) -> str:
 
 #: our search's default simulations per move in a match (``nnue match --net``): with the match's
 #: first-play urgency (:data:`MATCH_FPU`) 15 of 16 games between a good and a poor net were
-#: decided at 64 (README, "Matches that measure something")
+#: decided at 64 (docs/selfplay.md, "Matches that measure something")
 MATCH_NODES = 64
 
 #: the search's draw contempt in matches (:class:`~nnue.selfplay.mcts.SearchConfig`): without it,
@@ -58,7 +58,7 @@ MATCH_CONTEMPT = 0.1
 
 #: the first-play-urgency reduction in matches: self-play's 0.2 made the root values of both
 #: sides 1.5-2 pawns too low at 64-256 simulations (the start of a balanced book line: -187 cp
-#: at 64 nodes, +79 cp with 0; README "Matches that measure something"), so both sides took
+#: at 64 nodes, +79 cp with 0; docs/selfplay.md "Matches that measure something"), so both sides took
 #: repetitions as the lesser evil
 MATCH_FPU = 0.0
 

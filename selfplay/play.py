@@ -38,7 +38,7 @@ class Adjudication:
 #: the adjudication of matches (``nnue match``, the retrain gate): a win once both searches
 #: agree for 6 plies that one side is ahead by 1,000 cp or more, a draw after 8 plies within
 #: ±10 cp past ply 40, a draw at ply 300. Tuned on nets of the demo recipe in our search
-#: (README, "Matches that measure something"): with self-play's rules (2,500 cp, which our
+#: (docs/selfplay.md, "Matches that measure something"): with self-play's rules (2,500 cp, which our
 #: searches' scores rarely reach) most games ran on until a repetition.
 MATCH_ADJUDICATION = Adjudication(win_cp=1000, win_plies=6, draw_cp=10, draw_plies=8, draw_min_ply=40, max_ply=300)
 

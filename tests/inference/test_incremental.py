@@ -178,7 +178,7 @@ TARGETED = {
 
 
 def _kb_key(name: str, colour: bool, sq: int):
-    """(bucket, mirrored) of a king square for a kb768hm map, from the README formula."""
+    """(bucket, mirrored) of a king square for a kb768hm map, from the formula in docs/features.md."""
     mirrored, buckets = parse_map(PRESETS.get(name, name))
     rel = sq if colour == chess.WHITE else sq ^ 56
     return expand_map(mirrored, buckets)[rel], mirrored and (sq & 7) >= 4

@@ -2,7 +2,7 @@
 command sequence, run for real: self-play of an old net -> pack -> train warm-started from its
 weights -> export -> match new vs old with the SPRT result printed. Tiny settings (a hidden-8
 net, 4 games at 4 nodes, one short epoch); the real numbers come from the same script at 200
-games (README "Self-play and strength", bench/results/loop_selfplay.json). About 30 s on an
+games (docs/selfplay.md "Closing the loop", bench/results/loop_selfplay.json). About 30 s on an
 idle 2-core machine, 80 s under load: marked slow."""
 from __future__ import annotations
 
@@ -78,7 +78,7 @@ def test_loop_script_end_to_end(old_net, tmp_path):
     printed = (w / "match.txt").read_text().splitlines()
     assert [ln.split(":")[0] for ln in printed[:4]] == ["LLR", "ELO", "GAMES", "PENTA"]
     assert printed[:4] == m["lines"][:4]
-    # the summary the README quotes
+    # the summary docs/selfplay.md quotes
     s = json.loads((w / "loop.json").read_text())
     assert s["match"]["verdict"] == m["verdict"] and s["match"]["penta"] == m["penta"]
     assert s["selfplay"]["games"] == 4 and s["pack"]["packed"] == pk["packed"] and s["train"]["epochs"] == 1

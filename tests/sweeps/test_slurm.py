@@ -81,7 +81,7 @@ def test_slurm_2x2_sweep(slurm, sample_dataset, tmp_path):
     assert len(ids) == 4
     states = {i: _settled_state(i) for i in ids}
     assert all(s in ("COMPLETED", "gone") for s in states.values()) and "COMPLETED" in states.values(), states
-    # the layout the README shows, and nothing else: .submitit/<array id>/<array id>_submission.sh,
+    # the layout docs/sweeps.md shows, and nothing else: .submitit/<array id>/<array id>_submission.sh,
     # .submitit/<array id>_<task>/ with the task's logs, pickled call and result
     (array,) = {i.split("_")[0] for i in ids}
     sub = sweep / ".submitit"

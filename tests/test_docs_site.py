@@ -1,0 +1,111 @@
+"""The README is the first screen and the manual is the site: the README stays under 250 lines,
+its relative links and anchors resolve (mkdocs checks only the pages under docs/), every page of
+docs/ is in mkdocs.yml's nav exactly once, `.ci/run` runs exactly the README's test command, and
+the refusal tables live on the commands page. (`mkdocs build --strict`, which checks the links and
+anchors between pages, runs in scripts/test.sh.)"""
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+import yaml
+
+from tests.samples import REPO
+
+README = REPO / "README.md"
+DOCS = REPO / "docs"
+README_MAX_LINES = 250  # issue 22 item 5
+
+
+def _nav_pages(nav) -> list[str]:
+    """Every page named in an mkdocs nav (a list of {title: page | list}) in order, nested sections included."""
+    out = []
+    for item in nav:
+        if isinstance(item, str):
+            out.append(item)
+            continue
+        for v in item.values():
+            out += _nav_pages(v) if isinstance(v, list) else [v]
+    return out
+
+
+def _code_blocks(text: str, lang: str) -> list[str]:
+    return re.findall(rf"^```{lang}\n(.*?)^```", text, flags=re.S | re.M)
+
+
+def _ids(md_path: Path) -> set[str]:
+    """The element ids of a page as mkdocs renders it (toc slugs of headings, {#id} and {: #id })."""
+    markdown = pytest.importorskip("markdown", reason="markdown comes with the docs extras (mkdocs)")
+    html = markdown.Markdown(extensions=["toc", "attr_list", "tables", "admonition"]).convert(md_path.read_text())
+    return set(re.findall(r'\bid="([^"]+)"', html))
+
+
+def _broken_links(text: str, base: Path) -> list[str]:
+    """Relative links of a markdown text (`[x](path#anchor)`, images too) whose file or anchor is missing."""
+    bad = []
+    for target in re.findall(r"\]\(([^)\s]+)\)", text):
+        if re.match(r"[a-z]+:", target) or target.startswith("#"):
+            continue
+        path, _, anchor = target.partition("#")
+        f = (base / path).resolve()
+        if not f.exists():
+            bad.append(f"{target}: no such file")
+        elif anchor and anchor not in _ids(f):
+            bad.append(f"{target}: no anchor #{anchor} in {path}")
+    return bad
+
+
+def test_readme_is_a_first_screen():
+    n = len(README.read_text().splitlines())
+    assert n < README_MAX_LINES, f"README.md has {n} lines: move the detail into a page of docs/"
+
+
+def test_readme_links_resolve():
+    assert _broken_links(README.read_text(), REPO) == []
+
+
+def test_broken_links_are_found(tmp_path):
+    """The link check can fail: a missing page and a missing anchor are both named."""
+    (tmp_path / "p.md").write_text("# Title\n\n## A section (`x=y`)\n\n**Bold** paragraph.\n{: #bold-anchor }\n")
+    text = "[a](p.md#a-section-xy) [b](p.md#bold-anchor) [c](p.md#nope) [d](q.md) [e](https://x.org/y) [f](#local)"
+    assert _broken_links(text, tmp_path) == ["p.md#nope: no anchor #nope in p.md", "q.md: no such file"]
+
+
+def test_every_page_is_in_the_nav_once():
+    nav = _nav_pages(yaml.safe_load((REPO / "mkdocs.yml").read_text())["nav"])
+    assert len(nav) == len(set(nav)), f"a page is twice in mkdocs.yml's nav: {nav}"
+    pages = {p.name for p in DOCS.glob("*.md")}
+    assert set(nav) == pages, (f"pages not in mkdocs.yml's nav: {sorted(pages - set(nav))}; "
+                               f"nav entries with no page: {sorted(set(nav) - pages)}")
+
+
+def test_ci_runs_the_readme_test_command():
+    readme_cmds = [line for block in _code_blocks(README.read_text(), "sh") for line in block.splitlines()]
+    assert "bash scripts/test.sh" in readme_cmds and "bash scripts/demo.sh" in readme_cmds
+    ci = [line.strip() for line in (REPO / ".ci" / "run").read_text().splitlines()
+          if line.strip() and not line.startswith("#") and not line.startswith(("set ", "cd "))]
+    assert ci == ["bash scripts/test.sh"], ci
+
+
+def test_refusal_tables_are_on_the_commands_page():
+    """The table of what each command refuses moved from the README to docs/commands.md, whole:
+    its rows for every command family, each refusal with status 2."""
+    text = (DOCS / "commands.md").read_text()
+    assert "## What each command refuses, and how" in text
+    table = text.split("## What each command refuses, and how", 1)[1].split("\n\n", 2)[1]
+    rows = [r for r in table.splitlines() if r.startswith("| ")]
+    assert rows[0] == "| command | refused with one line, status 2 |"
+    first = [r.split(" | ")[0].removeprefix("| ") for r in rows[1:]]
+    commands = {c for cell in first for c in re.findall(r"`([a-z-]+)", cell)} | {c for c in first if c == "all"}
+    for c in ("all", "pack", "inspect", "convert", "export", "export-net", "import-net", "eval", "bench",
+              "selfplay", "match", "datagen", "train"):
+        assert c in commands, f"no refusal row for `{c}`"
+    assert "exits with status 2 and one line" in text
+
+
+def test_no_page_points_into_the_old_readme():
+    """Sections moved to docs/: nothing links to a README.md#section any more."""
+    hits = [f"{p.relative_to(REPO)}: {m}" for p in [README, *DOCS.glob("*.md")]
+            for m in re.findall(r"README\.md#[\w-]+", p.read_text())]
+    assert hits == []
