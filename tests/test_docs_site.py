@@ -109,3 +109,18 @@ def test_no_page_points_into_the_old_readme():
     hits = [f"{p.relative_to(REPO)}: {m}" for p in [README, *DOCS.glob("*.md")]
             for m in re.findall(r"README\.md#[\w-]+", p.read_text())]
     assert hits == []
+
+
+def test_every_command_has_a_row_on_the_commands_page():
+    """Each sub-command of `nnue` is named in the commands table (`| `nnue CMD ...` |`), so a new
+    command cannot ship without its line of documentation."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("gen_docs", REPO / "scripts" / "gen_docs.py")
+    gd = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(gd)
+    commands = set(gd._subcommands(gd._nnue_parser()))
+    assert {"pack", "train", "export", "eval"} <= commands
+    text = (DOCS / "commands.md").read_text()
+    rows = set(re.findall(r"^\| `nnue ([a-z-]+)", text, flags=re.M))
+    assert commands - rows == set(), f"commands without a row in docs/commands.md: {sorted(commands - rows)}"
