@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import sys
 from pathlib import Path
 
@@ -78,12 +79,31 @@ def _cell(v) -> str:
     return s if len(s) <= 160 else s[:157] + "..."
 
 
+#: pages that are not prose about results (generated, or the history)
+NOT_PROSE = {"benchmarks.md", "cli.md", "CHANGELOG.md"}
+
+
+def _quoted_on(name: str) -> list[str]:
+    """Links to the prose pages of docs/ that name the result file ``name`` (title from their first line)."""
+    out = []
+    for page in sorted(DOCS.glob("*.md")):
+        if page.name in NOT_PROSE:
+            continue
+        text = page.read_text()
+        for m in re.finditer(r"(\w*)\{([\w,]+)\}(\w*\.json)", text):  # fuzz_{plain,epd}.json names both
+            text += "\n" + " ".join(m[1] + part + m[3] for part in m[2].split(","))
+        if re.search(rf"(?<![\w.]){re.escape(name)}", text):
+            title = text.split("\n", 1)[0].lstrip("# ").strip() or page.stem
+            out.append(f"[{title}]({page.name})")
+    return out
+
+
 def benchmarks_page() -> str:
     out = ["# Benchmarks", "",
            "Generated from `bench/results/*.json` by `scripts/gen_docs.py` (do not edit by hand). "
            "Each section is one result file: its top-level figures in a table, the rest as JSON. "
-           "How each was measured (machine, load, command) is in the file itself; the page of its "
-           "topic ([Training](training.md), [Self-play](selfplay.md), ...) quotes and explains it.", ""]
+           "How each was measured (machine, load, command) is in the file itself; the pages that quote and "
+           "explain a result are named under its heading.", ""]
     files = sorted(RESULTS.glob("*.json"))
     out += ["| result | benchmark |", "|---|---|"]
     for f in files:
@@ -93,7 +113,9 @@ def benchmarks_page() -> str:
     out.append("")
     for f in files:
         d = json.loads(f.read_text())
-        out += [f"## {f.stem} {{#{f.stem.replace('_', '-')}}}", "", f"`bench/results/{f.name}`", ""]
+        quoted = _quoted_on(f.name)
+        out += [f"## {f.stem} {{#{f.stem.replace('_', '-')}}}", "",
+                f"`bench/results/{f.name}`" + (f"; explained on: {', '.join(quoted)}" if quoted else ""), ""]
         rest = d
         if isinstance(d, dict):
             flat = {k: v for k, v in d.items() if isinstance(v, SCALARS)}
