@@ -111,16 +111,45 @@ def test_no_page_points_into_the_old_readme():
     assert hits == []
 
 
-def test_every_command_has_a_row_on_the_commands_page():
-    """Each sub-command of `nnue` is named in the commands table (`| `nnue CMD ...` |`), so a new
-    command cannot ship without its line of documentation."""
+def _commands() -> set[str]:
+    """The sub-commands of `nnue`, read from its parser the way scripts/gen_docs.py reads it."""
     import importlib.util
 
     spec = importlib.util.spec_from_file_location("gen_docs", REPO / "scripts" / "gen_docs.py")
     gd = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(gd)
-    commands = set(gd._subcommands(gd._nnue_parser()))
+    return set(gd._subcommands(gd._nnue_parser()))
+
+
+def test_every_command_has_a_row_on_the_commands_page():
+    """Each sub-command of `nnue` is named in the commands table (`| `nnue CMD ...` |`), so a new
+    command cannot ship without its line of documentation."""
+    commands = _commands()
     assert {"pack", "train", "export", "eval"} <= commands
     text = (DOCS / "commands.md").read_text()
     rows = set(re.findall(r"^\| `nnue ([a-z-]+)", text, flags=re.M))
     assert commands - rows == set(), f"commands without a row in docs/commands.md: {sorted(commands - rows)}"
+
+
+def _shell_blocks_commands(text: str) -> tuple[list[str], list[str]]:
+    """(`nnue` sub-commands, `bash scripts|bench/….sh` paths) named in a page's shell code blocks."""
+    subs, scripts = [], []
+    for block in re.findall(r"^```(?:sh|bash|console)?\n(.*?)^```", text, flags=re.S | re.M):
+        subs += re.findall(r"(?:^|[\s;|(&$])nnue ([a-z][\w-]*)", block)
+        scripts += re.findall(r"\bbash ((?:scripts|bench)/[\w./-]+\.sh)", block)
+    return subs, scripts
+
+
+def test_commands_in_the_docs_exist():
+    """Every `nnue CMD` and `bash scripts/….sh` in the code blocks of the README and the written
+    pages names a real sub-command and a script in the repo (a renamed command fails here)."""
+    commands = _commands()
+    pages = [README] + [p for p in sorted(DOCS.glob("*.md")) if p.name not in ("cli.md", "benchmarks.md", "CHANGELOG.md")]
+    bad, seen = [], 0
+    for page in pages:
+        subs, scripts = _shell_blocks_commands(page.read_text())
+        seen += len(subs)
+        bad += [f"{page.name}: nnue {c}" for c in subs if c not in commands]
+        bad += [f"{page.name}: bash {s}" for s in scripts if not (REPO / s).is_file()]
+    assert seen > 20 and bad == []
+    assert _shell_blocks_commands("```sh\nnnue pak x\nbash scripts/nope.sh\n```\n") == (["pak"], ["scripts/nope.sh"])
