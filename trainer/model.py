@@ -35,8 +35,7 @@ class Arch:
 
     def __post_init__(self):
         acts.check(self.activation, "l0", "activation", "model.activation")
-        if self.activation == "pairwise_crelu" and self.hidden % 2:
-            raise ValueError("pairwise_crelu needs an even hidden size")
+        acts.check_l0_width(self.activation, self.hidden)
 
     @property
     def l1_inputs(self) -> int:
@@ -282,7 +281,7 @@ class DeepNet(PerspectiveNet):
             v = v * self.arch.product_scale
         else:
             v = acts.float_hidden(name, y, self.arch.product_scale, op)
-        return v if qa is None or name == "crelu" else fake_quant(v, qa, "floor")
+        return v if qa is None or acts.get(name).on_grid else fake_quant(v, qa, "floor")
 
     @staticmethod
     def _bucket_rows(y: torch.Tensor, bucket: torch.Tensor, width: int) -> torch.Tensor:
@@ -296,7 +295,7 @@ class DeepNet(PerspectiveNet):
         activations x0 (B, L1))."""
         a = self.arch
         x0 = self._ft(stm, nstm)
-        if a.activation != "crelu":
+        if acts.get(a.activation).product:
             x0 = x0 * a.product_scale
             if self.qat is not None:
                 x0 = fake_quant(x0, self.qat.qa, "floor")  # (v·v) >> 8
@@ -356,7 +355,7 @@ class TinyNet(DeepNet):
     def forward_with_activations(self, stm, nstm, bucket):
         a = self.arch
         x0 = self._ft(stm, nstm)
-        if a.activation != "crelu":
+        if acts.get(a.activation).product:
             x0 = x0 * a.product_scale
             if self.qat is not None:
                 x0 = fake_quant(x0, self.qat.qa, "floor")

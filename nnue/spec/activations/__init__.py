@@ -92,12 +92,12 @@ def l1_inputs(activation: str, hidden: int) -> int:
     return 2 * get(activation).width(hidden)
 
 
-def check_l0_width(activation: str, hidden: int, what: str = "model.hidden") -> None:
+def check_l0_width(activation: str, hidden: int) -> None:
     """Raise ValueError when H = ``hidden`` does not split as the L0 activation's width rule
     needs (a half-width rule such as pairwise_crelu needs an even H)."""
     a = get(activation)
     if 2 * a.width(hidden) != a.width(2 * hidden):
-        raise ValueError(f"{activation} needs an even {what}, got {hidden}")
+        raise ValueError(f"{activation} needs an even hidden size")
 
 
 # ------------------------------------------------------------------------------ integer rules

@@ -49,7 +49,9 @@ class Activation:
       float_ref: (…) float tensor -> same shape (width rule applied for pairwise); None for the
       gated units. clamp_input: the float and integer nets clamp the input to ±CLAMP first.
       product: the output is a product of two activation-scale values, so the float hidden rule
-      multiplies it by ``product_scale`` (QA / 2^l0_shift), as the integer shift does.
+      multiplies it by ``product_scale`` (QA / 2^l0_shift), as the integer shift does. on_grid:
+      the float output of an input on the integer grid is on the grid too (a clamp: QAT needs no
+      floor after it).
 
     Integer side (exact; int32/int64 tensors):
       l0_product: perspective nets, v = clamp(acc, 0, QA) (N, H) -> the L1 input before the sum
@@ -82,6 +84,7 @@ class Activation:
     u8: bool = True
     clamp_input: bool = False
     product: bool = False
+    on_grid: bool = False
     l0_product: Callable[[torch.Tensor], torch.Tensor] | None = None
     divides_by_qa: bool = False
     l0_deep: Callable[[torch.Tensor, int], torch.Tensor] | None = None

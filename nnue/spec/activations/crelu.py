@@ -18,7 +18,7 @@ SPEC = Activation(
     float_ref=lambda x: x.clamp(0, 1),
     integer={"perspective": "v = clamp(acc, 0, QA); L1 sum of v", "deep_l0": "x0 = v (0..QA)",
              "hidden": "x = clamp(y, 0, QA)"},
-    out_range={"deep_l0": (0, 255), "hidden": (0, 255)},
+    out_range={"deep_l0": (0, 255), "hidden": (0, 255)}, on_grid=True,
     l0_product=lambda v: v,
     l0_deep=lambda v, shift: v,
     hidden=lambda y, qa, shift: y.clamp(0, qa),
