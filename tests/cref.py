@@ -312,3 +312,11 @@ def legal_fens(fens: list[str]) -> list[str]:
             continue
         out.append(f)
     return out
+
+
+if __name__ == "__main__":  # python -m tests.cref BUILD_DIR: the C reference with its generated headers
+    import sys
+
+    if len(sys.argv) != 2:
+        sys.exit("usage: python -m tests.cref BUILD_DIR  (writes nnue_acts.h, nnue_features.h, nnue_eval)")
+    print(compile_c_eval(Path(sys.argv[1])))

@@ -4,6 +4,11 @@
  * integer forward pass), not from the Python code, so that the exporter and the integer
  * inference engine can be checked against it.  C99, no dependencies.
  *
+ * The activation and feature-set code lives, written in C, in each spec module (nnue/spec/
+ * activations/<name>.py, pipeline/features/<name>.py) and reaches this file as two generated
+ * headers, nnue_acts.h and nnue_features.h (enums, name parsers, the rules).  Build:
+ *   python -m tests.cref BUILD_DIR      (writes both headers, then gcc -I BUILD_DIR ...)
+ *
  * Usage:
  *   nnue_eval NET.bin H B ACT
  *       legacy form: chess768 inputs, MaterialCount<B> buckets, perspective net.
