@@ -2,8 +2,8 @@
 accumulator multiplied (DESIGN.md glossary; Stockfish's SFNNv6+ L0). Allowed after L0 only."""
 from __future__ import annotations
 
-from . import crelu
 from .base import Activation, half
+from .crelu import SPEC as CRELU
 
 
 def _pairs(v):
@@ -27,6 +27,6 @@ SPEC = Activation(
     l0_product=_pairs, divides_by_qa=True,
     l0_deep=lambda v, shift: _pairs(v) >> shift,
     # the fused FT applies crelu to both halves and multiplies them (product rule backward)
-    triton_fwd=crelu.SPEC.triton_fwd, triton_grad=crelu.SPEC.triton_grad, triton_pairs=True,
+    triton_fwd=CRELU.triton_fwd, triton_grad=CRELU.triton_grad, triton_pairs=True,
     c_l0_product="vi * vp", c_l0_deep="(vi * vp) >> SHIFT_BITS",  # operands >= 0
 )
