@@ -1,9 +1,10 @@
 """Benchmark of the fused elementwise activations against the torch reference; prints JSON.
 
-For each activation (crelu, screlu, hardswish, swish, swiglu) and backend: forward and
-forward+backward time (median of --reps runs), elements/s, and GB/s from counted bytes (forward
-reads x and writes y; backward reads x and grad_y and writes grad_x; swiglu reads and writes one
-tensor more each way), against the device's copy bandwidth. Default size: on CUDA the feature
+For each net activation of the registry (:mod:`nnue.spec.activations`: the elementwise ones,
+crelu, screlu, hardswish, swish, and the gated units, swiglu with its hardswish gate and
+swiglu_swish with its swish gate) and backend: forward and forward+backward time (median of
+--reps runs), elements/s, and GB/s from counted bytes (forward reads x and writes y; backward
+reads x and grad_y and writes grad_x; a gated unit reads and writes one tensor more each way), against the device's copy bandwidth. Default size: on CUDA the feature
 transformer's output at the target case, (16384, 2048); on CPU (1024, 512) on the torch path only,
 and the JSON says so.
 
@@ -17,21 +18,29 @@ from nnue.bench.bench_sparse_ft import DTYPES, copy_bandwidth, cpu_note, environ
 
 from nnue.kernels import reference
 from nnue.bench import emit, parser
+from nnue.spec import activations as spec
 
-NAMES = ("crelu", "screlu", "hardswish", "swish", "swiglu")
+
+def names() -> tuple[str, ...]:
+    """The registry's net activations with a kernel: elementwise ones, then the gated units."""
+    return tuple(n for n, a in spec.ACTIVATIONS.items() if a.allowed and (a.elementwise or a.gated))
+
+
+NAMES = names()
 GPU_SHAPE, CPU_SHAPE = (16384, 2048), (1024, 512)
 
 
 def ops(backend: str, name: str):
+    gate = spec.get(name).gate
     if backend == "torch":
-        return reference.swiglu if name == "swiglu" else (lambda x: reference.activate(name, x))
+        return (lambda a, b: reference.swiglu(a, b, gate)) if gate else (lambda x: reference.activate(name, x))
     from nnue.kernels import activations
-    return activations.swiglu if name == "swiglu" else (lambda x: activations.activate(name, x))
+    return (lambda a, b: activations.swiglu(a, b, gate)) if gate else (lambda x: activations.activate(name, x))
 
 
 def counted_bytes(n: int, elem: int, name: str) -> dict:
     """fwd: inputs read + output written; bwd: inputs and grad_out read + input grads written."""
-    k = 2 if name == "swiglu" else 1
+    k = 2 if spec.get(name).gated else 1
     fwd, bwd = (k + 1) * n * elem, (2 * k + 1) * n * elem
     return {"fwd": fwd, "bwd": bwd, "fwd_bwd": fwd + bwd}
 
@@ -40,11 +49,11 @@ def run(name: str, shape, dtype_name: str, device, backends, reps: int, warmup: 
     gen = torch.Generator().manual_seed(0)
     dtype = DTYPES[dtype_name]
     inputs = [(torch.randn(shape, generator=gen) * 2).to(dtype).to(device).requires_grad_(True)
-              for _ in range(2 if name == "swiglu" else 1)]
+              for _ in range(2 if spec.get(name).gated else 1)]
     n = inputs[0].numel()
     nbytes = counted_bytes(n, inputs[0].element_size(), name)
     grad_out = torch.randn(shape, generator=gen).to(dtype).to(device)
-    res = {"activation": name, "dtype": dtype_name, "counted_bytes": nbytes,
+    res = {"activation": name, **({"gate": spec.get(name).gate} if spec.get(name).gated else {}), "dtype": dtype_name, "counted_bytes": nbytes,
            "bandwidth_floor_ms": {k: v / copy_bw * 1e3 for k, v in nbytes.items()}}
     for backend in backends:
         op = ops(backend, name)

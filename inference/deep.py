@@ -81,8 +81,7 @@ def make_deep_arch(feature_set: str, hidden: int, activation: str, output_bucket
     acts.check(hidden_activation, "l1", "hidden activation (after L1)")
     l2_act = l2_activation or hidden_activation
     acts.check(l2_act, "l2", "activation after L2")
-    if activation == "pairwise_crelu" and hidden % 2:
-        raise ValueError("pairwise_crelu needs an even hidden size")
+    acts.check_l0_width(activation, hidden)
     if min(hidden, l1_outputs, l2_outputs) < 1:
         raise ValueError("layer sizes must be positive")
     fs = get_feature_set(feature_set)

@@ -45,8 +45,7 @@ def make_tiny_arch(feature_set: str, hidden: int, activation: str, output_bucket
     ("l1"). Raises ValueError/KeyError for unknown names or impossible sizes."""
     acts.check(activation, "l0", "L0 activation")
     acts.check(hidden_activation, "l1", "hidden activation (after L1)")
-    if activation == "pairwise_crelu" and hidden % 2:
-        raise ValueError("pairwise_crelu needs an even hidden size")
+    acts.check_l0_width(activation, hidden)
     if min(hidden, l1_outputs) < 1:
         raise ValueError("layer sizes must be positive")
     fs = get_feature_set(feature_set)

@@ -25,6 +25,8 @@ import functools
 
 import torch
 
+from nnue.spec import activations as spec
+
 from . import reference
 from .reference import ACTIVATIONS  # noqa: F401
 
@@ -76,7 +78,8 @@ def sparse_ft_pair(weight: torch.Tensor, bias: torch.Tensor, stm: torch.Tensor, 
 def activate(name: str, x: torch.Tensor, backend: str = "auto") -> torch.Tensor:
     """Elementwise activation ``name`` (crelu, screlu, relu, hardswish, swish, none) of ``x``.
     pairwise_crelu runs on the reference only (on Triton it is fused into sparse_ft_pair)."""
-    if resolve_backend(backend, x.device) in ("torch", "numba") or (backend == "auto" and name == "pairwise_crelu"):
+    pairs = name in spec.ACTIVATIONS and spec.ACTIVATIONS[name].triton_pairs  # fused in sparse_ft_pair only
+    if resolve_backend(backend, x.device) in ("torch", "numba") or (backend == "auto" and pairs):
         return reference.activate(name, x)
     from . import activations
     return activations.activate(name, x)

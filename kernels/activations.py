@@ -12,14 +12,18 @@ dtype. The backward recomputes the activation's derivative from the saved input,
 reads ``x`` and ``grad_y`` and writes ``grad_x``: 3 tensors of traffic, against torch's chain of
 elementwise kernels and their temporaries.
 
-The device functions :func:`act_fwd` and :func:`act_grad` are shared with the fused feature
-transformer (:mod:`nnue.kernels.sparse_ft`), so both ops use one definition of each activation.
-Derivatives follow torch's autograd at the kinks (clamp: inclusive bounds, relu: strict), so the
-Triton and reference paths agree exactly where an input lands on a kink.
+Each activation's forward and derivative come from its spec (``triton_fwd``/``triton_grad`` of
+:mod:`nnue.spec.activations`): :func:`triton_ops` binds them to ``triton.language`` and JIT-
+compiles them, and the kernels take them as ``tl.constexpr`` arguments (``FWD``, ``GRAD``), so
+no kernel here or in the fused feature transformer (:mod:`nnue.kernels.sparse_ft`) names an
+activation. Derivatives follow torch's autograd at the kinks (clamp: inclusive bounds, relu:
+strict), so the Triton and reference paths agree exactly where an input lands on a kink.
 """
 from __future__ import annotations
 
 import os
+import types
+from typing import NamedTuple
 
 import torch
 import triton
@@ -28,13 +32,6 @@ from torch.autograd.function import once_differentiable
 
 from nnue.spec import activations as spec
 
-# Activation codes, a constexpr argument of every kernel (the compiler removes the other
-# branches): looked up in the spec (nnue.spec.activations). The gated units take two inputs and
-# run in the swiglu kernels below, their gate's code as GATE.
-ACT_CODES = {n: a.code for n, a in spec.ACTIVATIONS.items() if not a.gated}
-# Elementwise ops of this module; pairwise_crelu mixes two halves of a row and lives fused in sparse_ft.
-ELEMENTWISE = tuple(n for n in ACT_CODES if n != "pairwise_crelu")
-GATES = ("swish", "hardswish")
 DTYPES = (torch.float32, torch.bfloat16, torch.float16)
 
 # Whether the kernels below were built for the Triton interpreter (TRITON_INTERPRET=1 when this
@@ -50,44 +47,52 @@ except ImportError:  # triton < 3.4 reads the variable directly
 BLOCK = 1024
 
 
-@triton.jit
-def act_fwd(x, ACT: tl.constexpr):
-    """Activation ``ACT`` (an ACT_CODES value, not pairwise) of fp32 ``x``."""
-    if ACT == 0:    # crelu
-        y = tl.minimum(tl.maximum(x, 0.0), 1.0)
-    elif ACT == 1:  # screlu
-        c = tl.minimum(tl.maximum(x, 0.0), 1.0)
-        y = c * c
-    elif ACT == 3:  # relu
-        y = tl.maximum(x, 0.0)
-    elif ACT == 4:  # hardswish
-        y = x * tl.minimum(tl.maximum(x / 6.0 + 0.5, 0.0), 1.0)
-    elif ACT == 5:  # swish
-        y = x * tl.sigmoid(x)
-    else:           # none
-        y = x
-    return y
+class TritonOps(NamedTuple):
+    """An activation's Triton code: fwd, grad (JIT functions of an fp32 block), pairs (the fused
+    FT multiplies fwd of the two halves: pairwise), linear (grad is 1: no accumulator needed)."""
+
+    fwd: object
+    grad: object
+    pairs: bool
+    linear: bool
 
 
-@triton.jit
-def act_grad(x, ACT: tl.constexpr):
-    """d act(x) / dx of fp32 ``x``, with torch's conventions at the kinks."""
-    if ACT == 0:    # crelu: clamp passes the gradient on 0 <= x <= 1
-        d = tl.where((x >= 0.0) & (x <= 1.0), 1.0, 0.0)
-    elif ACT == 1:  # screlu: 2·clamp(x, 0, 1) on 0 <= x <= 1
-        d = tl.where((x >= 0.0) & (x <= 1.0), 2.0 * x, 0.0)
-    elif ACT == 3:  # relu: strict, as torch's threshold_backward
-        d = tl.where(x > 0.0, 1.0, 0.0)
-    elif ACT == 4:  # hardswish: s + x·s' with s = clamp(x/6 + 1/2, 0, 1)
-        t = x / 6.0 + 0.5
-        s = tl.minimum(tl.maximum(t, 0.0), 1.0)
-        d = s + tl.where((t >= 0.0) & (t <= 1.0), x / 6.0, 0.0)
-    elif ACT == 5:  # swish: σ + x·σ·(1 − σ)
-        sg = tl.sigmoid(x)
-        d = sg + x * sg * (1.0 - sg)
-    else:           # none
-        d = tl.full(x.shape, 1.0, tl.float32)
-    return d
+def _bind(fn):
+    """``fn`` (a spec's Triton-language function, ``tl`` unbound) with ``tl`` bound to
+    triton.language, JIT-compiled. Same code object, so Triton reads the same source."""
+    scope = dict(fn.__globals__, tl=tl)
+    return triton.jit(types.FunctionType(fn.__code__, scope, fn.__name__, fn.__defaults__, fn.__closure__))
+
+
+_OPS: dict = {}
+
+
+def triton_ops(name: str) -> TritonOps:
+    """The Triton code of activation ``name`` from its spec (compiled once per spec object).
+    Raises ValueError for an unknown name or one without Triton code (the gated units: their gate's)."""
+    a = spec.get(name)
+    if a.triton_fwd is None or a.triton_grad is None:
+        raise ValueError(f"activation {name!r} has no Triton code; with code: "
+                         f"{', '.join(n for n, x in spec.ACTIVATIONS.items() if x.triton_fwd is not None)}")
+    ops = _OPS.get(name)
+    if ops is None or ops[0] is not a:
+        ops = _OPS[name] = (a, TritonOps(_bind(a.triton_fwd), _bind(a.triton_grad), a.triton_pairs, a.triton_linear))
+    return ops[1]
+
+
+def elementwise() -> tuple[str, ...]:
+    """The activations with an elementwise kernel here (a Triton forward of one input)."""
+    return tuple(n for n, a in spec.ACTIVATIONS.items() if a.elementwise)
+
+
+def gates() -> tuple[str, ...]:
+    """The gates of the registry's gated units (swiglu: hardswish, swish)."""
+    return tuple(dict.fromkeys(a.gate for a in spec.ACTIVATIONS.values() if a.gated))
+
+
+#: the built-in elementwise ops and gates, as the registry held them at import (tests parametrise on them)
+ELEMENTWISE = elementwise()
+GATES = gates()
 
 
 @triton.jit
@@ -95,12 +100,12 @@ def _act_fwd_kernel(
     x_ptr,   # (N,) input, contiguous, fp32/bf16/fp16
     y_ptr,   # (N,) output, x's dtype
     N,       # element count
-    ACT: tl.constexpr, BLOCK: tl.constexpr,
+    FWD: tl.constexpr, BLOCK: tl.constexpr,  # FWD: the activation's forward (triton_ops)
 ):
     offs = tl.program_id(0).to(tl.int64) * BLOCK + tl.arange(0, BLOCK)
     m = offs < N
     x = tl.load(x_ptr + offs, mask=m, other=0.0).to(tl.float32)
-    tl.store(y_ptr + offs, act_fwd(x, ACT).to(y_ptr.dtype.element_ty), mask=m)
+    tl.store(y_ptr + offs, FWD(x).to(y_ptr.dtype.element_ty), mask=m)
 
 
 @triton.jit
@@ -109,13 +114,13 @@ def _act_bwd_kernel(
     gy_ptr,  # (N,) gradient of the output, contiguous
     gx_ptr,  # (N,) gradient of the input (written), x's dtype
     N,
-    ACT: tl.constexpr, BLOCK: tl.constexpr,
+    GRAD: tl.constexpr, BLOCK: tl.constexpr,  # GRAD: the activation's derivative (triton_ops)
 ):
     offs = tl.program_id(0).to(tl.int64) * BLOCK + tl.arange(0, BLOCK)
     m = offs < N
     x = tl.load(x_ptr + offs, mask=m, other=0.0).to(tl.float32)
     gy = tl.load(gy_ptr + offs, mask=m, other=0.0).to(tl.float32)
-    tl.store(gx_ptr + offs, (gy * act_grad(x, ACT)).to(gx_ptr.dtype.element_ty), mask=m)
+    tl.store(gx_ptr + offs, (gy * GRAD(x)).to(gx_ptr.dtype.element_ty), mask=m)
 
 
 @triton.jit
@@ -124,13 +129,13 @@ def _swiglu_fwd_kernel(
     b_ptr,   # (N,) linear input, contiguous, a's dtype
     y_ptr,   # (N,) gate(a)·b (written)
     N,
-    GATE: tl.constexpr, BLOCK: tl.constexpr,
+    GATE: tl.constexpr, BLOCK: tl.constexpr,  # GATE: the gate's forward (triton_ops)
 ):
     offs = tl.program_id(0).to(tl.int64) * BLOCK + tl.arange(0, BLOCK)
     m = offs < N
     a = tl.load(a_ptr + offs, mask=m, other=0.0).to(tl.float32)
     b = tl.load(b_ptr + offs, mask=m, other=0.0).to(tl.float32)
-    tl.store(y_ptr + offs, (act_fwd(a, GATE) * b).to(y_ptr.dtype.element_ty), mask=m)
+    tl.store(y_ptr + offs, (GATE(a) * b).to(y_ptr.dtype.element_ty), mask=m)
 
 
 @triton.jit
@@ -140,15 +145,15 @@ def _swiglu_bwd_kernel(
     ga_ptr,        # (N,) gradient of a (written): gy·b·gate'(a)
     gb_ptr,        # (N,) gradient of b (written): gy·gate(a)
     N,
-    GATE: tl.constexpr, BLOCK: tl.constexpr,
+    GATE: tl.constexpr, GATE_GRAD: tl.constexpr, BLOCK: tl.constexpr,  # the gate's forward and derivative
 ):
     offs = tl.program_id(0).to(tl.int64) * BLOCK + tl.arange(0, BLOCK)
     m = offs < N
     a = tl.load(a_ptr + offs, mask=m, other=0.0).to(tl.float32)
     b = tl.load(b_ptr + offs, mask=m, other=0.0).to(tl.float32)
     gy = tl.load(gy_ptr + offs, mask=m, other=0.0).to(tl.float32)
-    tl.store(ga_ptr + offs, (gy * b * act_grad(a, GATE)).to(ga_ptr.dtype.element_ty), mask=m)
-    tl.store(gb_ptr + offs, (gy * act_fwd(a, GATE)).to(gb_ptr.dtype.element_ty), mask=m)
+    tl.store(ga_ptr + offs, (gy * b * GATE_GRAD(a)).to(ga_ptr.dtype.element_ty), mask=m)
+    tl.store(gb_ptr + offs, (gy * GATE(a)).to(gb_ptr.dtype.element_ty), mask=m)
 
 
 def check_device(t: torch.Tensor, op: str) -> None:
@@ -190,9 +195,9 @@ class Activation(torch.autograd.Function):
     def forward(ctx, x: torch.Tensor, name: str) -> torch.Tensor:
         y = torch.empty_like(x)
         if x.numel():
-            _act_fwd_kernel[_grid(x.numel())](x, y, x.numel(), ACT=ACT_CODES[name], BLOCK=BLOCK)
+            _act_fwd_kernel[_grid(x.numel())](x, y, x.numel(), FWD=triton_ops(name).fwd, BLOCK=BLOCK)
         ctx.save_for_backward(x)
-        ctx.act = ACT_CODES[name]
+        ctx.act = triton_ops(name)
         return y
 
     @staticmethod
@@ -202,7 +207,7 @@ class Activation(torch.autograd.Function):
         gy = gy.to(x.dtype).contiguous()  # autograd may hand over an expanded (stride-0) gradient
         gx = torch.empty_like(x)
         if x.numel():
-            _act_bwd_kernel[_grid(x.numel())](x, gy, gx, x.numel(), ACT=ctx.act, BLOCK=BLOCK)
+            _act_bwd_kernel[_grid(x.numel())](x, gy, gx, x.numel(), GRAD=ctx.act.grad, BLOCK=BLOCK)
         return gx, None
 
 
@@ -212,9 +217,9 @@ class SwiGLU(torch.autograd.Function):
     @staticmethod
     def forward(ctx, a: torch.Tensor, b: torch.Tensor, gate: str = "swish") -> torch.Tensor:
         y = torch.empty_like(a)
-        ctx.gate = ACT_CODES[gate]
+        ctx.gate = triton_ops(gate)
         if a.numel():
-            _swiglu_fwd_kernel[_grid(a.numel())](a, b, y, a.numel(), GATE=ctx.gate, BLOCK=BLOCK)
+            _swiglu_fwd_kernel[_grid(a.numel())](a, b, y, a.numel(), GATE=ctx.gate.fwd, BLOCK=BLOCK)
         ctx.save_for_backward(a, b)
         return y
 
@@ -225,18 +230,20 @@ class SwiGLU(torch.autograd.Function):
         gy = gy.to(a.dtype).contiguous()
         ga, gb = torch.empty_like(a), torch.empty_like(b)
         if a.numel():
-            _swiglu_bwd_kernel[_grid(a.numel())](a, b, gy, ga, gb, a.numel(), GATE=ctx.gate, BLOCK=BLOCK)
+            _swiglu_bwd_kernel[_grid(a.numel())](a, b, gy, ga, gb, a.numel(), GATE=ctx.gate.fwd,
+                                                     GATE_GRAD=ctx.gate.grad, BLOCK=BLOCK)
         return ga, gb, None
 
 
 def activate(name: str, x: torch.Tensor) -> torch.Tensor:
-    """Activation ``name`` (one of ELEMENTWISE) of ``x`` (any shape, contiguous, fp32/bf16/fp16,
+    """Activation ``name`` (one of :func:`elementwise`) of ``x`` (any shape, contiguous, fp32/bf16/fp16,
     CUDA or CPU under TRITON_INTERPRET=1) -> same shape and dtype. Raises ValueError on an unknown
     name, pairwise_crelu (fused in sparse_ft only) or a non-contiguous input; TypeError on dtype;
     RuntimeError on a device Triton can't run on."""
-    if name not in ELEMENTWISE:
-        raise ValueError(f"activate: no elementwise Triton kernel for {name!r}; known: {', '.join(ELEMENTWISE)}"
-                         + (" (pairwise_crelu is fused in sparse_ft_pair)" if name == "pairwise_crelu" else ""))
+    if name not in elementwise():
+        raise ValueError(f"activate: no elementwise Triton kernel for {name!r}; known: {', '.join(elementwise())}"
+                         + (f" ({name} is fused in sparse_ft_pair)"
+                            if name in spec.ACTIVATIONS and spec.get(name).triton_pairs else ""))
     _check_elementwise(f"activate({name!r})", x)
     return Activation.apply(x, name)
 
@@ -245,7 +252,7 @@ def swiglu(a: torch.Tensor, b: torch.Tensor, gate: str = "swish") -> torch.Tenso
     """gate(a)·b for ``a``, ``b`` of one shape, dtype and device (contiguous) -> that shape;
     gate "swish" (SwiGLU) or "hardswish" (the gated unit of Viridithas's L2). Raises ValueError
     on another gate."""
-    if gate not in GATES:
-        raise ValueError(f"swiglu: gate {gate!r}; one of {', '.join(GATES)}")
+    if gate not in gates():
+        raise ValueError(f"swiglu: gate {gate!r}; one of {', '.join(gates())}")
     _check_elementwise("swiglu", a, b)
     return SwiGLU.apply(a, b, gate)

@@ -59,35 +59,42 @@ def variants(all_variants: bool = False):
     from . import sparse_ft as ft
 
     fp_dtypes = [torch.float32, torch.bfloat16]
-    for act, code in ft.ACT_CODES.items():
+    for act in ft.ACTIVATIONS:
+        ops = act_mod.triton_ops(act)
         for dtype in fp_dtypes:
             if dtype != torch.float32 and not all_variants and act not in ("crelu", "screlu", "pairwise_crelu"):
                 continue
-            HO = 1024 // 2 if act == "pairwise_crelu" else 1024      # the target case, H = 1024
+            HO = 1024 // 2 if ops.pairs else 1024      # the target case, H = 1024
             block_a, block_h = ft.block_sizes(32, HO)
             t = f"*{TRITON_TYPES[dtype]}"
             idx = {"stm_ptr": "*i32", "nstm_ptr": "*i32"}
             for save_acc in ((True, False) if all_variants else (True,)):
                 kernel = ft._sparse_ft_pair_fwd_fused
-                const = {"ACT": code, "SAVE_ACC": save_acc, "BLOCK_A": block_a, "BLOCK_H": block_h}
+                const = {"FWD": ops.fwd, "PAIRS": ops.pairs, "SAVE_ACC": save_acc, "BLOCK_A": block_a,
+                         "BLOCK_H": block_h}
                 ptrs = {"w_ptr": t, "b_ptr": t, "out_ptr": t, "acc_ptr": "*fp32"} | idx
                 yield (f"sparse_ft fwd {act} {t[1:]} save_acc={save_acc}", kernel, _signature(kernel, ptrs, const),
                        const, ft.NUM_WARPS)
             kernel = ft._sparse_ft_pair_bwd_fused
-            const = {"ACT": code, "ROWS": ft.BWD_ROWS, "BLOCK_A": block_a, "BLOCK_H": ft.bwd_block_h(code, block_h)}
+            const = {"FWD": ops.fwd, "GRAD": ops.grad, "PAIRS": ops.pairs, "LINEAR": ops.linear, "ROWS": ft.BWD_ROWS,
+                     "BLOCK_A": block_a, "BLOCK_H": ft.bwd_block_h(ops.pairs, block_h)}
             ptrs = {"gout_ptr": t, "acc_ptr": "*fp32", "gw_ptr": "*fp32", "gb_part_ptr": "*fp32"} | idx
             yield f"sparse_ft bwd {act} {t[1:]}", kernel, _signature(kernel, ptrs, const), const, ft.NUM_WARPS
     for dtype in (act_mod.DTYPES if all_variants else fp_dtypes):
         t = f"*{TRITON_TYPES[dtype]}"
         for name in act_mod.ELEMENTWISE:
-            const = {"ACT": act_mod.ACT_CODES[name], "BLOCK": act_mod.BLOCK}
-            for way, kernel in (("fwd", act_mod._act_fwd_kernel), ("bwd", act_mod._act_bwd_kernel)):
+            ops = act_mod.triton_ops(name)
+            for way, kernel, const in (("fwd", act_mod._act_fwd_kernel, {"FWD": ops.fwd, "BLOCK": act_mod.BLOCK}),
+                                       ("bwd", act_mod._act_bwd_kernel, {"GRAD": ops.grad, "BLOCK": act_mod.BLOCK})):
                 ptrs = {n: t for n in kernel.arg_names if n.endswith("_ptr")}
                 yield f"activation {way} {name} {t[1:]}", kernel, _signature(kernel, ptrs, const), const, 4
-        const = {"BLOCK": act_mod.BLOCK}
-        for way, kernel in (("fwd", act_mod._swiglu_fwd_kernel), ("bwd", act_mod._swiglu_bwd_kernel)):
-            ptrs = {n: t for n in kernel.arg_names if n.endswith("_ptr")}
-            yield f"swiglu {way} {t[1:]}", kernel, _signature(kernel, ptrs, const), const, 4
+        for gate in act_mod.GATES:
+            ops = act_mod.triton_ops(gate)
+            for way, kernel, const in (
+                    ("fwd", act_mod._swiglu_fwd_kernel, {"GATE": ops.fwd, "BLOCK": act_mod.BLOCK}),
+                    ("bwd", act_mod._swiglu_bwd_kernel, {"GATE": ops.fwd, "GATE_GRAD": ops.grad, "BLOCK": act_mod.BLOCK})):
+                ptrs = {n: t for n in kernel.arg_names if n.endswith("_ptr")}
+                yield f"swiglu {way} {gate} {t[1:]}", kernel, _signature(kernel, ptrs, const), const, 4
 
 
 def compile_all(arch: int = 90, all_variants: bool = False) -> list[dict]:

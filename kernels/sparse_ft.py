@@ -27,9 +27,12 @@ import triton
 import triton.language as tl
 from torch.autograd.function import once_differentiable
 
-from .activations import ACT_CODES, act_fwd, act_grad, check_device
+from nnue.spec import activations as spec
 
-ACTIVATIONS = tuple(ACT_CODES)
+from .activations import check_device, triton_ops
+
+#: the activations the fused kernel takes: every one with Triton code (:func:`triton_ops`), as at import
+ACTIVATIONS = tuple(n for n, a in spec.ACTIVATIONS.items() if a.triton_fwd is not None)
 WEIGHT_DTYPES = (torch.float32, torch.bfloat16)
 INDEX_DTYPES = (torch.int32, torch.int64)
 
@@ -56,7 +59,8 @@ def _sparse_ft_pair_fwd_fused(
     out_ptr,   # (B, 2·HO) output, weight's dtype: [act(acc_stm), act(acc_nstm)]
     acc_ptr,   # (B, 2, H) fp32 pre-activation accumulators, written only if SAVE_ACC
     F, H, HO, A,  # features, accumulator width, output width per perspective (H or H/2), slots per row
-    ACT: tl.constexpr, SAVE_ACC: tl.constexpr, BLOCK_A: tl.constexpr, BLOCK_H: tl.constexpr,
+    FWD: tl.constexpr, PAIRS: tl.constexpr,  # the activation's forward; PAIRS: fwd(half 1)·fwd(half 2)
+    SAVE_ACC: tl.constexpr, BLOCK_A: tl.constexpr, BLOCK_H: tl.constexpr,
 ):
     # One program: one position × one block of BLOCK_H output columns, both perspectives.
     row = tl.program_id(0).to(tl.int64)
@@ -76,17 +80,17 @@ def _sparse_ft_pair_fwd_fused(
         rows = w_ptr + idx[:, None] * H
         acc = tl.load(b_ptr + cols, mask=col_ok, other=0.0).to(tl.float32)
         acc += tl.sum(tl.load(rows + cols[None, :], mask=tile_mask, other=0.0).to(tl.float32), axis=0)
-        if ACT == 2:  # pairwise_crelu: the partner column HO to the right, same rows
+        if PAIRS:  # pairwise_crelu: the partner column HO to the right, same rows
             acc2 = tl.load(b_ptr + HO + cols, mask=col_ok, other=0.0).to(tl.float32)
             acc2 += tl.sum(tl.load(rows + HO + cols[None, :], mask=tile_mask, other=0.0).to(tl.float32), axis=0)
-            y = act_fwd(acc, 0) * act_fwd(acc2, 0)
+            y = FWD(acc) * FWD(acc2)
         else:
-            y = act_fwd(acc, ACT)
+            y = FWD(acc)
         tl.store(out_ptr + row * 2 * HO + p * HO + cols, y.to(out_ptr.dtype.element_ty), mask=col_ok)
         if SAVE_ACC:
             acc_row = acc_ptr + (row * 2 + p) * H
             tl.store(acc_row + cols, acc, mask=col_ok)
-            if ACT == 2:
+            if PAIRS:
                 tl.store(acc_row + HO + cols, acc2, mask=col_ok)
 
 
@@ -100,13 +104,15 @@ def _scatter_add_rows(gw_ptr, idx, valid, cols, col_ok, g, H):
 @triton.jit
 def _sparse_ft_pair_bwd_fused(
     gout_ptr,     # (B, 2·HO) gradient of the output, contiguous, weight's dtype
-    acc_ptr,      # (B, 2, H) fp32 accumulators saved by the forward (unread when ACT is none)
+    acc_ptr,      # (B, 2, H) fp32 accumulators saved by the forward (unread when LINEAR)
     stm_ptr,      # (B, A) int32/int64 indices, as in the forward
     nstm_ptr,     # (B, A)
     gw_ptr,       # (F, H) fp32 weight gradient, zero-initialised, accumulated with atomics
     gb_part_ptr,  # (cdiv(B, ROWS), H) fp32 per-program partial bias gradients (written)
     B, F, H, HO, A,
-    ACT: tl.constexpr, ROWS: tl.constexpr, BLOCK_A: tl.constexpr, BLOCK_H: tl.constexpr,
+    FWD: tl.constexpr, GRAD: tl.constexpr,  # the activation's forward and derivative (triton_ops)
+    PAIRS: tl.constexpr, LINEAR: tl.constexpr,  # pairwise product; derivative 1 (no accumulator)
+    ROWS: tl.constexpr, BLOCK_A: tl.constexpr, BLOCK_H: tl.constexpr,
 ):
     # One program: ROWS positions × one block of BLOCK_H output columns, both perspectives.
     rb = tl.program_id(0)
@@ -130,24 +136,24 @@ def _sparse_ft_pair_bwd_fused(
             valid = (idx >= 0) & (idx < F)
             g = tl.load(gout_ptr + row * 2 * HO + p * HO + cols, mask=m, other=0.0).to(tl.float32)
             acc_row = acc_ptr + (row * 2 + p) * H
-            if ACT == 2:  # pairwise_crelu: y = crelu(a)·crelu(b)
+            if PAIRS:  # pairwise: y = fwd(a)·fwd(b), the product rule
                 a = tl.load(acc_row + cols, mask=m, other=0.0)
                 b = tl.load(acc_row + HO + cols, mask=m, other=0.0)
-                ga = g * act_fwd(b, 0) * act_grad(a, 0)
-                gb_ = g * act_fwd(a, 0) * act_grad(b, 0)
+                ga = g * FWD(b) * GRAD(a)
+                gb_ = g * FWD(a) * GRAD(b)
                 _scatter_add_rows(gw_ptr, idx, valid, cols, col_ok, ga, H)
                 _scatter_add_rows(gw_ptr, idx, valid, cols + HO, col_ok, gb_, H)
                 gb += ga
                 gb2 += gb_
             else:
-                if ACT == 6:  # none: act' = 1, no accumulator needed
+                if LINEAR:  # act' = 1, no accumulator needed
                     ga = g
                 else:
-                    ga = g * act_grad(tl.load(acc_row + cols, mask=m, other=0.0), ACT)
+                    ga = g * GRAD(tl.load(acc_row + cols, mask=m, other=0.0))
                 _scatter_add_rows(gw_ptr, idx, valid, cols, col_ok, ga, H)
                 gb += ga
     tl.store(gb_part_ptr + rb * H + cols, gb, mask=col_ok)
-    if ACT == 2:
+    if PAIRS:
         tl.store(gb_part_ptr + rb * H + HO + cols, gb2, mask=col_ok)
 
 
@@ -174,12 +180,12 @@ def block_sizes(A: int, HO: int, block_h: int | None = None) -> tuple[int, int]:
     return block_a, block_h
 
 
-def bwd_block_h(act: int, block_h: int) -> int:
-    """The backward's column block: the forward's, halved for pairwise_crelu above 64 columns (its
+def bwd_block_h(pairs: bool, block_h: int) -> int:
+    """The backward's column block: the forward's, halved for a pairwise activation above 64 columns (its
     backward scatters two tiles). Measured on the sm_90 cubin (kernels/compile_check.py, cuobjdump):
     pairwise backward at 256 columns, 4 warps: 255 registers + 24 B of stack (spills); at 128: 168
     registers, no spills. The other activations' backward at 256: 122 registers."""
-    return block_h // 2 if act == ACT_CODES["pairwise_crelu"] and block_h > 64 else block_h
+    return block_h // 2 if pairs and block_h > 64 else block_h
 
 
 def check_inputs(weight: torch.Tensor, bias: torch.Tensor, stm: torch.Tensor, nstm: torch.Tensor,
@@ -190,8 +196,9 @@ def check_inputs(weight: torch.Tensor, bias: torch.Tensor, stm: torch.Tensor, ns
     tensors, odd H with pairwise_crelu, mixed devices. TypeError: weight/bias not fp32 or bf16 (one dtype), indices
     not int32/int64. RuntimeError: a device Triton can't run on.
     """
-    if activation not in ACT_CODES:
-        raise ValueError(f"sparse_ft_pair: unknown activation {activation!r}; known: {', '.join(ACT_CODES)}")
+    known = [n for n, a in spec.ACTIVATIONS.items() if a.triton_fwd is not None]
+    if activation not in known:
+        raise ValueError(f"sparse_ft_pair: unknown activation {activation!r}; known: {', '.join(known)}")
     if weight.dim() != 2 or bias.shape != (weight.shape[1],):
         raise ValueError(f"sparse_ft_pair: weight must be (F, H) and bias (H,); got weight {tuple(weight.shape)}, "
                          f"bias {tuple(bias.shape)}")
@@ -212,8 +219,8 @@ def check_inputs(weight: torch.Tensor, bias: torch.Tensor, stm: torch.Tensor, ns
     for name, t in (("weight", weight), ("bias", bias), ("stm", stm), ("nstm", nstm)):
         if not t.is_contiguous():
             raise ValueError(f"sparse_ft_pair: {name} {tuple(t.shape)} is not contiguous; call .contiguous()")
-    if activation == "pairwise_crelu" and weight.shape[1] % 2:
-        raise ValueError(f"sparse_ft_pair: pairwise_crelu needs an even hidden size, got {weight.shape[1]}")
+    if triton_ops(activation).pairs and weight.shape[1] % 2:
+        raise ValueError(f"sparse_ft_pair: {activation} needs an even hidden size, got {weight.shape[1]}")
     check_device(weight, "sparse_ft_pair")
 
 
@@ -223,16 +230,16 @@ class SparseFTPair(torch.autograd.Function):
     @staticmethod
     def forward(ctx, weight, bias, stm, nstm, activation: str, block_h: int | None, save_acc: bool):
         (F, H), (B, A) = weight.shape, stm.shape
-        act = ACT_CODES[activation]
-        HO = H // 2 if act == ACT_CODES["pairwise_crelu"] else H
+        act = triton_ops(activation)
+        HO = H // 2 if act.pairs else H
         block_a, block_h = block_sizes(A, HO, block_h)
         out = torch.empty(B, 2 * HO, dtype=weight.dtype, device=weight.device)
-        save_acc = save_acc and act != ACT_CODES["none"]
+        save_acc = save_acc and not act.linear
         acc = torch.empty((B, 2, H) if save_acc else (0,), dtype=torch.float32, device=weight.device)
         if B:
             _sparse_ft_pair_fwd_fused[(B, triton.cdiv(HO, block_h))](
                 weight, bias, stm, nstm, out, acc, F, H, HO, A,
-                ACT=act, SAVE_ACC=save_acc, BLOCK_A=block_a, BLOCK_H=block_h, num_warps=NUM_WARPS)
+                FWD=act.fwd, PAIRS=act.pairs, SAVE_ACC=save_acc, BLOCK_A=block_a, BLOCK_H=block_h, num_warps=NUM_WARPS)
         ctx.save_for_backward(stm, nstm, acc)
         ctx.dims, ctx.act, ctx.blocks, ctx.wdtype = (B, F, H, HO, A), act, (block_a, block_h), weight.dtype
         return out
@@ -247,15 +254,15 @@ class SparseFTPair(torch.autograd.Function):
         # fp32 accumulation whatever the weight dtype (fp32 atomics everywhere; bf16 cast once at the end).
         gw = torch.zeros(F, H, dtype=torch.float32, device=device)
         n_rb = triton.cdiv(B, BWD_ROWS)
-        block_h = bwd_block_h(ctx.act, block_h)
+        block_h = bwd_block_h(ctx.act.pairs, block_h)
         gb_part = torch.zeros(max(n_rb, 1), H, dtype=torch.float32, device=device)
         if B:
-            if ctx.act != ACT_CODES["none"] and acc.numel() == 0:
+            if not ctx.act.linear and acc.numel() == 0:
                 raise RuntimeError("sparse_ft_pair: backward without saved accumulators (forward ran with "
                                    "save_acc=False)")
             _sparse_ft_pair_bwd_fused[(n_rb, triton.cdiv(HO, block_h))](
                 grad_out, acc, stm, nstm, gw, gb_part, B, F, H, HO, A,
-                ACT=ctx.act, ROWS=BWD_ROWS, BLOCK_A=block_a, BLOCK_H=block_h, num_warps=NUM_WARPS)
+                FWD=ctx.act.fwd, GRAD=ctx.act.grad, PAIRS=ctx.act.pairs, LINEAR=ctx.act.linear, ROWS=BWD_ROWS, BLOCK_A=block_a, BLOCK_H=block_h, num_warps=NUM_WARPS)
         gb = gb_part.sum(0)
         return gw.to(ctx.wdtype), gb.to(ctx.wdtype), None, None, None, None, None
 

@@ -1,8 +1,9 @@
 """Test-side helpers around the independent C reference evaluator (tests/c/nnue_eval.c).
 
-Everything here is deliberately independent of the ``nnue`` package: the net.bin
-writer and the pure-Python evaluator follow the layout documented in nnue_eval.c,
-so that the exporter and the integer inference code can be checked against them.
+The net.bin writer and the pure-Python evaluator here are deliberately independent of the
+``nnue`` package: they follow the layout documented in nnue_eval.c, so that the exporter and
+the integer inference code can be checked against them. Only the C activation and feature code
+comes from the specs (each written in C in its spec module; :func:`write_c_headers`).
 """
 
 from __future__ import annotations
@@ -24,8 +25,28 @@ ACTIVATIONS = ("crelu", "screlu", "pairwise_crelu")
 _PIECE_TYPES = "pnbrqk"
 
 
+def write_c_headers(build_dir: Path) -> list[Path]:
+    """Write the headers nnue_eval.c includes, generated from the registries as they stand (so a
+    test that registers a toy activation or feature set gets its C code too): ``nnue_acts.h``
+    (:func:`nnue.spec.activations.c_header`) and ``nnue_features.h``
+    (:func:`nnue.pipeline.features.c_header`). The C code itself is written in each spec module,
+    from the published formulas, not derived from the Python rules."""
+    from nnue.pipeline import features
+    from nnue.spec import activations
+
+    out = []
+    for name, text in (("nnue_acts.h", activations.c_header()), ("nnue_features.h", features.c_header())):
+        path = Path(build_dir) / name
+        tmp = path.with_suffix(".tmp")
+        tmp.write_text(text)
+        tmp.replace(path)
+        out.append(path)
+    return out
+
+
 def compile_c_eval(build_dir: Path) -> Path:
-    """Compile nnue_eval.c with gcc into ``build_dir`` and return the executable path.
+    """Compile nnue_eval.c with gcc into ``build_dir`` (with the generated headers of
+    :func:`write_c_headers`) and return the executable path.
 
     Raises RuntimeError if gcc is not on PATH or the compilation fails.
     """
@@ -35,7 +56,8 @@ def compile_c_eval(build_dir: Path) -> Path:
     build_dir = Path(build_dir)
     build_dir.mkdir(parents=True, exist_ok=True)
     exe = build_dir / "nnue_eval"
-    cmd = [gcc, "-O2", "-std=c99", "-Wall", "-Wextra", "-Werror", "-o", str(exe), str(C_SOURCE)]
+    write_c_headers(build_dir)
+    cmd = [gcc, "-O2", "-std=c99", "-Wall", "-Wextra", "-Werror", "-I", str(build_dir), "-o", str(exe), str(C_SOURCE)]
     proc = subprocess.run(cmd, capture_output=True, text=True)
     if proc.returncode != 0:
         raise RuntimeError(f"compiling {C_SOURCE} failed:\n{proc.stderr}")
@@ -290,3 +312,11 @@ def legal_fens(fens: list[str]) -> list[str]:
             continue
         out.append(f)
     return out
+
+
+if __name__ == "__main__":  # python -m tests.cref BUILD_DIR: the C reference with its generated headers
+    import sys
+
+    if len(sys.argv) != 2:
+        sys.exit("usage: python -m tests.cref BUILD_DIR  (writes nnue_acts.h, nnue_features.h, nnue_eval)")
+    print(compile_c_eval(Path(sys.argv[1])))

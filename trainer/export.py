@@ -392,10 +392,10 @@ def export(ckpt: str | Path, out_dir: str | Path, clip: bool = False, data_path=
     if hasattr(net, "layers"):
         result["layers"] = net.layers()
     approx = sorted({n for n in net.arch.values() if isinstance(n, str) and n in acts.ACTIVATIONS
-                     and "swish" in (n, acts.get(n).gate)})
+                     and acts.approximation(n) is not None})
     if approx:
-        # swish has no exact integer form: the integer net uses the spec's piecewise-linear
-        # approximation; its own error, over every integer input, apart from the cross-check
-        result["activation_approximation"] = {n: acts.swish_error(scheme.qa) for n in approx}
+        # an activation without an exact integer form (swish, and the units it gates): the integer
+        # net uses the spec's approximation; its own error report, apart from the cross-check
+        result["activation_approximation"] = {n: acts.approximation(n)(scheme.qa) for n in approx}
     atomic_write_bytes(out_dir / "export.json", (json.dumps(result, indent=1, default=float) + "\n").encode())
     return result

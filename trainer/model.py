@@ -15,6 +15,7 @@ from torch import nn
 
 from nnue import kernels
 from nnue.kernels import sparse_ft_pair
+from nnue.pipeline import features
 from nnue.spec import activations as acts
 
 PERSPECTIVE_ACTIVATIONS = acts.allowed("l0")
@@ -34,8 +35,7 @@ class Arch:
 
     def __post_init__(self):
         acts.check(self.activation, "l0", "activation", "model.activation")
-        if self.activation == "pairwise_crelu" and self.hidden % 2:
-            raise ValueError("pairwise_crelu needs an even hidden size")
+        acts.check_l0_width(self.activation, self.hidden)
 
     @property
     def l1_inputs(self) -> int:
@@ -65,30 +65,11 @@ class FeatureTransformer(nn.Module):
 
 
 def factor_map(feature_set: str, num_inputs: int) -> torch.Tensor:
-    """The factoriser's virtual feature of every real feature: (num_inputs,) int64.
-
-    * chess768: the (perspective-relative colour, piece type) group, ``i // 64``: 12 virtual
-      features that count material, shared by every square, so that a small data set teaches
-      the net piece values before piece-square detail;
-    * king-bucketed 768 (``kb768…``): the piece-square feature without its king bucket,
-      ``i % 768`` (bullet's usual factoriser);
-    * halfkp: the piece-square feature without the king square, ``i % 641``;
-    * halfkav2_hm: the piece-square feature without the king bucket, ``i % 704`` (nnue-pytorch's
-      virtual "A" features).
-
-    Raises ValueError for a feature set with no factoriser.
-    """
-    i = torch.arange(num_inputs)
-    if feature_set == "chess768":
-        return i // 64
-    if feature_set.startswith("kb768"):
-        return i % 768
-    if feature_set == "halfkp":
-        return i % 641
-    if feature_set == "halfkav2_hm":
-        return i % 704
-    raise ValueError(f"no factoriser defined for feature set {feature_set!r} "
-                     "(chess768, kb768..., halfkp, halfkav2_hm)")
+    """The factoriser's virtual feature of every real feature: (num_inputs,) int64, from the
+    feature set's spec (its ``factors``, :func:`nnue.pipeline.features.factor_map`: chess768
+    ``i // 64``, kb768 ``i % 768``, halfkp ``i % 641``, halfkav2_hm ``i % 704``). Raises
+    ValueError for a feature set with no factoriser."""
+    return features.factor_map(feature_set, num_inputs)
 
 
 def fake_quant(t: torch.Tensor, scale: float, mode: str = "round") -> torch.Tensor:
@@ -300,7 +281,7 @@ class DeepNet(PerspectiveNet):
             v = v * self.arch.product_scale
         else:
             v = acts.float_hidden(name, y, self.arch.product_scale, op)
-        return v if qa is None or name == "crelu" else fake_quant(v, qa, "floor")
+        return v if qa is None or acts.get(name).on_grid else fake_quant(v, qa, "floor")
 
     @staticmethod
     def _bucket_rows(y: torch.Tensor, bucket: torch.Tensor, width: int) -> torch.Tensor:
@@ -314,7 +295,7 @@ class DeepNet(PerspectiveNet):
         activations x0 (B, L1))."""
         a = self.arch
         x0 = self._ft(stm, nstm)
-        if a.activation != "crelu":
+        if acts.get(a.activation).product:
             x0 = x0 * a.product_scale
             if self.qat is not None:
                 x0 = fake_quant(x0, self.qat.qa, "floor")  # (v·v) >> 8
@@ -374,7 +355,7 @@ class TinyNet(DeepNet):
     def forward_with_activations(self, stm, nstm, bucket):
         a = self.arch
         x0 = self._ft(stm, nstm)
-        if a.activation != "crelu":
+        if acts.get(a.activation).product:
             x0 = x0 * a.product_scale
             if self.qat is not None:
                 x0 = fake_quant(x0, self.qat.qa, "floor")

@@ -6,10 +6,26 @@ the trainer's module under :mod:`nnue.trainer.kinds`, and its tests (docs/extend
 """
 from __future__ import annotations
 
+import contextlib
+
 from . import deep, perspective, sfnnv5, tiny
 from .spec import InferenceKind
 
 KINDS: dict[str, InferenceKind] = {k.name: k for k in (perspective.KIND, deep.KIND, tiny.KIND, sfnnv5.KIND)}
+
+
+
+@contextlib.contextmanager
+def register(kind: InferenceKind):
+    """Add ``kind`` to :data:`KINDS` for the duration of the ``with`` block (tests: the toy
+    extensions). Raises ValueError if its name is taken."""
+    if kind.name in KINDS:
+        raise ValueError(f"net kind {kind.name!r} is already registered")
+    KINDS[kind.name] = kind
+    try:
+        yield kind
+    finally:
+        del KINDS[kind.name]
 
 
 def get(kind) -> InferenceKind:

@@ -1,10 +1,11 @@
-"""Feature sets: one module each, plus this registry.
+"""Feature sets: one module each, collected here by plain imports (the registry).
 
 A feature set turns a batch of packed boards, ``(B, 32) uint8`` marlinformat records, into
 sparse input indices for both perspectives with torch tensor ops that run unchanged on CPU and
 CUDA (no per-position Python). It has ``name``, ``num_inputs``, ``max_active``, a stable
-``hash`` written into net headers, and ``encode(boards) -> (stm_indices, nstm_indices)``, each
-``(B, max_active) int32``, −1 = padding, indices in ascending order of the piece's square.
+``hash`` written into net headers, ``encode(boards) -> (stm_indices, nstm_indices)``, each
+``(B, max_active) int32``, −1 = padding, indices in ascending order of the piece's square, its
+factoriser map (``factors``) and its C reference code (``c``, :class:`.spec.CFeature`).
 
 Names (``get_feature_set``; nets store the name and look it up again, so every name round-trips):
 
@@ -15,50 +16,47 @@ Names (``get_feature_set``; nets store the name and look it up again, so every n
   ``kb768hm:0011/2222/3333/3333/3333/3333/3333/3333``.
 
 Adding a feature set: one new module defining a :class:`FeatureSet` (its index formula through
-:class:`.lookup.TableEncoder`), one line in ``_fixed``. This package imports only torch, so the
-inference package can use it.
+:class:`.lookup.TableEncoder`, its factoriser map, its C index), one line in :data:`_BUILTIN`, and
+its tests (docs/extending.md); a test may add one at run time with :func:`register`. The C
+reference's feature code is generated from the registry (:func:`c_header`). This package
+imports only torch, so the inference package can use it.
 """
 from __future__ import annotations
 
+import contextlib
 import functools
-import hashlib
-from dataclasses import dataclass
-from typing import Callable
 
-import torch
-
+from . import chess768, halfka_v2_hm, halfkp, kb768
 from .buckets import OutputBuckets, parse_output_buckets  # noqa: F401  (re-exported)
+from .spec import CFeature, FeatureSet  # noqa: F401  (re-exported)
 
 
-@dataclass(frozen=True)
-class FeatureSet:
-    """name: registry key. num_inputs: rows of the feature transformer. max_active: most
-    indices one perspective can have. spec: a canonical text of the indexing formula (and its
-    tables), hashed into ``hash`` so that a net trained on one indexing cannot load under
-    another. encode: ``(B, 32) uint8 -> ((B, max_active) int32, (B, max_active) int32)``.
-    family: hashed instead of the name when set, so that several names for one indexing (a
-    preset and its spelled-out map) hash alike."""
+#: the registry's fixed names (kb768's grammar, :func:`kb768.resolve`, adds any number of others)
+_BUILTIN = (chess768.CHESS768, halfkp.HALFKP, halfka_v2_hm.HALFKAV2_HM,
+            *(kb768.make(name) for name in kb768.PRESETS))
+#: name grammars: name -> FeatureSet, or None for a name outside the grammar
+_GRAMMARS = (kb768.resolve,)
 
-    name: str
-    num_inputs: int
-    max_active: int
-    spec: str
-    encode: Callable[[torch.Tensor], tuple[torch.Tensor, torch.Tensor]]
-    family: str = ""
-
-    @property
-    def hash(self) -> str:
-        key = self.family or self.name
-        return hashlib.sha256(f"{key}:{self.num_inputs}:{self.spec}".encode()).hexdigest()[:16]
+_REGISTRY: dict[str, FeatureSet] = {fs.name: fs for fs in _BUILTIN}
 
 
-@functools.lru_cache(maxsize=None)
 def _fixed() -> dict[str, FeatureSet]:
-    from . import chess768, halfka_v2_hm, halfkp, kb768
+    return _REGISTRY
 
-    sets = [chess768.CHESS768, halfkp.HALFKP, halfka_v2_hm.HALFKAV2_HM]
-    sets += [kb768.make(name) for name in kb768.PRESETS]
-    return {fs.name: fs for fs in sets}
+
+@contextlib.contextmanager
+def register(fs: FeatureSet):
+    """Add ``fs`` to the registry for the duration of the ``with`` block (tests: the toy
+    extensions). Raises ValueError if its name is taken."""
+    if fs.name in _REGISTRY:
+        raise ValueError(f"feature set {fs.name!r} is already registered")
+    _REGISTRY[fs.name] = fs
+    get_feature_set.cache_clear()
+    try:
+        yield fs
+    finally:
+        del _REGISTRY[fs.name]
+        get_feature_set.cache_clear()
 
 
 def known_names() -> list[str]:
@@ -73,12 +71,57 @@ def get_feature_set(name: str) -> FeatureSet:
     fixed = _fixed()
     if name in fixed:
         return fixed[name]
-    if isinstance(name, str) and name.startswith("kb768") and ":" in name:
-        from . import kb768
-
+    for resolve in _GRAMMARS:
         try:
-            return kb768.make(name)
+            fs = resolve(name)
         except ValueError as e:
             raise KeyError(str(e)) from None
+        if fs is not None:
+            return fs
     raise KeyError(f"unknown feature set {name!r}; known: {', '.join(sorted(fixed))}, "
                    f"or kb768:<map> / kb768hm:<map>")
+
+
+def factor_map(name: str, num_inputs: int):
+    """The factoriser's virtual feature of every real feature of feature set ``name``:
+    (num_inputs,) int64 (the set's ``factors``; chess768 ``i // 64``, kb768 ``i % 768``, halfkp
+    ``i % 641``, halfkav2_hm ``i % 704``). Raises ValueError for an unknown set or one with no
+    factoriser."""
+    try:
+        fs = get_feature_set(name)
+    except KeyError as e:
+        raise ValueError(str(e.args[0])) from None
+    if fs.factors is None:
+        raise ValueError(f"no factoriser defined for feature set {name!r}")
+    return fs.factors(num_inputs)
+
+
+def c_header() -> str:
+    """The C reference's feature-set code, generated from the registry (``tests/c/nnue_eval.c``
+    includes it as ``nnue_features.h``): the enum ``FS_…``, each set's support code,
+    ``parse_features(name)`` (sets FS and NF) and ``feature_index(c, t, s, k, p)``. Raises
+    ValueError for a registered set without C code."""
+    sets = list(_REGISTRY.values())
+    missing = [fs.name for fs in sets if fs.c is None]
+    if missing:
+        raise ValueError(f"feature sets without C reference code: {', '.join(missing)}")
+    cs = list({fs.c.enum: fs.c for fs in sets}.values())
+    names = {c.enum: [fs for fs in sets if fs.c.enum == c.enum] for c in cs}
+    out = ["/* Generated by nnue.pipeline.features.c_header() from the feature-set specs: do not edit. */",
+           "enum { " + ", ".join(c.enum for c in cs) + " };", ""]
+    out += [c.support + "\n" for c in cs if c.support]
+    out.append("static void parse_features(const char *name) {")
+    for c in cs:
+        body = c.parse or "".join(f'if (!strcmp(name, "{fs.name}")) {{ FS = {c.enum}; NF = {fs.num_inputs}L; return; }}\n'
+                                  for fs in names[c.enum])
+        out += [f"    {ln}" for ln in body.splitlines()]
+    out += ['    die("unknown feature set");', "}", ""]
+    out.append("/* index of a piece (colour c, type t, square s) for perspective p with own king on k; -1: none */")
+    out.append("static long feature_index(int c, int t, int s, int k, int p) {")
+    out.append("    switch (FS) {")
+    for c in cs:
+        out.append(f"    case {c.enum}: {{")
+        out += [f"        {ln}" for ln in c.index.splitlines()]
+        out.append("    }")
+    out += ["    default: break;", "    }", '    die("internal error: unknown feature set");', "    return -1;", "}", ""]
+    return "\n".join(out)

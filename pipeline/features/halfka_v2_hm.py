@@ -9,14 +9,14 @@ with own king on square k, a piece of colour c and type t (P N B R Q K = 0..5) o
 
 o flips ranks for black and mirrors the board so the own king stands on files e–h;
 KING_BUCKETS (below, a1 first) numbers those 32 squares. 11 planes · 64 squares · 32 buckets
-= 22,528 inputs; every piece, kings included, is a feature: at most 32 active.
+= 22,528 inputs; every piece, kings included, is a feature: at most 32 active. Factoriser: ``i % 704``.
 """
 from __future__ import annotations
 
 import torch
 
-from . import FeatureSet
 from .lookup import KING, Grid, TableEncoder
+from .spec import CFeature, FeatureSet
 
 # nnue-pytorch's KingBuckets, indexed by the oriented king square (a1 = 0); −1 = unreachable
 # (the orientation puts the own king on files e–h). Stockfish's table B(28)…B(0) is the same
@@ -49,4 +49,12 @@ HALFKAV2_HM = FeatureSet(
     spec="o(s)+64*(2*t+(c!=p), kings 10)+704*KB[o(k)]; o(x)=x^(56*p)^(file(k)<4?7:0); "
          "KB=" + ",".join(map(str, KING_BUCKETS)) + "; k: own king; stm first; ascending absolute square",
     encode=TableEncoder(index, NUM_INPUTS, MAX_ACTIVE),
+    # factoriser: the piece-square feature without the king bucket (nnue-pytorch's virtual "A" features)
+    factors=lambda n: torch.arange(n) % PLANES,
+    # KB(x) for the oriented king (files e-h) = 4 (7 - rank(x)) + (7 - file(x))
+    c=CFeature("FS_HALFKAV2_HM", "int o = (p == 0 ? 0 : 56) ^ (k % 8 < 4 ? 7 : 0);\n"
+                                 "int ok = k ^ o;\n"
+                                 "int kb = 4 * (7 - ok / 8) + (7 - ok % 8);\n"
+                                 "int plane = t == 5 ? 10 : 2 * t + (c != p);\n"
+                                 "return (s ^ o) + 64 * plane + 704L * kb;"),
 )

@@ -22,7 +22,8 @@ num_inputs = 768 · number of buckets; at most 32 active.
 * presets, short names for common maps: see :data:`PRESETS`.
 
 The hash covers the map, not the name: a preset and its spelled-out map are the same indexing
-and hash alike.
+and hash alike. Factoriser: ``i % 768``, the piece-square feature without its king bucket
+(bullet's usual factoriser). The C reference parses the names itself (:data:`C`).
 """
 from __future__ import annotations
 
@@ -30,8 +31,8 @@ import re
 
 import torch
 
-from . import FeatureSet
 from .lookup import Grid, TableEncoder
+from .spec import CFeature, FeatureSet
 
 DIGITS = "0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
 MAX_ACTIVE = 32
@@ -104,4 +105,70 @@ def make(name: str) -> FeatureSet:
             + "bucket=" + ",".join(map(str, expand_map(mirrored, buckets)))
             + "; k: own king; stm first; ascending absolute square")
     return FeatureSet(name=name, num_inputs=num_inputs, max_active=MAX_ACTIVE, spec=spec,
-                      encode=TableEncoder(index, num_inputs, MAX_ACTIVE), family=FAMILY)
+                      encode=TableEncoder(index, num_inputs, MAX_ACTIVE), family=FAMILY,
+                      factors=lambda n: torch.arange(n) % 768, c=C)
+
+
+def resolve(name) -> FeatureSet | None:
+    """The feature set of a ``kb768:``/``kb768hm:`` name (the registry's grammar hook), None for a
+    name outside this grammar. Raises ValueError on a malformed map."""
+    if isinstance(name, str) and name.startswith(FAMILY) and ":" in name:
+        return make(name)
+    return None
+
+
+# The C reference's kb768: its own parser of the map text (written from the grammar above).
+C = CFeature(
+    enum="FS_KB768",
+    support="""\
+static int MIRRORED, NB_KING;           /* kb768: mirrored, number of king buckets */
+static int KMAP[64];                    /* kb768: bucket of each relative king square */
+
+static int map_digit(char ch) {
+    const char *digits = "0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ";
+    const char *p = ch ? strchr(digits, ch) : NULL;
+    if (!p) die("bad character in king-bucket map");
+    return (int)(p - digits);
+}
+
+static void parse_kb768_map(const char *text, int mirrored) {
+    int width = mirrored ? 4 : 8, used[64] = {0}, maxb = -1;
+    const char *c = text;
+    for (int rank = 0; rank < 8; rank++) {
+        if (rank > 0) {
+            if (*c != '/') die("king-bucket map needs 8 groups separated by '/'");
+            c++;
+        }
+        for (int f = 0; f < width; f++, c++) {
+            if (*c == '/' || *c == '\\0') die("king-bucket map group has the wrong length");
+            int b = map_digit(*c);
+            if (mirrored) {
+                KMAP[8 * rank + f] = b;
+                KMAP[8 * rank + 7 - f] = b;
+            } else {
+                KMAP[8 * rank + f] = b;
+            }
+            used[b] = 1;
+            if (b > maxb) maxb = b;
+        }
+    }
+    if (*c != '\\0') die("king-bucket map too long");
+    for (int b = 0; b <= maxb; b++)
+        if (!used[b]) die("king buckets must be numbered 0..N-1, each used");
+    NB_KING = maxb + 1;
+}""",
+    parse="""\
+if (!strcmp(name, "kb768hm4")) name = "kb768hm:0011/2222/3333/3333/3333/3333/3333/3333";
+else if (!strcmp(name, "kb768hm16")) name = "kb768hm:0123/4567/8899/aabb/ccdd/ccdd/eeff/eeff";
+if (!strncmp(name, "kb768hm:", 8) || !strncmp(name, "kb768:", 6)) {
+    MIRRORED = name[5] == 'h';
+    parse_kb768_map(name + (MIRRORED ? 8 : 6), MIRRORED);
+    FS = FS_KB768;
+    NF = 768L * NB_KING;
+    return;
+}""",
+    index="""\
+int r = p == 0 ? 0 : 56;
+int m = (MIRRORED && k % 8 >= 4) ? 7 : 0;
+return 768L * KMAP[k ^ r] + (c == p ? 0 : 384) + 64 * t + ((s ^ r) ^ m);""",
+)

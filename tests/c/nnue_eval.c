@@ -4,6 +4,11 @@
  * integer forward pass), not from the Python code, so that the exporter and the integer
  * inference engine can be checked against it.  C99, no dependencies.
  *
+ * The activation and feature-set code lives, written in C, in each spec module (nnue/spec/
+ * activations/<name>.py, pipeline/features/<name>.py) and reaches this file as two generated
+ * headers, nnue_acts.h and nnue_features.h (enums, name parsers, the rules).  Build:
+ *   python -m tests.cref BUILD_DIR      (writes both headers, then gcc -I BUILD_DIR ...)
+ *
  * Usage:
  *   nnue_eval NET.bin H B ACT
  *       legacy form: chess768 inputs, MaterialCount<B> buckets, perspective net.
@@ -96,24 +101,10 @@
 
 #define CLAMPV (8 * QA)
 
-enum { CRELU, SCRELU, PAIRWISE, HARDSWISH, SWISH, SWIGLU, SWIGLU_SWISH };
-
-/* swish knots: round(255 * x * sigmoid(x)) at x = -8 + k / 5, k = 0..80 */
-static const int SWISH_T[81] = {
-    -1, -1, -1, -1, -1, -2, -2, -2, -3, -3, -4, -4,
-    -5, -6, -7, -9, -10, -12, -14, -16, -18, -21, -24, -28,
-    -32, -36, -41, -46, -51, -56, -61, -65, -69, -71, -71, -69,
-    -63, -54, -41, -23, 0, 28, 61, 99, 141, 186, 235, 286,
-    339, 394, 449, 505, 561, 617, 673, 729, 784, 839, 894, 948,
-    1002, 1055, 1108, 1161, 1214, 1266, 1319, 1371, 1423, 1475, 1526, 1578,
-    1629, 1681, 1732, 1783, 1835, 1886, 1937, 1988, 2039
-};
-enum { FS_CHESS768, FS_HALFKP, FS_HALFKA, FS_KB768 };
 enum { OB_MATERIAL, OB_SFPIECE };
 
 /* configuration */
-static int FS, MIRRORED, NB_KING;       /* feature set; kb768: mirrored, number of king buckets */
-static int KMAP[64];                    /* kb768: bucket of each relative king square */
+static int FS;                          /* feature set (FS_<NAME> of nnue_features.h) */
 static long NF;                         /* number of features */
 static int OBKIND, B;                   /* output buckets */
 static int DEEP, H, ACT, L1, N1, N2, HACT, HACT2, R2;  /* R2: L2 rows per bucket; DEEP 2: tiny */
@@ -132,73 +123,30 @@ static void *xmalloc(size_t n) {
     return p;
 }
 
-/* ---------------------------------------------------------------- argument parsing */
+static int fits32(int64_t x) { return x >= INT32_MIN && x <= INT32_MAX; }
 
-/* place 0: after L0; 1: after L1; 2: after L2 */
-static int parse_act(const char *s, int place) {
-    if (!strcmp(s, "crelu")) return CRELU;
-    if (!strcmp(s, "screlu")) return SCRELU;
-    if (place == 0 && !strcmp(s, "pairwise_crelu")) return PAIRWISE;
-    if (place >= 1 && !strcmp(s, "hardswish")) return HARDSWISH;
-    if (place >= 1 && !strcmp(s, "swish")) return SWISH;
-    if (place == 2 && !strcmp(s, "swiglu")) return SWIGLU;
-    if (place == 2 && !strcmp(s, "swiglu_swish")) return SWIGLU_SWISH;
-    die("unknown activation");
-    return -1;
+/* floor(a / d) for d > 0, with no reliance on the sign behaviour of >> */
+static int64_t floor_div(int64_t a, int64_t d) {
+    int64_t q = a / d;
+    if (a % d != 0 && a < 0) q--;
+    return q;
 }
+
+static int64_t clampv(int64_t y) { return y < -CLAMPV ? -CLAMPV : y > CLAMPV ? CLAMPV : y; }
+
+/* Generated from the specs (nnue.spec.activations.c_header, nnue.pipeline.features.c_header;
+ * tests/cref.py writes them beside the build): the activations' enum, parser and rules, and the
+ * feature sets' enum, parser (parse_features sets FS and NF) and index (feature_index). */
+#include "nnue_acts.h"
+#include "nnue_features.h"
+
+/* ---------------------------------------------------------------- argument parsing */
 
 static int parse_pos_int(const char *s) {
     char *end;
     long v = strtol(s, &end, 10);
     if (*s == '\0' || *end != '\0' || v <= 0 || v > 1000000) die("expected a positive integer argument");
     return (int)v;
-}
-
-static int map_digit(char ch) {
-    const char *digits = "0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ";
-    const char *p = ch ? strchr(digits, ch) : NULL;
-    if (!p) die("bad character in king-bucket map");
-    return (int)(p - digits);
-}
-
-static void parse_kb768_map(const char *text, int mirrored) {
-    int width = mirrored ? 4 : 8, used[64] = {0}, maxb = -1;
-    const char *c = text;
-    for (int rank = 0; rank < 8; rank++) {
-        if (rank > 0) {
-            if (*c != '/') die("king-bucket map needs 8 groups separated by '/'");
-            c++;
-        }
-        for (int f = 0; f < width; f++, c++) {
-            if (*c == '/' || *c == '\0') die("king-bucket map group has the wrong length");
-            int b = map_digit(*c);
-            if (mirrored) {
-                KMAP[8 * rank + f] = b;
-                KMAP[8 * rank + 7 - f] = b;
-            } else {
-                KMAP[8 * rank + f] = b;
-            }
-            used[b] = 1;
-            if (b > maxb) maxb = b;
-        }
-    }
-    if (*c != '\0') die("king-bucket map too long");
-    for (int b = 0; b <= maxb; b++)
-        if (!used[b]) die("king buckets must be numbered 0..N-1, each used");
-    NB_KING = maxb + 1;
-}
-
-static void parse_features(const char *name) {
-    if (!strcmp(name, "chess768")) { FS = FS_CHESS768; NF = 768; return; }
-    if (!strcmp(name, "halfkp")) { FS = FS_HALFKP; NF = 64L * 641; return; }
-    if (!strcmp(name, "halfkav2_hm")) { FS = FS_HALFKA; NF = 32L * 11 * 64; return; }
-    if (!strcmp(name, "kb768hm4")) name = "kb768hm:0011/2222/3333/3333/3333/3333/3333/3333";
-    else if (!strcmp(name, "kb768hm16")) name = "kb768hm:0123/4567/8899/aabb/ccdd/ccdd/eeff/eeff";
-    if (!strncmp(name, "kb768hm:", 8)) { MIRRORED = 1; parse_kb768_map(name + 8, 1); }
-    else if (!strncmp(name, "kb768:", 6)) { MIRRORED = 0; parse_kb768_map(name + 6, 0); }
-    else die("unknown feature set");
-    FS = FS_KB768;
-    NF = 768L * NB_KING;
 }
 
 static void parse_buckets(const char *spec) {
@@ -341,28 +289,7 @@ static int parse_fen(const char *fen, Board *b) {
 
 /* Feature index of piece i for perspective p, or -1 if the piece is not a feature. */
 static long feature(const Board *b, int i, int p) {
-    int c = b->colour[i], t = b->type[i], s = b->sq[i], k = b->king[p];
-    switch (FS) {
-    case FS_CHESS768:
-        return (c == p ? 0 : 384) + 64 * t + (p == 0 ? s : s ^ 56);
-    case FS_HALFKP: {
-        if (t == 5) return -1;
-        int rot = p == 0 ? 0 : 63;
-        return 1 + (s ^ rot) + 64 * (2 * t + (c != p)) + 641L * (k ^ rot);
-    }
-    case FS_HALFKA: {
-        int o = (p == 0 ? 0 : 56) ^ (k % 8 < 4 ? 7 : 0);
-        int ok = k ^ o;                      /* oriented king: files e-h */
-        int kb = 4 * (7 - ok / 8) + (7 - ok % 8);
-        int plane = t == 5 ? 10 : 2 * t + (c != p);
-        return (s ^ o) + 64 * plane + 704L * kb;
-    }
-    default: { /* FS_KB768 */
-        int r = p == 0 ? 0 : 56;
-        int m = (MIRRORED && k % 8 >= 4) ? 7 : 0;
-        return 768L * KMAP[k ^ r] + (c == p ? 0 : 384) + 64 * t + ((s ^ r) ^ m);
-    }
-    }
+    return feature_index(b->colour[i], b->type[i], b->sq[i], b->king[p], p);
 }
 
 static int output_bucket(int pieces) {
@@ -408,15 +335,6 @@ static int accumulate(const Board *b, int p, int32_t *v) {
     return bad;
 }
 
-static int fits32(int64_t x) { return x >= INT32_MIN && x <= INT32_MAX; }
-
-/* floor(a / d) for d > 0, with no reliance on the sign behaviour of >> */
-static int64_t floor_div(int64_t a, int64_t d) {
-    int64_t q = a / d;
-    if (a % d != 0 && a < 0) q--;
-    return q;
-}
-
 /* ---------------------------------------------------------------- forward passes */
 
 /* Returns 0 and sets *eval, or 1 on overflow. */
@@ -430,39 +348,15 @@ static int eval_perspective(const int32_t *vs, const int32_t *vn, int bucket, in
         const int16_t *ws = w + side * half;
         for (int i = 0; i < half; i++) {
             int64_t x;
-            if (ACT == PAIRWISE) x = (int64_t)v[i] * v[i + H / 2];
-            else if (ACT == SCRELU) x = (int64_t)v[i] * v[i];
-            else x = v[i];
+            x = act_l0_product(ACT, v[i], act_l0_half(ACT) ? v[i + H / 2] : 0);
             sum += x * ws[i];
         }
     }
     if (!fits32(sum)) return 1;
-    int64_t out = ACT == CRELU ? sum : sum / QA;
+    int64_t out = act_l0_divides(ACT) ? sum / QA : sum;
     out += pl1b[bucket];
     if (!fits32(out)) return 1;
     *eval = out * SCALE / (QA * QB);
-    return 0;
-}
-
-static int64_t clampv(int64_t y) { return y < -CLAMPV ? -CLAMPV : y > CLAMPV ? CLAMPV : y; }
-
-static int64_t swish_pwl(int64_t yc) {
-    int64_t d = QA / 5, u = yc + CLAMPV, i = u / d;  /* u >= 0 */
-    if (i > 79) i = 79;
-    int64_t r = u - d * i;
-    return SWISH_T[i] + floor_div((SWISH_T[i + 1] - SWISH_T[i]) * r + d / 2, d);
-}
-
-/* the hidden activation a of y = floor(s / 64) (the gated units' gates too) */
-static int64_t hidden_act(int64_t y, int a) {
-    int64_t c = y < 0 ? 0 : y > 255 ? 255 : y;
-    int64_t yc = clampv(y);
-    int64_t g = yc + 3 * QA < 0 ? 0 : yc + 3 * QA > 6 * QA ? 6 * QA : yc + 3 * QA;
-    if (a == CRELU) return c;
-    if (a == SCRELU) return (c * c) >> SHIFT_BITS;
-    if (a == HARDSWISH) return floor_div(yc * g, 6 * QA);
-    if (a == SWISH) return swish_pwl(yc);
-    die("not a hidden activation");
     return 0;
 }
 
@@ -474,11 +368,7 @@ static int eval_deep(const int32_t *vs, const int32_t *vn, int bucket, int64_t *
     for (int side = 0; side < 2; side++) {
         const int32_t *v = vv[side];
         for (int i = 0; i < half; i++) {
-            int32_t x;
-            if (ACT == PAIRWISE) x = (v[i] * v[i + H / 2]) >> SHIFT_BITS;  /* operands >= 0 */
-            else if (ACT == SCRELU) x = (v[i] * v[i]) >> SHIFT_BITS;
-            else x = v[i];
-            x0[side * half + i] = x;
+            x0[side * half + i] = act_l0_deep(ACT, v[i], act_l0_half(ACT) ? v[i + H / 2] : 0);
         }
     }
     const int8_t *w1 = dl1w + (long)bucket * N1 * L1;
@@ -497,10 +387,9 @@ static int eval_deep(const int32_t *vs, const int32_t *vn, int bucket, int64_t *
         y2[n] = floor_div(s, HIDDEN_DIV);
     }
     for (int n = 0; n < N2; n++) {
-        if (HACT2 == SWIGLU || HACT2 == SWIGLU_SWISH) {  /* gate rows [0, N2), linear rows [N2, 2 N2) */
-            int64_t g = hidden_act(y2[n], HACT2 == SWIGLU ? HARDSWISH : SWISH), b = clampv(y2[N2 + n]);
-            if (HACT2 == SWIGLU) x2[n] = (int32_t)floor_div(g * b, 1 << SHIFT_BITS);
-            if (HACT2 == SWIGLU_SWISH) x2[n] = (int32_t)floor_div(g * b, 1 << SHIFT_BITS);
+        if (act_gate(HACT2) >= 0) {  /* gate rows [0, N2), linear rows [N2, 2 N2) */
+            int64_t g = hidden_act(y2[n], act_gate(HACT2)), b = clampv(y2[N2 + n]);
+            x2[n] = (int32_t)act_gated(HACT2, g, b);
         } else {
             x2[n] = (int32_t)hidden_act(y2[n], HACT2);
         }
@@ -521,11 +410,7 @@ static int eval_tiny(const int32_t *vs, const int32_t *vn, int bucket, int64_t *
     for (int side = 0; side < 2; side++) {
         const int32_t *v = vv[side];
         for (int i = 0; i < half; i++) {
-            int32_t x;
-            if (ACT == PAIRWISE) x = (v[i] * v[i + H / 2]) >> SHIFT_BITS;  /* operands >= 0 */
-            else if (ACT == SCRELU) x = (v[i] * v[i]) >> SHIFT_BITS;
-            else x = v[i];
-            x0[side * half + i] = x;
+            x0[side * half + i] = act_l0_deep(ACT, v[i], act_l0_half(ACT) ? v[i + H / 2] : 0);
         }
     }
     const int8_t *w1 = dl1w + (long)bucket * N1 * L1;
@@ -639,9 +524,9 @@ int main(int argc, char **argv) {
         }
         if (!have_fs || !have_ob || !have_net) usage();
     }
-    if (ACT == PAIRWISE && H % 2) die("pairwise_crelu needs an even H");
-    L1 = ACT == PAIRWISE ? H : 2 * H;
-    R2 = (HACT2 == SWIGLU || HACT2 == SWIGLU_SWISH) ? 2 * N2 : N2;
+    if (act_l0_half(ACT) && H % 2) die("a half-width L0 activation needs an even H");
+    L1 = act_l0_half(ACT) ? H : 2 * H;
+    R2 = act_gate(HACT2) >= 0 ? 2 * N2 : N2;
     load(argv[1]);
     char line[4096];
     while (fgets(line, sizeof line, stdin)) {

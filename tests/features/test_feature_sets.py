@@ -280,3 +280,22 @@ def test_table_encoder_checks_its_formula():
     no_kings = TableEncoder(lambda g: torch.where(g.ptype == KING, -1, plain(g)), 768, 30)
     stm, _ = no_kings(packed(chess.STARTING_FEN))
     assert stm.shape == (1, 30) and 320 + 4 not in stm[0].tolist() and (stm >= 0).all()
+
+
+def test_every_feature_set_carries_its_factoriser_and_c_index():
+    """Each registered set's module carries its factoriser map (the virtual feature of every real
+    one, written out here from the formulas) and its C code, which the generated header holds."""
+    from nnue.pipeline import features
+
+    header = features.c_header()
+    expected = {"chess768": lambda i: i // 64, "halfkp": lambda i: i % 641, "halfkav2_hm": lambda i: i % 704}
+    for name in known_names() + [PRESETS["kb768hm4"], "kb768:" + "/".join(["01234567"] * 8)]:
+        fs = get_feature_set(name)
+        i = torch.arange(fs.num_inputs)
+        want = expected.get(name, lambda i: i % 768)(i)  # kb768…: the bucket-free piece square
+        assert torch.equal(features.factor_map(name, fs.num_inputs), want), name
+        assert fs.c is not None and f"case {fs.c.enum}:" in header, name
+        for line in fs.c.index.splitlines():
+            assert line in header, (name, line)
+    with pytest.raises(ValueError, match="unknown feature set"):
+        features.factor_map("nope", 10)

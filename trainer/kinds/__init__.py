@@ -7,6 +7,8 @@ Adding a kind: a module here, one under :mod:`nnue.inference.kinds`, a line in e
 """
 from __future__ import annotations
 
+import contextlib
+
 import torch
 
 from . import deep, perspective, sfnnv5, tiny
@@ -14,6 +16,20 @@ from ..model import factor_map
 from .spec import TrainerKind
 
 KINDS: dict[str, TrainerKind] = {k.name: k for k in (perspective.KIND, deep.KIND, tiny.KIND, sfnnv5.KIND)}
+
+
+
+@contextlib.contextmanager
+def register(kind: TrainerKind):
+    """Add ``kind`` to :data:`KINDS` for the duration of the ``with`` block (tests: the toy
+    extensions). Raises ValueError if its name is taken."""
+    if kind.name in KINDS:
+        raise ValueError(f"net kind {kind.name!r} is already registered")
+    KINDS[kind.name] = kind
+    try:
+        yield kind
+    finally:
+        del KINDS[kind.name]
 
 
 def get(kind) -> TrainerKind:

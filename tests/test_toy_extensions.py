@@ -1,0 +1,240 @@
+"""The extension points hold: a toy activation, a toy feature set and a toy net kind, defined in
+this file only and registered at run time, train a few steps on the bundled sample, export, and
+evaluate exactly — integer inference ``torch.equal`` to the C reference, whose activation and
+feature code is generated from the registries with the toys in them — on ≥ 10,000 real positions.
+
+Nothing outside this file names the toys: the trainer, export, inference, the Triton kernels and
+the C reference find them through the registries (``nnue.spec.activations.register``,
+``nnue.pipeline.features.register``, ``nnue.trainer.kinds.register``,
+``nnue.inference.kinds.register``). docs/extending.md is the guide these toys follow.
+"""
+from __future__ import annotations
+
+import contextlib
+import json
+from dataclasses import dataclass
+
+import pytest
+import torch
+from safetensors.torch import save_file
+
+from nnue import inference
+from nnue.inference import kinds as inference_kinds
+from nnue.inference import tiny as tiny_evaluator
+from nnue.inference.kinds.spec import InferenceKind
+from nnue.pipeline import features
+from nnue.pipeline.features.lookup import Grid, TableEncoder
+from nnue.pipeline.features.spec import CFeature, FeatureSet
+from nnue.spec import activations as acts
+from nnue.spec.activations.base import Activation, same
+from nnue.trainer import kinds as trainer_kinds
+from nnue.trainer.export import export, validation_rows
+from nnue.trainer.kinds.spec import TrainerKind
+from nnue.trainer.model import TinyArch, TinyNet
+from nnue.trainer.quantise import audit_tiny, calibrate_output_bias, quantise_tiny
+from tests.cref import compile_c_eval, run_c
+
+QA, SHIFT = 255, 8
+
+# ---------------------------------------------------------------- a toy activation: clamped leaky ReLU
+# float: x on [0, 1], x/8 on [−1, 0) (clamped at both ends); integer (scale QA):
+# c = clamp(y, −QA, QA), x = c for c ≥ 0, floor(c / 8) for c < 0 (−32..255).
+
+
+def _leaky_float(x):
+    return torch.where(x < 0, x.clamp(-1, 0) / 8, x.clamp(0, 1))
+
+
+def _leaky_int(y, qa, shift):
+    c = y.clamp(-qa, qa)
+    return torch.where(c < 0, torch.div(c, 8, rounding_mode="floor"), c)
+
+
+def _leaky_fwd(x):
+    return tl.where(x < 0.0, tl.maximum(x, -1.0) / 8.0, tl.minimum(x, 1.0))  # noqa: F821
+
+
+def _leaky_grad(x):
+    # torch's autograd of _leaky_float: clamp's inclusive bounds, where() picks the branch
+    return tl.where(x < 0.0, tl.where(x >= -1.0, 0.125, 0.0), tl.where(x <= 1.0, 1.0, 0.0))  # noqa: F821
+
+
+TOY_ACT = Activation(
+    name="toy_leaky", allowed=frozenset({"l1"}), width_rule="same width", width=same, float_ref=_leaky_float,
+    integer={"hidden": "c = clamp(y, −QA, QA); x = c if c ≥ 0 else floor(c / 8)"},
+    out_range={"hidden": (-32, 255)}, u8=False, hidden=_leaky_int,
+    triton_fwd=_leaky_fwd, triton_grad=_leaky_grad,
+    c_hidden="int64_t cl = y < -QA ? -QA : y > QA ? QA : y;\nreturn cl < 0 ? floor_div(cl, 8) : cl;",
+)
+
+# ---------------------------------------------------------------- a toy feature set: Chess768 × 2 king buckets
+# bucket 1 when the own king has left its first two (relative) ranks; r(x) = x ^ (56 p):
+# index = 768·b + (c == p ? 0 : 384) + 64·t + r(s).
+
+
+def _toy_index(g: Grid) -> torch.Tensor:
+    rel = 56 * g.p
+    b = ((g.k ^ rel) // 8 >= 2).long()
+    return 768 * b + torch.where(g.colour == g.p, 0, 384) + 64 * g.ptype + (g.s ^ rel)
+
+
+TOY_FS = FeatureSet(
+    name="toy_kb2", num_inputs=1536, max_active=32,
+    spec="768*(rank(r(k))>=2)+(c==p?0:384)+64*t+r(s); r(x)=x^(56*p)",
+    encode=TableEncoder(_toy_index, 1536, 32), factors=lambda n: torch.arange(n) % 768,
+    c=CFeature("FS_TOY_KB2", "int r = p == 0 ? 0 : 56;\n"
+                             "int b = ((k ^ r) / 8) >= 2;\n"
+                             "return 768L * b + (c == p ? 0 : 384) + 64 * t + (s ^ r);"),
+)
+
+# ---------------------------------------------------------------- a toy net kind: the tiny net's pieces under a new key
+
+
+class ToyIntegerNet(tiny_evaluator.TinyIntegerNet):
+    kind = "toy"
+
+
+def _toy_arch(**kw) -> dict:
+    return tiny_evaluator.make_tiny_arch(**kw) | {"kind": "toy"}
+
+
+@dataclass(frozen=True)
+class ToyArch(TinyArch):
+    kind = "toy"
+
+
+def _toy_c_args(a: dict) -> list[str]:
+    return ["--features", a["feature_set"], "--buckets", a["output_buckets"], "--tiny", str(a["hidden"]),
+            a["activation"], str(a["l1_outputs"]), a["hidden_activation"]]
+
+
+TOY_INFERENCE = InferenceKind("toy", ToyIntegerNet, tiny_evaluator, _toy_arch, _toy_c_args)
+TOY_KIND = TrainerKind("toy", TOY_INFERENCE, ToyArch, TinyNet, quantise_tiny, audit_tiny, calibrate_output_bias,
+                       layers_key="toy")
+
+
+@contextlib.contextmanager
+def toys():
+    with acts.register(TOY_ACT), features.register(TOY_FS), inference_kinds.register(TOY_INFERENCE), \
+            trainer_kinds.register(TOY_KIND):
+        yield
+
+
+# ---------------------------------------------------------------- the pieces
+
+
+def test_registries_take_the_toys_and_give_them_back():
+    before = (dict(acts.ACTIVATIONS), features.known_names(), dict(trainer_kinds.KINDS), dict(inference_kinds.KINDS))
+    with toys():
+        assert acts.check("toy_leaky", "l1") is TOY_ACT and "toy_leaky" in acts.allowed("l2")
+        assert "toy_leaky" not in acts.allowed("l0")
+        assert features.get_feature_set("toy_kb2") is TOY_FS
+        assert "ACT_TOY_LEAKY" in acts.c_header() and "FS_TOY_KB2" in features.c_header()
+        with pytest.raises(ValueError, match="already registered"):
+            with acts.register(TOY_ACT):
+                pass
+    after = (dict(acts.ACTIVATIONS), features.known_names(), dict(trainer_kinds.KINDS), dict(inference_kinds.KINDS))
+    assert after == before
+    with pytest.raises(KeyError, match="unknown feature set 'toy_kb2'"):
+        features.get_feature_set("toy_kb2")
+
+
+def test_toy_activation_rules():
+    y = torch.arange(-2 * QA, 2 * QA + 1, dtype=torch.int64)
+    with toys():
+        got = acts.int_hidden("toy_leaky", y, QA, SHIFT)
+        want = [max(-QA, min(QA, v)) if v >= 0 else max(-QA, v) // 8 for v in y.tolist()]
+        assert got.tolist() == want
+        assert (int(got.min()), int(got.max())) == TOY_ACT.out_range["hidden"]
+        assert acts.hidden_max_abs("toy_leaky", QA, SHIFT) == 255
+        # the integer rule is the float rule on the integer grid, floored
+        ref = torch.floor(acts.float_hidden("toy_leaky", y.double() / QA, 1.0) * QA + 1e-9)
+        assert torch.equal(ref.long(), got)
+        assert acts.approximation("toy_leaky") is None
+
+
+def test_toy_activation_triton_equals_reference():
+    """The toy's Triton forward and gradient (the spec's functions, bound by the kernels) against
+    the torch reference, on CPU under the Triton interpreter; fp32, exact kinks included."""
+    from nnue.kernels import activations as triton_acts
+    from nnue.kernels import reference
+
+    if not triton_acts.INTERPRETED:
+        pytest.skip("needs TRITON_INTERPRET=1 (scripts/test.sh sets it)")
+    x = torch.cat([torch.linspace(-2, 2, 1021), torch.tensor([-1.0, 0.0, 1.0])]).requires_grad_(True)
+    g = torch.randn(x.shape, generator=torch.Generator().manual_seed(0))
+    with toys():
+        y = triton_acts.activate("toy_leaky", x)
+        y_ref = reference.activate("toy_leaky", x)
+        (gx,) = torch.autograd.grad(y, x, g)
+        (gx_ref,) = torch.autograd.grad(y_ref, x, g)
+    torch.testing.assert_close(y, y_ref, rtol=0, atol=1e-7)  # fp32: the same ops in either order
+    torch.testing.assert_close(gx, gx_ref, rtol=0, atol=1e-7)
+
+
+def test_toy_feature_set_is_the_matching_kb768_map(boards):
+    """The toy set's lookup encoding equals kb768's on the same map (an independent formula),
+    and its factoriser maps each feature to its bucket-free piece square."""
+    same_map = features.get_feature_set("kb768:" + "/".join(["0" * 8] * 2 + ["1" * 8] * 6))
+    with toys():
+        fs = features.get_feature_set("toy_kb2")
+        for a, b in zip(fs.encode(boards[:4096]), same_map.encode(boards[:4096])):
+            assert torch.equal(a, b)
+        fac = features.factor_map("toy_kb2", fs.num_inputs)
+        assert torch.equal(fac, features.factor_map(same_map.name, fs.num_inputs))
+
+
+# ---------------------------------------------------------------- train, export, evaluate exactly
+
+
+def _train(model, rows, steps: int = 40, batch: int = 512) -> tuple[float, float]:
+    fs = features.get_feature_set("toy_kb2")
+    stm, nstm = fs.encode(rows["boards"])
+    bucket = features.parse_output_buckets("MaterialCount<8>").of(rows["boards"])
+    target = torch.sigmoid(rows["score"] / 400)
+    opt = torch.optim.Adam(model.parameters(), lr=2e-3)
+    gen = torch.Generator().manual_seed(0)
+    losses = []
+    for _ in range(steps):
+        i = torch.randint(0, len(target), (batch,), generator=gen)
+        loss = torch.nn.functional.mse_loss(torch.sigmoid(model(stm[i], nstm[i], bucket[i])), target[i])
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        losses.append(float(loss.detach()))
+    return sum(losses[:5]) / 5, sum(losses[-5:]) / 5
+
+
+def test_toy_kind_trains_exports_and_equals_the_generated_c(sample_dataset, fens, boards, tmp_path):
+    data = {"path": str(sample_dataset), "val_fraction": 1.0}
+    layers = {"l1_outputs": 16, "hidden_activation": "toy_leaky"}
+    with toys():
+        torch.manual_seed(0)
+        model = trainer_kinds.build_model("toy", "toy_kb2", 1536, 32, "screlu", 8, backend="torch",
+                                          factoriser=True, layers=layers, output_buckets="MaterialCount<8>")
+        assert isinstance(model.arch, ToyArch) and model.factor_map is not None
+        first, last = _train(model, validation_rows(data, 4096))
+        assert last < first, (first, last)  # it learns
+
+        hp = {"kind": "toy", "features": "toy_kb2", "hidden": 32, "activation": "screlu",
+              "output_buckets": "MaterialCount<8>", "factoriser": True, "toy": layers, "quant": None}
+        ck = tmp_path / "toy.safetensors"
+        save_file({k: v.contiguous() for k, v in model.state_dict().items()}, str(ck),
+                  {"hparams": json.dumps(hp), "data": json.dumps(data)})
+        r = export(ck, tmp_path / "net")
+        assert r["architecture"]["kind"] == "toy" and r["architecture"]["hidden_activation"] == "toy_leaky"
+        assert r["cross_check"]["positions"] > 1000 and "activation_approximation" not in r
+
+        net = inference.load(tmp_path / "net" / "net.safetensors")
+        assert isinstance(net, ToyIntegerNet) and net.features is TOY_FS
+        ours = inference.evaluate(net, boards)
+        exe = compile_c_eval(tmp_path / "cbuild")  # headers generated with the toys registered
+        theirs = run_c(exe, tmp_path / "net" / "net.bin", inference_kinds.c_args(net.arch), fens)
+    assert len(fens) >= 10_000
+    assert torch.equal(ours, torch.tensor(theirs, dtype=ours.dtype))
+    assert len(set(theirs)) > 100  # a net that distinguishes positions, not a constant
+    # the toy activation's negative branch is exercised on real positions
+    stm, nstm = TOY_FS.encode(boards[:2048])
+    with toys():
+        _, parts = tiny_evaluator.forward_int(net, stm, nstm, net.buckets.of(boards[:2048]), return_parts=True)
+    assert bool((torch.div(parts["s1"], 64, rounding_mode="floor") < 0).any())
