@@ -144,7 +144,7 @@ class FormatSpec:
     find_ranges: ``(path, size) -> find(lo, hi) -> offset | None``, the boundary finder that lets
     one file be packed in byte ranges (:mod:`nnue.pipeline.ranges`), None when the format is never
     split; a finder may carry ``games(offset)`` and ``why_whole()`` (PGN). detail_offsets: a
-    regex whose ``(line|byte) (\d+)`` groups are file offsets inside reject details, rebased for a
+    regex whose ``(line|byte) (digits)`` groups are file offsets inside reject details, rebased for a
     range (None: details hold none). compiled: ``() -> module``, the numba fast path the reader
     uses with ``options.fast`` (None when there is none); a loader, not the module, because
     importing it loads numba (about 0.5 s), which the CLI's parser must not. write: ``row ->

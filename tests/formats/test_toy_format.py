@@ -112,8 +112,8 @@ def test_pack_ranges_and_convert_round_trip(toy, tmp_path):
     rc, out = _nnue("pack", src, "-o", tmp_path / "one", "--workers", 1, "--json", "--no-progress")
     assert rc == 0
     one = json.loads(out)
-    assert one["read"] == len(text) == one["packed"] + one["rejected"]
-    assert one["rejected"] == 1 and one["packed"] == len(lines)
+    assert one["read"] == len(text) == one["packed"] + sum(one["rejected"].values())
+    assert one["rejected"] == {"malformed record": 1} and one["packed"] == len(lines)
     entry = next(iter(mf.load(tmp_path / "one")["files"].values()))
     assert entry["format"] == "toy"
     rejects = [json.loads(r) for r in (tmp_path / "one" / entry["rejects"]).read_text().splitlines()]
@@ -151,8 +151,9 @@ def test_unknown_format_and_bad_spec(toy):
         formats.get_format("nope")  # the message lists the known formats, the toy among them
     with pytest.raises(ValueError):
         formats.register(FormatSpec("auto", toy_read, toy_sniff, "", "", ""))
-    rc, _ = _nnue("convert", "x", "--to", "epd", "-o", "y")  # epd has no writer: not a --to choice
-    assert rc == 2
+    with pytest.raises(SystemExit) as e:  # epd has no writer: not a --to choice
+        _nnue("convert", "x", "--to", "epd", "-o", "y")
+    assert e.value.code == 2
 
 
 def test_reader_rejects_and_wrong_format(toy):
