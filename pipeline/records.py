@@ -147,7 +147,7 @@ class FormatSpec:
     regex whose ``(line|byte) (digits)`` groups are file offsets inside reject details, rebased for a
     range (None: details hold none). compiled: ``() -> module``, the numba fast path the reader
     uses with ``options.fast`` (None when there is none); a loader, not the module, because
-    importing it loads numba (about 0.5 s), which the CLI's parser must not. write: ``row ->
+    importing it loads numba (0.3 CPU s), which the CLI's parser must not. write: ``row ->
     bytes``, one dataset row in this format, or None when ``nnue convert`` cannot write it; a row
     is a dict of ``board`` (32 bytes), ``score`` (int, stm POV), ``score_none`` (bool), ``result``
     (-1/0/+1 stm POV), ``ply`` (int), ``best_move`` (packed u16 or None), ``castling`` (the

@@ -112,7 +112,7 @@ def fixed_blocks(stream, size: int, records: int = 65536):
 def compiled_fixed():
     """The numba kernels of the fixed-record formats (:mod:`nnue.pipeline.compiled.fixed`), their
     ``SPEC.compiled``. Imported when a reader first needs them, not with this module: importing
-    them loads numba (about 0.5 s), which the CLI's parser must not."""
+    them loads numba (0.3 CPU s), which the CLI's parser must not."""
     from ..compiled import fixed
 
     return fixed

@@ -220,8 +220,8 @@ def sniff(head: bytes) -> bool:
 
 
 def _compiled():
-    """The numba chain decoder (:mod:`nnue.pipeline.compiled.binpack`), imported when first used:
-    importing it loads numba (about 0.5 s), which the CLI's parser, importing this registry, must not."""
+    """The numba chain decoder (:mod:`nnue.pipeline.compiled.binpack`), imported when first used: importing
+    it loads numba (0.3 CPU s), which the CLI's parser, importing this registry, must not."""
     from ..compiled import binpack
 
     return binpack

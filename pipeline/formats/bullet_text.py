@@ -23,7 +23,7 @@ from ._write import board_of, compiled_dump, text_block
 
 def _compiled():
     """The numba fast path (:mod:`nnue.pipeline.compiled.text`), imported when first used: importing
-    it loads numba (about 0.5 s), which the CLI's parser, importing this registry, must not."""
+    it loads numba (0.3 CPU s), which the CLI's parser, importing this registry, must not."""
     from ..compiled import text
 
     return text

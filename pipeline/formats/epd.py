@@ -22,7 +22,7 @@ _OP = re.compile(r'(\w+)\s+("[^"]*"|[^;]*);')
 
 def _compiled():
     """The numba fast path (:mod:`nnue.pipeline.compiled.text`), imported when first used: importing
-    it loads numba (about 0.5 s), which the CLI's parser, importing this registry, must not."""
+    it loads numba (0.3 CPU s), which the CLI's parser, importing this registry, must not."""
     from ..compiled import text
 
     return text

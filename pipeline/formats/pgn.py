@@ -376,8 +376,8 @@ def _board_arrays(fen, var):
 
 
 def _compiled():
-    """The numba game reader (:mod:`nnue.pipeline.compiled.pgn`), imported when first used:
-    importing it loads numba (about 0.5 s), which the CLI's parser, importing this registry, must not."""
+    """The numba game reader (:mod:`nnue.pipeline.compiled.pgn`), imported when first used: importing
+    it loads numba (0.3 CPU s), which the CLI's parser, importing this registry, must not."""
     from ..compiled import pgn
 
     return pgn

@@ -125,8 +125,8 @@ class _View:
 
 
 def _compiled():
-    """The numba game decoder (:mod:`nnue.pipeline.compiled.viri`), imported when first used:
-    importing it loads numba (about 0.5 s), which the CLI's parser, importing this registry, must not."""
+    """The numba game decoder (:mod:`nnue.pipeline.compiled.viri`), imported when first used: importing
+    it loads numba (0.3 CPU s), which the CLI's parser, importing this registry, must not."""
     from ..compiled import viri
 
     return viri
