@@ -8,10 +8,10 @@ same part files. For a file of ``size`` bytes and a range size ``R``:
   format that is not split, or ``size <= R``); nominal ranges are what shards are dealt (a function of
   path and size alone);
 - the boundary of range ``i > 0`` is the first offset in ``[i·R, (i+1)·R)`` where the format's reader
-  would start a new game anyway, found by a small look-ahead parse (the format's ``SPEC.find_ranges``, :mod:`nnue.pipeline.formats._boundaries`); range ``i`` runs
-  from its boundary to the next boundary found. A nominal range whose search finds no boundary (one
-  game longer than ``R``, a run of unreadable records) is empty and its bytes belong to the range
-  before it.
+  would start a new game anyway, found by a small look-ahead parse (the format's ``SPEC.find_ranges``,
+  :mod:`nnue.pipeline.formats._boundaries`); range ``i`` runs from its boundary to the next boundary
+  found. A nominal range whose search finds no boundary (one game longer than ``R``, a run of
+  unreadable records) is empty and its bytes belong to the range before it.
 
 Where a range may start, by format (the reader at the start of a range must be in the state in which
 the one-file reader reaches that byte, and a game must not be cut, since its id hashes its first
@@ -34,8 +34,8 @@ positions, ``pack.GameIds``):
   number of games before it (``Range.game``), which the reader starts its game ordinals at, so that
   the "game N" of every location is the file's. A game whose movetext has a ``)`` or a NAG of
   hundreds of digits (where python-chess may raise) is read with python-chess first
-  (:data:`nnue.pipeline.formats.pgn.PGN_CHECK_GAMES` of them at most): if one makes ``read_game`` raise,
-  python-chess goes on mid-game and the walk no longer follows it, so the file is one range (its
+  (:data:`nnue.pipeline.formats.pgn.PGN_CHECK_GAMES` of them at most): if one makes ``read_game``
+  raise, python-chess goes on mid-game and the walk no longer follows it, so the file is one range (its
   later nominal ranges are empty), as it is with more such games;
 - compressed inputs (``.gz``, ``.zst``, ``.xz``, ``.bz2``) are one range: they cannot be entered mid-way.
 

@@ -23,6 +23,7 @@ TEXT_WINDOW_FIRST = 1 << 14  # the first window (a game of self-play is a few KB
 
 
 def read_at(path: Path, start: int, n: int) -> bytes:
+    """Up to ``n`` bytes of ``path`` from byte ``start`` (fewer at the end of the file)."""
     with open(path, "rb") as f:
         f.seek(start)
         return f.read(n)
