@@ -648,7 +648,7 @@ def _export_targets() -> dict:
 
 
 def _parser() -> argparse.ArgumentParser:
-    from nnue.pipeline.formats import EXTENSIONS
+    from nnue.pipeline.formats import EXTENSIONS, names, writer_names  # the registry: no torch/pyarrow/numba
 
     p = _OneLineParser(prog="nnue", description="nnue-forge: pack self-play dumps, train "
                                 "NNUE nets, export integer nets, evaluate them.")
@@ -670,8 +670,7 @@ def _parser() -> argparse.ArgumentParser:
     s.add_argument("--once", action="store_true", help="with --watch: pack what is complete now and exit (default off: keep watching)")
     s.add_argument("-o", "--output", required=True, type=_path, help="dataset folder (created or appended to)")
     s.add_argument("--format", default="auto",
-                   choices=["auto", "plain", "bullet-text", "pgn", "epd", "binpack", "bin", "bulletformat",
-                            "marlinformat", "viriformat"],
+                   choices=["auto", *names()],
                    help="input format of every input (default: auto, from magic bytes, extension and "
                         "first lines, file by file)")
     s.add_argument("--score-unit", default="cp", choices=["cp", "sf-internal"],
@@ -721,7 +720,7 @@ def _parser() -> argparse.ArgumentParser:
     s = sub.add_parser("convert", help="write a dataset back out as a dump for other trainers",
                        description="Write every position of a dataset in another trainer's format.")
     s.add_argument("dataset", type=_path, help="dataset folder written by nnue pack")
-    s.add_argument("--to", required=True, choices=["plain", "bullet-text", "bulletformat", "marlinformat"],
+    s.add_argument("--to", required=True, choices=writer_names(),
                    help="output format (required): plain (Stockfish .plain), bullet-text (FEN | score | "
                         "result), bulletformat or marlinformat (32-byte records)")
     s.add_argument("-o", "--output", required=True, type=_path, help="output file (written atomically)")

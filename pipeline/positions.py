@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import re
 
-from .formats import Record, parse_result_token
+from .records import Record, parse_result_token
 
 _OPCODES = re.compile(r'^(?:\s*[A-Za-z]\w*(?:\s+(?:"[^"]*"|[^;"]*?))?\s*;)*\s*$')
 _OPCODE = re.compile(r'([A-Za-z]\w*)(?:\s+("[^"]*"|[^;"]*?))?\s*;')

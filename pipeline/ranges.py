@@ -8,10 +8,10 @@ same part files. For a file of ``size`` bytes and a range size ``R``:
   format that is not split, or ``size <= R``); nominal ranges are what shards are dealt (a function of
   path and size alone);
 - the boundary of range ``i > 0`` is the first offset in ``[i·R, (i+1)·R)`` where the format's reader
-  would start a new game anyway, found by a small look-ahead parse (:data:`FINDERS`); range ``i`` runs
-  from its boundary to the next boundary found. A nominal range whose search finds no boundary (one
-  game longer than ``R``, a run of unreadable records) is empty and its bytes belong to the range
-  before it.
+  would start a new game anyway, found by a small look-ahead parse (the format's ``SPEC.find_ranges``,
+  :mod:`nnue.pipeline.formats._boundaries`); range ``i`` runs from its boundary to the next boundary
+  found. A nominal range whose search finds no boundary (one game longer than ``R``, a run of
+  unreadable records) is empty and its bytes belong to the range before it.
 
 Where a range may start, by format (the reader at the start of a range must be in the state in which
 the one-file reader reaches that byte, and a game must not be cut, since its id hashes its first
@@ -34,8 +34,8 @@ positions, ``pack.GameIds``):
   number of games before it (``Range.game``), which the reader starts its game ordinals at, so that
   the "game N" of every location is the file's. A game whose movetext has a ``)`` or a NAG of
   hundreds of digits (where python-chess may raise) is read with python-chess first
-  (:data:`PGN_CHECK_GAMES` of them at most): if one makes ``read_game`` raise,
-  python-chess goes on mid-game and the walk no longer follows it, so the file is one range (its
+  (:data:`nnue.pipeline.formats.pgn.PGN_CHECK_GAMES` of them at most): if one makes ``read_game``
+  raise, python-chess goes on mid-game and the walk no longer follows it, so the file is one range (its
   later nominal ranges are empty), as it is with more such games;
 - compressed inputs (``.gz``, ``.zst``, ``.xz``, ``.bz2``) are one range: they cannot be entered mid-way.
 
@@ -45,19 +45,16 @@ its start, which :class:`Rebase` turns back into the file's (``pack`` applies it
 from __future__ import annotations
 
 import io
-import logging
 import math
 import re
 from dataclasses import dataclass
 from pathlib import Path
 
-import numpy as np
+from .formats import get_format
+from .formats._boundaries import read_at
 
 COMPRESSED = (".gz", ".zst", ".xz", ".bz2")
 DEFAULT_RANGE_MB = 64
-SEARCH_BYTES = 1 << 20   # how far past a nominal offset a boundary is looked for (then the range is empty)
-TEXT_WINDOW = 1 << 18    # most bytes of text parsed at a time while looking for a boundary
-TEXT_WINDOW_FIRST = 1 << 14  # the first window (a game of self-play is a few KB); x4 after each miss
 
 
 @dataclass(frozen=True)
@@ -84,7 +81,9 @@ def range_bytes(range_mb: float) -> int:
 
 
 def splittable(path: Path, fmt: str) -> bool:
-    return Path(path).suffix.lower() not in COMPRESSED and fmt in FINDERS
+    """Can ``path`` (format ``fmt``) be split into byte ranges: uncompressed, and its format has a
+    boundary finder (``SPEC.find_ranges``)? Raises FormatError for an unknown format."""
+    return Path(path).suffix.lower() not in COMPRESSED and get_format(fmt).find_ranges is not None
 
 
 def nominal_count(path: Path, fmt: str, size: int, rbytes: int) -> int:
@@ -101,7 +100,7 @@ def plan(path: Path, fmt: str, rbytes: int) -> list[Range]:
     n = nominal_count(path, fmt, size, rbytes)
     if n == 1:
         return [Range(0, 1, 0, size, 0)]
-    find = FINDERS[fmt](path, size)
+    find = _finder(fmt, path, size)
     bounds = [(0, 0)]
     for i in range(1, n):
         b = find(i * rbytes, min((i + 1) * rbytes, size))
@@ -111,7 +110,7 @@ def plan(path: Path, fmt: str, rbytes: int) -> list[Range]:
     if why:
         return [Range(0, n, 0, size, 0, 0, why)]  # as if no later nominal range had a boundary
     starts = [b for _, b in bounds] + [size]
-    lines = _lines_before(path, starts[:-1]) if fmt in TEXT_FORMATS else [0] * len(bounds)
+    lines = _lines_before(path, starts[:-1]) if _is_text(fmt) else [0] * len(bounds)
     games = [getattr(find, "games", lambda off: 0)(s) for s in starts[:-1]]
     return [Range(i, n, s, starts[k + 1], lines[k], games[k]) for k, ((i, s)) in enumerate(bounds)]
 
@@ -178,9 +177,6 @@ def _lines_before(path: Path, offsets: list[int], chunk: int = 1 << 24) -> list[
 
 # ---------------------------------------------------------------------------- locations
 _LOC = re.compile(r"^(line|byte) (\d+)")
-# offsets inside reject details that are the file's (others, such as binpack's "movetext overrun at
-# byte N", are relative to a block and stay as they are)
-_DETAIL = {"plain": re.compile(r"^(line) (\d+)"), "viriformat": re.compile(r"(?<=at )(byte) (\d+)")}
 
 
 class Rebase:
@@ -188,7 +184,10 @@ class Rebase:
 
     def __init__(self, fmt: str, rng: Range):
         self.line, self.byte = rng.line, rng.start
-        self.detail = _DETAIL.get(fmt)
+        # offsets inside reject details that are the file's (SPEC.detail_offsets; others, such as
+        # binpack's "movetext overrun at byte N", are relative to a block and stay as they are)
+        pattern = get_format(fmt).detail_offsets
+        self.detail = re.compile(pattern) if pattern is not None else None
 
     def _sub(self, m: re.Match) -> str:
         return f"{m.group(1)} {int(m.group(2)) + (self.line if m.group(1) == 'line' else self.byte)}"
@@ -214,235 +213,26 @@ class RebasedLocations:
 
 
 # ---------------------------------------------------------------------------- boundary finders
-def _read_at(path: Path, start: int, n: int) -> bytes:
-    with open(path, "rb") as f:
-        f.seek(start)
-        return f.read(n)
+def _finder(fmt: str, path: Path, size: int):
+    """The boundary finder of ``fmt`` over ``path`` (its ``SPEC.find_ranges``; the rules above)."""
+    return get_format(fmt).find_ranges(path, size)
 
 
-def _fixed_games(module_name: str, size_rec: int):
-    """.bin / marlinformat: a record boundary where the reader starts a new game."""
-
-    def make(path: Path, size: int):
-        import importlib
-
-        from .formats import Record
-        from .formats._binary import game_boundary
-
-        decode = importlib.import_module(f"nnue.pipeline.formats.{module_name}").decode_record
-        whole = size - size % size_rec  # a trailing partial record is never a range's start
-
-        def find(lo: int, hi: int):
-            j = -(-lo // size_rec)
-            limit = min(hi, lo + SEARCH_BYTES, whole)
-            while j * size_rec < limit:
-                count = min(4096, -(-(limit - j * size_rec) // size_rec))  # records starting before limit
-                data = _read_at(path, (j - 1) * size_rec, (count + 1) * size_rec)
-                recs = [decode((j - 1 + k) * size_rec, data[k * size_rec:(k + 1) * size_rec], None)
-                        for k in range(count + 1)]
-                for k in range(1, count + 1):
-                    a, b = recs[k - 1], recs[k]
-                    if isinstance(a, Record) and isinstance(b, Record) and \
-                            game_boundary((a.ply, a.result), b.ply, b.result):
-                        return (j + k - 1) * size_rec
-                j += count
-            return None
-
-        return find
-
-    return make
-
-
-def _any_record(size_rec: int):
-    def make(path: Path, size: int):
-        whole = size - size % size_rec
-
-        def find(lo: int, hi: int):
-            b = -(-lo // size_rec) * size_rec
-            return b if b < min(hi, whole) else None
-
-        return find
-
-    return make
-
-
-def _binpack(path: Path, size: int):
-    from .formats.binpack import MAX_BLOCK
-
-    blocks = []
-    with open(path, "rb") as f:
-        pos = 0
-        while pos + 8 <= size:
-            f.seek(pos)
-            h = f.read(8)
-            n = int.from_bytes(h[4:], "little")
-            if h[:4] != b"BINP" or n > MAX_BLOCK or pos + 8 + n > size:
-                break
-            blocks.append(pos)
-            pos += 8 + n
-    starts = np.array(blocks, np.int64)
-
-    def find(lo: int, hi: int):
-        k = int(np.searchsorted(starts, lo))
-        return int(starts[k]) if k < len(starts) and starts[k] < hi else None
-
-    return find
-
-
-def _viri_starts(path: Path, size: int) -> np.ndarray:
-    from .compiled.ranges import viri_game_starts
-
-    if size < 4:
-        return np.zeros(0, np.int64)
-    words = np.memmap(path, dtype="<u4", mode="r", shape=(size // 4,))
-    return viri_game_starts(words, size)
-
-
-def _viriformat(path: Path, size: int):
-    starts = _viri_starts(path, size)
-
-    def find(lo: int, hi: int):
-        k = int(np.searchsorted(starts, lo))
-        return int(starts[k]) if k < len(starts) and starts[k] < hi else None
-
-    return find
-
-
-def _text(fmt: str, after_e: bool):
-    """Text formats: parse windows of lines with the reader's reference path (no fast path) from a
-    line where its state is the one-file reader's (any line; in .plain, the line after an ``e``),
-    and cut before the first record B that follows a record A (both well-formed) in a new game."""
-
-    def make(path: Path, size: int):
-        from .formats import FormatError, ReaderOptions, Record, UTF8_BOM, get_format
-
-        spec = get_format(fmt)
-
-        def find(lo: int, hi: int):
-            pos = lo  # look at lines starting at or after pos
-            limit = min(hi, lo + SEARCH_BYTES)
-            window_bytes = TEXT_WINDOW_FIRST
-            while pos < limit:
-                base = pos - 1
-                data = _read_at(path, base, min(window_bytes, size - base))
-                window_bytes = min(4 * window_bytes, TEXT_WINDOW)
-                end = data.rfind(b"\n") + 1  # the window ends at a line's end
-                p = data.find(b"\n") + 1     # the first line starting at or after pos
-                if p == 0 or end <= p:
-                    return None  # no whole line left before the end of the file
-                if after_e:  # .plain: the reader's state is the one-file reader's after an "e" line
-                    m = re.search(rb"(?m)^[ \t]*e[ \t]*\r?\n", data[p:end])
-                    if m is None:
-                        pos = base + end
-                        continue
-                    p += m.end()
-                window = data[p:end]
-                if base + p >= limit:
-                    return None
-                if b"\r" in window.replace(b"\r\n", b""):
-                    return None  # lone carriage returns: line numbers this scan does not follow
-                try:
-                    items = list(spec.read(io.TextIOWrapper(io.BytesIO(window), encoding="utf-8",
-                                                            errors="replace", newline=None),
-                                           ReaderOptions(fast=False)))
-                except FormatError:
-                    items = []
-                line_starts = np.concatenate([[0], np.flatnonzero(np.frombuffer(window, np.uint8) == 10) + 1])
-
-                def at(item) -> int:
-                    return base + p + int(line_starts[int(item.location.split()[1]) - 1])
-
-                # B is never the window's last item (it may be cut by the window's end)
-                for a, b in zip(items, items[1:-1]):
-                    if isinstance(a, Record) and isinstance(b, Record) and a.game != b.game:
-                        cut = at(b)
-                        if cut >= limit:
-                            return None
-                        if _read_at(path, cut, 3) != UTF8_BOM:
-                            return cut
-                # go on from the third-last item (.plain: the "e" before the last pair's A)
-                nxt = at(items[-3]) if len(items) >= 3 else base + end
-                pos = nxt if nxt > pos else base + end
-            return None
-
-        return find
-
-    return make
-
-
-PGN_CHECK_GAMES = 1000  # most suspect games (a ")", a long NAG) read by python-chess before a PGN file is split
-
-
-def _pgn(path: Path, size: int):
-    """PGN: a game start of the walk (module docstring); ``find.games(offset)`` the games before
-    it, ``find.why_whole()`` None when the walk is python-chess's splitting up to the last range,
-    else why the file must be one range."""
-    import chess.pgn
-
-    from .compiled.ranges import NAG_DIGITS, pgn_game_starts
-    from .formats.pgn import _Source
-
-    data = np.memmap(path, dtype=np.uint8, mode="r", shape=(size,)) if size else np.zeros(0, np.uint8)
-    starts, suspect = pgn_game_starts(data)
-    used = [0]  # the last start a range was given
-
-    def find(lo: int, hi: int):
-        k = int(np.searchsorted(starts, lo))
-        if k < len(starts) and starts[k] < hi:
-            used[0] = max(used[0], k)
-            return int(starts[k])
-        return None
-
-    def games(offset: int) -> int:
-        return int(np.searchsorted(starts, offset))
-
-    def why_whole() -> str | None:
-        """None when no game before the last range's start makes read_game raise (each suspect
-        game is read by python-chess from its start to the next game's, as in the whole file),
-        else why the file must be one range."""
-        flagged = np.flatnonzero(suspect[:used[0]])
-        if len(flagged) > PGN_CHECK_GAMES:
-            return (f"{len(flagged)} games with a ')' or a NAG of {NAG_DIGITS}+ digits, more than the "
-                    f"{PGN_CHECK_GAMES} that are read with python-chess before a file is split")
-        logging.getLogger("chess.pgn").setLevel(logging.CRITICAL)
-        for k in flagged:
-            src = _Source(None, bytes(data[starts[k]:starts[k + 1]]))
-            try:
-                chess.pgn.read_game(src)
-            except Exception as e:  # noqa: BLE001 - as formats.pgn._one_game catches it
-                return (f"python-chess's read_game raises {type(e).__name__} on the game at byte {int(starts[k])} "
-                        f"and then reads on mid-game, so where the later games start is known only by reading "
-                        f"the file in order")
-        return None
-
-    find.games, find.why_whole = games, why_whole
-    return find
-
-
-TEXT_FORMATS = ("plain", "bullet-text", "epd", "pgn")
-FINDERS = {
-    "plain": _text("plain", after_e=True),
-    "bullet-text": _text("bullet-text", after_e=False),
-    "epd": _text("epd", after_e=False),
-    "bin": _fixed_games("sfbin", 40),
-    "marlinformat": _fixed_games("marlinformat", 32),
-    "bulletformat": _any_record(32),
-    "binpack": _binpack,
-    "viriformat": _viriformat,
-    "pgn": _pgn,
-}
+def _is_text(fmt: str) -> bool:
+    """Text formats count lines before a range (locations are "line N")."""
+    return not get_format(fmt).binary
 
 
 def append_range(path: Path, fmt: str, start: int) -> tuple[Range, bool]:
     """The range of the bytes a file gained after its first ``start`` bytes were packed
     (``nnue pack`` of a grown input, issue 20 item 3), and whether ``start`` is where the format's
-    reader would start a new game anyway (:data:`FINDERS`: then the appended rows are exactly those
+    reader would start a new game anyway (``SPEC.find_ranges``: then the appended rows are exactly those
     of a read of the whole file; else the first appended records continue a game of the earlier
     bytes and are packed as a game of their own). Lines and games before ``start`` are counted, so
     locations are the file's. Index 1 of 2: a range of its own, never the whole file."""
     path = Path(path)
     size = path.stat().st_size
-    find = FINDERS[fmt](path, size)
+    find = _finder(fmt, path, size)
     # the first boundary at or after start; the finders look at lines that start after ``lo`` and
     # (.plain, bullet text) need the record before a boundary, so the search starts a little before
     b, lo = None, max(1, start - 4096)
@@ -452,9 +242,9 @@ def append_range(path: Path, fmt: str, start: int) -> tuple[Range, bool]:
             break
         lo = b + 1
     # a boundary at start, or after nothing but blank space (which every reader skips)
-    boundary = b is not None and (b == start or not _read_at(path, start, b - start).strip())
+    boundary = b is not None and (b == start or not read_at(path, start, b - start).strip())
     if boundary and getattr(find, "why_whole", None) is not None and find.why_whole():
         boundary = False  # PGN: the walk may not follow python-chess up to here
-    line = _lines_before(path, [start])[0] if fmt in TEXT_FORMATS else 0
+    line = _lines_before(path, [start])[0] if _is_text(fmt) else 0
     game = getattr(find, "games", lambda off: 0)(start)
     return Range(1, 2, start, size, line, game), boundary

@@ -85,8 +85,7 @@ def nominal_units(path: Path, fmt: str, rbytes: int) -> int:
     if path.suffix.lower() in COMPRESSED or size <= rbytes:
         return 1
     if fmt == "auto":
-        fmt = format_from_extension(path)
-        fmt = "bin" if fmt == "bin-or-viriformat" else fmt or detect_format(path)
+        fmt = format_from_extension(path) or detect_format(path)
     return nominal_count(path, fmt, size, rbytes)
 
 

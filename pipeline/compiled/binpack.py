@@ -26,6 +26,8 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
+from ..board import unpack_fen
+from ..records import PackedRows, Record, Reject
 from .bits import msb, popcount, lsb
 from .fixed import double_check_possible
 from .chesscore import (CASTLE, KING, OCC, PAWN, PAWN_ATT, KING_ATT, SQ, U64, is_legal, legal_ep,
@@ -351,9 +353,6 @@ def _uci(best: int) -> str:
 
 def _items(b: dict, rows: int, base: int, game: int):
     """PackedRows runs and Records (kind 1) of the first ``rows`` rows of the buffers, in order."""
-    from ..board import unpack_fen
-    from ..formats import PackedRows, Record
-
     chain = b["chain"][:rows]
     stem = np.ones(rows, dtype=bool)
     stem[1:] = chain[1:] != chain[:-1]
@@ -382,17 +381,17 @@ def _items(b: dict, rows: int, base: int, game: int):
         start = i + 1
 
 
-def read_block(block: bytes, base: int, game: int, stats: dict | None = None, cut_from: int | None = None):
+def read_block(block: bytes, base: int, game: int, read_chain, stats: dict | None = None,
+               cut_from: int | None = None):
     """Items (PackedRows, Record, Reject) of one binpack block, in record order, exactly as the
     reference reader's chain loop would give them after validation; returns the last game
-    ordinal used. base: the block's byte offset in the file; game: the last ordinal before it.
+    ordinal used. read_chain: the reference reader's chain decoder
+    (:func:`nnue.pipeline.formats.binpack.read_chain`), for the chains this core hands back (passed
+    in, so that this module does not import the formats). base: the block's byte offset in the file; game: the last ordinal before it.
     stats: optional counters ``{"compiled": rows, "fallback_chains": n, "records": rows}``.
     cut_from: the block's declared size when the file ends inside it (``block`` is shorter): the
     whole chains before the cut are decoded as usual, the chain the cut falls in is one
     "truncated record" reject and nothing after it is read, as the reference reader does."""
-    from ..formats import Reject
-    from ..formats.binpack import read_chain
-
     b = buffers(CAP)
     data = np.frombuffer(block, dtype=np.uint8)
     end = len(block)

@@ -24,6 +24,7 @@ import chess
 import numpy as np
 from numba import njit
 
+from ..records import PackedRows
 from .bits import lsb, msb, popcount
 from .chesscore import (BACKRANKS, CASTLE, KING, KING_ATT, KNIGHT_ATT, LINE, OCC, PAWN, PAWN_ATT, RANK_MASK, SQ,
                         U64, attackers, bishop_att, is_legal, king_status, legal_ep, piece_status, position_status,
@@ -592,8 +593,6 @@ def run_block(kernel, recs, offset: int, size: int, state, one_record, with_move
     offset: byte offset of the block; one_record(i, game) -> Record | Reject: the reference
     reader's function for record i of the block (the handed-back records); game: (n,) ordinals
     when the kernel does not number games (bulletformat)."""
-    from ..formats import PackedRows
-
     n = len(recs)
     b = buffers(n)
     recs = np.require(recs, np.uint8, ["C", "W"])  # one compiled signature (fixed_blocks' views are read-only)

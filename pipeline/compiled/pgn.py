@@ -42,6 +42,7 @@ from numba import njit
 from .bits import lsb, popcount
 from .chesscore import (CASTLE, KING, OCC, PAWN, SQ, U64, _castle_legal, attackers, is_legal, move_code,
                         piece_status, push, standard_rights, write_board)
+from .fixed import buffers as fixed_buffers
 from .fixed import F_MATE, F_NONE, castle960_legal, is_legal960, settle, settle_ep
 from .ranges import NAG_DIGITS
 
@@ -53,8 +54,6 @@ I_STATUS, I_POS, I_LINE, I_ROWS, I_GAME, I_FEN_A, I_FEN_B, I_VAR_A, I_VAR_B = ra
 
 
 def buffers(cap: int) -> dict:
-    from .fixed import buffers as fixed_buffers
-
     return fixed_buffers(cap) | dict(line=np.zeros(cap, np.int64))
 
 

@@ -29,6 +29,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
+from ..records import UTF8_BOM, PackedRows
 from .bits import lsb, msb
 from .chesscore import CASTLE, KING, OCC, SQ, U64, standard_rights
 from .fixed import MATE_BOUND, VALUE_NONE, _clear, _put, clean_rights, settle
@@ -746,8 +747,6 @@ def read_text(stream, fmt: str, machine, cap: int | None = None, chunk: int | No
     (the reader's line machine: ``feed(lineno, line)``, ``finish()``, ``idle``, ``state()``,
     ``set_state(st)``). ``stream``: the reader's text stream; its ``.buffer`` is read as bytes.
     Raises what the machine raises (FormatError) and what the stream raises."""
-    from ..formats import UTF8_BOM, PackedRows
-
     kernel = KERNELS[fmt]
     cap = cap or CAP
     chunk = chunk or CHUNK

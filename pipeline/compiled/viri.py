@@ -27,8 +27,10 @@ import chess
 import numpy as np
 from numba import njit
 
+from ..board import unpack
 from .bits import popcount
 from .chesscore import KING, push, write_board
+from .fixed import buffers as fixed_buffers
 from .fixed import MATE_BOUND, VALUE_NONE, _marlin, clean_rights, is_legal960, settle, settle_ep, status_nc
 
 END, NEED, FULL, GAME, PAIR = range(5)
@@ -36,8 +38,6 @@ END, NEED, FULL, GAME, PAIR = range(5)
 
 def buffers(cap: int) -> dict:
     """Output buffers for :func:`decode_games` of ``cap`` rows."""
-    from .fixed import buffers as fixed_buffers
-
     return fixed_buffers(cap) | dict(loc=np.zeros(cap, np.int64), state=np.zeros((cap, 32), np.uint8),
                                      half=np.zeros(cap, np.int64), full=np.zeros(cap, np.int64), raw_ev=np.zeros(cap, np.int16),
                                      raw_move=np.zeros(cap, np.uint16))
@@ -133,8 +133,6 @@ def board_from_state(packed: bytes, half: int, full: int) -> chess.Board:
     """The Chess960-mode python-chess board of a packed state (castling rooks as rights, the
     en-passant byte as python-chess's ep_square, as the reference reader's board holds it) and
     its counters (unclamped: the packed board holds at most 255 and 65535)."""
-    from ..board import unpack
-
     d = unpack(packed)
     board = chess.Board(None, chess960=True)
     for sq, code in d["pieces"].items():

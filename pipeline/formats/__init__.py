@@ -1,4 +1,12 @@
-"""Dump-format readers: one module per format, and the registry that names them.
+"""The dump-format registry: one module per format, each exporting one complete ``SPEC``.
+
+A format module (``plain``, ``pgn``, ...) exports a :class:`~nnue.pipeline.records.FormatSpec`
+with everything the pipeline needs from it: name, extensions, sniff, reader, range finder,
+compiled fast path and writer. :data:`FORMATS` lists them, and every table that used to be kept
+apart is derived from it: the extensions (:data:`EXTENSIONS`), ``nnue pack --format`` and
+``nnue convert --to`` choices (:func:`names`, :func:`writer_names`), the byte-range finders
+(:mod:`nnue.pipeline.ranges`) and the writers (:mod:`nnue.pipeline.convert`). A format added at
+run time (a test's toy format) goes through :func:`register`.
 
 A reader is a function ``read(stream, options) -> Iterator[Record | Reject | PackedRows]`` over
 an opened text or binary stream (compressed inputs are opened transparently by :func:`open_text`
@@ -6,273 +14,96 @@ and :func:`open_binary`; a byte range of a large file by :func:`nnue.pipeline.ra
 With ``options.fast`` the compiled core (:mod:`nnue.pipeline.compiled`) decodes and validates runs
 of records into :class:`PackedRows`; the records it cannot settle exactly, and every record with
 ``fast=False``, come as :class:`Record` and are validated once, by :mod:`nnue.pipeline.pack`, with
-python-chess. Facts about each format: ``../shared/FORMATS.md``.
+python-chess. The record types live in the leaf module :mod:`nnue.pipeline.records` (re-exported
+here), so that ``formats -> compiled -> records`` is one-way. Facts about each format:
+``../shared/FORMATS.md``.
+
+Importing this package loads python-chess and numpy, never torch, Lightning, pyarrow or numba
+(the compiled fast paths are loaded by ``spec.compiled()`` when a reader first needs them), so
+the CLI's parser takes its choices from here.
 """
 from __future__ import annotations
 
-import bz2
-import gzip
-import codecs
-import io
-import lzma
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable, Iterator
 
-VALUE_NONE = 32002
-# Stockfish VALUE_MATE (32000) minus MAX_PLY (246): scores beyond this are mate scores.
-MATE_BOUND = 31754
-MATE = 32000
-UTF8_BOM = b"\xef\xbb\xbf"  # one leading byte-order mark is stripped from every text input
+from ..records import (LATIN1_BYTES, LATIN1_ERRORS, MATE, MATE_BOUND, UTF8_BOM, VALUE_NONE,  # noqa: F401
+                       FormatError, FormatSpec, PackedRows, ReaderOptions, Record, Reject, inner_name,
+                       open_binary, open_text, parse_result_token, read_exact)
+from . import binpack, bullet_text, bulletformat, epd, marlinformat, pgn, plain, sfbin, viriformat
 
-# PGN's own standard (section 4.1) allows ISO 8859-1 text: a PGN input is read as UTF-8, and the
-# bytes that are not UTF-8 (a Latin-1 "é" in a player's name or a comment) are decoded as Latin-1
-# by this codecs error handler, which counts them (LATIN1_BYTES[0], per process)
-LATIN1_ERRORS = "nnue-latin1"
-LATIN1_BYTES = [0]
-
-
-def _latin1_fallback(e: UnicodeError):
-    if not isinstance(e, UnicodeDecodeError):
-        raise e
-    bad = bytes(e.object[e.start:e.end])
-    LATIN1_BYTES[0] += len(bad)
-    return bad.decode("latin-1"), e.end
-
-
-codecs.register_error(LATIN1_ERRORS, _latin1_fallback)
-
-
-def text_errors(fmt: str) -> str:
-    """The decoding ``errors`` of a text format's inputs: PGN's undecodable bytes are Latin-1
-    (LATIN1_ERRORS); the other text formats replace them (U+FFFD), and their head check refuses them."""
-    return LATIN1_ERRORS if fmt == "pgn" else "replace"
-
-
-class FormatError(ValueError):
-    """A file is not in the format it was read as. The message names file, location, format."""
-
-
-@dataclass(slots=True)
-class Record:
-    """One position as read from a dump, before validation.
-
-    fen: FEN or X-FEN/Shredder-FEN, 4 to 6 fields. score: int, side-to-move POV, in the
-    source's score unit; None when the source has no score (VALUE_NONE). score_is_mate: the
-    score is a mate score. result: -1/0/+1 side-to-move POV, None when unknown. ply: game ply
-    (0 = white's first move of the game), None when unknown. move: best/played move, UCI,
-    None when absent. location: "line N" or "byte N". game: game ordinal within the file.
-    board: an already-built chess.Board (readers that replay moves), or None.
-    """
-
-    fen: str
-    score: int | None
-    result: int | None
-    ply: int | None
-    move: str | None
-    location: str
-    game: int
-    score_is_mate: bool = False
-    board: object | None = field(default=None, repr=False)
-
-
-@dataclass(slots=True)
-class Reject:
-    """A record that could not be read.
-
-    location: "line N"/"byte N"; reason: a short fixed category, the key rejects are counted
-    by; detail: what exactly was wrong; raw: the record's text, for the rejects file.
-    """
-
-    location: str
-    reason: str
-    detail: str = ""
-    raw: str = ""
-
-
-@dataclass
-class PackedRows:
-    """A run of consecutive records that a reader validated in bulk (fixed-record formats),
-    already in dataset form. board: (n, 32) uint8 marlinformat, eval field = score white POV
-    (0 when none); score: (n,) int16 stm POV (0 when none); result: (n,) int8 stm POV; ply:
-    (n,) uint16; piece_count: (n,) uint8; in_check: (n,) bool; game: (n,) int64 game ordinals;
-    flags: (n,) uint8 (schema FLAG_*); first: location of the first record ("byte N");
-    locations: each record's location (text formats, whose records are not evenly spaced), or
-    None (fixed-size records: ``first`` plus 32 bytes a record). best_move, best_move_is_capture,
-    has_move: the schema's move columns where ``has_move`` (text formats with moves), or None
-    (null columns)."""
-
-    board: object
-    score: object
-    result: object
-    ply: object
-    piece_count: object
-    in_check: object
-    game: object
-    flags: object
-    first: str = ""
-    locations: list | None = None
-    best_move: object = None             # (n,) uint16 where has_move, else None (no moves)
-    best_move_is_capture: object = None  # (n,) bool
-    has_move: object = None              # (n,) bool: the record had a move
-    # (king's two-square step e1g1, king takes rook e1h1): the run's castling moves by how the
-    # input spelled them (.plain; the manifest's "castling"), or None (none)
-    castling: tuple | None = None
-
-    def __len__(self) -> int:
-        return len(self.score)
-
-
-@dataclass(frozen=True)
-class ReaderOptions:
-    """Per-run reader options. pgn_pov: POV of PGN eval comments, "mover" (cutechess,
-    fastchess) or "white" (python-chess, lichess). first_game: the ordinal of the stream's first
-    PGN game (a byte range of a file starts at its ``Range.game``: the games before it), so that
-    locations number the file's games; only game 0 is checked for "not PGN at all"."""
-
-    pgn_pov: str = "mover"
-    fast: bool = True  # compiled/bulk paths (PackedRows: binary formats, .plain, bullet text, EPD); False: one by one
-    first_game: int = 0
-
-
-@dataclass(frozen=True)
-class FormatSpec:
-    """A dump format. read: (stream, options) -> Records/Rejects, over a text stream, or a
-    binary one when ``binary``. sniff: does this head (str for text formats, bytes for binary
-    ones) look like the format? record_size: bytes per record of fixed-record formats."""
-
-    name: str
-    read: Callable[..., Iterator[Record | Reject]]
-    sniff: Callable
-    score_pov: str
-    result_pov: str
-    doc: str
-    binary: bool = False
-    record_size: int | None = None
-
-
-class _ZstdReader(io.RawIOBase):
-    """Decompress a ``.zst`` file frame by frame, raising ``zstandard.ZstdError`` when the file
-    ends inside a frame (zstandard's ``stream_reader`` returns a cut file's bytes as if it were
-    whole: an interrupted download would pack silently short)."""
-
-    def __init__(self, path):
-        import zstandard
-
-        self._zstd = zstandard
-        self._f = open(path, "rb")
-        self._obj = zstandard.ZstdDecompressor().decompressobj()
-        self._buf = b""
-        self._in_frame = False
-
-    def readable(self) -> bool:
-        return True
-
-    def readinto(self, b) -> int:
-        while not self._buf:
-            chunk = self._f.read(1 << 17)
-            if not chunk:
-                if self._in_frame:
-                    raise self._zstd.ZstdError("file ends inside a zstd frame (truncated)")
-                return 0
-            while chunk:
-                self._in_frame = True
-                self._buf += self._obj.decompress(chunk)
-                if self._obj.eof:  # frame complete; what follows is the next frame
-                    chunk = self._obj.unused_data
-                    self._obj = self._zstd.ZstdDecompressor().decompressobj()
-                    self._in_frame = False
-                else:
-                    chunk = b""
-        n = min(len(b), len(self._buf))
-        b[:n] = self._buf[:n]
-        self._buf = self._buf[n:]
-        return n
-
-    def close(self):
-        self._f.close()
-        super().close()
-
-
-def open_binary(path: str | Path) -> io.BufferedIOBase:
-    """Open a dump as bytes, decompressing ``.gz``, ``.zst``, ``.xz`` and ``.bz2`` transparently."""
-    path = Path(path)
-    suffix = path.suffix.lower()
-    if suffix == ".gz":
-        return gzip.open(path, "rb")
-    if suffix == ".xz":
-        return lzma.open(path, "rb")
-    if suffix == ".bz2":
-        return bz2.open(path, "rb")
-    if suffix == ".zst":
-        return io.BufferedReader(_ZstdReader(path))
-    return open(path, "rb")
-
-
-def read_exact(stream, n: int) -> bytes:
-    """Read up to n bytes, looping over short reads of decompressing streams."""
-    out = bytearray()
-    while len(out) < n:
-        chunk = stream.read(n - len(out))
-        if not chunk:
-            break
-        out += chunk
-    return bytes(out)
-
-
-def open_text(path: str | Path, errors: str = "replace") -> io.TextIOBase:
-    """Open a dump as text, decompressing ``.gz``, ``.zst``, ``.xz`` and ``.bz2`` transparently.
-    errors: how bytes that are not UTF-8 are decoded (``text_errors``)."""
-    path = Path(path)
-    suffix = path.suffix.lower()
-    if suffix == ".gz":
-        raw = gzip.open(path, "rb")
-    elif suffix == ".xz":
-        raw = lzma.open(path, "rb")
-    elif suffix == ".bz2":
-        raw = bz2.open(path, "rb")
-    elif suffix == ".zst":
-        raw = _ZstdReader(path)
-    else:
-        raw = open(path, "rb")
-    # utf-8-sig: one leading UTF-8 byte-order mark (Windows editors, some GUIs) is dropped
-    return io.TextIOWrapper(io.BufferedReader(raw) if suffix == ".zst" else raw,
-                            encoding="utf-8-sig", errors=errors, newline=None)
-
-
-def inner_name(path: str | Path) -> str:
-    """File name without a compression suffix: ``a.plain.zst`` -> ``a.plain``."""
-    p = Path(path)
-    return p.stem if p.suffix.lower() in (".gz", ".zst", ".xz", ".bz2") else p.name
-
-
-def _registry() -> dict[str, FormatSpec]:
-    from . import binpack, bullet_text, bulletformat, epd, marlinformat, pgn, plain, sfbin, viriformat
-
-    specs = [plain.SPEC, bullet_text.SPEC, pgn.SPEC, epd.SPEC, binpack.SPEC, sfbin.SPEC,
-             bulletformat.SPEC, marlinformat.SPEC, viriformat.SPEC]
-    return {s.name: s for s in specs}
-
+# the registry, in the order text sniffing tries them and an extension several formats claim is
+# settled (.bin: Stockfish .bin before viriformat); a new format is one line here
+BUILTIN = (plain.SPEC, bullet_text.SPEC, pgn.SPEC, epd.SPEC, binpack.SPEC, sfbin.SPEC,
+           bulletformat.SPEC, marlinformat.SPEC, viriformat.SPEC)
 
 FORMATS: dict[str, FormatSpec] = {}
+# suffix -> the formats that claim it, in registry order (derived from FORMATS by register)
+EXTENSIONS: dict[str, tuple[str, ...]] = {}
+
+
+def register(spec: FormatSpec) -> None:
+    """Add ``spec`` to the registry (or replace the format of the same name) and re-derive
+    :data:`EXTENSIONS`. Raises ValueError for a name that is also ``auto`` or an extension
+    without its leading dot."""
+    if spec.name == "auto" or any(not e.startswith(".") for e in spec.extensions):
+        raise ValueError(f"format {spec.name!r}: the name 'auto' is taken and extensions start with '.'")
+    FORMATS[spec.name] = spec
+    _derive_extensions()
+
+
+def unregister(name: str) -> None:
+    """Remove a format added by :func:`register` (tests). KeyError when there is none."""
+    del FORMATS[name]
+    _derive_extensions()
+
+
+def _derive_extensions() -> None:
+    EXTENSIONS.clear()
+    for s in FORMATS.values():
+        for ext in s.extensions:
+            EXTENSIONS[ext.lower()] = EXTENSIONS.get(ext.lower(), ()) + (s.name,)
+
+
+for _spec in BUILTIN:
+    register(_spec)
+
+
+def names() -> list[str]:
+    """The registered formats' names, in registry order: ``nnue pack --format`` choices (with
+    ``auto``). Cheap: the CLI's parser calls it (no torch, pyarrow or numba)."""
+    return list(FORMATS)
+
+
+def writer_names() -> list[str]:
+    """The formats ``nnue convert --to`` can write (``spec.write`` set), in registry order."""
+    return [s.name for s in FORMATS.values() if s.write is not None]
 
 
 def get_format(name: str) -> FormatSpec:
-    if not FORMATS:
-        FORMATS.update(_registry())
+    """The spec of format ``name``. Raises FormatError naming the known formats."""
     if name not in FORMATS:
         raise FormatError(f"unknown format {name!r}; known: {', '.join(sorted(FORMATS))}")
     return FORMATS[name]
 
 
-EXTENSIONS = {".plain": "plain", ".pgn": "pgn", ".txt": "bullet-text", ".epd": "epd",
-              ".binpack": "binpack", ".bf": "bulletformat", ".marlin": "marlinformat",
-              ".vf": "viriformat", ".viri": "viriformat", ".bin": "bin-or-viriformat"}
+def text_errors(fmt: str) -> str:
+    """The decoding ``errors`` of a text format's inputs (``spec.errors``): PGN's undecodable
+    bytes are Latin-1 (LATIN1_ERRORS); the other text formats replace them (U+FFFD), and their
+    head check refuses them."""
+    return get_format(fmt).errors
+
+
+def formats_for_extension(path: str | Path) -> tuple[str, ...]:
+    """The formats a file's extension names (compression suffix ignored), in registry order;
+    empty when none does."""
+    return EXTENSIONS.get(Path(inner_name(path)).suffix.lower(), ())
 
 
 def format_from_extension(path: str | Path) -> str | None:
-    """The format a file's extension names (compression suffix ignored), or None."""
-    return EXTENSIONS.get(Path(inner_name(path)).suffix.lower())
+    """The first format a file's extension names (compression suffix ignored; ``.bin``: ``bin``,
+    which :func:`detect_format` may turn into viriformat), or None."""
+    cands = formats_for_extension(path)
+    return cands[0] if cands else None
 
 
 def detect_format(path: str | Path) -> str:
@@ -282,26 +113,28 @@ def detect_format(path: str | Path) -> str:
 
     Raises FormatError naming the file when nothing matches.
     """
-    if not FORMATS:
-        FORMATS.update(_registry())
-    fmt = format_from_extension(path)
+    cands = formats_for_extension(path)
     try:
         with open_binary(path) as f:
             head = read_exact(f, 4096)
     except Exception as e:  # OSError, EOFError, a corrupt compressed stream (zstd, lzma, zlib errors)
-        if fmt is not None and fmt != "bin-or-viriformat":
-            return fmt  # unreadable here; the extension still names the format (pack then says why)
+        if len(cands) == 1:
+            return cands[0]  # unreadable here; the extension still names the format (pack then says why)
         raise FormatError(f"{path}: cannot read: {type(e).__name__}: {e}") from None
     if head.startswith(b"BINP"):
         return "binpack"
-    if fmt == "bin-or-viriformat":
+    if len(cands) > 1:  # .bin: Stockfish .bin when its records fit and the first decodes, else viriformat
         try:
             size = len(head) if len(head) < 4096 else _decompressed_size(path)
         except Exception as e:  # a corrupt compressed stream past the head
             raise FormatError(f"{path}: cannot read: {type(e).__name__}: {e}") from None
-        return "bin" if size % 40 == 0 and FORMATS["bin"].sniff(head) else "viriformat"
-    if fmt is not None:
-        return fmt
+        for name in cands[:-1]:
+            spec = FORMATS[name]
+            if (spec.record_size is None or size % spec.record_size == 0) and spec.sniff(head):
+                return name
+        return cands[-1]
+    if cands:
+        return cands[0]
     for spec in FORMATS.values():
         if spec.binary:
             continue
@@ -317,14 +150,3 @@ def _decompressed_size(path) -> int:
         while chunk := f.read(1 << 20):
             n += len(chunk)
     return n
-
-
-def parse_result_token(token: str) -> float | None:
-    """Parse a white-POV game result: 1.0/0.5/0.0, 1, 1/2, 0, [1.0], 1-0, 0-1, 1/2-1/2, "1-0".
-
-    Returns 1.0, 0.5 or 0.0, or None when the token is not a result.
-    """
-    t = token.strip().strip('";').strip("[]").strip()
-    table = {"1": 1.0, "1.0": 1.0, "1-0": 1.0, "0.5": 0.5, "1/2": 0.5, "1/2-1/2": 0.5,
-             "0": 0.0, "0.0": 0.0, "0-1": 0.0, ".5": 0.5}
-    return table.get(t)

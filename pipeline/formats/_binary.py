@@ -3,7 +3,9 @@ from __future__ import annotations
 
 from typing import Iterator
 
-from . import Reject, read_exact
+import numpy as np
+
+from ..records import Reject, read_exact
 
 CHUNK_RECORDS = 8192
 
@@ -91,8 +93,6 @@ def game_boundary(prev: tuple | None, ply: int | None, result: int | None) -> bo
 def fixed_blocks(stream, size: int, records: int = 65536):
     """Yield (byte offset, (n, size) uint8 array) blocks of whole records; a trailing partial
     record becomes one Reject ("truncated record") at its byte offset, as in fixed_records."""
-    import numpy as np
-
     offset = 0
     while True:
         block = read_exact(stream, size * records)
@@ -107,6 +107,15 @@ def fixed_blocks(stream, size: int, records: int = 65536):
             return
         offset += len(block)
 
+
+
+def compiled_fixed():
+    """The numba kernels of the fixed-record formats (:mod:`nnue.pipeline.compiled.fixed`), their
+    ``SPEC.compiled``. Imported when a reader first needs them, not with this module: importing
+    them loads numba (0.3 CPU s), which the CLI's parser must not."""
+    from ..compiled import fixed
+
+    return fixed
 
 
 def read_game_records(stream, size: int, decode_record) -> Iterator:
@@ -132,10 +141,7 @@ def read_game_blocks_compiled(stream, size: int, decode_record, kernel: str, wit
     """The compiled path of the same formats: blocks of records through the kernel ``kernel`` of
     :mod:`nnue.pipeline.compiled.fixed` (``run_block``: PackedRows for the records it settles,
     ``decode_record(offset, rec, game)`` for the others), game ordinals carried across blocks."""
-    import numpy as np
-
-    from ..compiled import fixed
-
+    fixed = compiled_fixed()
     state = np.array([-1, 0, 0, 0], np.int64)  # last game ordinal, has previous, its ply (-1: none), its result
     for item in fixed_blocks(stream, size):
         if isinstance(item, Reject):
@@ -155,8 +161,6 @@ MASK64 = (1 << 64) - 1
 def splitmix64(x):
     """SplitMix64 finaliser (Steele et al. 2014): a well-mixed 64-bit hash of x. Works on Python
     ints and on NumPy uint64 arrays alike (wrapping arithmetic)."""
-    import numpy as np
-
     if isinstance(x, np.ndarray):
         with np.errstate(over="ignore"):
             z = x + np.uint64(0x9E3779B97F4A7C15)

@@ -20,12 +20,15 @@ the next block.
 from __future__ import annotations
 
 import struct
+from pathlib import Path
 from typing import Iterator
 
 import chess
+import numpy as np
 
-from . import MATE_BOUND, VALUE_NONE, FormatError, FormatSpec, ReaderOptions, Record, Reject, read_exact
+from ..records import MATE_BOUND, VALUE_NONE, FormatError, FormatSpec, ReaderOptions, Record, Reject, read_exact
 from ._binary import BitReaderMSB, zigzag_decode
+from ._boundaries import starts_finder
 
 MAX_BLOCK = 100 * 1024 * 1024
 _STEM_TAIL = struct.Struct(">HHHH")
@@ -187,8 +190,8 @@ def read(stream, options: ReaderOptions) -> Iterator[Record | Reject]:
         offset = base + len(block)
         cut = len(block) < size  # an interrupted copy: keep the whole chains before the cut
         if options.fast:  # compiled chain decoder (pipeline/compiled/binpack.py), same items
-            from ..compiled.binpack import read_block
-            game = yield from read_block(block, base, game, cut_from=size if cut else None)
+            game = yield from _compiled().read_block(block, base, game, read_chain,
+                                                     cut_from=size if cut else None)
             if cut:
                 return
             continue
@@ -216,5 +219,31 @@ def sniff(head: bytes) -> bool:
     return head.startswith(b"BINP")
 
 
+def _compiled():
+    """The numba chain decoder (:mod:`nnue.pipeline.compiled.binpack`), imported when first used: importing
+    it loads numba (0.3 CPU s), which the CLI's parser, importing this registry, must not."""
+    from ..compiled import binpack
+
+    return binpack
+
+
+def find_ranges(path: Path, size: int):
+    """Range boundaries: the ``BINP`` block headers (chains never cross blocks; every chain is a
+    game), found by a walk over the headers from the start of the file."""
+    blocks = []
+    with open(path, "rb") as f:
+        pos = 0
+        while pos + 8 <= size:
+            f.seek(pos)
+            h = f.read(8)
+            n = int.from_bytes(h[4:], "little")
+            if h[:4] != b"BINP" or n > MAX_BLOCK or pos + 8 + n > size:
+                break
+            blocks.append(pos)
+            pos += 8 + n
+    return starts_finder(np.array(blocks, np.int64))
+
+
 SPEC = FormatSpec("binpack", read, sniff, score_pov="side to move", result_pov="side to move",
-                  doc="Stockfish .binpack", binary=True)
+                  doc="Stockfish .binpack", binary=True, extensions=(".binpack",), find_ranges=find_ranges,
+                  compiled=_compiled)

@@ -14,17 +14,26 @@ from __future__ import annotations
 import math
 from typing import Iterator
 
-from . import (MATE_BOUND, VALUE_NONE, FormatError, FormatSpec, PackedRows, ReaderOptions, Record, Reject,
-               parse_result_token)
+from ..board import unpack
+from ..records import (MATE_BOUND, VALUE_NONE, FormatError, FormatSpec, PackedRows, ReaderOptions, Record, Reject,
+                       parse_result_token)
+from ._boundaries import text_finder
+from ._write import board_of, compiled_dump, text_block
+
+
+def _compiled():
+    """The numba fast path (:mod:`nnue.pipeline.compiled.text`), imported when first used: importing
+    it loads numba (0.3 CPU s), which the CLI's parser, importing this registry, must not."""
+    from ..compiled import text
+
+    return text
 
 
 def read(stream, options: ReaderOptions) -> Iterator[Record | Reject | PackedRows]:
     """One Record or Reject per non-empty line (fast: runs of them as PackedRows). Raises
     FormatError when the first non-empty line is not bullet text (wrong format)."""
     if options.fast and hasattr(stream, "buffer"):
-        from ..compiled.text import read_text
-
-        return read_text(stream, "bullet-text", Machine())
+        return _compiled().read_text(stream, "bullet-text", Machine())
     return _read(stream)
 
 
@@ -117,5 +126,24 @@ def sniff(head: str) -> bool:
     return first.count("|") == 2 and "/" in first.split("|")[0]
 
 
+def write(r: dict) -> bytes:
+    """One dataset row as a bullet text line: ``FEN | score | result``, white POV, result
+    1.0/0.5/0.0; no score is VALUE_NONE (32002)."""
+    sign = -1 if unpack(r["board"])["black_to_move"] else 1
+    score = VALUE_NONE if r["score_none"] else r["score"] * sign
+    result = {1: "1.0", 0: "0.5", -1: "0.0"}[r["result"] * sign]
+    return f"{board_of(r['board']).fen()} | {score} | {result}\n".encode()
+
+
+def write_block(c):
+    """A row group (:class:`nnue.pipeline.convert.Columns`) through the compiled writer
+    (:func:`nnue.pipeline.compiled.dump.write_bullet_text`): (out, ends, fallback)."""
+    out, ends, fallback = text_block(c.n)
+    compiled_dump().write_bullet_text(c.boards, c.score, c.result, c.none, out, ends, fallback)
+    return out, ends, fallback
+
+
 SPEC = FormatSpec("bullet-text", read, sniff, score_pov="white", result_pov="white",
-                  doc="bullet text: FEN | score | result")
+                  doc="bullet text: FEN | score | result", extensions=(".txt",),
+                  find_ranges=text_finder(read, after_e=False), compiled=_compiled, write=write,
+                  write_block=write_block)

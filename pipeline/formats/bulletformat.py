@@ -12,9 +12,13 @@ from __future__ import annotations
 import struct
 from typing import Iterator
 
-from ..board import NO_EP, unpack_fen
-from . import MATE_BOUND, VALUE_NONE, FormatSpec, PackedRows, ReaderOptions, Record, Reject
-from ._binary import fixed_blocks, fixed_records
+import numpy as np
+
+from ..board import NO_EP, unpack, unpack_fen
+from ..records import MATE_BOUND, VALUE_NONE, FormatSpec, PackedRows, ReaderOptions, Record, Reject
+from ._binary import compiled_fixed, fixed_blocks, fixed_records
+from ._boundaries import any_record_finder
+from ._write import compiled_dump
 
 SIZE = 32
 _TAIL = struct.Struct("<hBBB3s")
@@ -37,10 +41,7 @@ def read(stream, options: ReaderOptions) -> Iterator[Record | Reject | PackedRow
 
 
 def _read_compiled(stream):
-    import numpy as np
-
-    from ..compiled.fixed import decode_bullet, run_block
-
+    fixed = compiled_fixed()
     for item in fixed_blocks(stream, SIZE):
         if isinstance(item, Reject):
             yield item
@@ -51,7 +52,7 @@ def _read_compiled(stream):
             return decode_record(offset + i * SIZE, recs[i].tobytes(), game)
 
         game = offset // SIZE + np.arange(len(recs), dtype=np.int64)  # each record is its own game
-        yield from run_block(decode_bullet, recs, offset, SIZE, None, one, with_moves=False, game=game)
+        yield from fixed.run_block(fixed.decode_bullet, recs, offset, SIZE, None, one, with_moves=False, game=game)
 
 
 def decode_record(offset: int, rec: bytes, game: int) -> Record | Reject:
@@ -100,6 +101,42 @@ def sniff(head: bytes) -> bool:
     return False  # no magic: chosen by extension (.bf) or --format
 
 
+_WRITE_TAIL = struct.Struct("<hBBB3x")
+
+
+def write(r: dict) -> bytes:
+    """One dataset row as a 32-byte record seen from the side to move (flipped when black is to
+    move, nibble bit 3 = opponent), score (VALUE_NONE when none) and result (0/1/2) stm POV, own
+    king square, opponent king square ^ 56 (FORMATS.md)."""
+    d = unpack(r["board"])
+    black = d["black_to_move"]
+    pieces = {}
+    kings = {}
+    for sq, code in d["pieces"].items():
+        own = (code >> 3) == (1 if black else 0)
+        rel = sq ^ 56 if black else sq
+        pieces[rel] = (code & 7) | (0 if own else 8)
+        if code & 7 == 5:
+            kings[own] = rel
+    occ = 0
+    nib = bytearray(16)
+    for i, sq in enumerate(sorted(pieces)):
+        occ |= 1 << sq
+        nib[i >> 1] |= pieces[sq] << (4 * (i & 1))
+    score = VALUE_NONE if r["score_none"] else r["score"]
+    return occ.to_bytes(8, "little") + bytes(nib) + _WRITE_TAIL.pack(score, r["result"] + 1, kings[True],
+                                                                      kings[False] ^ 56)
+
+
+def write_block(c):
+    """A row group (:class:`nnue.pipeline.convert.Columns`) through the compiled writer
+    (:func:`nnue.pipeline.compiled.dump.write_bulletformat`): (out, None, None), every row settled."""
+    out = np.zeros((c.n, SIZE), np.uint8)
+    compiled_dump().write_bulletformat(c.boards, c.score, c.result, c.none, out)
+    return out, None, None
+
+
 SPEC = FormatSpec("bulletformat", read, sniff, score_pov="side to move (board seen from it)",
                   result_pov="side to move (0/1/2)", doc="bulletformat ChessBoard, 32-byte records",
-                  binary=True, record_size=SIZE)
+                  binary=True, record_size=SIZE, extensions=(".bf",), find_ranges=any_record_finder(SIZE),
+                  compiled=compiled_fixed, write=write, write_block=write_block)

@@ -14,18 +14,25 @@ from __future__ import annotations
 import re
 from typing import Iterator
 
-from . import FormatError, FormatSpec, PackedRows, ReaderOptions, Record, Reject, parse_result_token
+from ..records import FormatError, FormatSpec, PackedRows, ReaderOptions, Record, Reject, parse_result_token
+from ._boundaries import text_finder
 
 _OP = re.compile(r'(\w+)\s+("[^"]*"|[^;]*);')
+
+
+def _compiled():
+    """The numba fast path (:mod:`nnue.pipeline.compiled.text`), imported when first used: importing
+    it loads numba (0.3 CPU s), which the CLI's parser, importing this registry, must not."""
+    from ..compiled import text
+
+    return text
 
 
 def read(stream, options: ReaderOptions) -> Iterator[Record | Reject | PackedRows]:
     """One Record or Reject per EPD line (fast: runs of them as PackedRows). Raises FormatError
     when the first line is not EPD."""
     if options.fast and hasattr(stream, "buffer"):
-        from ..compiled.text import read_text
-
-        return read_text(stream, "epd", Machine())
+        return _compiled().read_text(stream, "epd", Machine())
     return _read(stream)
 
 
@@ -106,4 +113,5 @@ def sniff(head: str) -> bool:
 
 
 SPEC = FormatSpec("epd", read, sniff, score_pov="side to move (Ethereal eval)", result_pov="white",
-                  doc="labelled EPD (zurichess c9, Ethereal [1.0] eval)")
+                  doc="labelled EPD (zurichess c9, Ethereal [1.0] eval)", extensions=(".epd",),
+                  find_ranges=text_finder(read, after_e=False), compiled=_compiled)

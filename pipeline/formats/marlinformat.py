@@ -6,11 +6,13 @@ when ply does not follow on or the result changes.
 """
 from __future__ import annotations
 
+import struct
 from typing import Iterator
 
 from ..board import unpack, unpack_fen
-from . import MATE_BOUND, VALUE_NONE, FormatSpec, PackedRows, ReaderOptions, Record, Reject
-from ._binary import read_game_blocks_compiled, read_game_records
+from ..records import MATE_BOUND, VALUE_NONE, FormatSpec, PackedRows, ReaderOptions, Record, Reject
+from ._binary import compiled_fixed, read_game_blocks_compiled, read_game_records
+from ._boundaries import fixed_game_finder
 
 SIZE = 32
 
@@ -49,5 +51,24 @@ def sniff(head: bytes) -> bool:
     return False  # no magic: chosen by extension (.marlin) or --format
 
 
+def write(r: dict) -> bytes:
+    """One dataset row as a marlinformat record: the board column as it is (eval white POV),
+    with eval VALUE_NONE (32002) when the row has no score."""
+    b = bytearray(r["board"])
+    if r["score_none"]:
+        b[28:30] = struct.pack("<h", VALUE_NONE)
+    return bytes(b)
+
+
+def write_block(c):
+    """A row group (:class:`nnue.pipeline.convert.Columns`) in numpy: (out, None, None)."""
+    out = c.boards.copy()
+    out[c.none, 28] = VALUE_NONE & 255
+    out[c.none, 29] = VALUE_NONE >> 8
+    return out, None, None
+
+
 SPEC = FormatSpec("marlinformat", read, sniff, score_pov="white", result_pov="white (wdl 0/1/2)",
-                  doc="marlinformat PackedBoard, 32-byte records", binary=True, record_size=SIZE)
+                  doc="marlinformat PackedBoard, 32-byte records", binary=True, record_size=SIZE,
+                  extensions=(".marlin",), find_ranges=fixed_game_finder(decode_record, SIZE),
+                  compiled=compiled_fixed, write=write, write_block=write_block)

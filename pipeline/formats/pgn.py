@@ -32,12 +32,15 @@ from __future__ import annotations
 import io
 import logging
 import re
+from pathlib import Path
 from typing import Iterator
 
 import chess
 import chess.pgn
+import numpy as np
 
-from . import LATIN1_ERRORS, MATE, FormatError, FormatSpec, PackedRows, ReaderOptions, Record, Reject, read_exact
+from ..records import (LATIN1_ERRORS, MATE, UTF8_BOM, FormatError, FormatSpec, PackedRows, ReaderOptions, Record,
+                       Reject, read_exact)
 
 # an engine runner's eval: sign, mate mark, integer part, fraction, "/depth", then a time whose unit
 # names the runner: seconds "0.500s" (cutechess, fastchess) or milliseconds "15ms" (c-chess-cli)
@@ -258,7 +261,6 @@ class _Source:
         """A source over ``stream``'s bytes (its binary buffer, from the start; one leading BOM
         dropped as utf-8-sig does: ``formats.open_text`` and the first byte range of a file; a
         later range is utf-8), or None when the compiled reader cannot read it exactly."""
-        from . import UTF8_BOM
 
         raw = getattr(stream, "buffer", None)
         if raw is not None and isinstance(stream, io.TextIOWrapper) and stream.encoding in ("utf-8-sig", "utf-8"):
@@ -327,8 +329,7 @@ def _start_board(data: bytes, info, bb, pc, st) -> bool | None:
     (``Headers.board``); return its Chess960 mode, or None when python-chess reads the game
     (a variant other than standard/Chess960, a FEN it rejects, castling rights it does not keep,
     huge counters)."""
-    from ..compiled import pgn as cp
-
+    cp = _compiled()
     fen = data[info[cp.I_FEN_A]:info[cp.I_FEN_B]].decode("ascii") if info[cp.I_FEN_A] >= 0 else None
     var = data[info[cp.I_VAR_A]:info[cp.I_VAR_B]].decode("ascii") if info[cp.I_VAR_A] >= 0 else None
     key = (fen, var)
@@ -344,8 +345,6 @@ def _start_board(data: bytes, info, bb, pc, st) -> bool | None:
 
 
 def _board_arrays(fen, var):
-    import numpy as np
-
     headers = chess.pgn.Headers()
     if fen is not None:
         headers["FEN"] = fen
@@ -376,11 +375,16 @@ def _board_arrays(fen, var):
     return bool(board.chess960), bb, pc, st
 
 
+def _compiled():
+    """The numba game reader (:mod:`nnue.pipeline.compiled.pgn`), imported when first used: importing
+    it loads numba (0.3 CPU s), which the CLI's parser, importing this registry, must not."""
+    from ..compiled import pgn
+
+    return pgn
+
+
 def _read_compiled(src: _Source, options: ReaderOptions):
-    import numpy as np
-
-    from ..compiled import pgn as cp
-
+    cp = _compiled()
     b = cp.buffers(CAP)
     outs = [b[k] for k in cp.OUT]
     info = np.zeros(16, np.int64)
@@ -439,5 +443,54 @@ def sniff(head: str) -> bool:
     return head.lstrip().startswith("[")
 
 
+PGN_CHECK_GAMES = 1000  # most suspect games (a ")", a long NAG) read by python-chess before a PGN file is split
+
+
+def find_ranges(path: Path, size: int):
+    """Range boundaries: a game's start as ``chess.pgn.read_game`` reaches it from the start of the
+    file, found by the compiled walk :func:`nnue.pipeline.compiled.ranges.pgn_game_starts`
+    (imported here: it loads numba), see :mod:`nnue.pipeline.ranges`; ``find.games(offset)`` the
+    games before it, ``find.why_whole()`` None when the walk is python-chess's splitting up to the
+    last range, else why the file must be one range."""
+    from ..compiled.ranges import NAG_DIGITS, pgn_game_starts
+
+    data = np.memmap(path, dtype=np.uint8, mode="r", shape=(size,)) if size else np.zeros(0, np.uint8)
+    starts, suspect = pgn_game_starts(data)
+    used = [0]  # the last start a range was given
+
+    def find(lo: int, hi: int):
+        k = int(np.searchsorted(starts, lo))
+        if k < len(starts) and starts[k] < hi:
+            used[0] = max(used[0], k)
+            return int(starts[k])
+        return None
+
+    def games(offset: int) -> int:
+        return int(np.searchsorted(starts, offset))
+
+    def why_whole() -> str | None:
+        """None when no game before the last range's start makes read_game raise (each suspect
+        game is read by python-chess from its start to the next game's, as in the whole file),
+        else why the file must be one range."""
+        flagged = np.flatnonzero(suspect[:used[0]])
+        if len(flagged) > PGN_CHECK_GAMES:
+            return (f"{len(flagged)} games with a ')' or a NAG of {NAG_DIGITS}+ digits, more than the "
+                    f"{PGN_CHECK_GAMES} that are read with python-chess before a file is split")
+        logging.getLogger("chess.pgn").setLevel(logging.CRITICAL)
+        for k in flagged:
+            src = _Source(None, bytes(data[starts[k]:starts[k + 1]]))
+            try:
+                chess.pgn.read_game(src)
+            except Exception as e:  # noqa: BLE001 - as _one_game catches it
+                return (f"python-chess's read_game raises {type(e).__name__} on the game at byte {int(starts[k])} "
+                        f"and then reads on mid-game, so where the later games start is known only by reading "
+                        f"the file in order")
+        return None
+
+    find.games, find.why_whole = games, why_whole
+    return find
+
+
 SPEC = FormatSpec("pgn", read, sniff, score_pov="mover (cutechess, fastchess, c-chess-cli) or white (--pgn-pov white); lichess %eval: white",
-                  result_pov="white (Result tag)", doc="PGN with eval comments")
+                  result_pov="white (Result tag)", doc="PGN with eval comments", extensions=(".pgn",),
+                  errors=LATIN1_ERRORS, find_ranges=find_ranges, compiled=_compiled)

@@ -12,9 +12,19 @@ from __future__ import annotations
 
 from typing import Iterator
 
-from . import MATE_BOUND, VALUE_NONE, FormatError, FormatSpec, PackedRows, ReaderOptions, Record, Reject
+from ..records import MATE_BOUND, VALUE_NONE, FormatError, FormatSpec, PackedRows, ReaderOptions, Record, Reject
+from ._boundaries import text_finder
+from ._write import board_of, compiled_dump, move_uci, text_block
 
 _KEYS = ("fen", "move", "score", "ply", "result")
+
+
+def _compiled():
+    """The numba fast path (:mod:`nnue.pipeline.compiled.text`), imported when first used: importing
+    it loads numba (0.3 CPU s), which the CLI's parser, importing this registry, must not."""
+    from ..compiled import text
+
+    return text
 
 
 def read(stream, options: ReaderOptions) -> Iterator[Record | Reject | PackedRows]:
@@ -24,9 +34,7 @@ def read(stream, options: ReaderOptions) -> Iterator[Record | Reject | PackedRow
     Raises FormatError when the first non-empty line is not a ``.plain`` key (wrong format).
     """
     if options.fast and hasattr(stream, "buffer"):
-        from ..compiled.text import read_text
-
-        return read_text(stream, "plain", Machine())
+        return _compiled().read_text(stream, "plain", Machine())
     return _read(stream)
 
 
@@ -126,5 +134,27 @@ def sniff(head: str) -> bool:
     return head.lstrip().startswith("fen ")
 
 
+def write(r: dict) -> bytes:
+    """One dataset row as a ``.plain`` record: ``fen``/``move``/``score``/``ply``/``result``/``e``;
+    no score is VALUE_NONE (32002), no recorded move ``move 0000``; castling e1g1-style in standard
+    chess and king-takes-rook in Chess960, as Stockfish writes it, and king-takes-rook wherever the
+    input spelled it so (``castling``), so that a Chess960 ``.plain`` round trips to the same text."""
+    b = board_of(r["board"])
+    score = VALUE_NONE if r["score_none"] else r["score"]
+    return (f"fen {b.fen()}\nmove {move_uci(b, r['best_move'], r.get('castling'))}\nscore {score}\n"
+            f"ply {r['ply']}\nresult {r['result']}\ne\n").encode()
+
+
+def write_block(c):
+    """A row group (:class:`nnue.pipeline.convert.Columns`) through the compiled writer
+    (:func:`nnue.pipeline.compiled.dump.write_plain`): (out, ends, fallback)."""
+    out, ends, fallback = text_block(c.n)
+    compiled_dump().write_plain(c.boards, c.score, c.result, c.ply, c.best, c.none, c.king_takes_rook,
+                                out, ends, fallback)
+    return out, ends, fallback
+
+
 SPEC = FormatSpec("plain", read, sniff, score_pov="side to move", result_pov="side to move",
-                  doc="Stockfish .plain: fen/move/score/ply/result/e")
+                  doc="Stockfish .plain: fen/move/score/ply/result/e", extensions=(".plain",),
+                  find_ranges=text_finder(read, after_e=True), detail_offsets=r"^(line) (\d+)",
+                  compiled=_compiled, write=write, write_block=write_block)

@@ -15,8 +15,9 @@ import struct
 from typing import Iterator
 
 from ..board import placement_fen
-from . import MATE_BOUND, VALUE_NONE, FormatSpec, PackedRows, ReaderOptions, Record, Reject
-from ._binary import BitReaderLSB, read_game_blocks_compiled, read_game_records
+from ..records import MATE_BOUND, VALUE_NONE, FormatSpec, PackedRows, ReaderOptions, Record, Reject
+from ._binary import BitReaderLSB, compiled_fixed, read_game_blocks_compiled, read_game_records
+from ._boundaries import fixed_game_finder
 
 SIZE = 40
 _TAIL = struct.Struct("<hHHbB")
@@ -113,4 +114,6 @@ def sniff(head: bytes) -> bool:
 
 
 SPEC = FormatSpec("bin", read, sniff, score_pov="side to move", result_pov="side to move",
-                  doc="Stockfish .bin PackedSfenValue, 40-byte records", binary=True, record_size=SIZE)
+                  doc="Stockfish .bin PackedSfenValue, 40-byte records", binary=True, record_size=SIZE,
+                  extensions=(".bin",), find_ranges=fixed_game_finder(decode_record, SIZE),
+                  compiled=compiled_fixed)

@@ -9,12 +9,15 @@ python-chess's Chess960 mode, which also plays standard chess.
 from __future__ import annotations
 
 import struct
+from pathlib import Path
 from typing import Iterator
 
 import chess
+import numpy as np
 
 from ..board import unpack, unpack_fen
-from . import MATE_BOUND, VALUE_NONE, FormatSpec, PackedRows, ReaderOptions, Record, Reject, read_exact
+from ..records import MATE_BOUND, VALUE_NONE, FormatSpec, PackedRows, ReaderOptions, Record, Reject, read_exact
+from ._boundaries import starts_finder
 
 HEADER = 32
 _PAIR = struct.Struct("<Hh")
@@ -121,11 +124,16 @@ class _View:
         return out
 
 
-def _read_compiled(stream):
-    import numpy as np
-
+def _compiled():
+    """The numba game decoder (:mod:`nnue.pipeline.compiled.viri`), imported when first used: importing
+    it loads numba (0.3 CPU s), which the CLI's parser, importing this registry, must not."""
     from ..compiled import viri
 
+    return viri
+
+
+def _read_compiled(stream):
+    viri = _compiled()
     b = viri.buffers(1 << 16)
     bb, pc, st = np.zeros(16, np.uint64), np.full(64, -1, np.int8), np.zeros(4, np.int64)
     scratch = np.zeros((1, 32), np.uint8)
@@ -168,10 +176,7 @@ def _read_compiled(stream):
 
 def _items(b: dict, rows: int, base: int):
     """PackedRows runs and Records (kind 1) of the first ``rows`` rows of the buffers, in order."""
-    import numpy as np
-
-    from ..compiled import viri
-
+    viri = _compiled()
     special = np.flatnonzero(b["kind"][:rows]).tolist()
     lo = 0
     for i in special + [rows]:
@@ -201,5 +206,20 @@ def sniff(head: bytes) -> bool:
     return False  # chosen by extension (.vf, or .bin that is not Stockfish .bin) or --format
 
 
+def find_ranges(path: Path, size: int):
+    """Range boundaries: the games' headers, found by a compiled walk over the games (header,
+    pairs up to the 4 zero bytes) from the start of the file
+    (:func:`nnue.pipeline.compiled.ranges.viri_game_starts`, imported here: it loads numba)."""
+    from ..compiled.ranges import viri_game_starts
+
+    if size < 4:
+        return starts_finder(np.zeros(0, np.int64))
+    words = np.memmap(path, dtype="<u4", mode="r", shape=(size // 4,))
+    return starts_finder(viri_game_starts(words, size))
+
+
+# .bin is Stockfish .bin when its size and first record say so, else viriformat (detect_format)
 SPEC = FormatSpec("viriformat", read, sniff, score_pov="white", result_pov="white (header wdl)",
-                  doc="viriformat games (marlinformat header + move/eval pairs)", binary=True)
+                  doc="viriformat games (marlinformat header + move/eval pairs)", binary=True,
+                  extensions=(".vf", ".viri", ".bin"), find_ranges=find_ranges,
+                  detail_offsets=r"(?<=at )(byte) (\d+)", compiled=_compiled)

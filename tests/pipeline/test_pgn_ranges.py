@@ -174,7 +174,7 @@ def test_a_file_kept_whole_says_why(tmp_path, monkeypatch):
     file with more suspect games than are checked is one range too."""
     import subprocess
 
-    from nnue.pipeline import ranges
+    from nnue.pipeline.formats import pgn as pgn_format  # its range finder (SPEC.find_ranges)
 
     base = selfplay("sf15-960-xfen-s2.pgn").read_bytes()
     var = b'[Event "v"]\n[Result "1-0"]\n\n1. e4 (1. d4 d5) e5 2. Nf3 1-0\n\n'
@@ -182,7 +182,7 @@ def test_a_file_kept_whole_says_why(tmp_path, monkeypatch):
     p.write_bytes(var * 5 + base)
     rb = len(base) // 4
     assert len(plan(p, "pgn", rb)) >= 4  # five games with a variation, all read fine: split
-    monkeypatch.setattr(ranges, "PGN_CHECK_GAMES", 4)
+    monkeypatch.setattr(pgn_format, "PGN_CHECK_GAMES", 4)
     (one,) = plan(p, "pgn", rb)
     assert "5 games with a ')'" in one.note and one.count >= 4
     bad = tmp_path / "bad.pgn"
