@@ -23,11 +23,21 @@ an integer net (:mod:`nnue.inference`) across many trees (one per concurrent gam
   ``noise_alpha``), off by default.
 * **Backup**: after each leaf, every node on the path is recomputed from its visited children
   by the configured :mod:`~nnue.selfplay.backup` operator (mean, max, power_mean).
-* **Batching**: :class:`BatchSearch` steps many trees one simulation at a time; each round
-  gathers at most one leaf per tree and evaluates each net's leaves in one
-  :func:`nnue.inference.evaluate` call, so the leaf-batch size is the number of trees that need
-  an eval in that round. A simulation that ends in a terminal node costs no eval, and the tree
-  runs its next simulation in the same round.
+* **Leaf evals**: a tree whose net has incremental support (every kind but ``sfnnv5``; a
+  residual net only on the ``material`` base) keeps one
+  :class:`~nnue.inference.IncrementalAccumulator` from its root and evaluates each leaf in line:
+  the accumulator is brought from the previous leaf's path to this one by popping to the common
+  prefix of moves and pushing the rest (a child's accumulators are its parent's plus the move's
+  feature deltas, never a refresh, except where a king move changes the king bucket), then
+  :meth:`~nnue.inference.IncrementalAccumulator.evaluate`. Memory is one accumulator pair per
+  ply of the deepest path. The evals are the integers :func:`nnue.inference.evaluate` gives for
+  the leaf's packed board (tests/selfplay/test_incremental_search.py checks every one), so the
+  search, its games and its dumps are the same either way.
+* **Batching** (the other nets, or ``BatchSearch(leaf_eval="batch")``): :class:`BatchSearch`
+  steps many trees one simulation at a time; each round gathers at most one leaf per tree and
+  evaluates each net's leaves in one :func:`nnue.inference.evaluate` call, so the leaf-batch
+  size is the number of trees that need an eval in that round. A simulation that ends in a
+  terminal node costs no eval, and the tree runs its next simulation in the same round.
 """
 from __future__ import annotations
 
@@ -40,7 +50,7 @@ import chess
 import numpy as np
 import torch
 
-from nnue.inference import evaluate
+from nnue.inference import IncrementalAccumulator, evaluate, kinds, residual
 from nnue.pipeline.board import pack_board
 
 from .backup import Backup, make_backup
@@ -116,9 +126,10 @@ class SearchConfig:
 class Node:
     """One position of the tree. q: value (this node's stm POV); n: visits; moves/priors/children
     set at expansion; terminal: exact value fixed; sample: (fen, ply) when chosen for
-    --sample-search."""
+    --sample-search; key: its :func:`position_key`, computed the first time a simulation passes
+    through it."""
 
-    __slots__ = ("moves", "priors", "children", "n", "q", "terminal", "sample")
+    __slots__ = ("moves", "priors", "children", "n", "q", "terminal", "sample", "key")
 
     def __init__(self):
         self.moves = None
@@ -128,6 +139,7 @@ class Node:
         self.q = 0.0
         self.terminal = False
         self.sample = None
+        self.key = None
 
 
 def heuristic_priors(board: chess.Board, moves: list[chess.Move], checks: bool = False) -> list[float]:
@@ -178,6 +190,35 @@ class Tree:
         self.samples: list[Node] = []
         self.pending = None  # (path, moves, priors) of the leaf waiting for its eval
         self.evals = 0
+        self.acc: IncrementalAccumulator | None = None  # set by use_incremental
+        self._acc_moves: list[chess.Move] = []  # the moves pushed on self.acc, root first
+        self.eval_seconds = 0.0  # inside in-line (incremental) evals
+
+    def use_incremental(self, net) -> None:
+        """Evaluate this tree's leaves in line with an incremental accumulator of ``net`` from
+        the root (see the module docstring); raises ValueError for a net without incremental
+        support (:func:`incremental_ok`)."""
+        if not incremental_ok(net):
+            raise ValueError(f"the incremental accumulator does not evaluate this {net.kind} net")
+        self.acc = IncrementalAccumulator(net, pack_board(self.board))
+        self._acc_moves = []
+
+    def _eval_incremental(self, moves: list[chess.Move]) -> int:
+        """The leaf's integer eval (cp, its stm POV) from the accumulator, moved from the last
+        leaf's path to ``moves`` (the path from the root): pop to the common prefix, push the
+        rest. Moves are compared by identity: each node's move list is built once, so equal
+        objects at every depth mean the same nodes."""
+        acc, done = self.acc, self._acc_moves
+        k, n = 0, min(len(done), len(moves))
+        while k < n and done[k] is moves[k]:
+            k += 1
+        for _ in range(len(done) - k):
+            acc.pop()
+        del done[k:]
+        for m in moves[k:]:
+            acc.push(m)
+            done.append(m)
+        return acc.evaluate()
 
     @property
     def done(self) -> bool:
@@ -205,15 +246,22 @@ class Tree:
         while not self.done:
             board, node, path = self.board, self.root, [self.root]
             keys = []
+            line = []  # the moves from the root
             pushed = 0
             while node.moves is not None and not node.terminal:
                 i = self._select(node)
-                if node.children[i] is None:
-                    node.children[i] = Node()
-                keys.append(position_key(board))
-                board.push(node.moves[i])
+                child = node.children[i]
+                if child is None:
+                    child = node.children[i] = Node()
+                key = node.key
+                if key is None:
+                    key = node.key = position_key(board)
+                keys.append(key)
+                move = node.moves[i]
+                board.push(move)
+                line.append(move)
                 pushed += 1
-                node = node.children[i]
+                node = child
                 path.append(node)
             try:
                 if node.terminal:
@@ -244,6 +292,12 @@ class Tree:
                     node.sample = (board.fen(), board.ply(), board.turn)
                     self.samples.append(node)
                 self.pending = (path, moves, priors)
+                if self.acc is not None:
+                    t0 = time.perf_counter()
+                    cp = self._eval_incremental(line)
+                    self.eval_seconds += time.perf_counter() - t0
+                    self.finish(cp)
+                    continue
                 return pack_board(board)
             finally:
                 for _ in range(pushed):
@@ -324,6 +378,16 @@ def check_searchable(net, path) -> None:
                          f"only; play it in an engine that computes its base")
 
 
+def incremental_ok(net) -> bool:
+    """Whether a tree can evaluate ``net``'s leaves with an incremental accumulator: a kind with
+    incremental support, and for a residual net the ``material`` base (which the accumulator's
+    eval computes from the position, as :func:`nnue.inference.evaluate` does)."""
+    if not kinds.of(net).incremental:
+        return False
+    r = residual.of(net)
+    return r is None or r["base"] == "material"
+
+
 def evaluate_packed(net, packed: list[bytes]) -> list[int]:
     """Integer evals (cp, stm POV) of packed boards in one :func:`nnue.inference.evaluate` call."""
     if not packed:
@@ -348,16 +412,33 @@ class BatchStats:
         return self.evals / self.batches if self.batches else 0.0
 
 
+LEAF_EVALS = ("auto", "incremental", "batch")
+
+
 class BatchSearch:
     """Runs many :class:`Tree` searches together: ``run(trees_with_nets)`` steps every tree one
-    simulation per round and evaluates each net's leaves in one batch, until all are done."""
+    simulation per round and evaluates each net's leaves in one batch, until all are done.
 
-    def __init__(self):
+    leaf_eval: ``"auto"`` (default) evaluates the leaves of each tree whose net allows it
+    (:func:`incremental_ok`) in line with an incremental accumulator and batches the rest;
+    ``"incremental"`` requires it (ValueError for a net without); ``"batch"`` batches every
+    leaf (the path before incremental search; the results are the same)."""
+
+    def __init__(self, leaf_eval: str = "auto"):
+        if leaf_eval not in LEAF_EVALS:
+            raise ValueError(f"leaf_eval {leaf_eval!r}: one of {', '.join(LEAF_EVALS)}")
+        self.leaf_eval = leaf_eval
         self.stats = BatchStats()
 
     def run(self, jobs: list[tuple[Tree, object]]) -> None:
         active = list(jobs)
         before = sum(t.root.n for t, _ in jobs)
+        inline_before = {}
+        if self.leaf_eval != "batch":
+            for tree, net in jobs:
+                if tree.acc is None and (self.leaf_eval == "incremental" or incremental_ok(net)):
+                    tree.use_incremental(net)
+                inline_before[id(tree)] = (tree, tree.evals, tree.eval_seconds)
         while active:
             groups: dict[int, tuple[object, list[Tree], list[bytes]]] = {}
             still = []
@@ -379,6 +460,10 @@ class BatchSearch:
                 self.stats.batches += 1
             self.stats.rounds += 1
             active = still
+        for tree, evals, seconds in inline_before.values():
+            if tree.acc is not None:
+                self.stats.evals += tree.evals - evals
+                self.stats.eval_seconds += tree.eval_seconds - seconds
         self.stats.simulations += sum(t.root.n for t, _ in jobs) - before
 
 
