@@ -41,6 +41,7 @@ an integer net (:mod:`nnue.inference`) across many trees (one per concurrent gam
 """
 from __future__ import annotations
 
+import bisect
 import math
 import random
 import time
@@ -54,6 +55,11 @@ from nnue.inference import IncrementalAccumulator, evaluate, kinds, residual
 from nnue.pipeline.board import pack_board
 
 from .backup import Backup, make_backup
+
+#: python-chess's record of a position's state (what ``Board.pop`` restores): a tree keeps one per
+#: expanded node and sets the board to a leaf's parent in one step instead of pushing the whole
+#: path (``Tree.step``). A private class of python-chess (1.10, 1.11); without it, the path is pushed.
+_BoardState = getattr(chess, "_BoardState", None)
 
 #: |cp| written for a value of ±1 that is not a proven mate (below the mate-score bound 31754)
 CP_LIMIT = 10000
@@ -126,10 +132,13 @@ class SearchConfig:
 class Node:
     """One position of the tree. q: value (this node's stm POV); n: visits; moves/priors/children
     set at expansion; terminal: exact value fixed; sample: (fen, ply) when chosen for
-    --sample-search; key: its :func:`position_key`, computed the first time a simulation passes
-    through it."""
+    --sample-search; key: its :func:`position_key` (set at expansion); state: python-chess's
+    board state at the node (set at expansion, see :meth:`Tree.step`); visited: indices of the
+    children made so far, ascending; order: child indices by prior, highest first (ties by
+    index), and next_new: the first entry of ``order`` without a child (for :meth:`Tree._select`)."""
 
-    __slots__ = ("moves", "priors", "children", "n", "q", "terminal", "sample", "key")
+    __slots__ = ("moves", "priors", "children", "n", "q", "terminal", "sample", "key", "state", "visited",
+                 "order", "next_new")
 
     def __init__(self):
         self.moves = None
@@ -140,17 +149,26 @@ class Node:
         self.terminal = False
         self.sample = None
         self.key = None
+        self.state = None
+        self.visited = None
+        self.order = None
+        self.next_new = 0
 
 
 def heuristic_priors(board: chess.Board, moves: list[chess.Move], checks: bool = False) -> list[float]:
     """The "captures" priors of the module docstring (captures and promotions first), and with
-    ``checks`` the "checks" priors (checks too)."""
+    ``checks`` the "checks" priors (checks too). A capture is python-chess's ``is_capture``
+    (an enemy piece on the to-square, or en passant), tested on the bitboards directly."""
     w = []
+    them = board.occupied_co[not board.turn]
+    ep = board.ep_square
     for m in moves:
         x = 1.0
-        if board.is_capture(m):
-            victim = board.piece_type_at(m.to_square)
-            x += 1.0 + 0.5 * (_VICTIM[victim] if victim else 1)
+        to = m.to_square
+        if them >> to & 1:
+            x += 1.0 + 0.5 * _VICTIM[board.piece_type_at(to)]
+        elif to == ep and board.is_en_passant(m):
+            x += 1.0 + 0.5 * 1
         if m.promotion:
             x += 2.0
         if checks and board.gives_check(m):
@@ -191,6 +209,9 @@ class Tree:
         self.pending = None  # (path, moves, priors) of the leaf waiting for its eval
         self.evals = 0
         self.acc: IncrementalAccumulator | None = None  # set by use_incremental
+        self.snapshots = _BoardState is not None
+        if self.snapshots:
+            self.root.state = _BoardState(board)
         self._acc_moves: list[chess.Move] = []  # the moves pushed on self.acc, root first
         self.eval_seconds = 0.0  # inside in-line (incremental) evals
 
@@ -225,7 +246,9 @@ class Tree:
         return self.root.n >= self.cfg.nodes or (self.root.terminal and self.root.n > 0)
 
     # -------------------------------------------------------------------------- simulation
-    def _select(self, node: Node) -> int:
+    def _select_scan(self, node: Node) -> int:
+        """The child maximising the PUCT score, every child scored (the first one by index
+        among equal scores): the definition that :meth:`_select` follows."""
         c = self.cfg.c_puct * math.sqrt(max(node.n, 1))
         fpu_q = node.q - self.cfg.fpu
         best, best_i = -math.inf, 0
@@ -240,29 +263,71 @@ class Tree:
                 best, best_i = s, i
         return best_i
 
+    def _select(self, node: Node) -> int:
+        """:meth:`_select_scan`'s pick, scoring only the visited children.
+
+        Unvisited children score ``fpu_q + c·P``, so the best of them is the one of highest
+        prior (lowest index among equal priors): ``node.order`` lists the children by prior,
+        and only the visited children (``node.visited``) are scored one by one. Distinct
+        priors of one node differ by at least 0.5/Σw ≥ 2.7e-4 ("captures"/"checks"/"uniform";
+        Σw < 1,900 for 218 moves), so with c_puct ≥ 0.01 (c = c_puct·√N) their scores stay
+        apart by far more than a rounding error (values are at most a few units: ulp < 1e-14):
+        the same pick as scoring every child (tests/selfplay/test_incremental_search.py). The
+        root with Dirichlet noise (priors arbitrarily close) and c_puct < 0.01 take the scan."""
+        if node.order is None:
+            if node is self.root and self.cfg.noise > 0 or self.cfg.c_puct < 0.01:
+                return self._select_scan(node)
+            priors = node.priors
+            node.order = sorted(range(len(priors)), key=priors.__getitem__, reverse=True)  # stable
+            node.visited = []
+        c = self.cfg.c_puct * math.sqrt(max(node.n, 1))
+        fpu_q = node.q - self.cfg.fpu
+        children, priors = node.children, node.priors
+        order, k = node.order, node.next_new
+        while k < len(order) and children[order[k]] is not None:
+            k += 1
+        node.next_new = k
+        if k < len(order):
+            best_i = order[k]
+            best = fpu_q + c * priors[best_i]
+        else:
+            best, best_i = -math.inf, len(order)
+        for i in node.visited:
+            ch = children[i]
+            p = priors[i]
+            s = fpu_q + c * p if ch.n == 0 else -ch.q + c * p / (1 + ch.n)
+            if s > best or (s == best and i < best_i):
+                best, best_i = s, i
+        return best_i
+
     def step(self):
         """Run simulations until one reaches a leaf that needs a net eval (returns its packed
         board, 32 bytes) or the search is done (returns None)."""
+        snapshots = self.snapshots
         while not self.done:
             board, node, path = self.board, self.root, [self.root]
-            keys = []
             line = []  # the moves from the root
             pushed = 0
+            parent = None
             while node.moves is not None and not node.terminal:
                 i = self._select(node)
                 child = node.children[i]
                 if child is None:
                     child = node.children[i] = Node()
-                key = node.key
-                if key is None:
-                    key = node.key = position_key(board)
-                keys.append(key)
+                    if node.visited is not None:
+                        bisect.insort(node.visited, i)
                 move = node.moves[i]
-                board.push(move)
+                if not snapshots:
+                    board.push(move)
+                    pushed += 1
                 line.append(move)
-                pushed += 1
-                node = child
+                parent, node = node, child
                 path.append(node)
+            if snapshots and parent is not None and not node.terminal:
+                # the board at the leaf: its parent's saved state, then the last move
+                parent.state.restore(board)
+                board.push(line[-1])
+                pushed = 1
             try:
                 if node.terminal:
                     self._backup(path)
@@ -270,9 +335,9 @@ class Tree:
                 moves = list(board.legal_moves)
                 seen = None
                 window = board.halfmove_clock
-                if pushed and window >= 4:  # a repetition needs 4 reversible plies at least
+                if line and window >= 4:  # a repetition needs 4 reversible plies at least
                     # positions since the last irreversible move: the game's, then the path's
-                    seen = set((self.history + keys)[-window:])
+                    seen = set((self.history + [p.key for p in path[:-1]])[-window:])
                 tv = terminal_value(board, moves, seen)
                 if tv == 0.0 and self.cfg.contempt:  # a draw: worth -contempt to the root's side
                     tv = -self.cfg.contempt if board.turn == self.root_turn else self.cfg.contempt
@@ -280,6 +345,9 @@ class Tree:
                     node.terminal, node.q, node.moves = True, tv, []
                     self._backup(path)
                     continue
+                node.key = position_key(board)
+                if snapshots:
+                    node.state = _BoardState(board)
                 if self.cfg.priors == "uniform":
                     priors = [1.0 / len(moves)] * len(moves)
                 else:
@@ -302,6 +370,8 @@ class Tree:
             finally:
                 for _ in range(pushed):
                     board.pop()
+                if snapshots and pushed:
+                    self.root.state.restore(board)
         return None
 
     def finish(self, cp: int) -> None:
@@ -317,14 +387,17 @@ class Tree:
     def _backup(self, path: list[Node], evaluated: bool = False) -> None:
         leaf = path[-1]
         leaf.n += 1
+        value = self.backup.value
         for node in reversed(path[:-1]):
             node.n += 1
             qs, ns = [], []
-            for ch in node.children:
+            children = node.children
+            # the visited children in index order (all of them, when _select scored every one)
+            for ch in (children if node.visited is None else [children[i] for i in node.visited]):
                 if ch is not None and ch.n > 0:
                     qs.append(-ch.q)
                     ns.append(ch.n)
-            node.q = self.backup.value(qs, ns, node.n)
+            node.q = value(qs, ns, node.n)
 
     # ------------------------------------------------------------------------------ result
     def best_index(self) -> int:

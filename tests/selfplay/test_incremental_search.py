@@ -146,6 +146,23 @@ def test_selfplay_files_are_identical_for_the_same_seed(tmp_path):
     assert (s1["games"], s1["positions"], s1["evals"]) == (s2["games"], s2["positions"], s2["evals"])
 
 
+@pytest.mark.parametrize("priors", ["captures", "checks", "uniform"])
+def test_faster_tree_walk_plays_the_same_games(priors, monkeypatch):
+    """Tree._select (only the visited children scored) and the python-chess board state kept
+    per node (the leaf reached from its parent's state, not by pushing the whole path) play the
+    same games as scoring every child and pushing every move."""
+    from nnue.selfplay import mcts
+
+    net = NETS["chess768 screlu"]()
+    cfg = {"priors": priors, "backup": "power_mean" if priors == "checks" else "mean"}
+    fast, _ = _games(net, "incremental", games=3, nodes=32, cfg=cfg)
+    monkeypatch.setattr(Tree, "_select", Tree._select_scan)
+    monkeypatch.setattr(mcts, "_BoardState", None)
+    slow, _ = _games(net, "incremental", games=3, nodes=32, cfg=cfg)
+    assert [g.pgn() for g in fast] == [g.pgn() for g in slow]
+    assert [g.plain_text() for g in fast] == [g.plain_text() for g in slow]
+
+
 def test_nets_without_incremental_support_are_batched():
     from tests.engines.test_sfnnv5 import random_int_net
 
