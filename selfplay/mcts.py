@@ -193,10 +193,21 @@ def terminal_value(board: chess.Board, moves: list[chess.Move], seen) -> float |
 class Tree:
     """One search from ``board`` (a python-chess board with the game's move stack; it is pushed
     and popped during the search and left as it was). ``history``: position keys of the game
-    since its last irreversible move, excluding the root (for repetitions)."""
+    since its last irreversible move, excluding the root (for repetitions). ``cache``: a dict
+    from :func:`position_key` to (legal moves, priors before root noise, net eval) of positions
+    that earlier searches with the same net and priors expanded (their :attr:`expanded`): a
+    leaf found there takes them instead of generating its moves and calling the net. The key
+    holds everything the legal moves depend on (pieces, side to move, castling rights, a legal
+    en-passant square), and the eval depends on the pieces and side to move only, so the search
+    is the same with or without it; whether the leaf is terminal (repetition, fifty-move rule)
+    is still decided from the path."""
+
+    #: look leaves up in :attr:`expanded` (transpositions in this tree) and ``cache`` (False:
+    #: generate and evaluate every leaf; the same search, slower: tests compare the two)
+    reuse = True
 
     def __init__(self, board: chess.Board, cfg: SearchConfig, backup: Backup, scale: float,
-                 history=(), rng: random.Random | None = None):
+                 history=(), rng: random.Random | None = None, cache: dict | None = None):
         self.board = board
         self.root_turn = board.turn
         self.cfg = cfg
@@ -207,7 +218,12 @@ class Tree:
         self.rng = rng or random.Random(0)
         self.samples: list[Node] = []
         self.pending = None  # (path, moves, priors) of the leaf waiting for its eval
-        self.evals = 0
+        self.evals = 0  # leaves given a value: net evals + cache hits
+        self.cache_hits = 0
+        # position key -> (legal moves, priors before noise, net eval) of every leaf expanded
+        # here; ``cache``: the same from earlier searches of this net and priors (see make_tree)
+        self.expanded: dict = {}
+        self.cache = cache
         self.acc: IncrementalAccumulator | None = None  # set by use_incremental
         self.snapshots = _BoardState is not None
         if self.snapshots:
@@ -332,7 +348,13 @@ class Tree:
                 if node.terminal:
                     self._backup(path)
                     continue
-                moves = list(board.legal_moves)
+                key = position_key(board)
+                hit = None
+                if self.reuse:
+                    hit = self.expanded.get(key)
+                    if hit is None and self.cache is not None:
+                        hit = self.cache.get(key)
+                moves = list(board.legal_moves) if hit is None else hit[0]
                 seen = None
                 window = board.halfmove_clock
                 if line and window >= 4:  # a repetition needs 4 reversible plies at least
@@ -345,13 +367,16 @@ class Tree:
                     node.terminal, node.q, node.moves = True, tv, []
                     self._backup(path)
                     continue
-                node.key = position_key(board)
+                node.key = key
                 if snapshots:
                     node.state = _BoardState(board)
-                if self.cfg.priors == "uniform":
+                if hit is not None:
+                    priors = hit[1]
+                elif self.cfg.priors == "uniform":
                     priors = [1.0 / len(moves)] * len(moves)
                 else:
                     priors = heuristic_priors(board, moves, self.cfg.priors == "checks")
+                base_priors = priors
                 if node is self.root and self.cfg.noise > 0:
                     eta = np.random.default_rng(self.rng.getrandbits(32)).dirichlet(
                         [self.cfg.noise_alpha] * len(moves))
@@ -359,7 +384,11 @@ class Tree:
                 if node is not self.root and self.cfg.sample_rate > 0 and self.rng.random() < self.cfg.sample_rate:
                     node.sample = (board.fen(), board.ply(), board.turn)
                     self.samples.append(node)
-                self.pending = (path, moves, priors)
+                self.pending = (path, moves, priors, key, base_priors)
+                if hit is not None:
+                    self.cache_hits += 1
+                    self.finish(hit[2])
+                    continue
                 if self.acc is not None:
                     t0 = time.perf_counter()
                     cp = self._eval_incremental(line)
@@ -376,8 +405,9 @@ class Tree:
 
     def finish(self, cp: int) -> None:
         """Give the pending leaf its net eval (centipawns, the leaf's stm POV) and back it up."""
-        path, moves, priors = self.pending
+        path, moves, priors, key, base_priors = self.pending
         self.pending = None
+        self.expanded[key] = (moves, base_priors, cp)
         leaf = path[-1]
         leaf.moves, leaf.priors, leaf.children = moves, priors, [None] * len(moves)
         leaf.q = float(eval_to_value(cp, self.scale))
@@ -471,11 +501,13 @@ def evaluate_packed(net, packed: list[bytes]) -> list[int]:
 
 @dataclass
 class BatchStats:
-    """Counters of a :class:`BatchSearch`: rounds, net evals, net calls (batches), simulations
-    (root visits) and seconds spent inside the net calls."""
+    """Counters of a :class:`BatchSearch`: rounds, leaves given a value (``evals``: net evals
+    plus ``cache_hits``, positions an earlier search had evaluated), net calls (batches),
+    simulations (root visits) and seconds spent inside the net calls."""
 
     rounds: int = 0
     evals: int = 0
+    cache_hits: int = 0
     batches: int = 0
     simulations: int = 0
     eval_seconds: float = 0.0
@@ -506,12 +538,11 @@ class BatchSearch:
     def run(self, jobs: list[tuple[Tree, object]]) -> None:
         active = list(jobs)
         before = sum(t.root.n for t, _ in jobs)
-        inline_before = {}
         if self.leaf_eval != "batch":
             for tree, net in jobs:
                 if tree.acc is None and (self.leaf_eval == "incremental" or incremental_ok(net)):
                     tree.use_incremental(net)
-                inline_before[id(tree)] = (tree, tree.evals, tree.eval_seconds)
+        counts_before = [(tree, tree.evals, tree.cache_hits, tree.eval_seconds) for tree, _ in jobs]
         while active:
             groups: dict[int, tuple[object, list[Tree], list[bytes]]] = {}
             still = []
@@ -529,18 +560,20 @@ class BatchSearch:
                 self.stats.eval_seconds += time.perf_counter() - t0
                 for tree, cp in zip(trees, cps):
                     tree.finish(int(cp))
-                self.stats.evals += len(trees)
                 self.stats.batches += 1
             self.stats.rounds += 1
             active = still
-        for tree, evals, seconds in inline_before.values():
-            if tree.acc is not None:
-                self.stats.evals += tree.evals - evals
-                self.stats.eval_seconds += tree.eval_seconds - seconds
+        for tree, evals, hits, seconds in counts_before:
+            self.stats.evals += tree.evals - evals
+            self.stats.cache_hits += tree.cache_hits - hits
+            self.stats.eval_seconds += tree.eval_seconds - seconds
         self.stats.simulations += sum(t.root.n for t, _ in jobs) - before
 
 
-def make_tree(board: chess.Board, cfg: SearchConfig, net, history=(), rng=None) -> Tree:
-    """A :class:`Tree` for ``board`` searched with ``net`` (scale from the net unless cfg.scale)."""
+def make_tree(board: chess.Board, cfg: SearchConfig, net, history=(), rng=None, cache: dict | None = None) -> Tree:
+    """A :class:`Tree` for ``board`` searched with ``net`` (scale from the net unless cfg.scale).
+    cache: the :attr:`Tree.expanded` of earlier searches with the same net and ``cfg.priors``
+    (see :class:`Tree`)."""
     scale = float(cfg.scale if cfg.scale is not None else net.scheme.scale)
-    return Tree(board, cfg, make_backup(cfg.backup, cfg.p_base, cfg.p_per_visit, cfg.p_fixed), scale, history, rng)
+    return Tree(board, cfg, make_backup(cfg.backup, cfg.p_base, cfg.p_per_visit, cfg.p_fixed), scale, history, rng,
+                cache)
