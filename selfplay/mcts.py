@@ -54,7 +54,7 @@ import torch
 from nnue.inference import IncrementalAccumulator, evaluate, kinds, residual
 from nnue.pipeline.board import pack_board
 
-from .backup import Backup, make_backup
+from .backup import Backup, MeanBackup, make_backup
 
 #: python-chess's record of a position's state (what ``Board.pop`` restores): a tree keeps one per
 #: expanded node and sets the board to a leaf's parent in one step instead of pushing the whole
@@ -418,16 +418,17 @@ class Tree:
         leaf = path[-1]
         leaf.n += 1
         value = self.backup.value
+        mean = type(self.backup) is MeanBackup
         for node in reversed(path[:-1]):
             node.n += 1
-            qs, ns = [], []
             children = node.children
             # the visited children in index order (all of them, when _select scored every one)
-            for ch in (children if node.visited is None else [children[i] for i in node.visited]):
-                if ch is not None and ch.n > 0:
-                    qs.append(-ch.q)
-                    ns.append(ch.n)
-            node.q = value(qs, ns, node.n)
+            chs = [ch for ch in (children if node.visited is None else [children[i] for i in node.visited])
+                   if ch is not None and ch.n > 0]
+            if mean:  # MeanBackup.value written out: the same products, summed in the same order
+                node.q = max(-1.0, min(1.0, sum([-ch.q * ch.n for ch in chs]) / sum([ch.n for ch in chs])))
+            else:
+                node.q = value([-ch.q for ch in chs], [ch.n for ch in chs], node.n)
 
     # ------------------------------------------------------------------------------ result
     def best_index(self) -> int:

@@ -151,8 +151,9 @@ def test_selfplay_files_are_identical_for_the_same_seed(tmp_path):
 def test_faster_tree_walk_plays_the_same_games(priors, monkeypatch):
     """Tree._select (only the visited children scored), the python-chess board state kept
     per node (the leaf reached from its parent's state, not by pushing the whole path) and the
-    cache of the last searches' leaves play the same games as scoring every child, pushing
-    every move and generating and evaluating every leaf."""
+    cache of the last searches' leaves (and the mean backup written out) play the same games
+    as scoring every child, pushing every move, generating and evaluating every leaf and
+    calling the backup operator."""
     from nnue.selfplay import mcts
 
     net = NETS["chess768 screlu"]()
@@ -162,6 +163,7 @@ def test_faster_tree_walk_plays_the_same_games(priors, monkeypatch):
     monkeypatch.setattr(Tree, "_select", Tree._select_scan)
     monkeypatch.setattr(mcts, "_BoardState", None)
     monkeypatch.setattr(Tree, "reuse", False)
+    monkeypatch.setattr(mcts, "MeanBackup", type("NotMean", (), {}))  # backup.value for every operator
     slow, search = _games(net, "incremental", games=3, nodes=32, cfg=cfg)
     assert search.stats.cache_hits == 0
     assert [g.pgn() for g in fast] == [g.pgn() for g in slow]
