@@ -37,15 +37,14 @@ def evaluate_net(net, boards: torch.Tensor, chunk: int = 1024) -> torch.Tensor:
     rest, and any board that path declines, take the kind's batch evaluator."""
     if 0 < boards.shape[0] <= SMALL_BATCH and boards.device.type == "cpu" and boards.dtype == torch.uint8 \
             and boards.dim() == 2 and boards.shape[1] == 32 and kinds.of(net).incremental:
-        raw = boards.contiguous().numpy().tobytes()
         out = []
-        for i in range(0, len(raw), 32):
-            v = evaluate_one(net, raw[i:i + 32])
+        for row in boards.contiguous().numpy():
+            v = evaluate_one(net, row)
             if v is None:
                 break
             out.append(v)
         else:
-            return torch.tensor(out, dtype=torch.int64)
+            return torch.from_numpy(np.array(out, dtype=np.int64))
     return evaluator(net).evaluate(net, boards, chunk)
 
 

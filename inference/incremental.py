@@ -702,7 +702,7 @@ def evaluate_one(net: IntegerNet, board) -> int | None:
     ``nnue.inference.api.evaluate_net(net, board.view(1, 32))[0]`` (tested with ``torch.equal``
     in tests/inference/test_incremental.py).
 
-    board: 32 bytes (``bytes``, a (32,) uint8 array or tensor). Returns None where this path
+    board: 32 bytes (``bytes``, a (32,) uint8 numpy array or tensor). Returns None where this path
     does not apply and the caller should use the batch path: a kind without incremental
     support, a feature set without a lookup table, or a board that the batch encoder must judge
     (a piece code 7, more than 32 pieces, a king-relative set without one king a side).
@@ -712,10 +712,13 @@ def evaluate_one(net: IntegerNet, board) -> int | None:
     fs = net.features
     if not kind.incremental or not isinstance(fs.encode, TableEncoder):
         return None
-    raw = board if type(board) is bytes else _as_bytes(board)
-    if len(raw) != 32:
-        return None
-    a = np.frombuffer(raw, dtype=np.uint8)
+    if type(board) is np.ndarray and board.dtype == np.uint8 and board.shape == (32,):
+        a = board
+    else:
+        raw = board if type(board) is bytes else _as_bytes(board)
+        if len(raw) != 32:
+            return None
+        a = np.frombuffer(raw, dtype=np.uint8)
     sqs = np.flatnonzero(np.unpackbits(a[:8], bitorder="little"))  # occupied squares, ascending
     n = len(sqs)
     if n > 32:
