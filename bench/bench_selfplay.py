@@ -103,7 +103,9 @@ def run(net_path: Path, games: int, nodes: int, in_flight: int, leaf_eval: str =
     st = search.stats
     return {"leaf_eval": leaf_eval, "in_flight": in_flight, "games": games, "nodes_per_move": nodes, "seconds": round(dt, 2),
             "nodes_per_s": round(st.simulations / dt, 1), "evals_per_s": round(st.evals / dt, 1),
-            "mean_leaf_batch": round(st.mean_batch, 2), "positions_written": positions,
+            "mean_leaf_batch": round(st.mean_batch, 2), "cache_hits": st.cache_hits,
+            "reused_leaf_share": round(st.cache_hits / st.evals, 3) if st.evals else None,
+            "positions_written": positions,
             "positions_per_s": round(positions / dt, 2), "games_per_s": round(games / dt, 3),
             "share_in_net_calls": round(st.eval_seconds / dt, 3), "cpu_seconds": round(cpu, 2),
             "per_cpu_second": {"nodes": round(st.simulations / cpu, 1), "evals": round(st.evals / cpu, 1),
