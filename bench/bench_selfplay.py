@@ -7,7 +7,9 @@ each in-flight count (games searched together) and each leaf-eval mode (``auto``
 accumulators, evaluated in line; ``batch``: leaves of all in-flight games batched into one
 :func:`nnue.inference.evaluate` call), one after the other in this process, in alternating order,
 on one thread (``torch.set_num_threads(1)``), with the default search (mean backup, capture
-priors) and the default adjudication. Every mode plays the same games (checked: the ``.plain``
+priors) and the default adjudication. "evals" counts the leaves given a value (net evals plus
+``cache_hits``, leaves whose position an earlier search of the game or this tree had evaluated);
+``mean_leaf_batch`` the positions per net call of the batched mode. Every mode plays the same games (checked: the ``.plain``
 text of all games must be equal, else the benchmark fails). Goal (issue 23): 20,000 simulations
 per CPU second for the demo net; ``--profile`` adds cProfile's top entries of one more ``auto``
 run (CPU seconds, the profiler's overhead included). Reports per setting: simulations/s ("nodes/s": root
@@ -79,7 +81,7 @@ def run(net_path: Path, games: int, nodes: int, in_flight: int, leaf_eval: str =
             if not steady:  # the queue ran dry: from here on fewer games are in flight
                 st = search.stats
                 steady.update(t=time.perf_counter() - t0, cpu=time.process_time() - c0, sims=st.simulations,
-                              evals=st.evals, batches=st.batches, positions=positions)
+                              evals=st.evals, hits=st.cache_hits, batches=st.batches, positions=positions)
             return None
         rng = random.Random(made[0])
         made[0] += 1
@@ -111,7 +113,7 @@ def run(net_path: Path, games: int, nodes: int, in_flight: int, leaf_eval: str =
             "per_cpu_second": {"nodes": round(st.simulations / cpu, 1), "evals": round(st.evals / cpu, 1),
                                "positions": round(positions / cpu, 2)},
             "steady_phase": None if not steady or not steady["batches"] else {
-                "seconds": round(steady["t"], 2), "mean_leaf_batch": round(steady["evals"] / steady["batches"], 2),
+                "seconds": round(steady["t"], 2), "mean_leaf_batch": round((steady["evals"] - steady["hits"]) / steady["batches"], 2),
                 "nodes_per_s": round(steady["sims"] / steady["t"], 1),
                 "nodes_per_cpu_second": round(steady["sims"] / steady["cpu"], 1),
                 "evals_per_cpu_second": round(steady["evals"] / steady["cpu"], 1)}}

@@ -515,7 +515,8 @@ class BatchStats:
 
     @property
     def mean_batch(self) -> float:
-        return self.evals / self.batches if self.batches else 0.0
+        """Positions per net call (leaves evaluated in line or reused are in no call)."""
+        return (self.evals - self.cache_hits) / self.batches if self.batches else 0.0
 
 
 LEAF_EVALS = ("auto", "incremental", "batch")
