@@ -4,7 +4,9 @@
 evals/s per core of ``nnue.inference.evaluate``'s integer path (feature encoding included) and of
 the float torch model on the same positions and net (768×2 → H SCReLU, 8 output buckets), with
 medians of several runs and their ratio. Targets (issue 6): ≥ 1M evals/s per core in batch, ≥ 3×
-the float path, ≤ 5 µs per incremental move (measured by ``nnue bench incremental``).
+the float path, ≤ 5 µs per incremental move (measured by ``nnue bench incremental``); issue 23:
+one position in ≤ 1 % of the time of a ``--batch`` call (``single_position``: ``evaluate`` on one
+position at a time, cycling through the batch's positions, timed in the same alternating rounds).
 
 Both paths run with one thread (``torch.set_num_threads(1)``), in alternating rounds (``--block``
 timed runs of the integer path after one untimed run, then the same for the float path, and
@@ -119,13 +121,25 @@ def main(argv=None) -> int:
     def int_path():
         return evaluate(net, boards)
 
+    singles = [boards[i:i + 1].clone() for i in range(min(len(boards), 256))]
+    ONE_CALLS = 64  # single-position calls per timed run
+
+    def one_path(_state=[0]):
+        j = _state[0]
+        for k in range(ONE_CALLS):
+            evaluate(net, singles[(j + k) % len(singles)])
+        _state[0] = (j + ONE_CALLS) % len(singles)
+
     stm, nstm = net.features.encode(boards)
     if net.kind == "deep":
         from nnue.inference.deep import forward_int as forward_deep
         assert torch.equal(int_path(), forward_deep(net, stm, nstm, net.buckets.of(boards)))
     else:
         assert torch.equal(int_path(), forward_int(net, stm, nstm, net.buckets.of(boards)))
+    one = torch.cat([evaluate(net, b) for b in singles])
+    assert torch.equal(one, int_path()[:len(singles)])  # the one-position path is exact too
     paths = {"int": int_path, "float": float_path} if model is not None else {"int": int_path}
+    paths["one"] = one_path
     wall = {k: [] for k in paths}
     cpu = {k: [] for k in paths}
     faults = {k: [] for k in paths}
@@ -142,12 +156,20 @@ def main(argv=None) -> int:
                 wall[k].append(time.perf_counter() - t)
                 cpu[k].append(time.process_time() - c)
                 faults[k].append(resource.getrusage(resource.RUSAGE_SELF).ru_minflt - flt)
+    one_wall, one_cpu = statistics.median(wall["one"]) / ONE_CALLS, statistics.median(cpu["one"]) / ONE_CALLS
+    single = {"us_per_call": round(one_wall * 1e6, 2), "cpu_us_per_call": round(one_cpu * 1e6, 2),
+              "batch_call_ms": round(statistics.median(wall["int"]) * 1e3, 3),
+              "batch_call_cpu_ms": round(statistics.median(cpu["int"]) * 1e3, 3),
+              "over_batch_call": round(one_wall / statistics.median(wall["int"]), 5),
+              "over_batch_call_cpu": round(one_cpu / statistics.median(cpu["int"]), 5), "goal": 0.01,
+              "path": "nnue.inference.incremental.evaluate_one (api.evaluate for <= SMALL_BATCH positions)"}
     if model is None:
         return emit({"benchmark": "infer", "net": str(a.net), "architecture": net.arch, "batch": a.batch,
                      "runs": a.runs, "threads": torch.get_num_threads(),
                      "cpu_capability": torch.backends.cpu.get_cpu_capability(), "machine": platform.machine(),
                      "int_evals_per_s": round(a.batch / statistics.median(wall["int"])),
                      "int_median_s": statistics.median(wall["int"]), "int_wall": _spread(wall["int"]),
+                     "single_position": single,
                      "notes": "--net: the integer path of the given net only (feature encoding included), "
                               "on the bundled sample's positions, one thread"}, a.out)
     t_int, t_float = statistics.median(wall["int"]), statistics.median(wall["float"])
@@ -160,6 +182,7 @@ def main(argv=None) -> int:
         "batch": a.batch, "runs": a.runs, "block": a.block, "threads": torch.get_num_threads(),
         "cpu_capability": torch.backends.cpu.get_cpu_capability(), "machine": platform.machine(),
         "int_evals_per_s": round(ips), "float_evals_per_s": round(fps), "int_over_float": round(ips / fps, 3),
+        "single_position": single,
         "int_median_s": t_int, "float_median_s": t_float,
         "int_wall": _spread(wall["int"]), "float_wall": _spread(wall["float"]),
         "int_cpu_median_s": statistics.median(cpu["int"]),
@@ -200,7 +223,7 @@ def _neutral_run(a) -> dict:
         return {"error": r.stderr.strip().splitlines()[-1:] or ["failed"]}
     child = json.loads(r.stdout)
     keys = ("int_evals_per_s", "float_evals_per_s", "int_over_float", "int_page_faults_median",
-            "float_page_faults_median")
+            "float_page_faults_median", "single_position")
     return {"glibc_tunables": env["GLIBC_TUNABLES"], **{k: child[k] for k in keys}}
 
 

@@ -7,6 +7,7 @@ import numpy as np
 import torch
 
 from . import kinds, residual
+from .incremental import evaluate_one
 
 
 def evaluator(net):
@@ -21,10 +22,29 @@ def forward_int(net, stm: torch.Tensor, nstm: torch.Tensor, bucket: torch.Tensor
     return evaluator(net).forward_int(net, stm, nstm, bucket, return_parts)
 
 
+#: at most this many positions go through the one-position path of :func:`evaluate_net`: it
+#: costs ~25-30 us a position against the batch path's ~0.5 ms fixed cost a call plus ~1 us a
+#: position (chess768 -> 256, one core; ``nnue bench infer``, ``single_position``)
+SMALL_BATCH = 8
+
+
 def evaluate_net(net, boards: torch.Tensor, chunk: int = 1024) -> torch.Tensor:
     """The net's own integer evals, any kind, without a residual net's base: (N, 32) uint8 ->
     (N,) int64 centipawns, stm POV (see :func:`nnue.inference.perspective.evaluate`,
-    :func:`nnue.inference.deep.evaluate`)."""
+    :func:`nnue.inference.deep.evaluate`). Up to :data:`SMALL_BATCH` CPU positions of a kind
+    with incremental support are evaluated one by one from scratch
+    (:func:`nnue.inference.incremental.evaluate_one`: same integers, no batch overhead); the
+    rest, and any board that path declines, take the kind's batch evaluator."""
+    if 0 < boards.shape[0] <= SMALL_BATCH and boards.device.type == "cpu" and boards.dtype == torch.uint8 \
+            and boards.dim() == 2 and boards.shape[1] == 32 and kinds.of(net).incremental:
+        out = []
+        for row in boards.contiguous().numpy():
+            v = evaluate_one(net, row)
+            if v is None:
+                break
+            out.append(v)
+        else:
+            return torch.from_numpy(np.array(out, dtype=np.int64))
     return evaluator(net).evaluate(net, boards, chunk)
 
 

@@ -61,10 +61,11 @@ def _plan(settings: dict, out_dir: Path, pattern: str = FILE_PATTERN) -> list[in
     return [i for i in range(n_files) if not (out_dir / pattern.format(i)).exists()]
 
 
-def _play_files(net, settings: dict, files: list[int], out_dir: Path, report):
+def _play_files(net, settings: dict, files: list[int], out_dir: Path, report, leaf_eval: str = "auto"):
     """Play the games of ``files`` with ``settings["in_flight"]`` games batched; write each
     file when its last game ends; ``report(games, positions, evals, result, reason)`` after each
-    game (result: white's POV 1/0/−1; reason: how it ended)."""
+    game (result: white's POV 1/0/−1; reason: how it ended). leaf_eval: see
+    :class:`~nnue.selfplay.mcts.BatchSearch`."""
     cfg = SearchConfig(**settings["search"])
     adj = Adjudication(**settings["adjudication"])
     gpf, total = settings["games_per_file"], settings["games"]
@@ -73,7 +74,7 @@ def _play_files(net, settings: dict, files: list[int], out_dir: Path, report):
     remaining = {f: len([1 for ff, _ in todo if ff == f]) for f in files}
     done: dict[int, dict[int, str]] = {f: {} for f in files}
     pos = [0]
-    search = BatchSearch()
+    search = BatchSearch(leaf_eval)
 
     def new_game():
         if pos[0] >= len(todo):
@@ -99,7 +100,7 @@ def _play_files(net, settings: dict, files: list[int], out_dir: Path, report):
         search.stats.evals = 0
 
 
-def _worker(net_path, settings, files, out_dir, queue):
+def _worker(net_path, settings, files, out_dir, queue, leaf_eval="auto"):
     import torch
 
     from nnue.inference import load
@@ -107,7 +108,7 @@ def _worker(net_path, settings, files, out_dir, queue):
     torch.set_num_threads(1)
     try:
         net = load(net_path)
-        _play_files(net, settings, files, Path(out_dir), lambda *item: queue.put(("game", item)))
+        _play_files(net, settings, files, Path(out_dir), lambda *item: queue.put(("game", item)), leaf_eval)
     except BaseException as e:
         queue.put(("error", f"{type(e).__name__}: {e}"))
     finally:
@@ -117,11 +118,15 @@ def _worker(net_path, settings, files, out_dir, queue):
 def selfplay(net: str | Path, out_dir: str | Path, *, games: int, nodes: int = 64, threads: int = 1,
              openings: str | Path | None = None, random_plies: int = 8, chess960: bool = False,
              adjudication: Adjudication | None = None, sample_rate: float = 0.0, games_per_file: int = 25,
-             in_flight: int = 64, seed: int = 0, search: dict | None = None, progress: bool = True) -> dict:
+             in_flight: int = 64, seed: int = 0, search: dict | None = None, progress: bool = True,
+             leaf_eval: str = "auto") -> dict:
     """Play ``games`` self-play games of ``net`` (net.safetensors) at ``nodes`` simulations per
     move into ``out_dir`` (see the module docstring). threads: worker processes (one core each,
     each with ``in_flight`` games batched). openings: a FEN/EPD file (each game takes the next
     position, then ``random_plies`` random plies); sample_rate: --sample-search probability.
+    leaf_eval: how the search evaluates its leaves (:class:`~nnue.selfplay.mcts.BatchSearch`:
+    ``"auto"`` incremental where the net allows it); it does not change the games, so it is not
+    one of the run's settings.
     Returns a summary: games, positions, files written, seconds, games/s, positions/s.
     Raises NetFormatError (bad net), ValueError (bad settings, or a folder holding another run)."""
     import torch
@@ -169,7 +174,7 @@ def selfplay(net: str | Path, out_dir: str | Path, *, games: int, nodes: int = 6
             old = torch.get_num_threads()
             torch.set_num_threads(1)
             try:
-                _play_files(loaded, settings, files, out_dir, report)
+                _play_files(loaded, settings, files, out_dir, report, leaf_eval)
             finally:
                 torch.set_num_threads(old)
         else:
@@ -177,7 +182,8 @@ def selfplay(net: str | Path, out_dir: str | Path, *, games: int, nodes: int = 6
 
             ctx = mp.get_context("spawn")
             queue = ctx.Queue()
-            procs = [ctx.Process(target=_worker, args=(str(net), settings, files[w::threads], str(out_dir), queue),
+            procs = [ctx.Process(target=_worker, args=(str(net), settings, files[w::threads], str(out_dir), queue,
+                                                       leaf_eval),
                                  daemon=True) for w in range(min(threads, len(files)))]
             for p in procs:
                 p.start()

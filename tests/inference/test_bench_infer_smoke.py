@@ -16,3 +16,5 @@ def test_bench_infer_smoke(arch, tmp_path):
     r = json.loads(out.read_text())
     assert r["arch"] == arch and r["int_evals_per_s"] > 0 and r["float_evals_per_s"] > 0
     assert ("16 crelu -> 32 crelu" in r["net"]) == (arch == "deep")
+    s = r["single_position"]
+    assert s["us_per_call"] > 0 and 0 < s["over_batch_call_cpu"] and s["goal"] == 0.01

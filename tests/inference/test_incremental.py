@@ -369,3 +369,72 @@ def test_evaluate_raises_where_forward_int_does():
         forward_int(net, stm, nstm, net.buckets.of(t))
     with pytest.raises(OverflowError, match="int32"):
         inc.evaluate()
+
+
+# --------------------------------------------------------------------------------------------
+# one position from scratch (evaluate_one) and the small-batch path of api.evaluate
+
+def _sample_boards(limit: int = 1500) -> torch.Tensor:
+    """Packed boards of the sample games: castling rooks, en-passant squares, promotions."""
+    packed = []
+    for fen, moves in sample_games():
+        board = chess.Board(fen)
+        packed.append(pack_board(board))
+        for u in moves:
+            board.push_uci(u)
+            packed.append(pack_board(board))
+        if len(packed) >= limit:
+            break
+    return torch.frombuffer(bytearray(b"".join(packed)), dtype=torch.uint8).view(-1, 32)
+
+
+@pytest.mark.parametrize("which", SETS + ["deep", "tiny"])
+def test_evaluate_one_equals_forward_int(which, nets):
+    from nnue.inference import api
+    from nnue.inference.incremental import evaluate_one
+    from tests.inference.test_c_cross_check_tiny import make_tiny_int_net
+    from tests.netfiles import make_deep_int_net
+
+    net = (make_deep_int_net("halfkp", "screlu", seed=9) if which == "deep" else
+           make_tiny_int_net("kb768hm4", "crelu", 16, 32, "crelu", "MaterialCount<8>", seed=9) if which == "tiny"
+           else nets[which])
+    boards = _sample_boards()
+    assert (boards[:, 8:24] & 0x0F == 6).any()  # castling rooks in the low nibbles
+    stm, nstm = net.features.encode(boards)
+    ref = forward_int(net, stm, nstm, net.buckets.of(boards)) if which in SETS else \
+        api.forward_int(net, stm, nstm, net.buckets.of(boards))
+    one = torch.tensor([evaluate_one(net, b) for b in boards], dtype=torch.int64)
+    assert torch.equal(one, ref)
+    # api.evaluate takes the one-position path for small batches: same integers
+    for n in (1, 2, api.SMALL_BATCH):
+        assert torch.equal(api.evaluate(net, boards[:n]), ref[:n])
+        assert torch.equal(api.evaluate(net, boards[n:2 * n]), ref[n:2 * n])
+
+
+def test_evaluate_one_declines_boards_for_the_batch_path(nets):
+    from nnue.inference import api
+    from nnue.inference.incremental import evaluate_one
+
+    net = nets["halfkav2_hm"]
+    no_black_king = pack_board(chess.Board("8/8/8/8/8/8/8/K7 w - - 0 1"))
+    assert evaluate_one(net, no_black_king) is None
+    bad = bytearray(pack_board(chess.Board()))
+    bad[8] = (bad[8] & 0xF0) | 7  # an unused piece code
+    assert evaluate_one(net, bytes(bad)) is None and evaluate_one(nets["chess768"], bytes(bad)) is None
+    assert evaluate_one(net, b"\0" * 31) is None
+    with pytest.raises(ValueError):  # the batch path's own error, as before
+        api.evaluate(net, torch.frombuffer(bytearray(no_black_king), dtype=torch.uint8).view(1, 32))
+
+
+def test_evaluate_one_raises_where_forward_int_does():
+    from nnue.inference import api
+    from nnue.inference.incremental import evaluate_one
+
+    net = make_int_net("chess768", "screlu", hidden=16, seed=3)
+    net.l1w = torch.full_like(net.l1w, 32767)
+    net.l0b = torch.full_like(net.l0b, 255)
+    packed = pack_board(chess.Board())
+    with pytest.raises(OverflowError, match="int32"):
+        evaluate_one(net, packed)
+    with pytest.raises(OverflowError, match="int32"):
+        api.evaluate(net, torch.frombuffer(bytearray(packed), dtype=torch.uint8).view(1, 32))

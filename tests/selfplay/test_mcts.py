@@ -52,7 +52,7 @@ def test_root_value_is_the_nets_eval_and_leaves_are_batched(net):
     for t, cp in zip(trees, cps):
         assert t.root.n == 1 and t.value() == pytest.approx(math.tanh(cp / 800))
     trees = [make_tree(chess.Board(f), SearchConfig(nodes=20), net) for f in fens]
-    bs = BatchSearch()
+    bs = BatchSearch("batch")  # the default evaluates in line with incremental accumulators
     bs.run([(t, net) for t in trees])
     assert all(t.root.n == 20 for t in trees)
     assert bs.stats.evals == sum(t.evals for t in trees) <= 60
