@@ -98,6 +98,7 @@ def main(argv: list[str] | None = None) -> int:
     load_after = os.getloadavg()
     report = {
         "benchmark": "cli", "goal_s": GOAL_S, "runs": args.runs, "command": " ".join(nnue),
+        "version": subprocess.run(nnue + ["--version"], capture_output=True, text=True).stdout.strip(),
         "slowest": max(rows, key=lambda k: rows[k]["wall_s"]),
         "slowest_wall_s": max(r["wall_s"] for r in rows.values()),
         "median_wall_s": round(statistics.median(r["wall_s"] for r in rows.values()), 3),
