@@ -26,8 +26,7 @@ from nnue.trainer.loss import check_loss_config
 from nnue.trainer.model import factor_map
 from nnue.trainer.runs import check_run_folder
 from nnue.trainer.sweep import check_multirun, is_multirun
-from nnue.trainer.train import _world_size
-from nnue.trainer.train import main as train_main
+from nnue.trainer import train as trainer_train
 
 
 def _int_field(name: str, value, lo: int, hi: int | None = None) -> int:
@@ -60,7 +59,7 @@ def check_train_args(overrides: list[str]) -> str | None:
             return f"data.path={','.join(map(str, paths))}: 0 positions packed; nothing to train on"
         if isinstance(cfg.trainer.get("val_check_interval"), int):  # against the epoch's batches: the data's
             t = plain(cfg.trainer)
-            check_val_interval(t, *instantiate(cfg.data).steps_per_epoch(_world_size(t)))
+            check_val_interval(t, *instantiate(cfg.data).steps_per_epoch(trainer_train._world_size(t)))
         # a folder holding a run: refused, one line
         if cfg.paths.output_dir and (why := check_run_folder(cfg.paths.output_dir, cfg.get("ckpt_path"),
                                                              bool(cfg.get("overwrite", False)))):
@@ -133,5 +132,5 @@ def run_argv(argv: list[str]) -> int:
     # nnue.ddp_child, which runs this same Hydra entry point
     sys.argv = [nnue.ddp_child.__file__, *argv]
     __main__.__spec__ = importlib.util.find_spec("nnue.ddp_child")
-    train_main()
+    trainer_train.main()  # the Hydra entry point (looked up here, so that a test can stand in for it)
     return 0
