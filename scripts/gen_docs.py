@@ -24,14 +24,10 @@ SCALARS = (str, int, float, bool, type(None))
 
 
 def _nnue_parser() -> argparse.ArgumentParser:
-    """The ``nnue`` command's parser (whatever nnue.cli names its builder)."""
-    from nnue import cli
+    """The ``nnue`` command's parser (built without importing torch: nnue.commands)."""
+    from nnue.cli import build_parser
 
-    for name in ("build_parser", "parser", "_parser"):
-        f = getattr(cli, name, None)
-        if callable(f):
-            return f()
-    raise SystemExit("gen_docs: nnue.cli has no build_parser/_parser function to read the help from")
+    return build_parser()
 
 
 def _subcommands(p: argparse.ArgumentParser) -> dict[str, argparse.ArgumentParser]:

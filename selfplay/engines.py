@@ -16,15 +16,11 @@ from pathlib import Path
 import chess
 import chess.engine
 
+from .limits import MOVE_TIMEOUT
 from .mcts import SearchConfig
 from .play import Adjudication, Game, Player
 
 MATE = 32000
-
-
-#: seconds an engine may take beyond its limit's own time (nodes limits have none) before it
-#: counts as hung: the default of ``--move-timeout``
-MOVE_TIMEOUT = 30.0
 
 
 class EngineCrash(Exception):

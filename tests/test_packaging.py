@@ -34,6 +34,6 @@ def test_wheel_holds_packages_and_configs(tmp_path):
         assert f"{package.replace('.', '/')}/__init__.py" in names, package
     for needed in ("nnue/conf/train.yaml", "nnue/conf/experiment/demo.yaml", "nnue/conf/features/halfkp.yaml",
                    "nnue/conf/hydra/launcher/submitit_slurm.yaml", "nnue/conf/hparams_search/lr_hidden.yaml",
-                   "nnue/bench/bench_pack.py", "nnue/pipeline/formats/binpack.py", "nnue/kernels/sparse_ft.py",
+                   "nnue/bench/bench_pack.py", "nnue/commands/pack_run.py", "nnue/pipeline/formats/binpack.py", "nnue/kernels/sparse_ft.py",
                    "nnue/selfplay/books/balanced.txt"):
         assert needed in names, needed

@@ -436,16 +436,3 @@ def cli_registry(args) -> int:
         e = reg.rollback(version)
     print(f"champion: {e['previous']} -> {e['champion']} ({e['action']})")
     return 0
-
-
-def add_parser(sub) -> None:
-    """Register ``nnue registry`` on the ``nnue`` sub-command parser."""
-    s = sub.add_parser("registry", help="list, show, promote or roll back the retrain's net versions",
-                       description="Read and edit a registry written by 'nnue retrain'.")
-    s.add_argument("action", choices=["list", "show", "promote", "rollback"])
-    s.add_argument("version", nargs="?", help="NNNN (show: default the champion; promote: required; "
-                   "rollback: default the previous champion)")
-    s.add_argument("-r", "--registry", default="registry", help="registry folder (default: ./registry)")
-    s.add_argument("--json", action="store_true", help="list: one JSON array (each version with its history events); "
-                   "show: the version record and gate report as JSON (default: a readable table)")
-    s.set_defaults(func=cli_registry)

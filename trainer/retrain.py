@@ -224,7 +224,7 @@ def _train_config(overrides: list[str]):
     from hydra import compose, initialize_config_module
     from hydra.core.global_hydra import GlobalHydra
 
-    from nnue.cli import check_train_args
+    from nnue.commands.train_run import check_train_args
 
     err = check_train_args(overrides)
     if err:
@@ -447,18 +447,14 @@ def run_cycle(cfg) -> dict:
 
 
 def main(argv: list[str]) -> int:
-    """``nnue retrain [OVERRIDES]``: compose conf/retrain.yaml, run one cycle; one line on bad input."""
+    """``nnue retrain [OVERRIDES]``: compose conf/retrain.yaml, run one cycle; one line on bad input
+    (``--help``: :mod:`nnue.commands.retrain`)."""
     from hydra import compose, initialize_config_module
     from hydra.core.global_hydra import GlobalHydra
     from omegaconf import OmegaConf
 
     from nnue.pipeline.manifest import ManifestError
 
-    if argv and argv[0] in ("-h", "--help"):
-        print(__doc__.split("\n\n")[0] + "\n\nusage: nnue retrain [KEY=VALUE ...]   (keys: conf/retrain.yaml)\n"
-              "e.g. nnue retrain registry=REG 'watch=[DUMPS]' 'train.overrides=\"experiment=demo trainer.max_epochs=4\"'\n\n"
-              + __doc__.split("\n\n", 1)[1])
-        return 0
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s: %(message)s", stream=sys.stderr)
     try:
         GlobalHydra.instance().clear()

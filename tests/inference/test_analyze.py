@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from nnue.cli import main
-from nnue.cmd_analyze import _l0_nonzero
+from nnue.commands.analyze_run import _l0_nonzero
 from nnue.inference import evaluate, load
 from nnue.pipeline.stream import Filters, PackedStream
 from tests.netfiles import make_deep_int_net, make_int_net

@@ -62,7 +62,7 @@ def test_bench_train_smoke(bench, tmp_path):
 
 def test_nnue_bench_returns_success_for_a_report(tmp_path):
     """Issue: `nnue bench activations` printed its JSON, then 'internal error' (main returned the dict)."""
-    from nnue.cli import run_bench
+    from nnue.commands.bench import run_argv as run_bench
 
     assert run_bench(["activations", "--device", "cpu", "--shape", "3,70", "--reps", "1", "--warmup", "0",
                       "--copy-mib", "4", "--backends", "torch"]) == 0

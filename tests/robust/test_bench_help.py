@@ -6,7 +6,7 @@ import argparse
 
 import pytest
 
-from nnue.cli import bench_names, run_bench
+from nnue.commands.bench import bench_names, run_argv as run_bench
 
 
 def test_every_benchmark_is_listed():

@@ -69,7 +69,7 @@ def test_format_detection_by_content_sees_past_the_bom(tmp_path):
 
 @pytest.mark.parametrize("crlf", [False, True])
 def test_eval_fens_file_with_bom(tmp_path, crlf, capsys):
-    from nnue.cli import _read_fens
+    from nnue.commands.eval_run import _read_fens
 
     nl = "\r\n" if crlf else "\n"
     f = tmp_path / "fens.txt"
@@ -81,7 +81,7 @@ def test_eval_fens_file_with_bom(tmp_path, crlf, capsys):
 def test_eval_fens_stdin_with_bom(monkeypatch):
     import io
 
-    from nnue.cli import _read_fens
+    from nnue.commands.eval_run import _read_fens
 
     monkeypatch.setattr("sys.stdin", io.TextIOWrapper(io.BytesIO((BOM + FEN + "\n").encode()), encoding="utf-8"))
     fens, _ = _read_fens("-")

@@ -11,7 +11,7 @@ import sys
 
 import pytest
 
-from nnue.cli import _parser, main
+from nnue.cli import build_parser, main
 from tests.netfiles import make_model, write_weights
 
 KING_FEN = "4k3/8/8/8/8/8/8/4K3 w - - 0 1"
@@ -150,14 +150,14 @@ def test_a_bug_is_one_line_status_1_and_nnue_debug_shows_the_traceback(env, caps
     def boom(args):
         raise TypeError("something internal")
 
-    real = cli._parser
+    real = cli.build_parser
 
     def parser():
         p = real()
         p._subparsers._group_actions[0].choices["inspect"].set_defaults(func=boom)
         return p
 
-    monkeypatch.setattr(cli, "_parser", parser)
+    monkeypatch.setattr(cli, "build_parser", parser)
     monkeypatch.delenv("NNUE_DEBUG", raising=False)
     assert main(["inspect", str(env["ds"])]) == 1
     err = capsys.readouterr().err.strip().splitlines()
@@ -192,7 +192,7 @@ def test_version(capsys):
 
 
 def _subparsers():
-    p = _parser()
+    p = build_parser()
     sub = next(a for a in p._actions if isinstance(a, argparse._SubParsersAction))
     return sub.choices
 

@@ -117,7 +117,8 @@ def test_selfplay_imports_neither_trainer_nor_lightning_nor_pyarrow():
     import sys
 
     code = ("import sys\nimport nnue.selfplay.match, nnue.selfplay.generate, nnue.selfplay.datagen, "
-            "nnue.selfplay.cli\nbad = [m for m in ('pyarrow', 'pytorch_lightning', 'lightning', 'hydra', "
+            "nnue.commands.selfplay_run, nnue.commands.match_run, nnue.commands.datagen_run, nnue.commands.sprt_run"
+            "\nbad = [m for m in ('pyarrow', 'pytorch_lightning', 'lightning', 'hydra', "
             "'nnue.trainer', 'nnue.kernels') if m in sys.modules]\nprint(bad)\n")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "[]"

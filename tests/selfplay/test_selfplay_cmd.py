@@ -302,9 +302,9 @@ def test_selfplay_summary_says_how_games_ended_and_when_all_were_drawn(nets, tmp
 
 
 def test_every_option_says_its_default():
-    from nnue.cli import _parser
+    from nnue.cli import build_parser
 
-    sub = next(a for a in _parser()._actions if a.__class__.__name__ == "_SubParsersAction")
+    sub = next(a for a in build_parser()._actions if a.__class__.__name__ == "_SubParsersAction")
     for name in ("sprt", "selfplay", "match", "datagen"):
         for act in sub.choices[name]._actions:
             if not act.option_strings or act.dest == "help":

@@ -1,23 +1,27 @@
-"""``nnue pack-shards KEY=VALUE...``: pack on a cluster through a Hydra launcher (conf/pack_shards.yaml).
-
-The inputs are dealt into ``shards`` = N shards of whole files (:func:`nnue.pipeline.shard.shard_files`,
-the deal of ``nnue pack --shard K/N``). One Hydra multirun runs one job per shard (``shard=range(0,N)``)
-through the launcher chosen with ``hydra/launcher=`` (``submitit_slurm``: one SLURM job array), each
-job packing its shard into ``WORK/shard-K-of-N`` with :func:`nnue.pipeline.pack.pack`. When every
-job has finished, this process merges the shard datasets into ``output``
-(:func:`nnue.pipeline.shard.merge_datasets`: moved, not copied; atomic and idempotent). A rerun
-packs nothing twice (each shard dataset skips the files it already holds) and finishes a merge
-that was interrupted. A job that failed is named with its error, and nothing is merged.
-"""
+"""``nnue pack-shards``, the work: deal the inputs into N shards, run one Hydra job per shard through the
+chosen launcher, merge the shard datasets. What it does and why: :mod:`nnue.commands.pack_shards` (the
+command's help)."""
 from __future__ import annotations
 
 import json
+import os
 import sys
 import warnings
 from pathlib import Path
 
 import hydra
-from omegaconf import DictConfig
+from hydra import compose, initialize_config_module
+from hydra.core.global_hydra import GlobalHydra
+from hydra.utils import to_absolute_path
+from omegaconf import DictConfig, OmegaConf
+
+from nnue.pipeline import manifest as mf
+from nnue.pipeline.atomic import atomic_write_bytes
+from nnue.pipeline.formats import ReaderOptions
+from nnue.pipeline.pack import expand_inputs, pack
+from nnue.pipeline.ranges import range_bytes
+from nnue.pipeline.shard import merge_datasets, shard_units
+from nnue.trainer.launchers import register
 
 # Hydra 1.3's deprecation notice for the launcher plugins' schema (as in nnue.trainer.runs)
 warnings.filterwarnings("ignore", message=r"\s*'hydra/launcher/\w+' is validated against ConfigStore schema")
@@ -36,10 +40,6 @@ def job(cfg: DictConfig) -> dict:
     """One Hydra job: pack shard ``cfg.shard`` of ``cfg.shards`` into its shard dataset. An error is
     written to ``WORK/shard-K-of-N.error.txt`` (one line) for the submitting process to report,
     instead of a traceback in the job's log; ``NNUE_DEBUG=1`` re-raises it."""
-    import os
-
-    from hydra.utils import to_absolute_path
-
     k, n = int(cfg.shard), int(cfg.shards)
     err = error_file(to_absolute_path(str(cfg.work)), k, n)
     err.unlink(missing_ok=True)
@@ -48,21 +48,11 @@ def job(cfg: DictConfig) -> dict:
     except Exception as e:
         if os.environ.get("NNUE_DEBUG"):
             raise
-        from nnue.pipeline.atomic import atomic_write_bytes
-
         atomic_write_bytes(err, (" ".join(str(e).split()) or type(e).__name__).encode() + b"\n")
         return {"shard": k, "error": str(e)}
 
 
 def _pack_shard(cfg: DictConfig) -> dict:
-    from hydra.utils import to_absolute_path
-
-    from nnue.pipeline.formats import ReaderOptions
-    from nnue.pipeline.pack import expand_inputs, pack
-    from nnue.pipeline.ranges import range_bytes
-    from nnue.pipeline.shard import shard_units
-    from nnue.pipeline import manifest as mf
-
     k, n = int(cfg.shard), int(cfg.shards)
     inputs = [to_absolute_path(str(p)) for p in cfg.inputs]
     files, _ = expand_inputs(inputs)
@@ -95,20 +85,8 @@ def _value(argv: list[str], key: str, default: str | None) -> str | None:
 
 def main(argv: list[str]) -> int:
     """The command: check the overrides, run the multirun, then merge. Returns the exit status."""
-    from omegaconf import OmegaConf
-
-    from nnue.pipeline.shard import merge_datasets
-
-    if argv and argv[0] in ("-h", "--help"):
-        print(__doc__.split("\n\n")[0] + "\n\nusage: nnue pack-shards 'inputs=[DUMPS...]' output=DATASET "
-              "[shards=N] [hydra/launcher=NAME] [KEY=VALUE ...]   (keys: conf/pack_shards.yaml)\n\n"
-              + __doc__.split("\n\n", 1)[1])
-        return 0
     if any(a in ("-m", "--multirun") or a.startswith("shard=") for a in argv):
         raise ValueError("pack-shards runs the multirun itself: give shards=N, not -m or shard=")
-    from hydra import compose, initialize_config_module
-    from hydra.core.global_hydra import GlobalHydra
-
     GlobalHydra.instance().clear()
     try:
         with initialize_config_module(config_module="nnue.conf", version_base="1.3"):
@@ -123,14 +101,10 @@ def main(argv: list[str]) -> int:
     n = int(cfg.shards)
     if n < 1:
         raise ValueError(f"shards={n}: need at least 1")
-    from nnue.pipeline.pack import expand_inputs
-
     files, _ = expand_inputs([str(p) for p in cfg.inputs])  # FileNotFoundError naming a missing input
     if not files:
         raise ValueError(f"no dump files in {', '.join(map(str, cfg.inputs))}")
     work = Path(str(cfg.work))
-    from nnue.trainer.launchers import register
-
     register()  # our launchers (hydra_plugins.nnue_forge_launchers): an editable install is not scanned
     old_argv = sys.argv
     sys.argv = ["nnue pack-shards", "-m", f"shard=range(0,{n})", *argv]

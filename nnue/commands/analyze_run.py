@@ -1,4 +1,5 @@
-"""``nnue analyze NET --dataset DS -o DIR``: what an integer net does on a dataset, as PNGs and JSON.
+"""``nnue analyze NET --dataset DS -o DIR``, the work: what an integer net does on a dataset, as PNGs and JSON
+(the parser is :mod:`nnue.commands.analyze`).
 
 Written into DIR (each file atomically):
 
@@ -25,8 +26,18 @@ import io
 import json
 from pathlib import Path
 
+import matplotlib
 import numpy as np
 import torch
+
+matplotlib.use("Agg")  # PNG files only, no display; set before pyplot is imported
+import matplotlib.pyplot as plt  # noqa: E402
+
+from nnue.inference import load, residual  # noqa: E402
+from nnue.pipeline.annotate import dataset_holds_base, evaluate_with_base, residual_base, residual_fields  # noqa: E402
+from nnue.pipeline.atomic import atomic_write_bytes  # noqa: E402
+from nnue.pipeline.stream import Filters, PackedStream  # noqa: E402
+from nnue.trainer.metrics import spearman  # noqa: E402
 
 SCORE_BIN = 50
 SCORE_RANGE = 2000
@@ -56,8 +67,6 @@ def _l0_nonzero(net, boards: torch.Tensor, chunk: int = 256) -> torch.Tensor:
 
 
 def _save_png(fig, path: Path) -> None:
-    from nnue.pipeline.atomic import atomic_write_bytes
-
     buf = io.BytesIO()
     fig.savefig(buf, format="png", dpi=110, bbox_inches="tight")
     atomic_write_bytes(path, buf.getvalue())
@@ -72,16 +81,6 @@ def analyze(net_path: str | Path, dataset: str | Path, out_dir: str | Path, limi
     :func:`nnue.pipeline.annotate.residual_base`); positions without one (in check) are left out
     and counted (``positions_without_base``). Raises NetFormatError, ManifestError, EngineError,
     ValueError (no positions)."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    from nnue.inference import load, residual
-    from nnue.pipeline.annotate import dataset_holds_base, evaluate_with_base, residual_base, residual_fields
-    from nnue.pipeline.atomic import atomic_write_bytes
-    from nnue.pipeline.stream import Filters, PackedStream
-
     net = load(net_path)
     ds = PackedStream([dataset], 8192, 0, "all", 0.0, Filters(), drop_last=False)
     r = residual.of(net)
@@ -167,8 +166,6 @@ def analyze(net_path: str | Path, dataset: str | Path, out_dir: str | Path, limi
     _save_png(fig, out / "dead_neurons.png")
     plt.close(fig)
 
-    from nnue.trainer.metrics import spearman
-
     result = {
         "net": str(net_path), "dataset": str(dataset), "positions": int(n), "architecture": net.arch,
         **residual_fields(r, use_column, no_base),
@@ -187,3 +184,18 @@ def analyze(net_path: str | Path, dataset: str | Path, out_dir: str | Path, limi
     }
     atomic_write_bytes(out / "analysis.json", (json.dumps(result, indent=1) + "\n").encode())
     return result
+
+
+def run(args) -> int:
+    """``nnue analyze``: write the plots and analysis.json (:func:`analyze`); prints a summary."""
+    r = analyze(args.net, args.dataset, args.output, args.limit, engine=args.engine)
+    if args.json:
+        print(json.dumps({k: v for k, v in r.items() if k != "dead_neurons"} | {
+            "dead_neurons": {k: v for k, v in r["dead_neurons"].items() if k != "active_share_per_neuron"}}))
+        return 0
+    bs, d = r["block_sparsity"], r["dead_neurons"]
+    print(f"wrote {', '.join(r['files'])} to {args.output} ({r['positions']:,} quiet positions)")
+    slope = r["eval_vs_score"]["slope"]
+    print(f"  eval vs score slope {slope:.3f}" if slope is not None else "  eval vs score slope n/a", end="")
+    print(f", mean L0 block sparsity {bs['mean']:.3f}, dead neurons {d['dead']} of {d['neurons']}")
+    return 0

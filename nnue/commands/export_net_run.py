@@ -1,0 +1,30 @@
+"""``nnue export-net``, the work: load a net and write it with its target's writer
+(:data:`nnue.commands.export_net.TARGETS`), then print what was written. The parser is
+:mod:`nnue.commands.export_net`."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from nnue.commands.export_net import TARGETS
+from nnue.commands.load_net import load_any
+
+
+def run(args) -> int:
+    """``nnue export-net NETDIR --to TARGET -o FILE``: an exported integer net in another
+    program's layout (the writers of :data:`nnue.commands.export_net.TARGETS`)."""
+    out = Path(args.output)
+    if out.is_dir():
+        raise ValueError(f"{out}: is a folder; -o names the file to write")
+    info = TARGETS[args.to](load_any(args.net), out) or {}
+    if args.json:
+        print(json.dumps(info, default=str))
+        return 0
+    size = f" ({info['bytes']:,} bytes)" if "bytes" in info else ""
+    print(f"wrote {out}{size}: {args.to} layout" + (f": {info['layout']}" if "layout" in info else ""))
+    if {"QA", "QB", "SCALE"} <= info.keys():
+        print(f"  QA = {info['QA']}, QB = {info['QB']}, SCALE = {info['SCALE']}, HIDDEN_SIZE = {info['HIDDEN_SIZE']}, "
+              f"{info['activation']}, inputs {info['inputs']}, output buckets {info['output_buckets']}")
+    for note in info.get("notes", []):
+        print(f"  note: {note}")
+    return 0

@@ -1,0 +1,191 @@
+"""Issue 22 item 3: the ``nnue`` parser is built, and ``nnue --version`` and every ``nnue CMD --help``
+answer, without importing torch, Lightning, pyarrow, numba, Hydra, pandas, scipy or matplotlib.
+
+Each check runs in a fresh interpreter (a subprocess): in the test process those modules are loaded
+already. The sub-commands are read from the parser itself, so a new command is covered without
+editing this file. ``nnue train --help`` is Hydra's own help of conf/train.yaml (an existing behaviour,
+tests/e2e/test_main_job.py): it may import Hydra and OmegaConf, nothing heavier. Timing is not
+tested here; ``nnue bench cli`` measures it (bench/results/cli_cpu.json).
+"""
+from __future__ import annotations
+
+import ast
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+
+#: never imported by building the parser, --version or a --help (the issue's list)
+HEAVY = ("torch", "lightning", "pytorch_lightning", "pyarrow", "numba", "hydra", "omegaconf", "pandas", "scipy",
+         "matplotlib", "triton", "numpy", "chess")
+#: what Hydra's help of ``nnue train`` may import: Hydra itself (and OmegaConf, its config library)
+TRAIN_HELP_ALLOWED = ("hydra", "omegaconf")
+#: what the help of the commands whose choices come from the format registry may import (its modules read
+#: packed boards with numpy and positions with python-chess), nothing of the issue's list
+REGISTRY_HELP = {"pack": ("numpy", "chess"), "convert": ("numpy", "chess")}
+
+# Runs in the fresh interpreter: build the parser, then each argv of ARGVS through nnue.cli.main with stdout
+# captured; prints one JSON object: the sub-command paths, each argv's exit status and output, and the
+# HEAVY modules that were imported.
+_PROBE = r"""
+import argparse, contextlib, io, json, sys
+HEAVY, ARGVS = json.loads(sys.argv[1]), json.loads(sys.argv[2])
+from nnue.cli import build_parser, main
+
+def walk(p, path):
+    yield path
+    for a in p._actions:
+        if isinstance(a, argparse._SubParsersAction):
+            for name, sub in a.choices.items():
+                yield from walk(sub, path + [name])
+
+paths = [w for w in walk(build_parser(), []) if w]
+after_build = sorted(m for m in sys.modules if m.split(".")[0] in HEAVY)
+runs = []
+# default: every sub-command but train (Hydra's help) and those whose choices come from the format registry
+# (each a process of its own), then --version
+SEPARATE = ("train", "pack", "convert")
+for argv in (ARGVS or [p + ["--help"] for p in paths if p[0] not in SEPARATE] + [["--version"]]):
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        try:
+            rc = main(argv)
+        except SystemExit as e:
+            rc = e.code
+    runs.append({"argv": argv, "rc": rc, "out": out.getvalue()})
+loaded = sorted({m.split(".")[0] for m in sys.modules if m.split(".")[0] in HEAVY})
+print(json.dumps({"paths": paths, "after_build": after_build, "runs": runs, "loaded": loaded}))
+"""
+
+
+def _probe(argvs: list[list[str]] | None = None) -> dict:
+    env = {**os.environ, "COLUMNS": "100"}
+    r = subprocess.run([sys.executable, "-c", _PROBE, json.dumps(HEAVY), json.dumps(argvs or [])],
+                       capture_output=True, text=True, env=env, timeout=300, cwd=REPO)
+    assert r.returncode == 0, r.stderr[-3000:]
+    return json.loads(r.stdout.strip().splitlines()[-1])
+
+
+@pytest.fixture(scope="module")
+def every_help() -> dict:
+    """``--help`` of every sub-command but ``train``, and ``--version``, in one fresh interpreter."""
+    return _probe()
+
+
+def test_building_the_parser_imports_nothing_heavy(every_help):
+    assert every_help["after_build"] == []
+
+
+def test_every_help_and_version_import_nothing_heavy(every_help):
+    # every sub-command of the parser, the nested `sweep report` among them
+    assert {" ".join(p) for p in every_help["paths"]} >= {"pack", "eval", "train", "bench", "sweep", "sweep report",
+                                                           "registry", "import-net", "match", "pack-shards"}
+    assert len(every_help["runs"]) == len(every_help["paths"]) - 2  # all but train, pack, convert; plus --version
+    assert every_help["loaded"] == [], f"imported by --help/--version: {every_help['loaded']}"
+    for r in every_help["runs"]:
+        assert r["rc"] == 0, r
+        cmd = " ".join(r["argv"][:-1])
+        if r["argv"] == ["--version"]:
+            assert r["out"].startswith("nnue-forge ")
+        elif cmd not in ("retrain", "pack-shards"):  # those two print their module's docstring and usage
+            assert r["out"].startswith(f"usage: nnue {cmd}"), r["out"][:200]
+        else:
+            assert f"usage: nnue {cmd}" in r["out"]
+
+
+def test_train_help_is_hydras_and_imports_no_torch():
+    probe = _probe([["train", "--help"]])
+    (r,) = probe["runs"]
+    assert r["rc"] == 0 and "Powered by Hydra" in r["out"] and "experiment:" in r["out"]
+    assert set(probe["loaded"]) <= set(TRAIN_HELP_ALLOWED), probe["loaded"]
+
+
+@pytest.mark.parametrize("cmd", sorted(REGISTRY_HELP))
+def test_registry_choices_are_read_only_for_their_help(cmd):
+    """``nnue pack --help`` / ``nnue convert --help`` list the format registry's names (read when the help
+    is formatted: numpy and python-chess, never torch, Lightning, pyarrow or numba)."""
+    from nnue.pipeline import formats
+
+    probe = _probe([[cmd, "--help"]])
+    (r,) = probe["runs"]
+    assert r["rc"] == 0 and r["out"].startswith(f"usage: nnue {cmd}")
+    names = ["auto", *formats.names()] if cmd == "pack" else formats.writer_names()
+    assert "{" + ",".join(names) + "}" in r["out"].replace("\n", "").replace(" ", "")
+    if cmd == "pack":
+        assert ", ".join(sorted(formats.EXTENSIONS)) in " ".join(r["out"].split())
+    assert set(probe["loaded"]) <= set(REGISTRY_HELP[cmd]), probe["loaded"]
+
+
+def test_registry_choices_check_values():
+    """A --format outside the registry is one usage error naming the registry's choices (status 2)."""
+    probe = _probe([["pack", "x.plain", "-o", "out", "--format", "nope"]])
+    (r,) = probe["runs"]
+    assert r["rc"] == 2
+
+
+def test_retrain_help_is_the_modules_docstring():
+    """The help is read from nnue.trainer.retrain's source (not imported): it must still be its docstring."""
+    import nnue.trainer.retrain as retrain
+    from nnue.commands.retrain import help_text
+
+    first, rest = retrain.__doc__.split("\n\n", 1)
+    assert help_text().startswith(first + "\n\nusage: nnue retrain") and help_text().endswith(rest)
+
+
+def _error_classes() -> list[tuple[str, str]]:
+    """(module, class) of every class named ``*Error`` in the project's packages, found in the source."""
+    found = []
+    for folder in ("pipeline", "trainer", "inference", "selfplay", "kernels", "nnue"):
+        for f in sorted((REPO / folder).rglob("*.py")):
+            rel = f.relative_to(REPO).with_suffix("")
+            parts = rel.parts if folder == "nnue" else ("nnue",) + rel.parts
+            module = ".".join(p for p in parts if p != "__init__")
+            for node in ast.parse(f.read_text()).body:
+                if isinstance(node, ast.ClassDef) and node.name.endswith("Error"):
+                    found.append((module, node.name))
+    return found
+
+
+def test_every_project_error_is_a_known_error_of_the_policy():
+    """nnue.cli.KNOWN_ERRORS names only built-in classes, so that the error policy imports no torch: every
+    error class of the project must therefore subclass one of them to be reported as bad input (status 2,
+    one line) and not as a bug (status 1)."""
+    import importlib
+
+    from nnue.cli import KNOWN_ERRORS
+
+    classes = _error_classes()
+    assert len(classes) >= 10  # FormatError, ManifestError, NetFormatError, ExportError, RegistryError ...
+    for module, name in classes:
+        cls = getattr(importlib.import_module(module), name)
+        assert issubclass(cls, KNOWN_ERRORS), f"{module}.{name} is no subclass of {KNOWN_ERRORS}"
+
+
+def test_a_project_error_is_one_line_status_2(capsys):
+    """The policy without the classes it used to import: a NetFormatError from a bad net file is still bad input."""
+    from nnue.cli import main
+
+    assert main(["eval", str(REPO / "pyproject.toml"), "--fen", "4k3/8/8/8/8/8/8/4K3 w - - 0 1"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("nnue eval: error:") and "pyproject.toml" in err[0]
+
+
+def test_every_command_module_is_in_the_parser():
+    """One module per command: each light module of nnue/commands adds exactly its command."""
+    import argparse
+
+    from nnue.commands import COMMANDS
+
+    for command in COMMANDS:
+        p = argparse.ArgumentParser()
+        sub = p.add_subparsers()
+        command.add_parser(sub)
+        assert len(sub.choices) == 1, command.__name__
+        (parser,) = sub.choices.values()
+        assert parser.get_default("func") is not None or parser.get_default("run_argv") is not None \
+            or any(isinstance(a, argparse._SubParsersAction) for a in parser._actions), command.__name__
