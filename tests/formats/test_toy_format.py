@@ -94,7 +94,7 @@ def test_registry_derives_every_table(toy):
     assert "toy" in formats.names() and "toy" in formats.writer_names()
     assert formats.EXTENSIONS[".toy"] == ("toy",) and formats.format_from_extension("a.toy.zst") == "toy"
     assert formats.text_errors("toy") == "replace"
-    p = cli._parser()
+    p = cli.build_parser()
     sub = next(a for a in p._actions if a.dest == "cmd").choices
     assert "toy" in next(a for a in sub["pack"]._actions if a.dest == "format").choices
     assert "toy" in next(a for a in sub["convert"]._actions if a.dest == "to").choices
