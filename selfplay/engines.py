@@ -16,10 +16,10 @@ from pathlib import Path
 import chess
 import chess.engine
 
+from nnue.pipeline.constants import MATE, VALUE_NONE
+
 from .mcts import SearchConfig
 from .play import Adjudication, Game, Player
-
-MATE = 32000
 
 
 #: seconds an engine may take beyond its limit's own time (nodes limits have none) before it
@@ -338,7 +338,7 @@ def play_engine_game(board: chess.Board, white, black, limit: chess.engine.Limit
         if move is None or move not in b.legal_moves:
             raise EngineCrash(side, f"illegal or missing move {move}", game)
         cp = uci_score(res.info.get("score"), side)
-        record_cp = cp if cp is not None else 32002
+        record_cp = cp if cp is not None else VALUE_NONE
         game.records.append((b.fen(), b.uci(move), record_cp, b.ply(), side == chess.WHITE))
         game.push(move, None if cp is None else (cp if side == chess.WHITE else -cp))
     return game

@@ -26,14 +26,13 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
+from ..constants import MATE_BOUND, VALUE_NONE
 from .bits import msb, popcount, lsb
 from .fixed import double_check_possible
 from .chesscore import (CASTLE, KING, OCC, PAWN, PAWN_ATT, KING_ATT, SQ, U64, is_legal, legal_ep,
                         move_code, piece_attacks, position_status, check_status, push, write_board, RANK_MASK, attackers)
 
 END, FULL, FALLBACK = 0, 1, 2
-VALUE_NONE = 32002
-MATE_BOUND = 31754
 MAX_CHAIN = 65536  # 1 stem + at most 65535 plies (u16 count)
 
 
