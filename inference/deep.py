@@ -2,7 +2,7 @@
 
 Integer formula (all integers; ``>>`` is an arithmetic shift, i.e. floor division by a power of
 two, also for negative values; QA = 255, QB = 64 = 2^6, l0_shift = 8 by default,
-:class:`~nnue.inference.net.QuantScheme`):
+:class:`~nnue.spec.quant.QuantScheme`):
 
 1. feature transformer, per perspective p: ``acc_p = l0b + Σ l0w[f]`` over the active features
    (int16, audited at export), ``v = clamp(acc, 0, QA)``;
@@ -52,10 +52,11 @@ import torch
 
 from nnue.pipeline.features import get_feature_set, parse_output_buckets
 from nnue.spec import activations as acts
+from nnue.spec.quant import QuantScheme
 
 from . import exact
 from .exact import accumulators_f32, cached, check_acc_int16, check_int32, sorted_steps, weight_digits
-from .net import NetFile, QuantScheme
+from .net import NetFile
 
 L0_ACTIVATIONS = acts.allowed("l0")
 HIDDEN_ACTIVATIONS = acts.allowed("l1")
@@ -316,7 +317,7 @@ def forward_int(net: DeepIntegerNet, stm: torch.Tensor, nstm: torch.Tensor, buck
 def evaluate(net: DeepIntegerNet, boards: torch.Tensor, chunk: int = 1024) -> torch.Tensor:
     """Integer evals of packed boards: (N, 32) uint8 -> (N,) int64 centipawns, stm POV.
 
-    The feature transformer runs as in :func:`nnue.inference.net.evaluate` (positions sorted by
+    The feature transformer runs as in :func:`nnue.inference.perspective.evaluate` (positions sorted by
     piece count, steps of 512, bags from the lookup keys; :func:`nnue.inference.exact.sorted_steps`), then steps 2–6 of
     the module docstring on each step's accumulators; the evals go back to input order."""
     n = boards.shape[0]

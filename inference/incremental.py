@@ -39,7 +39,7 @@ feature indices, both exact for every feature set:
 Accumulators are int32 numpy arrays, white's perspective in row 0 and black's in row 1, kept on
 a stack: :meth:`push` writes the next entry from the previous one plus and minus feature-
 transformer rows (or a refresh), :meth:`pop` steps back. :meth:`evaluate` is the integer eval of
-:func:`nnue.inference.net.forward_int` (same formula, same truncating divisions, same
+:func:`nnue.inference.perspective.forward_int` (same formula, same truncating divisions, same
 ``OverflowError`` when an accumulator leaves int16 or a sum leaves int32).
 """
 from __future__ import annotations

@@ -44,9 +44,10 @@ import torch
 
 from nnue.pipeline.features import get_feature_set, parse_output_buckets
 from nnue.pipeline.features.halfka_v2_hm import KING_BUCKETS, PLANES
+from nnue.spec.quant import QuantScheme
 
 from .exact import cached
-from .net import NetFile, QuantScheme
+from .net import NetFile
 
 #: Stockfish 15.1's fixed sizes
 FC0_OUTPUTS = 16        # FC_0_OUTPUTS + 1: 15 go on, the 16th is the skip to the output

@@ -1,4 +1,4 @@
-"""Block-sparse L1: the integer eval of :func:`nnue.inference.net.forward_int`, with the L1 sum
+"""Block-sparse L1: the integer eval of :func:`nnue.inference.perspective.forward_int`, with the L1 sum
 taken only over blocks of activations that are not all zero.
 
 After the activation (``v = clamp(acc, 0, QA)``; crelu ``v``, screlu ``v²``, pairwise
@@ -171,7 +171,7 @@ def deep_l1_sum(net, x: torch.Tensor, bucket: torch.Tensor, block: int = 4,
 
 def forward_sparse(net, stm: torch.Tensor, nstm: torch.Tensor, bucket: torch.Tensor,
                    block: int = 4, method: str = "gather", return_stats: bool = False):
-    """:func:`~nnue.inference.net.forward_int` (deep nets: :func:`nnue.inference.deep.forward_int`)
+    """:func:`~nnue.inference.perspective.forward_int` (deep nets: :func:`nnue.inference.deep.forward_int`)
     with a block-sparse L1: same arguments, same (N,) int64 evals, same OverflowErrors. With
     return_stats also :func:`block_stats`' dict."""
     if not kinds.of(net).incremental:  # an unknown kind: ValueError naming the known ones

@@ -32,10 +32,11 @@ import torch
 
 from nnue.pipeline.features import get_feature_set, parse_output_buckets
 from nnue.spec import activations as acts
+from nnue.spec.quant import QuantScheme
 
 from . import deep
 from .exact import accumulators_f32, cached, check_acc_int16, sorted_steps
-from .net import NetFile, QuantScheme
+from .net import NetFile
 
 
 def make_tiny_arch(feature_set: str, hidden: int, activation: str, output_buckets: str, l1_outputs: int,
