@@ -113,12 +113,6 @@ def validate(rec: Record) -> tuple[chess.Board, chess.Move | None]:
     return board, move
 
 
-@dataclass
-class FileResult:
-    entry: dict
-    reject_samples: list
-
-
 DEDUP_KEY_BYTES = 25  # occupancy, piece nibbles, stm/ep: the position, not its counters or labels
 GAME_ID_POSITIONS = 16  # a game's id hashes the keys of its first this-many valid positions
 
@@ -744,31 +738,6 @@ def finish_file(path: Path, fmt: str, dataset: Path, sha: str, score_unit: str, 
             entry["shard_units"] = sorted(units[0])
             entry["castling_seen"] = castling  # a merge of the shards needs the counts, not their summary
     return entry
-
-
-def pack_file(path: Path, fmt: str, dataset: Path, sha: str, score_unit: str,
-              options: ReaderOptions, progress=None, seen: set | None = None,
-              rbytes: int | None = None) -> dict:
-    """Pack one input into ``part-<sha16>.parquet`` and ``rejects-<sha16>.jsonl`` in ``dataset``
-    (a file of several byte ranges, :mod:`nnue.pipeline.ranges`: one part and rejects file per
-    range), one range after another in this process.
-
-    seen: with dedup, the position keys (first 25 packed bytes) already in the dataset; a
-    position whose key is in it is rejected as "duplicate position", and new keys are added.
-    rbytes: the range size (default ``ranges.DEFAULT_RANGE_MB`` MiB). Returns the manifest entry.
-    Raises FormatError when the file is not in format ``fmt`` (nothing is written in that case).
-    """
-    from .ranges import DEFAULT_RANGE_MB, plan
-
-    head = _check_file(path, fmt, get_format(fmt).binary)
-    results: list[dict] = []
-    try:
-        for rng in plan(path, fmt, rbytes or DEFAULT_RANGE_MB << 20):
-            results.append(pack_range(path, fmt, dataset, sha, options, rng, progress=progress, seen=seen))
-    except BaseException:
-        discard(results)
-        raise
-    return finish_file(path, fmt, dataset, sha, score_unit, head, results)
 
 
 def expand_inputs(inputs: Iterable[str | Path]) -> tuple[list[Path], list[Path]]:

@@ -7,7 +7,7 @@ Each round mutates small.binpack's block (random bytes and bit flips, about one 
 back (FALLBACK) at the next original chain start. Checked, for every call: it returns (no
 crash: a numba fault would kill the process), the position moves forward and stays in the
 block, rows fit the buffers; for every row it settles (kind 0), NumPy's bulk validator
-(pipeline/fastcheck.py) finds the packed board valid, with the same in-check flag and piece
+(tests/formats/fastcheck_oracle.py) finds the packed board valid, with the same in-check flag and piece
 count, and the columns are in range. Random-byte blocks are decoded the same way. Each
 decoded position and each handed-back chain counts as a record. Prints (and writes) JSON.
 The exactness of the handed-back path against python-chess is tested in
@@ -17,6 +17,7 @@ NUMBA_CACHE_DIR=$(mktemp -d)`` to have numba check every array index (the JSON r
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import random
 import sys
@@ -29,9 +30,21 @@ REPO = Path(__file__).resolve().parents[1]
 SMALL = REPO.parent / "shared" / "data" / "public" / "small.binpack"
 
 
+@functools.lru_cache(maxsize=1)
+def _oracle():
+    """tests/formats/fastcheck_oracle.py (the NumPy validator the settled rows are checked against),
+    loaded by its path: the tests are not an installed package."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("fastcheck_oracle", REPO / "tests" / "formats" / "fastcheck_oracle.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
 def main(argv=None) -> int:
     from nnue.pipeline.compiled import binpack as cb
-    from nnue.pipeline.fastcheck import check_boards
+    check_boards = _oracle().check_boards
 
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--rounds", type=int, default=3)
