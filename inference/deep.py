@@ -58,9 +58,7 @@ from . import exact
 from .exact import accumulators_f32, cached, check_acc_int16, check_int32, sorted_steps, weight_digits
 from .net import NetFile
 
-L0_ACTIVATIONS = acts.allowed("l0")
 HIDDEN_ACTIVATIONS = acts.allowed("l1")
-L2_ACTIVATIONS = acts.allowed("l2")
 
 
 def l2_activation(arch: dict) -> str:

@@ -26,12 +26,6 @@ def cached(net, key, sources: tuple[torch.Tensor, ...], build):
     return hit[2]
 
 
-def as_float(net, name: str, dtype: torch.dtype) -> torch.Tensor:
-    """A float copy of an int16 tensor of the net, made once and kept on the net."""
-    return cached(net, ("float", name, dtype), (getattr(net, name),), lambda t: t.to(dtype))
-
-
-
 # Exact integer evaluation. Every value below is an integer; the heavy steps run on float or
 # int8 kernels only where a bound proves them exact (each function states its bound):
 #

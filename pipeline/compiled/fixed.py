@@ -27,7 +27,7 @@ from numba import njit
 from ..constants import FLAG_PLY_UNKNOWN as F_PLY_UNKNOWN, FLAG_SCORE_MATE as F_MATE, FLAG_SCORE_NONE as F_NONE
 from ..constants import MATE_BOUND, VALUE_NONE
 from .bits import lsb, msb, popcount
-from .chesscore import (BACKRANKS, CASTLE, KING, KING_ATT, KNIGHT_ATT, LINE, OCC, PAWN, PAWN_ATT, RANK_MASK, SQ,
+from .chesscore import (CASTLE, KING, KING_ATT, KNIGHT_ATT, OCC, PAWN, PAWN_ATT, RANK_MASK, SQ,
                         U64, attackers, bishop_att, is_legal, king_status, legal_ep, piece_status, position_status,
                         move_code, rook_att, write_board)
 
