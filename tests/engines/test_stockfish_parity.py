@@ -82,7 +82,7 @@ def test_trained_net_loads_in_stockfish_and_matches(engine, sample_dataset, tmp_
     from hydra import compose, initialize_config_module
     from hydra.core.global_hydra import GlobalHydra
 
-    from nnue.cli import check_train_args
+    from nnue.trainer.checks import check_train_args
     from nnue.trainer.export import export
     from nnue.trainer.train import run
 

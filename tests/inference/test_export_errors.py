@@ -8,7 +8,7 @@ import pytest
 import torch
 from safetensors.torch import save_file
 
-from nnue.cli import check_train_args
+from nnue.trainer.checks import check_train_args
 from nnue.cli import main as cli_main
 from nnue.inference import NetFormatError, evaluate, load
 from nnue.inference.net import META_KEY

@@ -9,7 +9,8 @@ from pathlib import Path
 import pytest
 from omegaconf import OmegaConf
 
-from nnue.cli import check_train_args, main
+from nnue.cli import main
+from nnue.trainer.checks import check_train_args
 from nnue.trainer import runs
 from nnue.trainer.sweep import job_samples
 
