@@ -55,7 +55,7 @@ from nnue.spec import activations as acts
 from nnue.spec.quant import QuantScheme
 
 from . import exact
-from .exact import accumulators_f32, cached, check_acc_int16, check_int32, sorted_steps, weight_digits
+from .exact import accumulators_f32, cached, check_acc_int16, check_int32, sorted_steps, to_centipawns, weight_digits
 from .net import NetFile
 
 HIDDEN_ACTIVATIONS = acts.allowed("l1")
@@ -286,7 +286,7 @@ def forward_after_l1(net: DeepIntegerNet, s1: torch.Tensor, bucket: torch.Tensor
     x2 = acts.int_hidden(a2.name, s2 >> shift, s.qa, s.l0_shift).to(torch.int32)
     out = dense_int(x2, net.outw.unsqueeze(1), net.outb.unsqueeze(1), bucket, "output sum",
                     _layer_plan(net, "outw", a2.u8), bucket_range).squeeze(1)
-    ev = torch.div(out * s.scale, s.qa * s.qb, rounding_mode="trunc")
+    ev = to_centipawns(out, s)
     if return_parts:
         return ev, {"s1": s1, "s2": s2, "out": out}
     return ev

@@ -57,9 +57,8 @@ from nnue.pipeline.features.lookup import TableEncoder
 
 from nnue.spec import activations as acts
 
-from . import kinds, residual
-
-from .exact import INT32_MAX, INT32_MIN
+from . import kinds, perspective, residual
+from .exact import check_acc_int16
 from .net import IntegerNet
 
 EMPTY = -1
@@ -199,11 +198,6 @@ def _layers_after_l0(net):
     """The kind's ``forward_from_accumulators`` (nets with layers after L1, e.g. deep), or None
     when the kind's L1 runs here (perspective nets)."""
     return kinds.of(net).forward_from_accumulators
-
-
-def _tdiv(a: int, b: int) -> int:
-    """C division (truncates toward zero), b > 0."""
-    return a // b if a >= 0 else -((-a) // b)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -647,9 +641,7 @@ class IncrementalAccumulator:
         s = self.net.scheme
         qa = s.qa
         acc = self._accs[len(self._undo)]
-        lo, hi = acc.min(), acc.max()
-        if lo < -32768 or hi > 32767:
-            raise OverflowError(f"accumulator leaves int16 ({int(lo)}..{int(hi)})")
+        check_acc_int16(acc)
         forward_from_accumulators = _layers_after_l0(self.net)
         if forward_from_accumulators is not None:
             a = torch.from_numpy(acc)
@@ -663,12 +655,7 @@ class IncrementalAccumulator:
         v = acts.int_l0_product(act, v)
         b = c["buckets"][self.count]
         total = int(v.reshape(-1).dot(c["l1"][b][self.stm]))
-        if total < INT32_MIN or total > INT32_MAX:
-            raise OverflowError(f"L1 sum leaves the int32 range ({total})")
-        out = (_tdiv(total, qa) if acts.divides_by_qa(act) else total) + c["l1b"][b]
-        if out < INT32_MIN or out > INT32_MAX:
-            raise OverflowError(f"L1 output leaves the int32 range ({out})")
-        return _tdiv(out * s.scale, qa * s.qb)
+        return perspective.output(act, s, total, c["l1b"][b])
 
 
 def _as_bytes(board) -> bytes:

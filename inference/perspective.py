@@ -37,7 +37,7 @@ from nnue.spec import activations as acts
 
 from . import exact
 from .exact import (STEP, acc_int16_proven, cached, check_acc_int16, check_indices, check_int32, embedding_sum,
-                    ft_table, make_bags, sorted_steps, weight_digits)
+                    ft_table, make_bags, sorted_steps, to_centipawns, trunc_div, weight_digits)
 
 # XOR with this int16 (bytes 0x80, 0x80) subtracts 128 from both bytes of a uint16 modulo 256:
 # each byte b becomes the int8 b − 128.
@@ -167,18 +167,30 @@ class _L1:
         return (sel.view(g, n).to(torch.int64) * plan["scales"]).sum(0) + plan["const"][bucket]
 
 
-def _finish(net, total: torch.Tensor, bucket: torch.Tensor) -> torch.Tensor:
-    """L1 sums (N,) int64 -> evals: the int32 checks and the truncating divisions of the module
-    docstring's formula, in int64."""
-    s = net.scheme
+def output(activation: str, scheme, total, l1b):
+    """The perspective net's integer rule after the L1 sum (module docstring), the one copy that
+    the batch path (:func:`forward_int`), the block-sparse path (:mod:`nnue.inference.sparse_l1`)
+    and the incremental accumulator (:mod:`nnue.inference.incremental`) share.
+
+    total: the L1 sum Σ x·l1w[b] of each position (an int64 tensor (N,), or one Python int);
+    l1b: its bucket's bias (same shape). Checks the sum and ``out`` against int32 (OverflowError
+    naming which), divides by QA when the activation's products carry QA² (screlu, pairwise),
+    truncating, adds the bias, and returns centipawns :func:`~nnue.inference.exact.to_centipawns`
+    (same type as ``total``)."""
     check_int32(total, "L1 sum")
-    if acts.divides_by_qa(net.arch["activation"]):
-        out = torch.div(total, s.qa, rounding_mode="trunc")
-    else:
-        out = total
-    out = out + cached(net, "l1b:i64", (net.l1b,), lambda t: t.to(torch.int64))[bucket]
+    out = (trunc_div(total, scheme.qa) if acts.divides_by_qa(activation) else total) + l1b
     check_int32(out, "L1 output")
-    return torch.div(out * s.scale, s.qa * s.qb, rounding_mode="trunc")
+    return to_centipawns(out, scheme)
+
+
+def l1b_int64(net) -> torch.Tensor:
+    """(B,) int64 copy of the L1 biases, made once per net."""
+    return cached(net, "l1b:i64", (net.l1b,), lambda t: t.to(torch.int64))
+
+
+def _finish(net, total: torch.Tensor, bucket: torch.Tensor) -> torch.Tensor:
+    """L1 sums (N,) int64 -> evals (:func:`output` with each position's bucket bias)."""
+    return output(net.arch["activation"], net.scheme, total, l1b_int64(net)[bucket])
 
 
 def forward_int(net, stm: torch.Tensor, nstm: torch.Tensor, bucket: torch.Tensor,

@@ -32,7 +32,7 @@ import torch
 
 from nnue.spec import activations as acts
 
-from . import kinds, residual
+from . import kinds, perspective, residual
 
 from .exact import accumulators_f32, check_acc_int16, check_int32
 
@@ -203,14 +203,9 @@ def _forward_tiny(net, accs, bucket, block, method):
 
 
 def _forward_perspective(net, accs, bucket, block, method):
-    s = net.scheme
     x = activations(net, torch.stack(accs, 1))
     total = l1_sum(net, x, bucket, block, method)
-    check_int32(total, "L1 sum")
-    out = torch.div(total, s.qa, rounding_mode="trunc") if acts.divides_by_qa(net.arch["activation"]) else total
-    out = out + net.l1b.to(torch.int64)[bucket]
-    check_int32(out, "L1 output")
-    return torch.div(out * s.scale, s.qa * s.qb, rounding_mode="trunc"), x
+    return perspective.output(net.arch["activation"], net.scheme, total, perspective.l1b_int64(net)[bucket]), x
 
 
 #: net kind -> its path after the accumulators (the kinds of :mod:`nnue.inference.kinds` that have an L1)
