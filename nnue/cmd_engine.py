@@ -1,7 +1,7 @@
 """``nnue import-net`` and ``nnue export-net``: nets in and out of the formats engines load.
 
 * ``nnue import-net FILE.nnue -o NETDIR``: a Stockfish 15.1 net (every hash, size and the end of
-  the file checked; :func:`nnue.inference.sfnnue.read_nnue`) becomes ``NETDIR/net.safetensors``
+  the file checked; :func:`nnue.inference.sfnnv5.read_nnue`) becomes ``NETDIR/net.safetensors``
   (our integer net, kind sfnnv5, its description kept), ``NETDIR/net.nnue`` (written back from
   it: byte-identical to the input), ``NETDIR/checkpoint.safetensors`` (the float weights,
   dequantised, with the hparams of ``model=sfnnv5``: ``init_weights=`` fine-tunes from it and
@@ -47,7 +47,7 @@ def load_any(path) -> object:
     """An integer net from ``net.safetensors``, a NETDIR holding it, or a Stockfish ``.nnue``
     file. Raises ValueError / NetFormatError naming the path."""
     from nnue.inference import load
-    from nnue.inference.sfnnue import read_nnue
+    from nnue.inference.sfnnv5 import read_nnue
 
     p = Path(path)
     if p.is_dir():
@@ -64,7 +64,8 @@ def load_any(path) -> object:
 def cmd_import_net(args) -> int:
     from safetensors.torch import save as st_save
 
-    from nnue.inference.sfnnue import nnue_bytes, read_nnue
+    from nnue.inference.sfnnue import nnue_bytes
+    from nnue.inference.sfnnv5 import read_nnue
     from nnue.pipeline import manifest as mf
     from nnue.pipeline.atomic import atomic_write_bytes
     from nnue.trainer.kinds.sfnnv5 import dequantise

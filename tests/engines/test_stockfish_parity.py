@@ -18,7 +18,7 @@ import pytest
 from nnue.cmd_engine import load_any
 from nnue.inference import sfnnv5
 from nnue.inference.api import boards_from_fens
-from nnue.inference.sfnnue import read_nnue
+from nnue.inference.sfnnv5 import read_nnue
 
 from .positions import sample_fens
 from .stockfish import eval_traces, export_builtin, nnue_part, require_stockfish_15_1
