@@ -153,18 +153,38 @@ def json_is(v, types) -> bool:
     return isinstance(v, types) and not (isinstance(v, bool) and bool not in types)
 
 
-_WANT = {int: "an integer", str: "a string", dict: "an object", (int, float): "a number"}
+_WANT = {int: "an integer", str: "a string", dict: "an object", bool: "true or false", (int, float): "a number"}
+
+
+def field_problem(obj: dict, name: str, types, optional: bool = False) -> str | None:
+    """What is wrong with the JSON field ``obj[name]`` against ``types`` (a type or a tuple; a
+    JSON boolean is not a number): ``"is missing"``, ``"is a string ("x"), expected an integer"``,
+    or None when it is fine (or absent and ``optional``). The one copy of the field rule that the
+    net header (:func:`header_field`) and the checkpoint's hparams (``nnue.trainer.export``) use."""
+    if name not in obj:
+        return None if optional else "is missing"
+    v = obj[name]
+    if not json_is(v, types):
+        return f"is {json_type_name(v)} ({json.dumps(v)[:40]}), expected {_WANT.get(types, types)}"
+    return None
+
+
+def quant_problem(quant: dict) -> tuple[str, str] | None:
+    """The first field of a quantisation object (a header's ``quantisation``, a checkpoint's
+    ``quant``) that :class:`~nnue.spec.quant.QuantScheme` cannot take: (field, what is wrong), or None."""
+    for name in quant:
+        types = QuantScheme.FIELD_TYPES.get(name)
+        if types is None:
+            return name, f"is not a field of the quantisation scheme this build reads ({', '.join(QuantScheme.FIELD_TYPES)})"
+        why = field_problem(quant, name, types)
+        if why:
+            return name, why
+    return None
 
 
 def header_field(path, obj: dict, name: str, types, where: str = "", optional: bool = False):
     """``obj[name]`` checked against ``types``; NetFormatError naming file and field otherwise."""
-    full = f"{where}{name}"
-    if name not in obj:
-        if optional:
-            return None
-        raise NetFormatError(f"{path}: field {full!r} is missing")
-    v = obj[name]
-    if not json_is(v, types):
-        raise NetFormatError(f"{path}: field {full!r} is {json_type_name(v)} ({json.dumps(v)[:40]}), "
-                             f"expected {_WANT.get(types, types)}")
-    return v
+    why = field_problem(obj, name, types, optional)
+    if why:
+        raise NetFormatError(f"{path}: field {where + name!r} {why}")
+    return obj.get(name)

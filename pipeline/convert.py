@@ -27,7 +27,8 @@ import pyarrow.parquet as pq
 from . import manifest as mf
 from .atomic import atomic_writer
 from .board import unpack, unpack_fen
-from .formats import VALUE_NONE
+from .chessrules import decode_move, read_board
+from .constants import VALUE_NONE
 from .schema import FLAG_PLY_UNKNOWN, FLAG_SCORE_NONE
 
 TARGETS = ("plain", "bullet-text", "bulletformat", "marlinformat")
@@ -44,11 +45,7 @@ def rows(dataset: str | Path) -> Iterator[dict]:
 
 
 def _board(packed: bytes) -> chess.Board:
-    fen = unpack_fen(packed)
-    b = chess.Board(fen)
-    if b.status() & chess.STATUS_BAD_CASTLING_RIGHTS:
-        b = chess.Board(fen, chess960=True)
-    return b
+    return read_board(unpack_fen(packed))
 
 
 def _move_uci(board: chess.Board, packed_move: int | None, castling: str | None = None) -> str:
@@ -57,10 +54,9 @@ def _move_uci(board: chess.Board, packed_move: int | None, castling: str | None 
     else the king's two-square step (e1g1)."""
     if packed_move is None:
         return "0000"
-    frm, to, promo, flag = packed_move & 63, (packed_move >> 6) & 63, (packed_move >> 12) & 3, packed_move >> 14
-    move = chess.Move(frm, to, promotion=promo + chess.KNIGHT if flag == 3 else None)
-    if flag == 2 and not board.chess960 and castling != "king-takes-rook":
-        move = board._from_chess960(board.chess960, frm, to)  # king takes rook -> e1g1
+    move = decode_move(packed_move)
+    if packed_move >> 14 == 2 and not board.chess960 and castling != "king-takes-rook":
+        move = board._from_chess960(board.chess960, move.from_square, move.to_square)  # king takes rook -> e1g1
     return move.uci()
 
 
