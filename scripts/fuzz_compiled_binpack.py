@@ -20,6 +20,7 @@ import argparse
 import functools
 import json
 import random
+import runpy
 import sys
 import time
 from pathlib import Path
@@ -31,20 +32,14 @@ SMALL = REPO.parent / "shared" / "data" / "public" / "small.binpack"
 
 
 @functools.lru_cache(maxsize=1)
-def _oracle():
-    """tests/formats/fastcheck_oracle.py (the NumPy validator the settled rows are checked against),
-    loaded by its path: the tests are not an installed package."""
-    import importlib.util
-
-    spec = importlib.util.spec_from_file_location("fastcheck_oracle", REPO / "tests" / "formats" / "fastcheck_oracle.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+def _check_boards():
+    """check_boards of tests/formats/fastcheck_oracle.py (run by path: tests are not installed)."""
+    return runpy.run_path(str(REPO / "tests" / "formats" / "fastcheck_oracle.py"))["check_boards"]
 
 
 def main(argv=None) -> int:
     from nnue.pipeline.compiled import binpack as cb
-    check_boards = _oracle().check_boards
+    check_boards = _check_boards()
 
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--rounds", type=int, default=3)
