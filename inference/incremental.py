@@ -55,8 +55,6 @@ from nnue.pipeline.features import FeatureSet
 from nnue.pipeline.features.board_tensor import NUM_KEYS
 from nnue.pipeline.features.lookup import TableEncoder
 
-from nnue.spec import activations as acts
-
 from . import kinds, perspective, residual
 from .exact import check_acc_int16
 from .net import IntegerNet
@@ -648,11 +646,8 @@ class IncrementalAccumulator:
             bucket = torch.tensor([c["buckets"][self.count]])
             return int(forward_from_accumulators(self.net, a[self.stm:self.stm + 1], a[1 - self.stm:2 - self.stm],
                                                  bucket)[0])
-        v = self._v
-        np.maximum(acc, 0, out=v)
-        np.minimum(v, qa, out=v)
         act = c["act"]
-        v = acts.int_l0_product(act, v)
+        v = perspective.l1_input(act, qa, acc, out=self._v)
         b = c["buckets"][self.count]
         total = int(v.reshape(-1).dot(c["l1"][b][self.stm]))
         return perspective.output(act, s, total, c["l1b"][b])

@@ -31,6 +31,7 @@ kernels only where a bound proves them exact (each function states its bound):
 """
 from __future__ import annotations
 
+import numpy as np
 import torch
 
 from nnue.spec import activations as acts
@@ -106,19 +107,33 @@ def l1_plan(net) -> dict:
     return cached(net, ("l1_plan", net.arch["activation"], net.scheme.qa), (net.l1w,), build)
 
 
+def l1_input(act: str, qa: int, acc, out=None):
+    """The perspective net's L1 input from accumulators, the one copy of the rule (module
+    docstring): ``v = clamp(acc, 0, QA)``, then the activation's integer product
+    (:func:`nnue.spec.activations.int_l0_product`: crelu v, screlu v², pairwise v[:H/2]·v[H/2:]).
+    ``acc``: (..., H) integers (or exact floats), a tensor or a NumPy array, one row per
+    perspective with the stm row first; ``out``: where the clamp is written (may be ``acc``
+    itself), same kind as ``acc``. Returns (..., K) in the dtype of the clamp."""
+    if isinstance(acc, np.ndarray):  # maximum + minimum: 2.5 µs on (2, 256) int64 here, np.clip 5.2 µs
+        v = np.maximum(acc, 0, out=out)
+        np.minimum(v, qa, out=v)
+    else:
+        v = torch.clamp(acc, 0, qa, out=out) if out is not None else acc.clamp(0, qa)
+    return acts.int_l0_product(act, v)
+
+
 def _l1_input_i16(act: str, qa: int, acc: torch.Tensor) -> torch.Tensor:
     """(2m, H) accumulators, float32 or int16 (exact integers within int16; rows stm, nstm of
-    each position) -> (m, K) int16 L1 inputs as uint16 bits: crelu v = clamp(acc, 0, QA),
-    screlu v², pairwise v[:H/2]·v[H/2:] (the int16 products wrap to the uint16 bits of values
-    ≤ 255²). An int16 ``acc`` is overwritten."""
-    v = (acc if acc.dtype == torch.int16 else acc.to(torch.int16)).clamp_(0, qa)
-    return acts.int_l0_product(act, v).view(acc.shape[0] // 2, -1)
+    each position) -> (m, K) int16 L1 inputs as uint16 bits (:func:`l1_input`; the int16 products
+    wrap to the uint16 bits of values ≤ 255²). An int16 ``acc`` is overwritten."""
+    a16 = acc if acc.dtype == torch.int16 else acc.to(torch.int16)
+    return l1_input(act, qa, a16, out=a16).view(acc.shape[0] // 2, -1)
 
 
 def _l1_input_f64(act: str, qa: int, acc: torch.Tensor) -> torch.Tensor:
-    """(2m, H) accumulators (float32 or int16) -> (m, K) float64 L1 inputs (exact: values ≤
-    QA² < 2^53)."""
-    return acts.int_l0_product(act, acc.clamp(0, qa).double()).view(acc.shape[0] // 2, -1)
+    """(2m, H) accumulators (float32 or int16) -> (m, K) float64 L1 inputs (:func:`l1_input`;
+    exact: values ≤ QA² < 2^53)."""
+    return l1_input(act, qa, acc.double()).view(acc.shape[0] // 2, -1)
 
 
 class _L1:

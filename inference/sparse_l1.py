@@ -30,10 +30,7 @@ from __future__ import annotations
 
 import torch
 
-from nnue.spec import activations as acts
-
 from . import kinds, perspective, residual
-
 from .exact import accumulators_f32, check_acc_int16, check_int32
 
 METHODS = ("gather", "compact")
@@ -42,7 +39,7 @@ METHODS = ("gather", "compact")
 def activations(net, acc: torch.Tensor) -> torch.Tensor:
     """(N, 2, H) accumulators (stm, nstm; integers in any dtype) -> (N, 2, L) int32 L1 inputs
     per perspective (L = H, or H/2 for pairwise_crelu), after the activation."""
-    return acts.int_l0_product(net.arch["activation"], acc.clamp(0, net.scheme.qa).to(torch.int32))
+    return perspective.l1_input(net.arch["activation"], net.scheme.qa, acc.to(torch.int32))
 
 
 def _blocks(x: torch.Tensor, block: int) -> torch.Tensor:
