@@ -38,7 +38,8 @@ def make_net(hidden: int, seed: int = 0, dead: float = 0.0):
     """chess768 → hidden×2 SCReLU → MaterialCount<8>, random int16 weights with an exported net's
     magnitudes: FT weights ±77 (±0.3 at QA = 255), FT biases −64..192, L1 weights ±64 (±1.0 at
     QB = 64), bucket biases ±2000. dead: fraction of neurons with a bias of −8000 (never fire)."""
-    from nnue.inference.net import IntegerNet, QuantScheme
+    from nnue.inference.net import IntegerNet
+    from nnue.spec.quant import QuantScheme
     from nnue.pipeline.features import get_feature_set
 
     fs = get_feature_set("chess768")
@@ -86,7 +87,8 @@ def _median_us(xs: list[float]) -> float:
 
 def bench_incremental(net, games, runs: int) -> dict:
     from nnue.inference.incremental import IncrementalAccumulator
-    from nnue.inference.net import accumulators, forward_int
+    from nnue.inference.exact import accumulators
+    from nnue.inference.perspective import forward_int
 
     fs, buckets = net.features, net.buckets
     pc = time.perf_counter
@@ -282,7 +284,7 @@ def main(argv=None) -> int:
     a = p.parse_args(argv)
     torch.set_num_threads(1)
 
-    from nnue.inference.net import boards_from_fens
+    from nnue.inference.api import boards_from_fens
 
     net = make_net(a.hidden)
     games = sample_games()[: a.games]

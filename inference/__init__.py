@@ -6,8 +6,10 @@ Entry points: :func:`load`, :func:`evaluate` (packed boards), :func:`evaluate_fe
 (:mod:`nnue.inference.kinds`), sfnnv5 (Stockfish 15.1); any of them may be a residual net (eval = base + α·net,
 :mod:`nnue.inference.residual`).
 """
+from nnue.spec.quant import QuantScheme  # noqa: F401
+
 from .incremental import IncrementalAccumulator  # noqa: F401
 from .api import boards_from_fens, evaluate, evaluate_fens, forward_int  # noqa: F401
-from .net import IntegerNet, NetFormatError, QuantScheme  # noqa: F401
+from .net import IntegerNet, NetFormatError  # noqa: F401
 from .loader import load  # noqa: F401
 from .sparse_l1 import evaluate_sparse, forward_sparse  # noqa: F401

@@ -2,7 +2,7 @@
 
 Integer formula (all integers; ``>>`` is an arithmetic shift, i.e. floor division by a power of
 two, also for negative values; QA = 255, QB = 64 = 2^6, l0_shift = 8 by default,
-:class:`~nnue.inference.net.QuantScheme`):
+:class:`~nnue.spec.quant.QuantScheme`):
 
 1. feature transformer, per perspective p: ``acc_p = l0b + Σ l0w[f]`` over the active features
    (int16, audited at export), ``v = clamp(acc, 0, QA)``;
@@ -52,14 +52,13 @@ import torch
 
 from nnue.pipeline.features import get_feature_set, parse_output_buckets
 from nnue.spec import activations as acts
+from nnue.spec.quant import QuantScheme
 
 from . import exact
-from .exact import accumulators_f32, cached, check_acc_int16, check_int32, sorted_steps, weight_digits
-from .net import NetFile, QuantScheme
+from .exact import accumulators_f32, cached, check_acc_int16, check_int32, sorted_steps, to_centipawns, weight_digits
+from .net import NetFile
 
-L0_ACTIVATIONS = acts.allowed("l0")
 HIDDEN_ACTIVATIONS = acts.allowed("l1")
-L2_ACTIVATIONS = acts.allowed("l2")
 
 
 def l2_activation(arch: dict) -> str:
@@ -286,7 +285,7 @@ def forward_after_l1(net: DeepIntegerNet, s1: torch.Tensor, bucket: torch.Tensor
     x2 = acts.int_hidden(a2.name, s2 >> shift, s.qa, s.l0_shift).to(torch.int32)
     out = dense_int(x2, net.outw.unsqueeze(1), net.outb.unsqueeze(1), bucket, "output sum",
                     _layer_plan(net, "outw", a2.u8), bucket_range).squeeze(1)
-    ev = torch.div(out * s.scale, s.qa * s.qb, rounding_mode="trunc")
+    ev = to_centipawns(out, s)
     if return_parts:
         return ev, {"s1": s1, "s2": s2, "out": out}
     return ev
@@ -315,7 +314,7 @@ def forward_int(net: DeepIntegerNet, stm: torch.Tensor, nstm: torch.Tensor, buck
 def evaluate(net: DeepIntegerNet, boards: torch.Tensor, chunk: int = 1024) -> torch.Tensor:
     """Integer evals of packed boards: (N, 32) uint8 -> (N,) int64 centipawns, stm POV.
 
-    The feature transformer runs as in :func:`nnue.inference.net.evaluate` (positions sorted by
+    The feature transformer runs as in :func:`nnue.inference.perspective.evaluate` (positions sorted by
     piece count, steps of 512, bags from the lookup keys; :func:`nnue.inference.exact.sorted_steps`), then steps 2–6 of
     the module docstring on each step's accumulators; the evals go back to input order."""
     n = boards.shape[0]

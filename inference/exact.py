@@ -26,12 +26,6 @@ def cached(net, key, sources: tuple[torch.Tensor, ...], build):
     return hit[2]
 
 
-def as_float(net, name: str, dtype: torch.dtype) -> torch.Tensor:
-    """A float copy of an int16 tensor of the net, made once and kept on the net."""
-    return cached(net, ("float", name, dtype), (getattr(net, name),), lambda t: t.to(dtype))
-
-
-
 # Exact integer evaluation. Every value below is an integer; the heavy steps run on float or
 # int8 kernels only where a bound proves them exact (each function states its bound):
 #
@@ -128,11 +122,31 @@ def accumulators(net, indices: torch.Tensor) -> torch.Tensor:
     return accumulators_f32(net, indices).to(torch.int32)
 
 
-def check_int32(t: torch.Tensor, what: str) -> None:
-    if t.numel():
+def check_int32(t, what: str) -> None:
+    """OverflowError naming ``what`` when a value of ``t`` (a tensor, or one Python int) leaves
+    the int32 range an engine holds its sums in."""
+    if isinstance(t, int):
+        if t < INT32_MIN or t > INT32_MAX:
+            raise OverflowError(f"{what} leaves the int32 range ({t})")
+    elif t.numel():
         lo, hi = torch.aminmax(t)
         if lo < INT32_MIN or hi > INT32_MAX:
             raise OverflowError(f"{what} leaves the int32 range ({int(lo)}..{int(hi)})")
+
+
+def trunc_div(a, b: int):
+    """C integer division (truncates toward zero; Python's ``//`` floors): ``a`` a Python int or
+    an integer tensor, ``b`` > 0 an int. Same type as ``a``."""
+    if isinstance(a, int):
+        return a // b if a >= 0 else -((-a) // b)
+    return torch.div(a, b, rounding_mode="trunc")
+
+
+def to_centipawns(out, scheme):
+    """The last step of every kind but sfnnv5: the output sum (int or int64 tensor; units of
+    QA·QB) -> centipawns, ``out · SCALE / (QA · QB)`` truncated toward zero (nnue-pytorch's and
+    bullet's output scaling; the QuantScheme in the net's header gives QA, QB and SCALE)."""
+    return trunc_div(out * scheme.scale, scheme.qa * scheme.qb)
 
 
 def acc_int16_proven(net, width: int) -> bool:
@@ -152,11 +166,19 @@ def acc_int16_proven(net, width: int) -> bool:
     return ok
 
 
-def check_acc_int16(acc: torch.Tensor) -> None:
-    if acc.numel():
+def check_acc_int16(acc) -> None:
+    """OverflowError when an accumulator value (a tensor or a NumPy array, any integer or exact
+    float dtype) leaves int16, the feature transformer's output type."""
+    if isinstance(acc, torch.Tensor):
+        if not acc.numel():
+            return
         lo, hi = torch.aminmax(acc)
-        if lo < -32768 or hi > 32767:
-            raise OverflowError(f"accumulator leaves int16 ({int(lo)}..{int(hi)})")
+    else:
+        if not acc.size:
+            return
+        lo, hi = acc.min(), acc.max()
+    if lo < -32768 or hi > 32767:
+        raise OverflowError(f"accumulator leaves int16 ({int(lo)}..{int(hi)})")
 
 
 _INT_MM_OK: dict[tuple, bool] = {}

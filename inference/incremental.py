@@ -39,7 +39,7 @@ feature indices, both exact for every feature set:
 Accumulators are int32 numpy arrays, white's perspective in row 0 and black's in row 1, kept on
 a stack: :meth:`push` writes the next entry from the previous one plus and minus feature-
 transformer rows (or a refresh), :meth:`pop` steps back. :meth:`evaluate` is the integer eval of
-:func:`nnue.inference.net.forward_int` (same formula, same truncating divisions, same
+:func:`nnue.inference.perspective.forward_int` (same formula, same truncating divisions, same
 ``OverflowError`` when an accumulator leaves int16 or a sum leaves int32).
 """
 from __future__ import annotations
@@ -55,11 +55,8 @@ from nnue.pipeline.features import FeatureSet
 from nnue.pipeline.features.board_tensor import NUM_KEYS
 from nnue.pipeline.features.lookup import TableEncoder
 
-from nnue.spec import activations as acts
-
-from . import kinds, residual
-
-from .exact import INT32_MAX, INT32_MIN
+from . import kinds, perspective, residual
+from .exact import check_acc_int16
 from .net import IntegerNet
 
 EMPTY = -1
@@ -200,11 +197,6 @@ def _layers_after_l0(net):
     """The kind's ``forward_from_accumulators`` (nets with layers after L1, e.g. deep), or None
     when the kind's L1 runs here (perspective nets)."""
     return kinds.of(net).forward_from_accumulators
-
-
-def _tdiv(a: int, b: int) -> int:
-    """C division (truncates toward zero), b > 0."""
-    return a // b if a >= 0 else -((-a) // b)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -655,29 +647,19 @@ def _eval_accumulators(net: IntegerNet, c: dict, acc: np.ndarray, stm: int, coun
     kind's ``forward_from_accumulators``). ``v``: an optional (2, H) int64 scratch buffer.
     Raises OverflowError where ``forward_int`` does."""
     s = net.scheme
-    qa = s.qa
-    lo, hi = acc.min(), acc.max()
-    if lo < -32768 or hi > 32767:
-        raise OverflowError(f"accumulator leaves int16 ({int(lo)}..{int(hi)})")
+    check_acc_int16(acc)
     forward_from_accumulators = _layers_after_l0(net)
     if forward_from_accumulators is not None:
         a = torch.from_numpy(acc)
         bucket = torch.tensor([c["buckets"][count]])
         return int(forward_from_accumulators(net, a[stm:stm + 1], a[1 - stm:2 - stm], bucket)[0])
-    if v is None:
-        v = np.empty(acc.shape, dtype=np.int64)
-    np.maximum(acc, 0, out=v)
-    np.minimum(v, qa, out=v)
     act = c["act"]
-    v = acts.int_l0_product(act, v)
+    if v is None:  # int64, as the batch path: a screlu square or pairwise product times L1 weights
+        v = np.empty(acc.shape, dtype=np.int64)
+    v = perspective.l1_input(act, s.qa, acc, out=v)
     b = c["buckets"][count]
     total = int(v.reshape(-1).dot(c["l1"][b][stm]))
-    if total < INT32_MIN or total > INT32_MAX:
-        raise OverflowError(f"L1 sum leaves the int32 range ({total})")
-    out = (_tdiv(total, qa) if acts.divides_by_qa(act) else total) + c["l1b"][b]
-    if out < INT32_MIN or out > INT32_MAX:
-        raise OverflowError(f"L1 output leaves the int32 range ({out})")
-    return _tdiv(out * s.scale, qa * s.qb)
+    return perspective.output(act, s, total, c["l1b"][b])
 
 
 # ---------------------------------------------------------------------------------------------

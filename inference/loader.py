@@ -16,7 +16,8 @@ from nnue.spec import activations as acts
 from nnue.spec.quant import QuantScheme
 
 from . import kinds, residual
-from .net import META_KEY, FORMAT, FORMAT_VERSION, NetFile, NetFormatError, header_field, json_is, json_type_name
+from .net import (META_KEY, FORMAT, FORMAT_VERSION, NetFile, NetFormatError, header_field, json_is, json_type_name,
+                  quant_problem)
 
 
 def check_header(path, meta) -> tuple[dict, QuantScheme, type]:
@@ -86,12 +87,9 @@ def check_header(path, meta) -> tuple[dict, QuantScheme, type]:
                                  f"{arch['feature_set']} / {arch['output_buckets']} / {arch.get('activation')} "
                                  f"give {want}")
     quant = header_field(path, meta, "quantisation", dict)
-    for name, v in quant.items():
-        types = QuantScheme.FIELD_TYPES.get(name)
-        if types is None:
-            raise NetFormatError(f"{path}: field 'quantisation.{name}' is not a field of the scheme this build "
-                                 f"reads ({', '.join(QuantScheme.FIELD_TYPES)})")
-        header_field(path, quant, name, types, "quantisation.")
+    bad = quant_problem(quant)
+    if bad:
+        raise NetFormatError(f"{path}: field 'quantisation.{bad[0]}' {bad[1]}")
     scheme = QuantScheme(**quant)
     for name in ("qa", "qb", "scale"):
         if getattr(scheme, name) < 1:

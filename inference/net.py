@@ -5,7 +5,7 @@ Standalone: torch, numpy and safetensors, plus the torch-only pipeline modules
 (:mod:`nnue.pipeline.features`, :mod:`nnue.pipeline.atomic`) and :mod:`nnue.spec` (no
 Lightning, Hydra or pyarrow). Evaluation lives in :mod:`nnue.inference.perspective` and
 :mod:`nnue.inference.deep` on the shared core :mod:`nnue.inference.exact`; the entry points in
-:mod:`nnue.inference.api` (re-exported here under their old names).
+:mod:`nnue.inference.api`.
 
 Files: ``net.safetensors`` (tensors ``l0w`` (F, H), ``l0b`` (H,), ``l1w`` (B, L1), ``l1b`` (B,),
 all int16 for a perspective net; metadata: one key, ``nnue_forge``, holding a JSON object with
@@ -26,9 +26,7 @@ from safetensors.torch import save as st_save
 from nnue.pipeline.atomic import atomic_write_bytes
 from nnue.pipeline.features import FeatureSet, get_feature_set, parse_output_buckets
 from nnue.spec import activations as acts
-from nnue.spec.quant import QuantScheme  # noqa: F401  (re-exported: the scheme lives in nnue.spec)
-
-from .exact import INT32_MAX, INT32_MIN  # noqa: F401  (re-exported)
+from nnue.spec.quant import QuantScheme
 
 FORMAT = "nnue-forge-integer-net"
 FORMAT_VERSION = 1
@@ -144,8 +142,6 @@ def make_arch(feature_set: str, hidden: int, activation: str, output_buckets: st
             "num_buckets": buckets.count, "l1_inputs": acts.l1_inputs(activation, hidden)}
 
 
-
-
 def json_type_name(v) -> str:
     return {type(None): "null", dict: "an object", list: "a list", str: "a string", bool: "a boolean",
             int: "a number", float: "a number"}.get(type(v), type(v).__name__)
@@ -157,36 +153,38 @@ def json_is(v, types) -> bool:
     return isinstance(v, types) and not (isinstance(v, bool) and bool not in types)
 
 
-_WANT = {int: "an integer", str: "a string", dict: "an object", (int, float): "a number"}
+_WANT = {int: "an integer", str: "a string", dict: "an object", bool: "true or false", (int, float): "a number"}
+
+
+def field_problem(obj: dict, name: str, types, optional: bool = False) -> str | None:
+    """What is wrong with the JSON field ``obj[name]`` against ``types`` (a type or a tuple; a
+    JSON boolean is not a number): ``"is missing"``, ``"is a string ("x"), expected an integer"``,
+    or None when it is fine (or absent and ``optional``). The one copy of the field rule that the
+    net header (:func:`header_field`) and the checkpoint's hparams (``nnue.trainer.export``) use."""
+    if name not in obj:
+        return None if optional else "is missing"
+    v = obj[name]
+    if not json_is(v, types):
+        return f"is {json_type_name(v)} ({json.dumps(v)[:40]}), expected {_WANT.get(types, types)}"
+    return None
+
+
+def quant_problem(quant: dict) -> tuple[str, str] | None:
+    """The first field of a quantisation object (a header's ``quantisation``, a checkpoint's
+    ``quant``) that :class:`~nnue.spec.quant.QuantScheme` cannot take: (field, what is wrong), or None."""
+    for name in quant:
+        types = QuantScheme.FIELD_TYPES.get(name)
+        if types is None:
+            return name, f"is not a field of the quantisation scheme this build reads ({', '.join(QuantScheme.FIELD_TYPES)})"
+        why = field_problem(quant, name, types)
+        if why:
+            return name, why
+    return None
 
 
 def header_field(path, obj: dict, name: str, types, where: str = "", optional: bool = False):
     """``obj[name]`` checked against ``types``; NetFormatError naming file and field otherwise."""
-    full = f"{where}{name}"
-    if name not in obj:
-        if optional:
-            return None
-        raise NetFormatError(f"{path}: field {full!r} is missing")
-    v = obj[name]
-    if not json_is(v, types):
-        raise NetFormatError(f"{path}: field {full!r} is {json_type_name(v)} ({json.dumps(v)[:40]}), "
-                             f"expected {_WANT.get(types, types)}")
-    return v
-
-
-# The evaluation entry points under the names this module had before the split (imported on
-# first use: nnue.inference.api, .exact and .perspective import nothing from here at load time).
-_COMPAT = {
-    "forward_int": "perspective", "evaluate": "api", "boards_from_fens": "api", "evaluate_fens": "api",
-    "evaluate_boards": "api", "evaluate_dataset": "api", "accumulators": "exact", "accumulators_f32": "exact",
-    "check_int32": "exact",
-}
-
-
-def __getattr__(name: str):
-    mod = _COMPAT.get(name)
-    if mod is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    import importlib
-
-    return getattr(importlib.import_module(f"{__package__}.{mod}"), name)
+    why = field_problem(obj, name, types, optional)
+    if why:
+        raise NetFormatError(f"{path}: field {where + name!r} {why}")
+    return obj.get(name)

@@ -1,5 +1,7 @@
-"""Stockfish 15.1 ``.nnue`` files: read one into an :class:`~nnue.inference.sfnnv5.SFNNv5IntegerNet`,
-write one from it, byte for byte as the engine writes them (``export_net``).
+"""Stockfish 15.1 ``.nnue`` files, the codec: decode one into the tensors of an
+:class:`~nnue.inference.sfnnv5.SFNNv5IntegerNet` (:func:`parse_nnue`; :func:`nnue.inference.sfnnv5.read_nnue`
+builds the net) and write one from such a net (:func:`nnue_bytes`), byte for byte as the engine
+writes them (``export_net``). It imports nothing of :mod:`nnue.inference.sfnnv5`, which imports it.
 
 Layout (little-endian, uncompressed; Stockfish ``evaluate_nnue.cpp`` read/write_parameters,
 ``nnue_feature_transformer.h``, ``layers/affine_transform.h``; ``shared/SF15.md``):
@@ -32,8 +34,15 @@ import torch
 from nnue.pipeline.features import get_feature_set
 
 from .net import NetFormatError
-from .sfnnv5 import (FC0_OUTPUTS, FC1_OUTPUTS, FC1_PADDED, LAYER_STACKS, PSQT_BUCKETS, SCHEME, STOCKFISH_L1,
-                     SFNNv5IntegerNet, make_sfnnv5_arch)
+
+#: Stockfish 15.1's fixed sizes (its file format; :mod:`nnue.inference.sfnnv5` imports them)
+FC0_OUTPUTS = 16        # FC_0_OUTPUTS + 1: 15 go on, the 16th is the skip to the output
+FC1_PADDED = 32         # fc_1's input dimension in the file (ceil to 32)
+FC1_OUTPUTS = 32
+LAYER_STACKS = 8
+PSQT_BUCKETS = 8
+#: the L1 (feature transformer width) Stockfish 15.1 loads
+STOCKFISH_L1 = 1024
 
 VERSION = 0x7AF32F20
 HALFKAV2_HM_HASH = 0x7F234CB8
@@ -81,8 +90,9 @@ def file_size(l1: int, description_bytes: int, num_inputs: int = 22528) -> int:
     return 12 + description_bytes + ft + LAYER_STACKS * stack_bytes(l1)
 
 
-def nnue_bytes(net: SFNNv5IntegerNet) -> bytes:
-    """The ``.nnue`` file of ``net`` (its description from ``arch["description"]``)."""
+def nnue_bytes(net) -> bytes:
+    """The ``.nnue`` file of ``net`` (an :class:`~nnue.inference.sfnnv5.SFNNv5IntegerNet`; its
+    description from ``arch["description"]``)."""
     l1 = net.arch["hidden"]
     desc = net.arch.get("description", "").encode("utf-8")
     le = {torch.int8: "i1", torch.int16: "<i2", torch.int32: "<i4"}
@@ -138,9 +148,11 @@ class _Reader:
         return torch.from_numpy(a.astype(a.dtype.newbyteorder("="), copy=True))
 
 
-def read_nnue(path: str | Path, data: bytes | None = None) -> SFNNv5IntegerNet:
-    """Read a Stockfish 15.1 ``.nnue`` file into an integer net (kind sfnnv5; the description
-    kept in ``arch["description"]``; L1 taken from the feature transformer's hash).
+def parse_nnue(path: str | Path, data: bytes | None = None) -> dict:
+    """Decode a Stockfish 15.1 ``.nnue`` file (``data``, or read from ``path``): a dict with
+    ``path``, ``l1`` (from the feature transformer's hash), ``description``, ``header_hash`` and
+    the tensors, named and shaped as :class:`~nnue.inference.sfnnv5.SFNNv5IntegerNet` holds them
+    (:func:`nnue.inference.sfnnv5.read_nnue` builds the net).
 
     Checks the version, every hash, the sizes and the end of the file. Raises
     :class:`~nnue.inference.net.NetFormatError` naming the file, the field and its byte offset:
@@ -198,7 +210,5 @@ def read_nnue(path: str | Path, data: bytes | None = None) -> SFNNv5IntegerNet:
                                 ("fc1_bias", "<i4", (FC1_OUTPUTS,)), ("fc1_weight", "i1", (FC1_OUTPUTS, FC1_PADDED)),
                                 ("fc2_bias", "<i4", (1,)), ("fc2_weight", "i1", (1, FC1_OUTPUTS))):
             stacks[name].append(r.array(dt, shape, f"layer stack {s}'s {name} (offset {r.pos:,})"))
-    arch = make_sfnnv5_arch(hidden=l1, description=desc)
-    return SFNNv5IntegerNet(arch, SCHEME, ft_bias, ft_weight, psqt,
-                            *(torch.stack(stacks[k]) for k in stacks),
-                            provenance={"imported_from": str(path), "stockfish_hash": f"0x{header_hash:08X}"})
+    return {"path": path, "l1": l1, "description": desc, "header_hash": header_hash, "ft_bias": ft_bias,
+            "ft_weight": ft_weight, "psqt": psqt, **{k: torch.stack(v) for k, v in stacks.items()}}

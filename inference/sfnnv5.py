@@ -44,23 +44,19 @@ import torch
 
 from nnue.pipeline.features import get_feature_set, parse_output_buckets
 from nnue.pipeline.features.halfka_v2_hm import KING_BUCKETS, PLANES
+from nnue.spec.quant import QuantScheme
 
 from .exact import cached
-from .net import NetFile, QuantScheme
+from .net import NetFile
+# Stockfish 15.1's fixed sizes are facts of its file format: one copy, in the codec
+from .sfnnue import (FC0_OUTPUTS, FC1_OUTPUTS, FC1_PADDED, LAYER_STACKS, PSQT_BUCKETS, STOCKFISH_L1, nnue_bytes,
+                     parse_nnue)
 
-#: Stockfish 15.1's fixed sizes
-FC0_OUTPUTS = 16        # FC_0_OUTPUTS + 1: 15 go on, the 16th is the skip to the output
 FC1_INPUTS = 30         # 15 SqrClippedReLU + 15 ClippedReLU
-FC1_PADDED = 32         # fc_1's input dimension in the file (ceil to 32)
-FC1_OUTPUTS = 32
-LAYER_STACKS = 8
-PSQT_BUCKETS = 8
 OUTPUT_SCALE = 16       # OutputScale
 WEIGHT_SCALE_BITS = 6   # WeightScaleBits
 NORMALIZE_TO_PAWN = 361  # UCI::NormalizeToPawnValue (uci.h, 15.1)
 SKIP_NUM, SKIP_DEN = 600 * OUTPUT_SCALE, 127 * (1 << WEIGHT_SCALE_BITS)
-#: the L1 (feature transformer width) Stockfish 15.1 loads
-STOCKFISH_L1 = 1024
 #: the defaults of the sfnnv5 kind's header quantisation (nominal: the arithmetic is fixed)
 SCHEME = QuantScheme(qa=127, qb=64, scale=400)
 
@@ -142,8 +138,6 @@ class SFNNv5IntegerNet(NetFile):
 
     def raw_bytes(self) -> bytes:
         """The engine file: Stockfish 15.1's ``.nnue`` layout (:func:`nnue.inference.sfnnue.nnue_bytes`)."""
-        from .sfnnue import nnue_bytes  # sfnnue imports this module: the file codec is its own module
-
         return nnue_bytes(self)
 
     def layers(self) -> list[dict]:
@@ -157,6 +151,21 @@ class SFNNv5IntegerNet(NetFile):
             {"layer": "fc_2", "weight": "int8", "bias": "int32", "weight_scale": "9600/127", "bias_scale": 9600},
             {"layer": "eval", "value": "(psqt + positional) / 16", "cp": "value * 100 / 361"},
         ]
+
+
+def read_nnue(path, data: bytes | None = None) -> SFNNv5IntegerNet:
+    """Read a Stockfish 15.1 ``.nnue`` file into an integer net (kind sfnnv5; the description
+    kept in ``arch["description"]``; L1 taken from the feature transformer's hash). The file's
+    checks are :func:`nnue.inference.sfnnue.parse_nnue`'s: version, every hash, the sizes and the
+    end of the file, each a :class:`~nnue.inference.net.NetFormatError` naming the file, the field
+    and its byte offset."""
+    p = parse_nnue(path, data)
+    arch = make_sfnnv5_arch(hidden=p["l1"], description=p["description"])
+    return SFNNv5IntegerNet(arch, SCHEME, p["ft_bias"], p["ft_weight"], p["psqt"],
+                            *(p[k] for k in ("fc0_bias", "fc0_weight", "fc1_bias", "fc1_weight", "fc2_bias",
+                                             "fc2_weight")),
+                            provenance={"imported_from": str(p["path"]),
+                                        "stockfish_hash": f"0x{p['header_hash']:08X}"})
 
 
 # ------------------------------------------------------------------ features of piece lists

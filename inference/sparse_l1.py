@@ -1,4 +1,4 @@
-"""Block-sparse L1: the integer eval of :func:`nnue.inference.net.forward_int`, with the L1 sum
+"""Block-sparse L1: the integer eval of :func:`nnue.inference.perspective.forward_int`, with the L1 sum
 taken only over blocks of activations that are not all zero.
 
 After the activation (``v = clamp(acc, 0, QA)``; crelu ``v``, screlu ``v²``, pairwise
@@ -30,10 +30,7 @@ from __future__ import annotations
 
 import torch
 
-from nnue.spec import activations as acts
-
-from . import kinds, residual
-
+from . import kinds, perspective, residual
 from .exact import accumulators_f32, check_acc_int16, check_int32
 
 METHODS = ("gather", "compact")
@@ -42,7 +39,7 @@ METHODS = ("gather", "compact")
 def activations(net, acc: torch.Tensor) -> torch.Tensor:
     """(N, 2, H) accumulators (stm, nstm; integers in any dtype) -> (N, 2, L) int32 L1 inputs
     per perspective (L = H, or H/2 for pairwise_crelu), after the activation."""
-    return acts.int_l0_product(net.arch["activation"], acc.clamp(0, net.scheme.qa).to(torch.int32))
+    return perspective.l1_input(net.arch["activation"], net.scheme.qa, acc.to(torch.int32))
 
 
 def _blocks(x: torch.Tensor, block: int) -> torch.Tensor:
@@ -171,7 +168,7 @@ def deep_l1_sum(net, x: torch.Tensor, bucket: torch.Tensor, block: int = 4,
 
 def forward_sparse(net, stm: torch.Tensor, nstm: torch.Tensor, bucket: torch.Tensor,
                    block: int = 4, method: str = "gather", return_stats: bool = False):
-    """:func:`~nnue.inference.net.forward_int` (deep nets: :func:`nnue.inference.deep.forward_int`)
+    """:func:`~nnue.inference.perspective.forward_int` (deep nets: :func:`nnue.inference.deep.forward_int`)
     with a block-sparse L1: same arguments, same (N,) int64 evals, same OverflowErrors. With
     return_stats also :func:`block_stats`' dict."""
     if not kinds.of(net).incremental:  # an unknown kind: ValueError naming the known ones
@@ -203,14 +200,9 @@ def _forward_tiny(net, accs, bucket, block, method):
 
 
 def _forward_perspective(net, accs, bucket, block, method):
-    s = net.scheme
     x = activations(net, torch.stack(accs, 1))
     total = l1_sum(net, x, bucket, block, method)
-    check_int32(total, "L1 sum")
-    out = torch.div(total, s.qa, rounding_mode="trunc") if acts.divides_by_qa(net.arch["activation"]) else total
-    out = out + net.l1b.to(torch.int64)[bucket]
-    check_int32(out, "L1 output")
-    return torch.div(out * s.scale, s.qa * s.qb, rounding_mode="trunc"), x
+    return perspective.output(net.arch["activation"], net.scheme, total, perspective.l1b_int64(net)[bucket]), x
 
 
 #: net kind -> its path after the accumulators (the kinds of :mod:`nnue.inference.kinds` that have an L1)

@@ -32,10 +32,11 @@ import torch
 
 from nnue.pipeline.features import get_feature_set, parse_output_buckets
 from nnue.spec import activations as acts
+from nnue.spec.quant import QuantScheme
 
 from . import deep
-from .exact import accumulators_f32, cached, check_acc_int16, sorted_steps
-from .net import NetFile, QuantScheme
+from .exact import accumulators_f32, cached, check_acc_int16, sorted_steps, to_centipawns
+from .net import NetFile
 
 
 def make_tiny_arch(feature_set: str, hidden: int, activation: str, output_buckets: str, l1_outputs: int,
@@ -138,7 +139,7 @@ def forward_after_l1(net: TinyIntegerNet, s1: torch.Tensor, bucket: torch.Tensor
     x1 = acts.int_hidden(a1.name, s1 >> s.dense_shift, s.qa, s.l0_shift).to(torch.int32)
     out = deep.dense_int(x1, net.outw.unsqueeze(1), net.outb.unsqueeze(1), bucket, "output sum",
                          _plan(net, "outw", a1.u8), bucket_range).squeeze(1)
-    ev = torch.div(out * s.scale, s.qa * s.qb, rounding_mode="trunc")
+    ev = to_centipawns(out, s)
     if return_parts:
         return ev, {"s1": s1, "out": out}
     return ev

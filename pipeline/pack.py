@@ -16,7 +16,7 @@ import os
 import re
 import sys
 from collections import Counter
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from pathlib import Path
 from typing import Iterable
 
@@ -27,97 +27,14 @@ import pyarrow.parquet as pq
 
 from . import manifest as mf
 from .board import pack_board
-from .formats import (FormatError, PackedRows, ReaderOptions, Record, Reject, detect_format, format_from_extension,
+from .chessrules import RecordError, encode_move, validate
+from .formats import (FormatError, PackedRows, ReaderOptions, Reject, detect_format, format_from_extension,
                       LATIN1_BYTES, get_format, open_binary, open_text, read_exact, text_errors)
 from .ranges import COMPRESSED, Rebase, open_range
 from .schema import FLAG_PLY_UNKNOWN, FLAG_SCORE_MATE, FLAG_SCORE_NONE, SCHEMA
 
 ROW_GROUP = 65536
 SCORE_UNITS = ("cp", "sf-internal")
-
-# python-chess status bits -> reject reasons (invalid ep squares are normalised, not rejected)
-_STATUS_REASONS = [
-    (chess.STATUS_EMPTY, "empty board"),
-    (chess.STATUS_NO_WHITE_KING | chess.STATUS_NO_BLACK_KING | chess.STATUS_TOO_MANY_KINGS,
-     "a side does not have exactly one king"),
-    (chess.STATUS_PAWNS_ON_BACKRANK, "pawn on first or last rank"),
-    (chess.STATUS_OPPOSITE_CHECK, "side not to move is in check"),
-    (chess.STATUS_BAD_CASTLING_RIGHTS, "castling rights don't match kings and rooks"),
-    (chess.STATUS_TOO_MANY_WHITE_PAWNS | chess.STATUS_TOO_MANY_BLACK_PAWNS
-     | chess.STATUS_TOO_MANY_WHITE_PIECES | chess.STATUS_TOO_MANY_BLACK_PIECES,
-     "too many pieces"),
-    (chess.STATUS_TOO_MANY_CHECKERS | chess.STATUS_IMPOSSIBLE_CHECK, "impossible check"),
-]
-
-
-class RecordError(ValueError):
-    """A record failed validation: ``reason`` is the counted category, ``detail`` the specifics."""
-
-    def __init__(self, reason: str, detail: str = ""):
-        super().__init__(f"{reason}: {detail}" if detail else reason)
-        self.reason, self.detail = reason, detail
-
-
-def encode_move(board: chess.Board, move: chess.Move) -> int:
-    """Pack a legal move as uint16, viriformat layout (see :mod:`nnue.pipeline.schema`)."""
-    flag = 0
-    promo = 0
-    if move.promotion:
-        flag, promo = 3, move.promotion - chess.KNIGHT
-    elif board.is_castling(move):
-        flag = 2
-        move = board._to_chess960(move)  # king takes rook, as in viriformat and binpack
-    elif board.is_en_passant(move):
-        flag = 1
-    return move.from_square | move.to_square << 6 | promo << 12 | flag << 14
-
-
-def validate(rec: Record) -> tuple[chess.Board, chess.Move | None]:
-    """Build and check the position and move of a record. Raises RecordError.
-
-    The board is read as standard chess first and as Chess960 when its castling rights only
-    make sense there (X-FEN or Shredder-FEN). An en-passant square with no legal en-passant
-    capture is dropped (normalised), never rejected.
-    """
-    board = rec.board
-    if board is None:
-        try:
-            board = chess.Board(rec.fen)
-        except ValueError as e:
-            raise RecordError("bad FEN", str(e)) from None
-        status = board.status()
-        if status & chess.STATUS_BAD_CASTLING_RIGHTS:
-            try:
-                b960 = chess.Board(rec.fen, chess960=True)
-                if not b960.status() & chess.STATUS_BAD_CASTLING_RIGHTS:
-                    board = b960
-            except ValueError:
-                pass
-    if board.ep_square is not None and not board.has_legal_en_passant():
-        board.ep_square = None
-    status = board.status()
-    for bits, reason in _STATUS_REASONS:
-        if status & bits:
-            raise RecordError(reason, rec.fen)
-    if chess.popcount(board.checkers_mask()) == 2:  # python-chess lets some impossible ones pass
-        from .retro import double_check_possible
-
-        if not double_check_possible(board):
-            raise RecordError("impossible check", f"no last move gives this double check: {rec.fen}")
-    move = None
-    if rec.move is not None:
-        try:
-            move = board.parse_uci(rec.move)
-        except (ValueError, AssertionError) as e:
-            raise RecordError("illegal move", f"{rec.move} in {rec.fen}: {e}") from None
-    return board, move
-
-
-@dataclass
-class FileResult:
-    entry: dict
-    reject_samples: list
-
 
 DEDUP_KEY_BYTES = 25  # occupancy, piece nibbles, stm/ep: the position, not its counters or labels
 GAME_ID_POSITIONS = 16  # a game's id hashes the keys of its first this-many valid positions
@@ -744,31 +661,6 @@ def finish_file(path: Path, fmt: str, dataset: Path, sha: str, score_unit: str, 
             entry["shard_units"] = sorted(units[0])
             entry["castling_seen"] = castling  # a merge of the shards needs the counts, not their summary
     return entry
-
-
-def pack_file(path: Path, fmt: str, dataset: Path, sha: str, score_unit: str,
-              options: ReaderOptions, progress=None, seen: set | None = None,
-              rbytes: int | None = None) -> dict:
-    """Pack one input into ``part-<sha16>.parquet`` and ``rejects-<sha16>.jsonl`` in ``dataset``
-    (a file of several byte ranges, :mod:`nnue.pipeline.ranges`: one part and rejects file per
-    range), one range after another in this process.
-
-    seen: with dedup, the position keys (first 25 packed bytes) already in the dataset; a
-    position whose key is in it is rejected as "duplicate position", and new keys are added.
-    rbytes: the range size (default ``ranges.DEFAULT_RANGE_MB`` MiB). Returns the manifest entry.
-    Raises FormatError when the file is not in format ``fmt`` (nothing is written in that case).
-    """
-    from .ranges import DEFAULT_RANGE_MB, plan
-
-    head = _check_file(path, fmt, get_format(fmt).binary)
-    results: list[dict] = []
-    try:
-        for rng in plan(path, fmt, rbytes or DEFAULT_RANGE_MB << 20):
-            results.append(pack_range(path, fmt, dataset, sha, options, rng, progress=progress, seen=seen))
-    except BaseException:
-        discard(results)
-        raise
-    return finish_file(path, fmt, dataset, sha, score_unit, head, results)
 
 
 def expand_inputs(inputs: Iterable[str | Path]) -> tuple[list[Path], list[Path]]:

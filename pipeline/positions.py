@@ -5,7 +5,7 @@ checked as ``nnue pack`` checks its records (``nnue eval --fens``/``--fen``).
 (trailing text is junk, not ignored): EPD opcodes (``c9 "1-0"; hmvc 3; fmvn 7;`` — every opcode
 closed by ``;``, counters taken from ``hmvc``/``fmvn``) or Ethereal's ``[1.0] eval``, and
 bullet text's `` | score | result`` (score an integer, result one of bullet's spellings). The
-position then goes through :func:`nnue.pipeline.pack.validate`, the same python-chess
+position then goes through :func:`nnue.pipeline.chessrules.validate`, the same python-chess
 validation every packed record passes (one king a side, no pawn on the back ranks, the side not
 to move not in check, castling rights that match, possible checks), so eval refuses exactly
 the positions pack rejects (tested).
@@ -60,7 +60,7 @@ def parse_position(line: str) -> str:
             raise PositionError(f"trailing text after the FEN: {rest[:60]!r} (a FEN, an EPD line with "
                                 f"';'-terminated opcodes, or 'FEN | score | result')")
     fen = " ".join(fields[:4] + [half, full])
-    from .pack import RecordError, validate  # python-chess: imported only when a line is checked
+    from .chessrules import RecordError, validate  # python-chess: imported only when a line is checked
 
     try:
         validate(Record(fen=fen, score=None, result=0, ply=None, move=None, location="", game=0))

@@ -19,10 +19,8 @@ from pathlib import Path
 from types import ModuleType
 from typing import Callable, Iterator
 
-VALUE_NONE = 32002
-# Stockfish VALUE_MATE (32000) minus MAX_PLY (246): scores beyond this are mate scores.
-MATE_BOUND = 31754
-MATE = 32000
+from .constants import MATE, MATE_BOUND, VALUE_NONE  # noqa: F401  (one copy: nnue.pipeline.constants; re-exported)
+
 UTF8_BOM = b"\xef\xbb\xbf"  # one leading byte-order mark is stripped from every text input
 
 # PGN's own standard (section 4.1) allows ISO 8859-1 text: a PGN input is read as UTF-8, and the

@@ -36,10 +36,6 @@ def _unmove_ok(board: chess.Board, piece: chess.Piece, t: int, f: int, as_type: 
     return king is not None and not before.attackers_mask(them, king)
 
 
-def _between_empty(board: chess.Board, a: int, b: int) -> bool:
-    return not (chess.between(a, b) & board.occupied)
-
-
 def double_check_possible(board: chess.Board) -> bool:
     """Can the side not to move have given this position's check by its last move? (Call it for
     positions with two checkers that pass python-chess's status checks.)"""

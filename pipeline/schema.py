@@ -26,9 +26,9 @@ import pyarrow as pa
 
 SCHEMA_VERSION = 1
 
-FLAG_SCORE_NONE = 1  # no score (VALUE_NONE, book move, no comment); score column is 0
-FLAG_SCORE_MATE = 2  # score is a mate score, not a regression target
-FLAG_PLY_UNKNOWN = 4  # the source had no ply or move counters; ply column is 0
+# the flags bits (one copy: nnue.pipeline.constants): no score (VALUE_NONE, book move, no comment;
+# score column 0), a mate score (not a regression target), no ply or move counters (ply column 0)
+from .constants import FLAG_PLY_UNKNOWN, FLAG_SCORE_MATE, FLAG_SCORE_NONE  # noqa: F401
 
 SCHEMA = pa.schema([
     ("board", pa.binary(32)),

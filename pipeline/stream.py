@@ -68,8 +68,6 @@ SF_INTERNAL_PER_PAWN = 208
 #: Optional columns written by ``nnue annotate`` (:mod:`nnue.pipeline.annotate`): carried into
 #: the batch as float32 centipawns (stm POV, NaN where null: in check) when every part has them.
 ANNOTATION_COLUMNS = ("base_eval", "teacher_eval")
-_COLUMNS = ["board", "score", "result", "ply", "piece_count", "in_check",
-            "best_move_is_capture", "game_id", "flags"]
 
 
 @dataclass(frozen=True)

@@ -7,7 +7,7 @@ Each round mutates small.binpack's block (random bytes and bit flips, about one 
 back (FALLBACK) at the next original chain start. Checked, for every call: it returns (no
 crash: a numba fault would kill the process), the position moves forward and stays in the
 block, rows fit the buffers; for every row it settles (kind 0), NumPy's bulk validator
-(pipeline/fastcheck.py) finds the packed board valid, with the same in-check flag and piece
+(tests/formats/fastcheck_oracle.py) finds the packed board valid, with the same in-check flag and piece
 count, and the columns are in range. Random-byte blocks are decoded the same way. Each
 decoded position and each handed-back chain counts as a record. Prints (and writes) JSON.
 The exactness of the handed-back path against python-chess is tested in
@@ -17,8 +17,10 @@ NUMBA_CACHE_DIR=$(mktemp -d)`` to have numba check every array index (the JSON r
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import random
+import runpy
 import sys
 import time
 from pathlib import Path
@@ -29,9 +31,15 @@ REPO = Path(__file__).resolve().parents[1]
 SMALL = REPO.parent / "shared" / "data" / "public" / "small.binpack"
 
 
+@functools.lru_cache(maxsize=1)
+def _check_boards():
+    """check_boards of tests/formats/fastcheck_oracle.py (run by path: tests are not installed)."""
+    return runpy.run_path(str(REPO / "tests" / "formats" / "fastcheck_oracle.py"))["check_boards"]
+
+
 def main(argv=None) -> int:
     from nnue.pipeline.compiled import binpack as cb
-    from nnue.pipeline.fastcheck import check_boards
+    check_boards = _check_boards()
 
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--rounds", type=int, default=3)

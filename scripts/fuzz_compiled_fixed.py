@@ -9,7 +9,7 @@ least ``--records`` records, and about one record in three gets a random byte, a
 edge value in a field. The kernel runs over all of them in blocks; checked for every call: it
 returns (a numba fault would kill the process), progress is made and stays in bounds, every
 record is settled (kind 0) or handed back (kind 1), and every settled row's packed board passes
-NumPy's bulk validator (pipeline/fastcheck.py) with the same in-check flag and piece count, with
+NumPy's bulk validator (tests/formats/fastcheck_oracle.py) with the same in-check flag and piece count, with
 result, flags and best-move fields in range. Then the first ``--exact`` mutated records are
 packed by the compiled path and by the python-chess reference path, which must give identical
 tables, rejects and counts. Writes ``bench/results/fuzz_<fmt>.json`` per format.
@@ -21,8 +21,10 @@ reading past a buffer silently; the JSON records whether it was on.
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import random
+import runpy
 import sys
 import tempfile
 import time
@@ -34,6 +36,12 @@ REPO = Path(__file__).resolve().parents[1]
 SHARED = REPO.parent / "shared" / "data"
 SIZE = {"bin": 40, "bulletformat": 32, "marlinformat": 32}
 EXT = {"bin": "bin", "bulletformat": "bf", "marlinformat": "marlin", "viriformat": "vf"}
+
+
+@functools.lru_cache(maxsize=1)
+def _check_boards():
+    """check_boards of tests/formats/fastcheck_oracle.py (run by path: tests are not installed)."""
+    return runpy.run_path(str(REPO / "tests" / "formats" / "fastcheck_oracle.py"))["check_boards"]
 
 
 def _sources(work: Path) -> dict[str, bytes]:
@@ -77,7 +85,7 @@ def _mutate_record(d: bytearray, base: int, size: int, rng: random.Random) -> No
 
 
 def _check_rows(b: dict, rows: int, totals: dict) -> None:
-    from nnue.pipeline.fastcheck import check_boards
+    check_boards = _check_boards()
 
     kind = b["kind"][:rows]
     assert set(np.unique(kind).tolist()) <= {0, 1}, "kind outside 0/1"

@@ -16,11 +16,11 @@ from pathlib import Path
 import chess
 import chess.engine
 
+from nnue.pipeline.constants import MATE, VALUE_NONE
+
 from .limits import MOVE_TIMEOUT
 from .mcts import SearchConfig
 from .play import Adjudication, Game, Player
-
-MATE = 32000
 
 
 class EngineCrash(Exception):
@@ -334,7 +334,7 @@ def play_engine_game(board: chess.Board, white, black, limit: chess.engine.Limit
         if move is None or move not in b.legal_moves:
             raise EngineCrash(side, f"illegal or missing move {move}", game)
         cp = uci_score(res.info.get("score"), side)
-        record_cp = cp if cp is not None else 32002
+        record_cp = cp if cp is not None else VALUE_NONE
         game.records.append((b.fen(), b.uci(move), record_cp, b.ply(), side == chess.WHITE))
         game.push(move, None if cp is None else (cp if side == chess.WHITE else -cp))
     return game

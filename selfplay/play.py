@@ -17,6 +17,8 @@ from pathlib import Path
 
 import chess
 
+from nnue.pipeline.chessrules import RecordError, check_board, read_board
+
 from .mcts import BatchSearch, SearchConfig, make_tree, position_key, value_to_cp
 
 #: how many searches' leaves a new tree may reuse (per net and priors): 2, this side's previous
@@ -95,16 +97,13 @@ def read_openings(path: str | Path, chess960: bool = False) -> list[str]:
         fen = " ".join(fields[:6]) if len(fields) >= 6 and fields[4].isdigit() and fields[5].isdigit() \
             else " ".join(fields[:4] + ["0", "1"])
         try:
-            b = chess.Board(fen, chess960=chess960)
-            if not chess960 and b.has_chess960_castling_rights():
-                b = chess.Board(fen, chess960=True)
+            b = read_board(fen, chess960=chess960)
         except ValueError as e:
             raise ValueError(f"{path}: line {i}: bad FEN {text!r}: {e}") from None
-        status = b.status()
-        if status != chess.STATUS_VALID:
-            names = [n.removeprefix("STATUS_").lower().replace("_", " ") for n, v in vars(chess).items()
-                     if n.startswith("STATUS_") and n != "STATUS_VALID" and v and status & v]
-            raise ValueError(f"{path}: line {i}: illegal position {text!r}: {', '.join(names)}")
+        try:
+            check_board(b)  # as nnue pack checks its records
+        except RecordError as e:
+            raise ValueError(f"{path}: line {i}: illegal position {text!r}: {e.reason}") from None
         if b.is_game_over():
             raise ValueError(f"{path}: line {i}: the game is already over in {text!r}")
         out.append(b.fen())

@@ -62,7 +62,7 @@ def fens():
 @pytest.fixture(scope="session")
 def boards(fens):
     """``fens`` packed once (what evaluate_fens packs on each call)."""
-    from nnue.inference.net import boards_from_fens
+    from nnue.inference.api import boards_from_fens
 
     return boards_from_fens(fens)
 

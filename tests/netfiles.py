@@ -7,7 +7,8 @@ from pathlib import Path
 import torch
 from safetensors.torch import save_file
 
-from nnue.inference.net import IntegerNet, QuantScheme, make_arch
+from nnue.inference.net import IntegerNet, make_arch
+from nnue.spec.quant import QuantScheme
 from nnue.pipeline.features import get_feature_set
 from nnue.trainer.model import Arch, DeepArch, DeepNet, PerspectiveNet
 

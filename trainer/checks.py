@@ -1,12 +1,15 @@
 """Compose-time checks of a training config: every value's type and range, known keys, device
 availability and a finite stop, so that a bad value is one line before anything is written.
 
-:func:`check_train_config` raises ValueError naming the key, the value and what is expected.
+:func:`check_train_config` raises ValueError naming the key, the value and what is expected;
+:func:`check_train_args` composes the config from ``nnue train``'s overrides, runs those checks and
+the data, run-folder, kind and loss checks, and returns the first error as one line (or None).
 """
 from __future__ import annotations
 
 import difflib
 import inspect
+import sys
 from pathlib import Path
 
 from .callbacks import plain
@@ -285,3 +288,109 @@ def check_train_config(cfg) -> None:
     ck = c.get("ckpt_path")
     if ck is not None and not Path(str(ck)).is_file():
         raise ValueError(f"ckpt_path={ck}: no such checkpoint file (OUT/checkpoints/last.ckpt of an earlier run)")
+
+
+def check_train_args(overrides: list[str]) -> str | None:
+    """Compose the training config as ``nnue train`` will and check its data, so that a bad
+    override, a missing ``data.path`` or an unreadable dataset is one line of error, not a
+    Hydra traceback and a half-made output folder. Returns the error text, or None.
+    (``nnue train``, ``nnue retrain`` and the sweep check call it; it imports Hydra, the
+    trainer's modules and the kernels' backend list when called.)"""
+    from .sweep import check_multirun, is_multirun
+    if is_multirun(overrides):  # a sweep (-m, hparams_search=...): its overrides, jobs, launcher
+        return check_multirun(overrides, check_train_args)
+    if any(a.startswith("-") for a in overrides):
+        return None  # Hydra's own flags (--help, --cfg, -m ...): let Hydra handle them
+    from hydra import compose, initialize_config_module
+    from hydra.core.global_hydra import GlobalHydra
+    from omegaconf import OmegaConf
+
+    from nnue.pipeline import manifest as mf
+
+    try:
+        GlobalHydra.instance().clear()
+        with initialize_config_module(config_module="nnue.conf", version_base="1.3"):
+            cfg = compose("train", overrides=overrides)
+        OmegaConf.resolve(cfg)
+        check_train_config(cfg)  # types, ranges, known keys, devices, a finite stop
+        paths = cfg.data.path
+        paths = [paths] if isinstance(paths, str) else list(paths)
+        for p in paths:  # a folder `nnue pack --watch` made and has not packed into yet: wait for a part
+            mf.wait_for_first_part(p, float(cfg.data.get("wait_for_data_s", 0) or 0),
+                                   lambda text: print(f"nnue train: {text}", file=sys.stderr, flush=True))
+        if not sum(mf.totals(mf.load(p))["packed"] for p in paths):
+            return f"data.path={','.join(map(str, paths))}: 0 positions packed; nothing to train on"
+        if isinstance(cfg.trainer.get("val_check_interval"), int):  # against the epoch's batches: the data's
+            from hydra.utils import instantiate
+
+            from .train import _world_size
+
+            t = plain(cfg.trainer)
+            check_val_interval(t, *instantiate(cfg.data).steps_per_epoch(_world_size(t)))
+        from .runs import check_run_folder  # a folder holding a run: refused, one line
+        if cfg.paths.output_dir and (why := check_run_folder(cfg.paths.output_dir, cfg.get("ckpt_path"),
+                                                             bool(cfg.get("overwrite", False)))):
+            return why
+        from nnue.kernels import BACKENDS
+        from nnue.pipeline.features import get_feature_set, parse_output_buckets
+        from . import kinds
+        from .model import factor_map
+
+        m = cfg.model
+        fs = get_feature_set(m.features)
+        buckets = parse_output_buckets(m.output_buckets)
+        kind = m.get("kind", "perspective")
+        if kind not in kinds.KINDS:
+            return f"model.kind={kind}: one of {', '.join(kinds.KINDS)}"
+        _int("model.hidden", m.hidden, 1)
+        hidden = m.hidden
+        d = kinds.layers_config(kind, m)
+        for k in ("l1_outputs", "l2_outputs"):
+            if k in d:
+                _int(f"model.{kinds.get(kind).layers_key}.{k}", d[k], 1, 4096)
+        # the kind's arch checks activations (where each is allowed) and sizes
+        kinds.check_kind_inputs(kind, fs.name, buckets.name)
+        kinds.get(kind).float_arch.from_config(fs.num_inputs, hidden, m.activation, buckets.count, d, 1.0)
+        if not isinstance(m.get("qat", False), bool):
+            return f"model.qat={m.qat}: true or false"
+        from nnue.inference.residual import header as residual_header
+        try:
+            residual_header("material", m.get("alpha", 0.5))  # α: a multiple of 1/256 in (0, 4]
+        except ValueError as e:
+            return f"model.alpha={m.get('alpha')}: {str(e).split(': ', 1)[1]}"
+        mb = m.get("max_bytes")
+        if mb is not None and (not isinstance(mb, int) or isinstance(mb, bool) or mb < 1):
+            return f"model.max_bytes={mb}: a positive integer (bytes of the exported net.safetensors) or null"
+        try:
+            act_l1 = float(m.get("act_l1", 0.0))
+        except (TypeError, ValueError):
+            act_l1 = -1.0
+        if not act_l1 >= 0:
+            return f"model.act_l1={m.act_l1}: a number ≥ 0 (the weight of the L1 activation penalty)"
+        from .loss import check_loss_config
+        loss = check_loss_config(dict(m.get("loss") or {}))
+        needed = (["base_eval"] if loss["target"] == "residual" else []) + \
+            (["teacher_eval"] if loss["teacher"] != "score" else [])
+        if needed:  # the loss needs the annotated columns (nnue annotate)
+            from nnue.pipeline.annotate import missing_columns
+            err = missing_columns(paths, needed)
+            if err:
+                return err
+        if m.get("backend", "auto") not in BACKENDS:
+            return f"model.backend={m.backend}: one of {', '.join(BACKENDS)}"
+        if m.get("backend") == "numba" and str(cfg.trainer.get("accelerator", "cpu")) in ("gpu", "cuda"):
+            return "model.backend=numba runs on the CPU; with trainer=gpu use model.backend=auto (Triton)"
+        if m.get("factoriser"):
+            factor_map(m.features, fs.num_inputs)
+    except Exception as e:  # Hydra/OmegaConf raise many types; all mean "bad arguments" here
+        msg = " ".join(str(e.args[0] if isinstance(e, KeyError) and e.args else e).split())
+        if "Missing mandatory value: data.path" in msg:
+            msg = "data.path is required (a dataset folder written by 'nnue pack')"
+        elif "LexerNoViableAltException" in msg:
+            msg = (f"{msg.split(' ^ ')[0].replace('LexerNoViableAltException: ', '')}: Hydra cannot parse "
+                   "this override; quote values with <, > or spaces, e.g. "
+                   """'model.output_buckets="SFPieceCount<8>"'""")
+        return msg
+    finally:
+        GlobalHydra.instance().clear()
+    return None

@@ -31,6 +31,7 @@ from safetensors import safe_open
 
 from nnue.inference import api as inference_api
 from nnue.inference.net import IntegerNet  # noqa: F401  (tests patch export_mod.IntegerNet.write_bin)
+from nnue.inference.net import field_problem, json_type_name, quant_problem
 from nnue.spec import activations as acts
 from nnue.spec.quant import QuantScheme
 from nnue.pipeline import manifest as mf
@@ -107,7 +108,6 @@ def _json_object(path, meta: dict, key: str) -> dict:
     except ValueError as e:
         raise ExportError(f"{path}: metadata {key!r} is not valid JSON (at character {getattr(e, 'pos', '?')})") from None
     if not isinstance(v, dict):
-        from nnue.inference.net import json_type_name
         raise ExportError(f"{path}: metadata {key!r} is {json_type_name(v)}, expected an object")
     return v
 
@@ -121,26 +121,14 @@ _HPARAMS = {"features": (str, True), "output_buckets": (str, True), "hidden": (i
 def _check_hparams(path, hp: dict):
     """Type-check a checkpoint's hparams (every field the export reads); returns (feature set,
     output buckets, scheme). Raises ExportError naming the file and the field."""
-    def bad(name, v, want):
-        kind = {type(None): "null", dict: "an object", list: "a list", str: "a string", bool: "a boolean"}.get(
-            type(v), "a number")
-        return ExportError(f"{path}: hparams field {name!r} is {kind} ({json.dumps(v)[:40]}), expected {want}")
-    words = {str: "a string", int: "an integer", dict: "an object", bool: "true or false", (int, float): "a number"}
     for name, (types, required) in _HPARAMS.items():
-        if name not in hp or (hp[name] is None and not required):
-            if required:
-                raise ExportError(f"{path}: hparams field {name!r} is missing")
-            continue
-        v = hp[name]
-        if not isinstance(v, types) or (types in (int, (int, float)) and isinstance(v, bool)):
-            raise bad(name, v, words[types])
+        why = None if hp.get(name) is None and not required else field_problem(hp, name, types)
+        if why:
+            raise ExportError(f"{path}: hparams field {name!r} {why}")
     quant = hp.get("quant") or {}
-    for name, v in quant.items():
-        types = QuantScheme.FIELD_TYPES.get(name)
-        if types is None:
-            raise ExportError(f"{path}: hparams field 'quant.{name}' is not a field of the quantisation scheme")
-        if not isinstance(v, types) or isinstance(v, bool):
-            raise bad(f"quant.{name}", v, "a number" if types != str else "a string")
+    bad = quant_problem(quant)
+    if bad:
+        raise ExportError(f"{path}: hparams field 'quant.{bad[0]}' {bad[1]}")
     try:
         fs = get_feature_set(hp["features"])
     except (KeyError, ValueError) as e:

@@ -14,7 +14,7 @@ import numpy as np
 import pytorch_lightning as pl
 import torch
 
-from nnue.inference.net import QuantScheme
+from nnue.spec.quant import QuantScheme
 from nnue.pipeline.batch import SparseBatch, to_sparse_batch
 from nnue.pipeline.features import get_feature_set, parse_output_buckets
 

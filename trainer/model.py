@@ -91,7 +91,7 @@ class PerspectiveNet(nn.Module):
     of their group in every forward pass and folded into ``ft.weight`` at export
     (:meth:`folded_ft_weight`): the exported net has the plain layout.
 
-    ``qat``: a :class:`~nnue.inference.net.QuantScheme` to train quantisation-aware
+    ``qat``: a :class:`~nnue.spec.quant.QuantScheme` to train quantisation-aware
     (:meth:`enable_qat`): every weight and bias goes through :func:`fake_quant` on the grid
     export rounds it to, so the loss sees the integer net's weights; None (default) trains in
     plain float."""

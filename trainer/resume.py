@@ -13,8 +13,6 @@ kept (it was rewritten without its validation metrics before).
 """
 from __future__ import annotations
 
-from pathlib import Path
-
 
 def run_shape(trainer) -> dict:
     """The shape of the run a checkpoint is saved in (see the module docstring)."""

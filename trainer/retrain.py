@@ -224,7 +224,7 @@ def _train_config(overrides: list[str]):
     from hydra import compose, initialize_config_module
     from hydra.core.global_hydra import GlobalHydra
 
-    from nnue.commands.train_run import check_train_args
+    from .checks import check_train_args
 
     err = check_train_args(overrides)
     if err:

@@ -15,7 +15,6 @@ import logging
 import os
 import sys
 import warnings
-from pathlib import Path
 
 import hydra
 import pytorch_lightning as pl

@@ -1,5 +1,5 @@
 """``nnue import-net FILE.nnue -o NETDIR``, the work: a Stockfish 15.1 net (every hash, size and the end of
-the file checked; :func:`nnue.inference.sfnnue.read_nnue`) becomes ``NETDIR/net.safetensors`` (our integer
+the file checked; :func:`nnue.inference.sfnnv5.read_nnue`) becomes ``NETDIR/net.safetensors`` (our integer
 net, kind sfnnv5, its description kept), ``NETDIR/net.nnue`` (written back from it: byte-identical to the
 input), ``NETDIR/checkpoint.safetensors`` (the float weights, dequantised, with the hparams of
 ``model=sfnnv5``: ``init_weights=`` fine-tunes from it and ``nnue export`` re-quantises it) and
@@ -11,7 +11,8 @@ from pathlib import Path
 
 from safetensors.torch import save as st_save
 
-from nnue.inference.sfnnue import nnue_bytes, read_nnue
+from nnue.inference.sfnnue import nnue_bytes
+from nnue.inference.sfnnv5 import read_nnue
 from nnue.pipeline import manifest as mf
 from nnue.pipeline.atomic import atomic_write_bytes
 from nnue.trainer.kinds.sfnnv5 import dequantise

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from nnue.inference import load
-from nnue.inference.sfnnue import read_nnue
+from nnue.inference.sfnnv5 import read_nnue
 
 
 def load_any(path) -> object:

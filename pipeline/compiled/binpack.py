@@ -28,14 +28,13 @@ from numba import njit
 
 from ..board import unpack_fen
 from ..records import PackedRows, Record, Reject
+from ..constants import MATE_BOUND, VALUE_NONE
 from .bits import msb, popcount, lsb
 from .fixed import double_check_possible
 from .chesscore import (CASTLE, KING, OCC, PAWN, PAWN_ATT, KING_ATT, SQ, U64, is_legal, legal_ep,
                         move_code, piece_attacks, position_status, check_status, push, write_board, RANK_MASK, attackers)
 
 END, FULL, FALLBACK = 0, 1, 2
-VALUE_NONE = 32002
-MATE_BOUND = 31754
 MAX_CHAIN = 65536  # 1 stem + at most 65535 plies (u16 count)
 
 

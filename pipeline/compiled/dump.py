@@ -24,12 +24,12 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
+from ..constants import VALUE_NONE
 from .chesscore import CASTLE, KING, legal_ep
 from .fixed import _marlin
 
 U64 = np.uint64
 ROW_BYTES = 256  # an upper bound on one output record of any kernel here (a FEN is at most 92 bytes)
-VALUE_NONE = 32002
 _LETTERS = np.frombuffer(b"PNBRQK..pnbrqk..", dtype=np.uint8)
 _PROMO = np.frombuffer(b"nbrq", dtype=np.uint8)
 

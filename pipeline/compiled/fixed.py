@@ -25,14 +25,13 @@ import numpy as np
 from numba import njit
 
 from ..records import PackedRows
+from ..constants import FLAG_PLY_UNKNOWN as F_PLY_UNKNOWN, FLAG_SCORE_MATE as F_MATE, FLAG_SCORE_NONE as F_NONE
+from ..constants import MATE_BOUND, VALUE_NONE
 from .bits import lsb, msb, popcount
-from .chesscore import (BACKRANKS, CASTLE, KING, KING_ATT, KNIGHT_ATT, LINE, OCC, PAWN, PAWN_ATT, RANK_MASK, SQ,
+from .chesscore import (CASTLE, KING, KING_ATT, KNIGHT_ATT, OCC, PAWN, PAWN_ATT, RANK_MASK, SQ,
                         U64, attackers, bishop_att, is_legal, king_status, legal_ep, piece_status, position_status,
                         move_code, rook_att, write_board)
 
-VALUE_NONE = 32002
-MATE_BOUND = 31754
-F_NONE, F_MATE, F_PLY_UNKNOWN = 1, 2, 4  # schema FLAG_*
 BETWEEN = np.array([[chess.between(a, b) for b in range(64)] for a in range(64)], dtype=U64)
 
 

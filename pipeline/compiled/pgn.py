@@ -39,6 +39,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
+from ..constants import MATE
 from .bits import lsb, popcount
 from .chesscore import (CASTLE, KING, OCC, PAWN, SQ, U64, _castle_legal, attackers, is_legal, move_code,
                         piece_status, push, standard_rights, write_board)
@@ -47,7 +48,6 @@ from .fixed import F_MATE, F_NONE, castle960_legal, is_legal960, settle, settle_
 from .ranges import NAG_DIGITS
 
 END, NEED, FULL, BOARD, HAND = range(5)
-MATE = 32000
 SCRATCH = 1 << 16  # longest node comment this kernel parses (longer: the game is handed back)
 # info slots (int64): status, pos, line, rows, game, then the tag spans of a BOARD status
 I_STATUS, I_POS, I_LINE, I_ROWS, I_GAME, I_FEN_A, I_FEN_B, I_VAR_A, I_VAR_B = range(9)

@@ -11,16 +11,13 @@ import chess
 import numpy as np
 
 from ..board import unpack_fen
+from ..chessrules import decode_move, read_board
 
 
 def board_of(packed: bytes) -> chess.Board:
     """The python-chess board of a packed board: standard chess, or Chess960 when python-chess
-    finds its castling rights bad in standard chess (rooks off a/h)."""
-    fen = unpack_fen(packed)
-    b = chess.Board(fen)
-    if b.status() & chess.STATUS_BAD_CASTLING_RIGHTS:
-        b = chess.Board(fen, chess960=True)
-    return b
+    finds its castling rights bad in standard chess (rooks off a/h): :func:`chessrules.read_board`."""
+    return read_board(unpack_fen(packed))
 
 
 def move_uci(board: chess.Board, packed_move: int | None, castling: str | None = None) -> str:
@@ -29,10 +26,9 @@ def move_uci(board: chess.Board, packed_move: int | None, castling: str | None =
     of the input), else the king's two-square step (e1g1)."""
     if packed_move is None:
         return "0000"
-    frm, to, promo, flag = packed_move & 63, (packed_move >> 6) & 63, (packed_move >> 12) & 3, packed_move >> 14
-    move = chess.Move(frm, to, promotion=promo + chess.KNIGHT if flag == 3 else None)
-    if flag == 2 and not board.chess960 and castling != "king-takes-rook":
-        move = board._from_chess960(board.chess960, frm, to)  # king takes rook -> e1g1
+    move = decode_move(packed_move)
+    if packed_move >> 14 == 2 and not board.chess960 and castling != "king-takes-rook":
+        move = board._from_chess960(board.chess960, move.from_square, move.to_square)  # king takes rook -> e1g1
     return move.uci()
 
 

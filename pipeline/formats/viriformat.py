@@ -18,14 +18,10 @@ import numpy as np
 from ..board import unpack, unpack_fen
 from ..records import MATE_BOUND, VALUE_NONE, FormatSpec, PackedRows, ReaderOptions, Record, Reject, read_exact
 from ._boundaries import starts_finder
+from ..chessrules import decode_move
 
 HEADER = 32
 _PAIR = struct.Struct("<Hh")
-
-
-def decode_move(board: chess.Board, m: int) -> chess.Move:
-    frm, to, promo, flag = m & 63, (m >> 6) & 63, (m >> 12) & 3, m >> 14
-    return chess.Move(frm, to, promotion=promo + chess.KNIGHT if flag == 3 else None)
 
 
 def read(stream, options: ReaderOptions) -> Iterator[Record | Reject | PackedRows]:
@@ -85,7 +81,7 @@ def read_pairs(stream, offset: int, start: int, game: int, board, bad, white_res
             continue
         white = board.turn == chess.WHITE
         sign = 1 if white else -1
-        move = decode_move(board, move_bits)
+        move = decode_move(move_bits)
         none = abs(ev) == VALUE_NONE
         yield Record(fen=board.fen(), score=None if none else ev * sign, result=white_result * sign,
                      ply=board.ply(), move=move.uci(), location=loc, game=game,
@@ -195,7 +191,7 @@ def _items(b: dict, rows: int, base: int):
         ev = int(b["raw_ev"][i])
         sign = 1 if board.turn == chess.WHITE else -1
         none = abs(ev) == VALUE_NONE
-        move = decode_move(board, int(b["raw_move"][i]))
+        move = decode_move(int(b["raw_move"][i]))
         yield Record(fen=board.fen(), score=None if none else ev * sign, result=int(b["result"][i]),
                      ply=board.ply(), move=move.uci(), location=f"byte {int(b['loc'][i]) + base}",
                      game=int(b["game"][i]), score_is_mate=not none and abs(ev) >= MATE_BOUND, board=board)

@@ -18,7 +18,7 @@ import pytest
 from nnue.commands.load_net import load_any
 from nnue.inference import sfnnv5
 from nnue.inference.api import boards_from_fens
-from nnue.inference.sfnnue import read_nnue
+from nnue.inference.sfnnv5 import read_nnue
 
 from .positions import sample_fens
 from .stockfish import eval_traces, export_builtin, nnue_part, require_stockfish_15_1
@@ -82,7 +82,7 @@ def test_trained_net_loads_in_stockfish_and_matches(engine, sample_dataset, tmp_
     from hydra import compose, initialize_config_module
     from hydra.core.global_hydra import GlobalHydra
 
-    from nnue.commands.train_run import check_train_args
+    from nnue.trainer.checks import check_train_args
     from nnue.trainer.export import export
     from nnue.trainer.train import run
 

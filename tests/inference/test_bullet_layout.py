@@ -31,7 +31,8 @@ from nnue.cli import main as cli_main
 from nnue.inference import api
 from nnue.inference.bullet import check, input_type, layout_bytes, write_bullet
 from nnue.inference import load
-from nnue.inference.net import IntegerNet, NetFormatError, boards_from_fens
+from nnue.inference.net import IntegerNet, NetFormatError
+from nnue.inference.api import boards_from_fens
 
 C_SOURCE = Path(__file__).resolve().parents[1] / "c" / "bullet_eval.c"
 #: non-mirrored king-bucket map (bullet's ChessBuckets), left/right asymmetric

@@ -18,7 +18,9 @@ import torch
 
 from nnue.cli import main as cli_main
 from nnue.inference.deep import DeepIntegerNet, forward_int, make_deep_arch
-from nnue.inference.net import INT32_MAX, INT32_MIN, QuantScheme, boards_from_fens, evaluate, evaluate_fens
+from nnue.inference.api import boards_from_fens, evaluate, evaluate_fens
+from nnue.inference.exact import INT32_MAX, INT32_MIN
+from nnue.spec.quant import QuantScheme
 from tests.cref import c_args_for_arch, legal_fens, run_c
 from tests.netfiles import INT16_LIMIT, make_adversarial_deep_int_net, make_deep_int_net
 

@@ -14,7 +14,7 @@ import torch
 from nnue.inference import evaluate, load, residual
 from nnue.inference.api import evaluate_net
 from nnue.inference.tiny import TinyIntegerNet, forward_int, make_tiny_arch
-from nnue.inference.net import QuantScheme
+from nnue.spec.quant import QuantScheme
 from nnue.pipeline.features import get_feature_set
 from tests.cref import c_args_for_arch, run_c
 from tests.netfiles import make_deep_int_net, make_int_net

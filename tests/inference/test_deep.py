@@ -10,7 +10,8 @@ import torch
 
 from nnue.inference import NetFormatError, evaluate, load
 from nnue.inference.deep import DeepIntegerNet, forward_int, make_deep_arch
-from nnue.inference.net import QuantScheme, boards_from_fens
+from nnue.inference.api import boards_from_fens
+from nnue.spec.quant import QuantScheme
 from nnue.pipeline.features import get_feature_set, parse_output_buckets
 from nnue.trainer.export import ExportError, audit, export, quantise
 from tests.netfiles import make_deep_model, write_weights

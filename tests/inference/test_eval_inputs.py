@@ -11,7 +11,7 @@ import torch
 
 from nnue.cli import main as cli_main
 from nnue.inference import evaluate, evaluate_fens
-from nnue.inference.net import evaluate_boards, evaluate_dataset
+from nnue.inference.api import evaluate_boards, evaluate_dataset
 from nnue.pipeline import manifest as mf
 from nnue.pipeline.board import boards_from_bytes
 from tests.netfiles import make_int_net

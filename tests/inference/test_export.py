@@ -8,7 +8,8 @@ import pytest
 import torch
 
 from nnue.inference import NetFormatError, evaluate, forward_int, load
-from nnue.inference.net import IntegerNet, QuantScheme, make_arch
+from nnue.inference.net import IntegerNet, make_arch
+from nnue.spec.quant import QuantScheme
 from nnue.trainer.export import ExportError, audit, export, quantise
 from tests.netfiles import make_model, write_weights
 
@@ -145,7 +146,7 @@ def test_evaluate_is_exact_against_int64_reference(tmp_path, sample_dataset):
     ck = write_weights(make_model("screlu", ft_scale=1.9), tmp_path / "w.safetensors", sample_dataset)
     export(ck, tmp_path / "net", clip=True)
     net = load(tmp_path / "net" / "net.safetensors")
-    from nnue.inference.net import accumulators
+    from nnue.inference.exact import accumulators
     from nnue.pipeline.features import get_feature_set
     from nnue.trainer.export import validation_boards
 

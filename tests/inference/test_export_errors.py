@@ -8,10 +8,11 @@ import pytest
 import torch
 from safetensors.torch import save_file
 
-from nnue.commands.train_run import check_train_args
+from nnue.trainer.checks import check_train_args
 from nnue.cli import main as cli_main
 from nnue.inference import NetFormatError, evaluate, load
-from nnue.inference.net import META_KEY, boards_from_fens
+from nnue.inference.net import META_KEY
+from nnue.inference.api import boards_from_fens
 from nnue.pipeline import manifest as mf
 from nnue.pipeline.features import parse_output_buckets
 from nnue.trainer import export as export_mod

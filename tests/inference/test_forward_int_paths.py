@@ -22,8 +22,11 @@ import torch
 
 import nnue.inference.exact as exactmod
 import nnue.inference.perspective as netmod
-from nnue.inference.net import (IntegerNet, QuantScheme, accumulators, accumulators_f32, boards_from_fens,
-                                evaluate, forward_int, make_arch)
+from nnue.inference.net import IntegerNet, make_arch
+from nnue.inference.api import boards_from_fens, evaluate
+from nnue.inference.exact import accumulators, accumulators_f32
+from nnue.inference.perspective import forward_int
+from nnue.spec.quant import QuantScheme
 from nnue.pipeline.features import get_feature_set
 from tests.samples import SAMPLE
 

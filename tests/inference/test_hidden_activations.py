@@ -193,7 +193,7 @@ def test_activation_where_it_is_not_allowed_is_refused_in_one_line():
 
 
 def test_config_time_error_for_swiglu_after_l1(sample_dataset):
-    from nnue.commands.train_run import check_train_args
+    from nnue.trainer.checks import check_train_args
 
     msg = check_train_args([f"data.path={sample_dataset}", "model=deep", "model.deep.hidden_activation=swiglu"])
     assert msg and "\n" not in msg and "'swiglu' is not allowed after L1" in msg

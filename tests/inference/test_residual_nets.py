@@ -6,7 +6,6 @@ import shutil
 from fractions import Fraction
 from pathlib import Path
 
-import numpy as np
 import pytest
 import torch
 from safetensors import safe_open

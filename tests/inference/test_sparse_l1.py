@@ -4,7 +4,10 @@ from __future__ import annotations
 import pytest
 import torch
 
-from nnue.inference.net import IntegerNet, QuantScheme, boards_from_fens, evaluate, forward_int
+from nnue.inference.net import IntegerNet
+from nnue.inference.api import boards_from_fens, evaluate
+from nnue.inference.perspective import forward_int
+from nnue.spec.quant import QuantScheme
 from nnue.inference.sparse_l1 import (activations, block_stats, evaluate_sparse, forward_sparse,
                                       l1_sum)
 from nnue.pipeline.features import get_feature_set

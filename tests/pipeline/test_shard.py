@@ -16,7 +16,6 @@ import pytest
 
 from nnue.pipeline import manifest as mf
 from nnue.pipeline import shard as shardmod
-from nnue.pipeline.pack import expand_inputs
 from nnue.pipeline.shard import merge_datasets, parse_shard, shard_files
 from tests.samples import SAMPLE, public_if_present, selfplay
 

@@ -3,7 +3,6 @@ BOM (files from Windows editors and some GUIs), and CRLF line ends keep working.
 from __future__ import annotations
 
 import gzip
-import json
 
 import pytest
 

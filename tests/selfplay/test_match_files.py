@@ -12,7 +12,6 @@ import time
 from pathlib import Path
 
 import chess.pgn
-import pytest
 
 from tests.selfplay.test_selfplay_cmd import NNUE, nnue, nets  # noqa: F401  (nets: the module fixture)
 from tests.selfplay.test_uci_engines import STOCKFISH, needs_sf

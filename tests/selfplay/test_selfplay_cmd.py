@@ -236,7 +236,7 @@ def _tiny_net(seed: int = 3):
     """A random tiny integer net (L0 -> L1 -> out), the weights of tests/inference's tiny gate, smaller."""
     import torch
 
-    from nnue.inference.net import QuantScheme
+    from nnue.spec.quant import QuantScheme
     from nnue.inference.tiny import TinyIntegerNet, make_tiny_arch
     from nnue.pipeline.features import get_feature_set
 

@@ -10,7 +10,7 @@ import pytest
 from omegaconf import OmegaConf
 
 from nnue.cli import main
-from nnue.commands.train_run import check_train_args
+from nnue.trainer.checks import check_train_args
 from nnue.trainer import runs
 from nnue.trainer.sweep import job_samples
 

@@ -9,7 +9,7 @@ from safetensors.torch import save_file
 
 from nnue.inference import load
 from nnue.trainer.export import export, quantise
-from nnue.inference.net import QuantScheme
+from nnue.spec.quant import QuantScheme
 from nnue.trainer.model import Arch, PerspectiveNet, factor_map
 
 

@@ -28,7 +28,7 @@ BASE = ["experiment=demo", "model.hidden=16", "data.positions_per_epoch=2048", "
     ("+trainer.strategy=nope", "trainer.strategy='nope'"),
 ])
 def test_lightning_values_refused_before_anything_is_written(sample_dataset, tmp_path, arg, needle):
-    from nnue.commands.train_run import check_train_args
+    from nnue.trainer.checks import check_train_args
 
     out = tmp_path / "out"
     err = check_train_args([*BASE, f"data.path={sample_dataset}", f"paths.output_dir={out}", arg])
@@ -37,7 +37,7 @@ def test_lightning_values_refused_before_anything_is_written(sample_dataset, tmp
 
 
 def test_values_lightning_accepts_pass(sample_dataset, tmp_path):
-    from nnue.commands.train_run import check_train_args
+    from nnue.trainer.checks import check_train_args
 
     for arg in ("+trainer.val_check_interval=0.5", "+trainer.val_check_interval=4", "+trainer.gradient_clip_val=1.0",
                 "+trainer.val_check_interval=20 +trainer.check_val_every_n_epoch=null"):

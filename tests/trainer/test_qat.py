@@ -8,7 +8,9 @@ from hydra.core.global_hydra import GlobalHydra
 
 from nnue.inference import evaluate
 from nnue.inference.deep import DeepIntegerNet, make_deep_arch
-from nnue.inference.net import IntegerNet, QuantScheme, boards_from_fens, make_arch
+from nnue.inference.net import IntegerNet, make_arch
+from nnue.inference.api import boards_from_fens
+from nnue.spec.quant import QuantScheme
 from nnue.trainer.export import quantise
 from nnue.trainer.model import fake_quant
 from nnue.trainer.train import run

@@ -8,7 +8,7 @@ import torch
 from hydra import compose, initialize_config_module
 from hydra.core.global_hydra import GlobalHydra
 
-from nnue.commands.train_run import check_train_args
+from nnue.trainer.checks import check_train_args
 from nnue.pipeline.annotate import annotate
 from nnue.pipeline.batch import SparseBatch
 from nnue.trainer.loss import check_loss_config, residual_loss, training_loss, wdl_loss

@@ -36,7 +36,7 @@ def test_sparse_run_clips_flushes_and_resumes_exactly(sample_dataset, tmp_path):
     ("optimizer.sparse_ft=yes", "optimizer.sparse_ft"),
 ])
 def test_sparse_ft_refusals_at_compose_time(sample_dataset, tmp_path, arg, needle):
-    from nnue.commands.train_run import check_train_args
+    from nnue.trainer.checks import check_train_args
 
     out = tmp_path / "out"
     args = ["experiment=demo", f"data.path={sample_dataset}", f"paths.output_dir={out}"]

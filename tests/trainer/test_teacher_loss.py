@@ -10,7 +10,7 @@ import torch
 from hydra import compose, initialize_config_module
 from hydra.core.global_hydra import GlobalHydra
 
-from nnue.commands.train_run import check_train_args
+from nnue.trainer.checks import check_train_args
 from nnue.pipeline.annotate import annotate
 from nnue.pipeline.batch import SparseBatch
 from nnue.trainer.loss import check_loss_config, training_loss, wdl_loss
@@ -71,7 +71,8 @@ def test_settings_without_effect_are_refused(cfg, msg):
 
 def teacher_net(folder):
     """A small random perspective net (chess768 -> 16x2 CReLU -> 1) to annotate with."""
-    from nnue.inference.net import IntegerNet, QuantScheme, make_arch
+    from nnue.inference.net import IntegerNet, make_arch
+    from nnue.spec.quant import QuantScheme
 
     folder.mkdir(parents=True, exist_ok=True)
     g = torch.Generator().manual_seed(7)

@@ -10,7 +10,7 @@ import pytest
 from hydra import compose, initialize_config_module
 from hydra.core.global_hydra import GlobalHydra
 
-from nnue.commands.train_run import check_train_args
+from nnue.trainer.checks import check_train_args
 from nnue.inference import evaluate, load
 from nnue.pipeline.annotate import annotate
 from nnue.trainer.export import ExportError, export

@@ -262,7 +262,7 @@ def test_compiled_checkpoint_keys_load_both_ways(sample_dataset, tmp_path):
     pytest.param("trainer=gpu", "no CUDA GPU", marks=pytest.mark.skipif(torch.cuda.is_available(), reason="has CUDA")),
 ])
 def test_bad_values_are_refused_at_compose_time(sample_dataset, tmp_path, arg, needle):
-    from nnue.commands.train_run import check_train_args
+    from nnue.trainer.checks import check_train_args
 
     out = tmp_path / "out"
     err = check_train_args(["experiment=demo", f"data.path={sample_dataset}", f"paths.output_dir={out}", arg])

@@ -1,13 +1,16 @@
-"""Vectorised validation of packed boards: python-chess's verdicts, for a whole block at once.
+"""Test oracle: python-chess's verdicts on packed boards, for a whole block at once, in NumPy.
 
 :func:`check_boards` takes marlinformat boards ``(N, 32) uint8`` and decides, with NumPy bitboard
 arithmetic and no per-position Python, what :func:`nnue.pipeline.pack.validate` (python-chess
 ``Board.status()``) would decide: the reject reason, if any, in the same order of precedence,
 whether the side to move is in check, and the piece count. Rows it cannot settle exactly — an
 en-passant square (legality needs pins), exactly two checkers (python-chess's "impossible
-check" geometry) — are marked ``slow`` and go through python-chess one by one. The fixed-record
-readers (bulletformat, marlinformat) use it through :mod:`nnue.pipeline.pack`'s fast path; the
-tests check that both paths write identical datasets.
+check" geometry) — are marked ``slow``. It is an independent implementation of the rules that
+the compiled decoders (:mod:`nnue.pipeline.compiled`) apply, so the fuzzers
+(``scripts/fuzz_compiled_fixed.py``, ``scripts/fuzz_compiled_binpack.py``, which load this file by
+its path) check every row those decoders settle against it. It was ``nnue.pipeline.fastcheck``,
+the fixed-record readers' bulk path, before the compiled core replaced that path; the package no
+longer uses it.
 """
 from __future__ import annotations
 
