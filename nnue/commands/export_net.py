@@ -56,4 +56,4 @@ def add_parser(sub) -> None:
 def run(args) -> int:
     from nnue.commands import export_net_run  # the work and its heavy imports, only when the command runs
 
-    return export_net_run.run(args)
+    return export_net_run.run(args, TARGETS)

@@ -6,17 +6,17 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from nnue.commands.export_net import TARGETS
 from nnue.commands.load_net import load_any
 
 
-def run(args) -> int:
+def run(args, targets: dict) -> int:
     """``nnue export-net NETDIR --to TARGET -o FILE``: an exported integer net in another
-    program's layout (the writers of :data:`nnue.commands.export_net.TARGETS`)."""
+    program's layout. targets: name -> writer, :data:`nnue.commands.export_net.TARGETS` (passed in,
+    so that the work does not import its parser module back)."""
     out = Path(args.output)
     if out.is_dir():
         raise ValueError(f"{out}: is a folder; -o names the file to write")
-    info = TARGETS[args.to](load_any(args.net), out) or {}
+    info = targets[args.to](load_any(args.net), out) or {}
     if args.json:
         print(json.dumps(info, default=str))
         return 0
