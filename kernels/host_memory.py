@@ -4,9 +4,12 @@ temporaries reuse pages that are already mapped instead of faulting in fresh one
 Why: glibc serves every allocation above its mmap threshold (at most 32 MiB) with a fresh
 ``mmap`` and returns it with ``munmap`` when freed, so each step's big tensors (the feature
 transformer's accumulators, its output and their gradients: 16-135 MB each at batch 16,384) are
-zero-filled page by page by the kernel, every step. Measured with ``/tmp`` profiles of the training
-step on our 2-core machine (load 9-10, CPU seconds per step, same process otherwise): sfnnv5
-(L1 1,024) 1.9 s -> 0.81 s, HalfKAv2_hm -> 256 with layer stacks 0.17 s -> 0.15 s. PyTorch's CPU
+zero-filled page by page by the kernel, every step. Measured on the training step on our 2-core machine
+(load 9-10, CPU seconds per step, before the layer-stack and sfnnv5 changes of the same round;
+two runs of one script, the same settings given as GLIBC_TUNABLES in the second): sfnnv5
+(L1 1,024) 1.9 s -> 0.81 s, HalfKAv2_hm -> 256 with layer stacks 0.17 s -> 0.15 s; chess768 ->
+256x2, where this is the only change, 0.108 -> 0.070 s side by side in one process
+(``bench/results/train_cpu_before_after.json``). PyTorch's CPU
 tuning guides get the same effect by preloading jemalloc or tcmalloc; this is the dependency-free
 equivalent: ``mallopt(M_MMAP_MAX, 0)`` (no allocation is served by mmap: all come from the heap,
 and freed chunks are reused) and ``mallopt(M_TRIM_THRESHOLD, 2 GiB - 1)`` (the heap's free top is
