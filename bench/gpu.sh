@@ -6,11 +6,11 @@
 #      fp32 and bf16; --sweep when GPU_SWEEP=1) and bench_activations
 #        -> OUT_DIR/sparse_ft_gpu.json, OUT_DIR/activations_gpu.json                (limit 110 s)
 #   3. nnue bench train --suite gpu on CUDA, features encoded on the GPU: chess768 -> 256x2 SCReLU
-#      and HalfKAv2_hm -> 1,024 with layer stacks (the Stockfish-sized net; TRAIN_OVERRIDES adds
-#      overrides to every case, e.g. TRAIN_OVERRIDES="model=sfnnv5" once that kind exists) at batch
-#      16,384 and 65,536: Lightning, the plain loop, the naive loop and the torch reference on CUDA
+#      and the Stockfish 15.1 kind (model=sfnnv5: HalfKAv2_hm -> 1,024 + 8 PSQT, layer stacks;
+#      TRAIN_OVERRIDES adds overrides to every case) at batch 16,384 and 65,536: Lightning, the
+#      plain loop, the naive loop and the torch reference on CUDA
 #        -> OUT_DIR/train_gpu.json                                                   (limit 220 s)
-# then a summary (positions/s against the issue's goal: >= 4M/s for HalfKAv2_hm -> 1,024).
+# then a summary (positions/s against the issue's goal: >= 4M/s for sfnnv5, HalfKAv2_hm -> 1,024).
 #
 # Usage: bash bench/gpu.sh [--dry-run] [OUT_DIR]     OUT_DIR default: $OUT if set, else bench/results
 #   --dry-run: no GPU needed: the same steps on CPU at toy sizes, to check the script, its imports
@@ -101,7 +101,7 @@ else
   # shellcheck disable=SC2086
   step "bench train --suite gpu (toy, cpu)" bench_train_gpu$SFX.log 240 "$PY" -m nnue.bench.bench_train --suite gpu --device cpu \
     --batch 64 --steps 1 --warmup 0 --rounds 1 --variants plain --out "$OUT_DIR/train_gpu$SFX.json" \
-    model.hidden=16 data.num_workers=0 ${TRAIN_OVERRIDES:-}
+    model.hidden=32 data.num_workers=0 ${TRAIN_OVERRIDES:-}
 fi
 
 "$PY" - "$OUT_DIR" "$SFX" <<'PY'

@@ -30,6 +30,14 @@ with zeros elsewhere (any torch optimiser). The factor's gradient is dense (V, H
 row's gradient added to its virtual row. Work is split with numba's ``prange``;
 ``numba.set_num_threads`` sets the threads.
 
+Pass-through columns (:func:`sparse_ft_pair_passthrough`): a Stockfish-style feature
+transformer holds L accumulator columns and P PSQT columns in one matrix; the kernel applies the
+activation to the first L columns and copies the last P to a second output, in the same pass, so
+that the (B, 2·(L + P)) raw accumulators are never written out for torch to slice, clamp and
+multiply (sfnnv5: 5 elementwise passes and their backward over 135 MB tensors a step; with the
+layer stacks in bucket order and the malloc setting, its step fell from 1.91 to 0.38 CPU s,
+``bench/results/train_cpu_before_after.json``).
+
 QAT (``qa``): each folded row element goes through ``fake_quant`` (round to the grid of 1/qa,
 straight-through backward) before it is summed, as the torch path does on the folded matrix.
 
@@ -125,23 +133,23 @@ def _gather_sum(acc, w, fac, fmap, idx, has_fac, qa):
 
 
 @njit(cache=True)
-def _add_bias_activate(acc, bias, out, o0, act):
-    """acc += bias; out[o0 : o0 + H'] = act(acc) (H' = H/2 for pairwise)."""
+def _add_bias_activate(acc, bias, out, o0, act, L):
+    """acc += bias (all H columns); out[o0 : o0 + L'] = act(acc[:L]) (L' = L/2 for pairwise)."""
     H = acc.shape[0]
     for j in range(H):
         acc[j] += bias[j]
     if act == PAIRWISE:
-        h2 = H // 2
+        h2 = L // 2
         for j in range(h2):
             a = min(max(acc[j], np.float32(0.0)), np.float32(1.0))
             c = min(max(acc[j + h2], np.float32(0.0)), np.float32(1.0))
             out[o0 + j] = a * c
     elif act == SCRELU:
-        for j in range(H):
+        for j in range(L):
             c = min(max(acc[j], np.float32(0.0)), np.float32(1.0))
             out[o0 + j] = c * c
     elif act == CRELU:
-        for j in range(H):
+        for j in range(L):
             out[o0 + j] = min(max(acc[j], np.float32(0.0)), np.float32(1.0))
 
 
@@ -182,14 +190,18 @@ def _pair_order(stm, nstm, F, by_lowest):
 
 
 @njit(parallel=True, cache=True)
-def _ft_fwd(w, fac, fmap, bias, stm, nstm, order, act, qa, out, accs):
+def _ft_fwd(w, fac, fmap, bias, stm, nstm, order, act, qa, out, accs, raw):
     """Forward over the batch (module docstring). w (F, H) f32; fac (V, H) f32, V = 0 without a
     factoriser; fmap (F,) int64; bias (H,); stm/nstm (B, A) int32; order (2B,) the pairs'
-    processing order (:func:`_pair_order`); qa f32 (0: no QAT); out (B, 2·H') f32; accs (2B, H)
-    f32, row i = the accumulator of pair order[i], written unless act is none (out holds them)."""
+    processing order (:func:`_pair_order`); qa f32 (0: no QAT); out (B, 2·L') f32; accs (2B, H)
+    f32, row i = the accumulator of pair order[i], written unless act is none (out holds them);
+    raw (B, 2·P) f32: the last P = H − L columns of each accumulator, not activated (the
+    pass-through columns, e.g. PSQT; P = 0: raw is (B, 0))."""
     H = w.shape[1]
+    P = raw.shape[1] // 2
+    L = H - P
     has_fac = fac.shape[0] > 0
-    HO = H // 2 if act == PAIRWISE else H
+    HO = L // 2 if act == PAIRWISE else L
     for i in prange(order.shape[0]):
         q = order[i]
         b, p = q >> 1, q & 1
@@ -202,14 +214,19 @@ def _ft_fwd(w, fac, fmap, bias, stm, nstm, order, act, qa, out, accs):
         else:
             acc = accs[i]
             _gather_sum(acc, w, fac, fmap, idx, has_fac, qa)
-            _add_bias_activate(acc, bias, out[b], p * HO, act)
+            _add_bias_activate(acc, bias, out[b], p * HO, act, L)
+            for j in range(P):
+                raw[b, p * P + j] = acc[L + j]
 
 
 @njit(parallel=True, cache=True)
-def _grad_acc(gout, accs, order, act, ga):
-    """ga (2B, H) = d loss / d acc, row i for pair order[i], from gout (B, 2·H') and the saved
-    accs (2B, H) (for none: a copy of gout's rows in that order)."""
+def _grad_acc(gout, accs, order, act, ga, graw):
+    """ga (2B, H) = d loss / d acc, row i for pair order[i], from gout (B, 2·L') and the saved
+    accs (2B, H) (for none: a copy of gout's rows in that order); the last P columns from graw
+    (B, 2·P), the gradient of the pass-through output."""
     N, H = ga.shape
+    P = graw.shape[1] // 2
+    L = H - P
     zero, one = np.float32(0.0), np.float32(1.0)
     for i in prange(N):
         q = order[i]
@@ -220,8 +237,10 @@ def _grad_acc(gout, accs, order, act, ga):
                 g[j] = gout[b, p * H + j]
             continue
         a = accs[i]
+        for j in range(P):
+            g[L + j] = graw[b, p * P + j]
         if act == PAIRWISE:
-            h2 = H // 2
+            h2 = L // 2
             for j in range(h2):
                 x, y = a[j], a[j + h2]
                 go = gout[b, p * h2 + j]
@@ -230,13 +249,13 @@ def _grad_acc(gout, accs, order, act, ga):
                 g[j] = go * cy if (x >= zero and x <= one) else zero
                 g[j + h2] = go * cx if (y >= zero and y <= one) else zero
         elif act == SCRELU:
-            for j in range(H):
+            for j in range(L):
                 x = a[j]
-                g[j] = gout[b, p * H + j] * (np.float32(2.0) * x) if (x >= zero and x <= one) else zero
+                g[j] = gout[b, p * L + j] * (np.float32(2.0) * x) if (x >= zero and x <= one) else zero
         else:  # crelu
-            for j in range(H):
+            for j in range(L):
                 x = a[j]
-                g[j] = gout[b, p * H + j] if (x >= zero and x <= one) else zero
+                g[j] = gout[b, p * L + j] if (x >= zero and x <= one) else zero
 
 
 @njit(cache=True)
@@ -383,7 +402,7 @@ def _index_array(t: torch.Tensor, name: str, F: int) -> np.ndarray:
     return _np(t.to(torch.int32).contiguous())
 
 
-def check_inputs(weight, bias, stm, nstm, activation, factor=None, factor_map=None):
+def check_inputs(weight, bias, stm, nstm, activation, factor=None, factor_map=None, passthrough=0):
     """Raise ValueError/TypeError, naming the argument, on inputs the kernels cannot take."""
     if activation not in ACTIVATIONS:
         raise ValueError(f"sparse_ft_numba: unknown activation {activation!r}; known: {', '.join(ACTIVATIONS)}")
@@ -397,8 +416,9 @@ def check_inputs(weight, bias, stm, nstm, activation, factor=None, factor_map=No
     if weight.dim() != 2 or bias.shape != (weight.shape[1],):
         raise ValueError(f"sparse_ft_numba: weight {tuple(weight.shape)} and bias {tuple(bias.shape)} "
                          "must be (F, H) and (H,)")
-    if activation == "pairwise_crelu" and weight.shape[1] % 2:
-        raise ValueError(f"sparse_ft_numba: pairwise_crelu needs an even width, got H = {weight.shape[1]}")
+    if activation == "pairwise_crelu" and (weight.shape[1] - passthrough) % 2:
+        raise ValueError(f"sparse_ft_numba: pairwise_crelu needs an even width, got H = {weight.shape[1]}"
+                         + (f" with passthrough={passthrough}" if passthrough else ""))
     if stm.shape != nstm.shape:
         raise ValueError(f"sparse_ft_numba: stm {tuple(stm.shape)} and nstm {tuple(nstm.shape)} differ")
     if (factor is None) != (factor_map is None):
@@ -421,41 +441,46 @@ def _strategy(F: int, H: int) -> tuple[bool, bool]:
 
 class _SparseFTPair(torch.autograd.Function):
     @staticmethod
-    def forward(ctx, weight, factor, bias, stm, nstm, fmap, activation, sparse_grad, qa):
+    def forward(ctx, weight, factor, bias, stm, nstm, fmap, activation, sparse_grad, qa, passthrough):
         F, H = weight.shape
         act = _CODES[activation]
         s, n = _index_array(stm, "stm", F), _index_array(nstm, "nstm", F)
         B = s.shape[0]
-        HO = H // 2 if act == PAIRWISE else H
+        P = passthrough
+        L = H - P
+        HO = L // 2 if act == PAIRWISE else L
         has_fac = factor is not None
         fac = _np(factor) if has_fac else np.empty((0, H), np.float32)
         fm = _np(fmap.long().contiguous()) if has_fac else np.empty(0, np.int64)
         by_lowest, scatter = _strategy(F, H)
         order = _pair_order(s, n, F, by_lowest)
         out = torch.empty(B, 2 * HO)
+        raw = torch.empty(B, 2 * P)
         # the pre-activation accumulators, in processing order: scratch for the activation, kept
         # for the backward
         accs = np.empty((2 * B, H) if act != NONE else (0, H), np.float32)
         if B:
             _ft_fwd(_np(weight.contiguous()), fac, fm, _np(bias.contiguous()), s, n, order, act,
-                    np.float32(qa or 0.0), _np(out), accs)
-        ctx.act, ctx.F, ctx.H, ctx.sparse_grad, ctx.scatter = act, F, H, sparse_grad, scatter
+                    np.float32(qa or 0.0), _np(out), accs, _np(raw))
+        ctx.act, ctx.F, ctx.H, ctx.sparse_grad, ctx.scatter, ctx.P = act, F, H, sparse_grad, scatter, P
         ctx.idx = (s, n, order, by_lowest, fm, factor.shape[0] if has_fac else 0)
         ctx.accs = accs if any(ctx.needs_input_grad[:3]) else None
-        return out
+        return out, raw
 
     @staticmethod
-    def backward(ctx, grad_out):
-        act, F, H = ctx.act, ctx.F, ctx.H
+    def backward(ctx, grad_out, grad_raw):
+        act, F, H, P = ctx.act, ctx.F, ctx.H, ctx.P
         s, n, order, by_lowest, fm, V = ctx.idx
         B = s.shape[0]
-        g = _np(grad_out.float().contiguous())
+        HO = (H - P) // 2 if act == PAIRWISE else H - P
+        g = _np(grad_out.float().contiguous()) if grad_out is not None else np.zeros((B, 2 * HO), np.float32)
+        gr = _np(grad_raw.float().contiguous()) if grad_raw is not None else np.zeros((B, 2 * P), np.float32)
         if act == NONE and not by_lowest:
             ga = g.reshape(B * 2, H)   # already in processing order (q = 2b + p)
         else:
             ga = np.empty((B * 2, H), np.float32)
             if B:
-                _grad_acc(g, ctx.accs, order, act, ga)
+                _grad_acc(g, ctx.accs, order, act, ga, gr)
         ctx.accs = None
         grad_w = grad_fac = grad_b = None
         if ctx.needs_input_grad[0] or ctx.needs_input_grad[1]:
@@ -484,7 +509,7 @@ class _SparseFTPair(torch.autograd.Function):
             if B:
                 _bias_grad(ga, parts)
             grad_b = torch.from_numpy(parts).sum(0) if B else torch.zeros(H)
-        return grad_w, grad_fac, grad_b, None, None, None, None, None, None
+        return grad_w, grad_fac, grad_b, None, None, None, None, None, None, None
 
 
 def sparse_ft_pair(weight: torch.Tensor, bias: torch.Tensor, stm: torch.Tensor, nstm: torch.Tensor,
@@ -503,7 +528,33 @@ def sparse_ft_pair(weight: torch.Tensor, bias: torch.Tensor, stm: torch.Tensor, 
     gradient), None: plain float. CPU tensors only; errors: :func:`check_inputs`.
     """
     check_inputs(weight, bias, stm, nstm, activation, factor, factor_map)
-    return _SparseFTPair.apply(weight, factor, bias, stm, nstm, factor_map, activation, bool(sparse_grad), qa)
+    return _SparseFTPair.apply(weight, factor, bias, stm, nstm, factor_map, activation, bool(sparse_grad), qa, 0)[0]
+
+
+def sparse_ft_pair_passthrough(weight: torch.Tensor, bias: torch.Tensor, stm: torch.Tensor, nstm: torch.Tensor,
+                               activation: str, passthrough: int, factor: torch.Tensor | None = None,
+                               factor_map: torch.Tensor | None = None,
+                               sparse_grad: bool = False) -> tuple[torch.Tensor, torch.Tensor]:
+    """:func:`sparse_ft_pair` on a weight whose last ``passthrough`` = P columns are not activated
+    (a Stockfish-style feature transformer: L accumulator columns, then P PSQT columns, one
+    matrix): returns (out (B, 2·L') float32, act(acc[:, :L]) of each perspective, stm first, L' =
+    L/2 for pairwise_crelu else L; raw (B, 2·P) float32, the accumulators' last P columns, stm's
+    then nstm's). Both outputs come from one pass over the gathered rows: the accumulators are
+    never written out whole. Bit for bit the values of the raw accumulators
+    (``sparse_ft_pair(..., "none")``) put through the activation in torch
+    (``tests/kernels/test_sparse_ft_numba.py``). activation: crelu, screlu or pairwise_crelu;
+    0 < P < H (L even for pairwise_crelu); other arguments and errors as :func:`sparse_ft_pair`
+    (no QAT)."""
+    if activation not in ACTIVATIONS or weight.dim() != 2:
+        check_inputs(weight, bias, stm, nstm, activation, factor, factor_map)
+    L = weight.shape[1] - int(passthrough)
+    if activation == "none" or not 0 < passthrough < weight.shape[1] or (activation == "pairwise_crelu" and L % 2):
+        raise ValueError(f"sparse_ft_numba: passthrough={passthrough} with activation {activation!r} on "
+                         f"{weight.shape[1]} columns: needs an activation, 0 < P < H and an even L for pairwise")
+    check_inputs(weight, bias, stm, nstm, activation, factor, factor_map, int(passthrough))
+    out, raw = _SparseFTPair.apply(weight, factor, bias, stm, nstm, factor_map, activation, bool(sparse_grad),
+                                   None, int(passthrough))
+    return out, raw
 
 
 def threads() -> int:

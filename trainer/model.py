@@ -14,7 +14,7 @@ import torch
 from torch import nn
 
 from nnue import kernels
-from nnue.kernels import sparse_ft_pair
+from nnue.kernels import layer_stacks, sparse_ft_pair
 from nnue.pipeline import features
 from nnue.spec import activations as acts
 
@@ -289,19 +289,39 @@ class DeepNet(PerspectiveNet):
         n = y.shape[0]
         return y.view(n, -1, width).gather(1, bucket.view(n, 1, 1).expand(n, 1, width)).squeeze(1)
 
+    def _stacks(self, stm: torch.Tensor, nstm: torch.Tensor, bucket: torch.Tensor):
+        """(stm, nstm, perm, stack): on the CPU the positions in bucket order (perm, None if
+        they already are; :mod:`nnue.kernels.layer_stacks`) and ``stack(layer, x, n)`` the
+        bucketed layer on that order, each position through its own bucket's rows only; elsewhere
+        the batch as it is and every bucket's rows, then a gather."""
+        if not layer_stacks.use_for(self.ft.weight):
+            return stm, nstm, None, lambda layer, x, n: self._bucket_rows(self._dense(layer, x), bucket, n)
+        perm, offsets = layer_stacks.bucket_order(bucket, self.arch.num_buckets)
+        if perm is not None:
+            stm, nstm = stm.index_select(0, perm), nstm.index_select(0, perm)
+
+        def stack(layer, x, n):
+            w, b = layer.weight, layer.bias
+            if self.qat is not None:
+                w, b = fake_quant(w, self.qat.qb), fake_quant(b, self.qat.qa * self.qat.qb)
+            return layer_stacks.stack_linear(x, w, b, offsets, n)
+        return stm, nstm, perm, stack
+
     def forward_with_activations(self, stm: torch.Tensor, nstm: torch.Tensor,
                                  bucket: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """stm, nstm: (B, A) int32 −1-padded; bucket: (B,) int64 -> (eval / SCALE (B,), the L0
-        activations x0 (B, L1))."""
+        activations x0 (B, L1): on the CPU with its rows in bucket order (:meth:`_stacks`), for
+        order-free statistics)."""
         a = self.arch
+        stm, nstm, perm, stack = self._stacks(stm, nstm, bucket)
         x0 = self._ft(stm, nstm)
         if acts.get(a.activation).product:
             x0 = x0 * a.product_scale
             if self.qat is not None:
                 x0 = fake_quant(x0, self.qat.qa, "floor")  # (v·v) >> 8
-        x1 = self._hidden_act(self._bucket_rows(self._dense(self.l1, x0), bucket, a.l1_outputs), a.hidden_activation)
-        x2 = self._hidden_act(self._bucket_rows(self._dense(self.l2, x1), bucket, a.l2_rows), a.l2_act)
-        return self._dense(self.out, x2).gather(1, bucket.view(-1, 1)).squeeze(1), x0
+        x1 = self._hidden_act(stack(self.l1, x0, a.l1_outputs), a.hidden_activation)
+        x2 = self._hidden_act(stack(self.l2, x1, a.l2_rows), a.l2_act)
+        return layer_stacks.unpermute(stack(self.out, x2, 1)[:, 0], perm), x0
 
     @torch.no_grad()
     def clip_weights(self, ft_limit: float, l1_limit: float, ft_weight: bool = True) -> None:
@@ -354,13 +374,14 @@ class TinyNet(DeepNet):
 
     def forward_with_activations(self, stm, nstm, bucket):
         a = self.arch
+        stm, nstm, perm, stack = self._stacks(stm, nstm, bucket)
         x0 = self._ft(stm, nstm)
         if acts.get(a.activation).product:
             x0 = x0 * a.product_scale
             if self.qat is not None:
                 x0 = fake_quant(x0, self.qat.qa, "floor")
-        x1 = self._hidden_act(self._bucket_rows(self._dense(self.l1, x0), bucket, a.l1_outputs), a.hidden_activation)
-        return self._dense(self.out, x1).gather(1, bucket.view(-1, 1)).squeeze(1), x0
+        x1 = self._hidden_act(stack(self.l1, x0, a.l1_outputs), a.hidden_activation)
+        return layer_stacks.unpermute(stack(self.out, x1, 1)[:, 0], perm), x0
 
     @torch.no_grad()
     def clip_weights(self, ft_limit: float, l1_limit: float, ft_weight: bool = True) -> None:

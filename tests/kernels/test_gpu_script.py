@@ -39,6 +39,9 @@ def test_dry_run_takes_every_step_on_cpu(tmp_path):
     train = json.loads((tmp_path / "train_gpu_dryrun.json").read_text())
     assert len(train["runs"]) == 4 and {r["config"]["batch_size"] for r in train["runs"]} == {64}
     assert {r["config"]["features"] for r in train["runs"]} == {"chess768", "halfkav2_hm"}
+    # the GPU net is the Stockfish 15.1 kind, at both batches, with the 4M/s goal
+    sf = [r for r in train["runs"] if r["config"]["kind"] == "sfnnv5"]
+    assert len(sf) == 2 and {r["target_positions_per_s"] for r in sf} == {4_000_000}
     for run in train["runs"]:
         assert run["features_encoded_on"] == "cpu"
         assert run["variants"]["plain"]["positions_per_s_median"] > 0

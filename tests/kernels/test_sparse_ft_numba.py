@@ -130,6 +130,60 @@ def test_factoriser_and_qat_without_the_folded_matrix(activation, qat, strategy)
         torch.testing.assert_close(got, exp, atol=2e-5, rtol=1e-5)
 
 
+def _act_torch(a: torch.Tensor, activation: str) -> torch.Tensor:
+    c = a.clamp(0.0, 1.0)
+    if activation == "pairwise_crelu":
+        h2 = a.shape[1] // 2
+        return c[:, :h2] * c[:, h2:]
+    return c * c if activation == "screlu" else c
+
+
+@pytest.mark.parametrize("activation", ["crelu", "screlu", "pairwise_crelu"])
+@pytest.mark.parametrize("L,P", [(2, 1), (14, 8), (64, 8), (1024, 8)])
+@pytest.mark.parametrize("factoriser", [False, True])
+def test_passthrough_columns_equal_raw_accumulators_then_torch(activation, L, P, factoriser, strategy):
+    """sparse_ft_pair_passthrough (a Stockfish-style FT: L activated columns, then P PSQT columns)
+    == the reference's raw accumulators (both perspectives) with the activation applied in torch
+    to the first L columns and the last P passed through: forward bit for bit, backward (weight,
+    factor, bias; one random gradient for both outputs) at fp32 tolerance."""
+    gen = torch.Generator().manual_seed(L * 10 + P + factoriser)
+    F, B, H = 97, 9, L + P
+    w, b = make_weights(F, H, torch.float32, gen)
+    stm, nstm = make_indices(B, 32, F, gen)
+    fac = fmap = None
+    leaves = (w, b)
+    if factoriser:
+        fmap = factor_map("halfkav2_hm", F) % 5
+        fac = (torch.randn(5, H, generator=gen) * 0.1).requires_grad_(True)
+        leaves = (w, fac, b)
+    out, raw = nb.sparse_ft_pair_passthrough(w, b, stm, nstm, activation, P, fac, fmap)
+    acc = reference.sparse_ft_pair(w if fac is None else w + fac[fmap], b, stm, nstm, "none")
+    a_stm, a_nstm = acc[:, :H], acc[:, H:]
+    want_out = torch.cat([_act_torch(a_stm[:, :L], activation), _act_torch(a_nstm[:, :L], activation)], 1)
+    want_raw = torch.cat([a_stm[:, L:], a_nstm[:, L:]], 1)
+    assert torch.equal(out, want_out) and torch.equal(raw, want_raw)
+    g_out, g_raw = torch.randn(out.shape, generator=gen), torch.randn(raw.shape, generator=gen)
+    got = torch.autograd.grad((out, raw), leaves, (g_out, g_raw))
+    exp = torch.autograd.grad((want_out, want_raw), leaves, (g_out, g_raw))
+    for x, y in zip(got, exp):
+        torch.testing.assert_close(x, y, atol=2e-5, rtol=1e-5)
+    # one output unused: its gradient counts as zero
+    got = torch.autograd.grad(nb.sparse_ft_pair_passthrough(w, b, stm, nstm, activation, P, fac, fmap)[1],
+                              leaves, g_raw)
+    acc = reference.sparse_ft_pair(w if fac is None else w + fac[fmap], b, stm, nstm, "none")
+    exp = torch.autograd.grad(torch.cat([acc[:, L:H], acc[:, H + L:]], 1), leaves, g_raw)
+    for x, y in zip(got, exp):
+        torch.testing.assert_close(x, y, atol=2e-5, rtol=1e-5)
+
+
+def test_passthrough_refusals():
+    w, b = torch.zeros(5, 10), torch.zeros(10)
+    idx = torch.zeros(2, 3, dtype=torch.int32)
+    for act, p in (("none", 2), ("crelu", 0), ("crelu", 10), ("pairwise_crelu", 3)):
+        with pytest.raises(ValueError, match="passthrough"):
+            nb.sparse_ft_pair_passthrough(w, b, idx, idx, act, p)
+
+
 def test_sparse_grad_holds_the_touched_rows(strategy):
     gen = torch.Generator().manual_seed(3)
     F, H = 50, 6

@@ -31,7 +31,7 @@ from nnue.inference.kinds import sfnnv5 as inference
 from nnue.inference.sfnnv5 import (FC0_OUTPUTS, FC1_INPUTS, FC1_OUTPUTS, FC1_PADDED, LAYER_STACKS, NORMALIZE_TO_PAWN,
                                    PSQT_BUCKETS, SFNNv5IntegerNet)
 from nnue import kernels
-from nnue.kernels import sparse_ft_pair
+from nnue.kernels import layer_stacks, sparse_ft_pair
 
 from ..model import FeatureTransformer, fake_quant
 from ..quantise import INT8_MAX, INT16_MAX, ExportError, audit_accumulator
@@ -159,12 +159,16 @@ class SFNNv5Net(nn.Module):
         return t if self.qat is None else fake_quant(t, scale)
 
     def _stack(self, layer: nn.Linear, x: torch.Tensor, bucket: torch.Tensor, n: int, ws: float, bs: float,
-               extra: nn.Linear | None = None) -> torch.Tensor:
-        """A layer-stack layer: (B, K) -> (B, n), each position through its bucket's rows."""
+               extra: nn.Linear | None = None, offsets: list[int] | None = None) -> torch.Tensor:
+        """A layer-stack layer: (B, K) -> (B, n), each position through its bucket's rows; with
+        ``offsets`` the rows of x are in bucket order and only each bucket's own rows are
+        computed (:mod:`nnue.kernels.layer_stacks`), else every bucket's, then a gather."""
         w, b = layer.weight, layer.bias
         if extra is not None:  # the shared factoriser of l1, added to every stack
             w = (w.view(-1, n, w.shape[1]) + extra.weight).view(-1, w.shape[1])
             b = (b.view(-1, n) + extra.bias).view(-1)
+        if offsets is not None:
+            return layer_stacks.stack_linear(x, self._q(w, ws), self._q(b, bs), offsets, n)
         y = torch.nn.functional.linear(x, self._q(w, ws), self._q(b, bs))
         return y.view(x.shape[0], -1, n).gather(1, bucket.view(-1, 1, 1).expand(-1, 1, n)).squeeze(1)
 
@@ -187,26 +191,50 @@ class SFNNv5Net(nn.Module):
             b = torch.cat([fake_quant(b[:H], FT_SCALE), b[H:]])
         return sparse_ft_pair(w, b, stm, nstm, "none", "torch" if self.backend == "numba" else self.backend)
 
-    def forward_value(self, stm: torch.Tensor, nstm: torch.Tensor, bucket: torch.Tensor) -> torch.Tensor:
-        """(B,) float ``y``: the engine's internal value / 600."""
+    def _ft_outputs(self, stm: torch.Tensor, nstm: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """(the pairwise products ``clamp(a)·clamp(b)`` of both perspectives' L1/2 halves (B, L1),
+        stm first, before the 127/128; the PSQT columns of both accumulators (B, 16), stm's 8
+        then nstm's). On the numba backend without QAT one fused kernel pass
+        (:func:`nnue.kernels.sparse_ft_numba.sparse_ft_pair_passthrough`: the same fp32 values
+        bit for bit, without the (B, 2·(L1 + 8)) accumulators and their elementwise passes);
+        else from :meth:`_accumulators`."""
         H = self.arch.hidden
+        if self.qat is None and kernels.resolve_backend(self.backend, self.ft.weight.device) == "numba":
+            from nnue.kernels import sparse_ft_numba
+
+            fac = self.ft.factor if self.factor_map is not None else None
+            return sparse_ft_numba.sparse_ft_pair_passthrough(self.ft.weight, self.ft.bias, stm, nstm,
+                                                              "pairwise_crelu", PSQT_BUCKETS, fac, self.factor_map,
+                                                              self.sparse_grad)
         acc = self._accumulators(stm, nstm)
         W = H + PSQT_BUCKETS
         halves = []
         for a in (acc[:, :H], acc[:, W:W + H]):
             c = a.clamp(0.0, 1.0)
             halves.append(c[:, :H // 2] * c[:, H // 2:])
-        x0 = torch.cat(halves, 1) * (127 / 128)
+        return torch.cat(halves, 1), torch.cat([acc[:, H:W], acc[:, W + H:]], 1)
+
+    def forward_value(self, stm: torch.Tensor, nstm: torch.Tensor, bucket: torch.Tensor) -> torch.Tensor:
+        """(B,) float ``y``: the engine's internal value / 600. On the CPU the positions go
+        through the net in bucket order (:mod:`nnue.kernels.layer_stacks`: each through its own
+        stack's rows only), and ``y`` comes back in batch order."""
+        perm = offsets = None
+        if layer_stacks.use_for(self.ft.weight):
+            perm, offsets = layer_stacks.bucket_order(bucket, self.arch.num_buckets)
+            if perm is not None:
+                stm, nstm, bucket = stm.index_select(0, perm), nstm.index_select(0, perm), bucket.index_select(0, perm)
+        x0, psqt_acc = self._ft_outputs(stm, nstm)
+        x0 = x0 * (127 / 128)
         if self.qat is not None:
             x0 = fake_quant(x0, 127, "floor")
-        s0 = self._stack(self.l1, x0, bucket, FC0_OUTPUTS, HIDDEN_W, HIDDEN_B, self.l1_fact)
+        s0 = self._stack(self.l1, x0, bucket, FC0_OUTPUTS, HIDDEN_W, HIDDEN_B, self.l1_fact, offsets)
         h, skip = s0[:, :FC0_OUTPUTS - 1], s0[:, FC0_OUTPUTS - 1]
         x1 = torch.cat([torch.pow(h, 2.0) * (127 / 128), h], 1).clamp(0.0, 1.0)
-        x2 = self._stack(self.l2, x1, bucket, FC1_OUTPUTS, HIDDEN_W, HIDDEN_B).clamp(0.0, 1.0)
-        o = self._stack(self.out, x2, bucket, 1, OUT_W, OUT_B)[:, 0]
-        bk = bucket.view(-1, 1) + H
-        psqt = (acc.gather(1, bk) - acc.gather(1, bk + W))[:, 0] / 2
-        return o + skip + psqt
+        x2 = self._stack(self.l2, x1, bucket, FC1_OUTPUTS, HIDDEN_W, HIDDEN_B, None, offsets).clamp(0.0, 1.0)
+        o = self._stack(self.out, x2, bucket, 1, OUT_W, OUT_B, None, offsets)[:, 0]
+        bk = bucket.view(-1, 1)
+        psqt = (psqt_acc.gather(1, bk) - psqt_acc.gather(1, bk + PSQT_BUCKETS))[:, 0] / 2
+        return layer_stacks.unpermute(o + skip + psqt, perm)
 
     def forward(self, stm: torch.Tensor, nstm: torch.Tensor, bucket: torch.Tensor) -> torch.Tensor:
         return self.forward_value(stm, nstm, bucket) * (NNUE2SCORE * 100 / NORMALIZE_TO_PAWN) / self.arch.scale
