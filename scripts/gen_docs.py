@@ -1,6 +1,9 @@
 """Write the generated pages of the documentation site: docs/cli.md (the argparse help of every
 ``nnue`` command and sub-command) and docs/benchmarks.md (every bench/results/*.json).
 
+It also remakes conf/train_help.txt, Hydra's help of ``nnue train`` shipped for its inputs' digest
+(:mod:`nnue.commands.train`), when that digest changed.
+
 Usage: python scripts/gen_docs.py [--check]
 --check writes nothing and exits 1, naming the stale pages, when a page differs from what the code
 and the results would make now (tests/test_docs.py runs it; rerun without --check and commit).
@@ -136,14 +139,22 @@ def main(argv=None) -> int:
         path = DOCS / name
         if a.check:
             if not path.exists() or path.read_text() != text:
-                stale.append(name)
+                stale.append("docs/" + name)
             continue
         tmp = path.with_name(f".{name}.tmp")
         tmp.write_text(text)
         os.replace(tmp, path)
+    # the shipped Hydra help of `nnue train --help` (nnue.commands.train): remade by Hydra when the
+    # digest of its inputs (conf/*.yaml, hydra-core's version) changed
+    from nnue.commands import train as train_cmd
+
+    if train_cmd.shipped_help() is None:
+        if a.check:
+            stale.append("conf/train_help.txt")
+        else:
+            train_cmd.write_help()
     if stale:
-        print(f"gen_docs: stale page(s) {', '.join('docs/' + s for s in stale)}: run python scripts/gen_docs.py",
-              file=sys.stderr)
+        print(f"gen_docs: stale page(s) {', '.join(stale)}: run python scripts/gen_docs.py", file=sys.stderr)
         return 1
     return 0
 

@@ -2,10 +2,23 @@
 the command runs. Its arguments are Hydra overrides (and Hydra's own flags), so argparse only lists the
 command. ``nnue train --help`` is Hydra's help of conf/train.yaml (its config groups and the composed
 config), printed by a Hydra entry point with the same config as :func:`nnue.trainer.train.main` that
-imports no torch: Hydra and OmegaConf only."""
+imports no torch: Hydra and OmegaConf only.
+
+Hydra's help takes seconds (importing Hydra and composing the config: 3.5 s under load, against 0.2 s
+for every other ``--help``; bench/results/cli_cpu.json). Its text depends only on the YAML files of
+``conf/`` and on Hydra's version, so it is shipped, made by Hydra, in ``conf/train_help.txt`` with the
+digest of those inputs (:func:`help_digest`): ``nnue train --help`` prints it when the digest still
+matches, and asks Hydra otherwise (a config edited in place, another Hydra). ``python
+scripts/gen_docs.py`` rewrites it when stale (:func:`write_help`); tests/test_docs.py fails when the
+digest is stale and tests/cli/test_thin_cli.py when the text is not Hydra's.
+"""
 from __future__ import annotations
 
+import hashlib
+import importlib.util
 import sys
+from importlib.metadata import PackageNotFoundError, version
+from pathlib import Path
 
 #: Hydra's flags that print something and exit without calling the task function: answered here, light
 HELP_FLAGS = ("-h", "--help", "--hydra-help")
@@ -15,6 +28,60 @@ def add_parser(sub) -> None:
     """Add ``nnue train`` to the ``nnue`` sub-command parsers ``sub``."""
     sub.add_parser("train", help="train a net (Hydra overrides; 'nnue train --help' for Hydra's help)",
                    add_help=False).set_defaults(run_argv=run_argv)
+
+
+#: the folder of the Hydra configs: the ``nnue.conf`` package, found (not imported) through its spec
+CONF = Path(list(importlib.util.find_spec("nnue.conf").submodule_search_locations)[0])
+#: Hydra's ``nnue train --help`` text, as Hydra printed it, after one line ``digest: <help_digest()>``
+SHIPPED_HELP = CONF / "train_help.txt"
+
+
+def help_digest(conf: Path | None = None) -> str:
+    """sha256 (hex) of what Hydra's help of conf/train.yaml depends on: hydra-core's version and every
+    ``*.yaml`` under ``conf`` (relative path and bytes, in sorted order)."""
+    conf = CONF if conf is None else conf
+    h = hashlib.sha256()
+    try:
+        h.update(f"hydra-core {version('hydra-core')}\n".encode())
+    except PackageNotFoundError:
+        h.update(b"hydra-core ?\n")
+    for f in sorted(conf.rglob("*.yaml")):
+        h.update(f"{f.relative_to(conf).as_posix()}\n".encode())
+        h.update(f.read_bytes())
+    return h.hexdigest()
+
+
+def shipped_help() -> str | None:
+    """The shipped Hydra help of ``nnue train --help`` when it is current (its digest line equals
+    :func:`help_digest`), else None."""
+    try:
+        first, text = SHIPPED_HELP.read_text(encoding="utf-8").split("\n", 1)
+    except (OSError, ValueError):
+        return None
+    return text if first == f"digest: {help_digest()}" else None
+
+
+def hydra_help() -> str:
+    """Hydra's ``nnue train --help`` text, made by Hydra now (seconds: imports Hydra, composes)."""
+    import contextlib
+    import io
+
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        try:
+            _print_help(["--help"])
+        except SystemExit as e:  # Hydra exits after its help
+            if e.code not in (None, 0):
+                raise
+    return out.getvalue()
+
+
+def write_help() -> None:
+    """Rewrite ``conf/train_help.txt`` from Hydra (atomically: a temporary file, then a rename)."""
+    text = f"digest: {help_digest()}\n" + hydra_help()
+    tmp = SHIPPED_HELP.with_name(f".{SHIPPED_HELP.name}.tmp")
+    tmp.write_text(text, encoding="utf-8")
+    tmp.replace(SHIPPED_HELP)
 
 
 def _print_help(argv: list[str]) -> int:
@@ -42,8 +109,12 @@ def _print_help(argv: list[str]) -> int:
 
 def run_argv(argv: list[str]) -> int:
     """``nnue train [OVERRIDES]``: Hydra's help, or check the overrides and train."""
+    if argv in (["--help"], ["-h"]) and (text := shipped_help()) is not None:
+        sys.stdout.write(text)  # Hydra's own text, shipped for its inputs' digest (module docstring)
+        return 0
     if any(a in HELP_FLAGS for a in argv):
         return _print_help(argv)
     from nnue.commands import train_run  # torch, Lightning, Hydra: only when the command runs
 
     return train_run.run_argv(argv)
+

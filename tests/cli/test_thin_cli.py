@@ -4,7 +4,8 @@ answer, without importing torch, Lightning, pyarrow, numba, Hydra, pandas, scipy
 Each check runs in a fresh interpreter (a subprocess): in the test process those modules are loaded
 already. The sub-commands are read from the parser itself, so a new command is covered without
 editing this file. ``nnue train --help`` is Hydra's own help of conf/train.yaml (an existing behaviour,
-tests/e2e/test_main_job.py): it may import Hydra and OmegaConf, nothing heavier. Timing is not
+tests/e2e/test_main_job.py), shipped in conf/train_help.txt for the digest of its inputs, so it imports
+nothing heavy either; Hydra is asked (Hydra and OmegaConf imported) only when the configs changed. Timing is not
 tested here; ``nnue bench cli`` measures it (bench/results/cli_cpu.json).
 """
 from __future__ import annotations
@@ -23,8 +24,6 @@ REPO = Path(__file__).resolve().parents[2]
 #: never imported by building the parser, --version or a --help (the issue's list)
 HEAVY = ("torch", "lightning", "pytorch_lightning", "pyarrow", "numba", "hydra", "omegaconf", "pandas", "scipy",
          "matplotlib", "triton", "numpy", "chess")
-#: what Hydra's help of ``nnue train`` may import: Hydra itself (and OmegaConf, its config library)
-TRAIN_HELP_ALLOWED = ("hydra", "omegaconf")
 #: what the help of the commands whose choices come from the format registry may import (its modules read
 #: packed boards with numpy and positions with python-chess), nothing of the issue's list
 REGISTRY_HELP = {"pack": ("numpy", "chess"), "convert": ("numpy", "chess")}
@@ -98,11 +97,40 @@ def test_every_help_and_version_import_nothing_heavy(every_help):
             assert f"usage: nnue {cmd}" in r["out"]
 
 
-def test_train_help_is_hydras_and_imports_no_torch():
+def test_train_help_is_hydras_and_imports_nothing_heavy():
+    """``nnue train --help`` prints Hydra's help as shipped for its inputs' digest: no Hydra import."""
     probe = _probe([["train", "--help"]])
     (r,) = probe["runs"]
     assert r["rc"] == 0 and "Powered by Hydra" in r["out"] and "experiment:" in r["out"]
-    assert set(probe["loaded"]) <= set(TRAIN_HELP_ALLOWED), probe["loaded"]
+    assert probe["loaded"] == [], probe["loaded"]
+
+
+def test_shipped_train_help_is_what_hydra_prints():
+    """conf/train_help.txt is current (its digest) and its text is Hydra's own help, made now."""
+    from nnue.commands import train
+
+    assert train.shipped_help() is not None, "stale: run python scripts/gen_docs.py"
+    assert train.shipped_help() == train.hydra_help()
+
+
+def test_train_help_asks_hydra_when_the_config_changed(monkeypatch, capsys, tmp_path):
+    """A shipped help whose digest does not match the configs (edited in place) is not printed: Hydra is asked."""
+    from nnue.commands import train
+
+    stale = tmp_path / "train_help.txt"
+    stale.write_text("digest: 0\nnot Hydra's\n")
+    monkeypatch.setattr(train, "SHIPPED_HELP", stale)
+    asked = []
+    monkeypatch.setattr(train, "_print_help", lambda argv: asked.append(argv) or 0)
+    assert train.run_argv(["--help"]) == 0
+    assert asked == [["--help"]] and "not Hydra's" not in capsys.readouterr().out
+    # a changed config changes the digest
+    conf = tmp_path / "conf"
+    (conf / "model").mkdir(parents=True)
+    (conf / "model" / "a.yaml").write_text("hidden: 1\n")
+    before = train.help_digest(conf)
+    (conf / "model" / "a.yaml").write_text("hidden: 2\n")
+    assert train.help_digest(conf) != before
 
 
 @pytest.mark.parametrize("cmd", sorted(REGISTRY_HELP))
