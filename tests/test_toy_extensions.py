@@ -1,6 +1,7 @@
-"""The extension points hold: a toy activation, a toy feature set and a toy net kind, defined in
-this file only and registered at run time, train a few steps on the bundled sample, export, and
-evaluate exactly — integer inference ``torch.equal`` to the C reference, whose activation and
+"""The extension points hold: a toy dump format (tests/formats/test_toy_format.py), a toy activation,
+a toy feature set and a toy net kind, defined in test code only and registered at run time: the
+bundled sample, written in the toy format, is packed by ``nnue pack``; the toy net kind with the toy
+activation and feature set trains a few steps on that dataset, exports, and evaluates exactly — integer inference ``torch.equal`` to the C reference, whose activation and
 feature code is generated from the registries with the toys in them — on ≥ 10,000 real positions.
 
 Nothing outside this file names the toys: the trainer, export, inference, the Triton kernels and
@@ -32,7 +33,11 @@ from nnue.trainer.export import export, validation_rows
 from nnue.trainer.kinds.spec import TrainerKind
 from nnue.trainer.model import TinyArch, TinyNet
 from nnue.trainer.quantise import audit_tiny, calibrate_output_bias, quantise_tiny
+from nnue import cli
+from nnue.pipeline import formats
+from nnue.pipeline import manifest as mf
 from tests.cref import compile_c_eval, run_c
+from tests.formats.test_toy_format import TOY as TOY_FORMAT, _positions
 
 QA, SHIFT = 255, 8
 
@@ -205,8 +210,25 @@ def _train(model, rows, steps: int = 40, batch: int = 512) -> tuple[float, float
     return sum(losses[:5]) / 5, sum(losses[-5:]) / 5
 
 
-def test_toy_kind_trains_exports_and_equals_the_generated_c(sample_dataset, fens, boards, tmp_path):
-    data = {"path": str(sample_dataset), "val_fraction": 1.0}
+@pytest.fixture
+def toy_format_dataset(tmp_path):
+    """The bundled sample written as toy-format lines (``FEN;score;result``) and packed by ``nnue
+    pack`` with the toy format registered: every one of its 4,015 positions."""
+    src = tmp_path / "sample.toy"
+    lines = _positions(10 ** 6)
+    src.write_text("\n".join(lines) + "\n")
+    formats.register(TOY_FORMAT)
+    try:
+        assert cli.main(["pack", str(src), "-o", str(tmp_path / "toy-dataset"), "--workers", "1", "--no-progress"]) == 0
+    finally:
+        formats.unregister("toy")
+    (entry,) = mf.load(tmp_path / "toy-dataset")["files"].values()
+    assert entry["format"] == "toy" and entry["packed"] == len(lines) >= 4000
+    return tmp_path / "toy-dataset"
+
+
+def test_toy_kind_trains_exports_and_equals_the_generated_c(toy_format_dataset, fens, boards, tmp_path):
+    data = {"path": str(toy_format_dataset), "val_fraction": 1.0}
     layers = {"l1_outputs": 16, "hidden_activation": "toy_leaky"}
     with toys():
         torch.manual_seed(0)

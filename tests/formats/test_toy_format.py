@@ -77,7 +77,7 @@ def _positions(n: int) -> list[str]:
     """``n`` toy lines from the bundled sample (.plain: fen/score/result are stm POV already),
     FENs as python-chess writes them (what convert writes back)."""
     out = []
-    for block in SAMPLE.read_text().split("e\n")[:n]:
+    for block in [b for b in SAMPLE.read_text().split("e\n") if b.strip()][:n]:
         kv = dict(line.split(" ", 1) for line in block.strip().splitlines())
         out.append(f"{chess.Board(kv['fen']).fen()};{kv['score']};{kv['result']}")
     return out
