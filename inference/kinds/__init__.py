@@ -6,7 +6,7 @@ the trainer's module under :mod:`nnue.trainer.kinds`, and its tests (docs/extend
 """
 from __future__ import annotations
 
-import contextlib
+from nnue.spec.registry import registered
 
 from . import deep, perspective, sfnnv5, tiny
 from .spec import InferenceKind
@@ -15,17 +15,10 @@ KINDS: dict[str, InferenceKind] = {k.name: k for k in (perspective.KIND, deep.KI
 
 
 
-@contextlib.contextmanager
 def register(kind: InferenceKind):
-    """Add ``kind`` to :data:`KINDS` for the duration of the ``with`` block (tests: the toy
+    """Add ``kind`` to :data:`KINDS` for the duration of a ``with`` block (tests: the toy
     extensions). Raises ValueError if its name is taken."""
-    if kind.name in KINDS:
-        raise ValueError(f"net kind {kind.name!r} is already registered")
-    KINDS[kind.name] = kind
-    try:
-        yield kind
-    finally:
-        del KINDS[kind.name]
+    return registered(KINDS, kind, "net kind")
 
 
 def get(kind) -> InferenceKind:

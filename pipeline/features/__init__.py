@@ -23,8 +23,9 @@ imports only torch, so the inference package can use it.
 """
 from __future__ import annotations
 
-import contextlib
 import functools
+
+from nnue.spec.registry import registered
 
 from . import chess768, halfka_v2_hm, halfkp, kb768
 from .buckets import OutputBuckets, parse_output_buckets  # noqa: F401  (re-exported)
@@ -44,19 +45,10 @@ def _fixed() -> dict[str, FeatureSet]:
     return _REGISTRY
 
 
-@contextlib.contextmanager
 def register(fs: FeatureSet):
-    """Add ``fs`` to the registry for the duration of the ``with`` block (tests: the toy
+    """Add ``fs`` to the registry for the duration of a ``with`` block (tests: the toy
     extensions). Raises ValueError if its name is taken."""
-    if fs.name in _REGISTRY:
-        raise ValueError(f"feature set {fs.name!r} is already registered")
-    _REGISTRY[fs.name] = fs
-    get_feature_set.cache_clear()
-    try:
-        yield fs
-    finally:
-        del _REGISTRY[fs.name]
-        get_feature_set.cache_clear()
+    return registered(_REGISTRY, fs, "feature set", changed=get_feature_set.cache_clear)
 
 
 def known_names() -> list[str]:

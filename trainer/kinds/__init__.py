@@ -7,9 +7,9 @@ Adding a kind: a module here, one under :mod:`nnue.inference.kinds`, a line in e
 """
 from __future__ import annotations
 
-import contextlib
-
 import torch
+
+from nnue.spec.registry import registered
 
 from . import deep, perspective, sfnnv5, tiny
 from ..model import factor_map
@@ -19,17 +19,10 @@ KINDS: dict[str, TrainerKind] = {k.name: k for k in (perspective.KIND, deep.KIND
 
 
 
-@contextlib.contextmanager
 def register(kind: TrainerKind):
-    """Add ``kind`` to :data:`KINDS` for the duration of the ``with`` block (tests: the toy
+    """Add ``kind`` to :data:`KINDS` for the duration of a ``with`` block (tests: the toy
     extensions). Raises ValueError if its name is taken."""
-    if kind.name in KINDS:
-        raise ValueError(f"net kind {kind.name!r} is already registered")
-    KINDS[kind.name] = kind
-    try:
-        yield kind
-    finally:
-        del KINDS[kind.name]
+    return registered(KINDS, kind, "net kind")
 
 
 def get(kind) -> TrainerKind:

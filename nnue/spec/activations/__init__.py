@@ -19,10 +19,9 @@ Integer conventions: :mod:`.base`.
 """
 from __future__ import annotations
 
-import contextlib
-
 import torch
 
+from ..registry import registered
 from . import crelu, hardswish, none, pairwise_crelu, relu, screlu, swiglu, swiglu_swish, swish
 from .base import CLAMP, PLACES, Activation  # noqa: F401  (re-exported)
 
@@ -39,19 +38,12 @@ swish_table = swish.table
 swish_error = swish.error
 
 
-@contextlib.contextmanager
 def register(spec: Activation):
-    """Add ``spec`` to the registry for the duration of the ``with`` block (tests: the toy
+    """Add ``spec`` to the registry for the duration of a ``with`` block (tests: the toy
     extensions). Raises ValueError if the name is taken or a gated unit's gate is unknown."""
-    if spec.name in ACTIVATIONS:
-        raise ValueError(f"activation {spec.name!r} is already registered")
     if spec.gate is not None and (spec.gate not in ACTIVATIONS or ACTIVATIONS[spec.gate].hidden is None):
         raise ValueError(f"activation {spec.name!r}: gate {spec.gate!r} has no hidden integer rule")
-    ACTIVATIONS[spec.name] = spec
-    try:
-        yield spec
-    finally:
-        del ACTIVATIONS[spec.name]
+    return registered(ACTIVATIONS, spec, "activation")
 
 
 def get(name: str) -> Activation:
