@@ -1,7 +1,7 @@
 """``nnue analyze``: the parser; the work is in :mod:`nnue.commands.analyze_run`, imported when the command runs."""
 from __future__ import annotations
 
-from nnue.commands.common import non_negative
+from nnue.commands.common import add_base_engine_option, non_negative
 
 
 def add_parser(sub) -> None:
@@ -14,10 +14,7 @@ def add_parser(sub) -> None:
     s.add_argument("--dataset", required=True, metavar="DIR", help="a packed dataset (nnue pack)")
     s.add_argument("-o", "--output", required=True, metavar="DIR", help="folder for the PNGs and analysis.json")
     s.add_argument("--limit", type=non_negative, default=100_000, metavar="N", help="positions read (default 100,000)")
-    s.add_argument("--engine", metavar="PATH", default=None,
-                   help="residual nets on a Stockfish base: the Stockfish 15.1 binary that computes it when the "
-                        "dataset's base_eval column does not hold it (default: stockfish on PATH, else "
-                        "/usr/games/stockfish); positions without a base (in check) are left out")
+    add_base_engine_option(s)
     s.add_argument("--json", action="store_true")
     s.set_defaults(func=run)
 

@@ -133,3 +133,12 @@ class RegistryHelpFormatter(argparse.HelpFormatter):
 
             text = text.replace("{extensions}", ", ".join(sorted(formats.EXTENSIONS)))
         return super()._format_text(text)
+
+
+def add_base_engine_option(parser) -> None:
+    """``--engine PATH``: the Stockfish 15.1 binary that computes a residual net's base (``nnue analyze``,
+    ``nnue report``)."""
+    parser.add_argument("--engine", metavar="PATH", default=None,
+                        help="residual nets on a Stockfish base: the Stockfish 15.1 binary that computes it when the "
+                             "dataset's base_eval column does not hold it (default: stockfish on PATH, else "
+                             "/usr/games/stockfish); positions without a base (in check) are left out")

@@ -1,6 +1,8 @@
 """``nnue report``: the parser; the work is :func:`nnue.trainer.report.cmd_report`, imported when the command runs."""
 from __future__ import annotations
 
+from nnue.commands.common import add_base_engine_option
+
 
 def add_parser(sub) -> None:
     """Add ``nnue report`` to the ``nnue`` sub-command parsers ``sub``."""
@@ -11,10 +13,7 @@ def add_parser(sub) -> None:
     s.add_argument("--net", default=None, help="export folder (holds net.safetensors, export.json)")
     s.add_argument("--data", default=None, help="dataset to report on (default: the training data)")
     s.add_argument("--force", action="store_true", help="report a net exported from another run's checkpoint")
-    s.add_argument("--engine", metavar="PATH", default=None,
-                   help="residual nets on a Stockfish base: the Stockfish 15.1 binary that computes it when the "
-                        "dataset's base_eval column does not hold it (default: stockfish on PATH, else "
-                        "/usr/games/stockfish); positions without a base (in check) are left out")
+    add_base_engine_option(s)
     s.add_argument("--json", action="store_true")
     s.set_defaults(func=run)
 
