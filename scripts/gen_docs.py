@@ -1,7 +1,8 @@
 """Write the generated pages of the documentation site: docs/cli.md (the argparse help of every
 ``nnue`` command and sub-command) and docs/benchmarks.md (every bench/results/*.json).
 
-It also remakes conf/train_help.txt, Hydra's help of ``nnue train`` shipped for its inputs' digest
+It also remakes nnue/commands/format_table.json (the format registry's names for the parser) and
+conf/train_help.txt, Hydra's help of ``nnue train`` shipped for its inputs' digest
 (:mod:`nnue.commands.train`), when that digest changed.
 
 Usage: python scripts/gen_docs.py [--check]
@@ -153,6 +154,14 @@ def main(argv=None) -> int:
             stale.append("conf/train_help.txt")
         else:
             train_cmd.write_help()
+    # the format registry's names for the parser (nnue.commands.format_table): remade when stale
+    from nnue.commands import format_table
+
+    if format_table.shipped_table() != format_table.live_table():
+        if a.check:
+            stale.append("nnue/commands/format_table.json")
+        else:
+            format_table.write()
     if stale:
         print(f"gen_docs: stale page(s) {', '.join(stale)}: run python scripts/gen_docs.py", file=sys.stderr)
         return 1

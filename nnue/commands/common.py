@@ -10,6 +10,8 @@ from __future__ import annotations
 import argparse
 import math
 
+from nnue.commands import format_table
+
 #: exit status of bad input (a usage error, a file that is not what it should be): one line on stderr
 EXIT_BAD_INPUT = 2
 
@@ -77,9 +79,8 @@ class RegistryChoices:
     read from it only when argparse checks a value or lists the choices (that command's ``--help`` or a
     usage error).
 
-    ``names``: a function returning the registry's names. Importing the format registry loads numpy
-    and python-chess (0.18 CPU s measured against 0.02 s for the standard library alone), which
-    building the parser and the other commands' ``--help`` must not pay (tests/cli/test_thin_cli.py).
+    ``names``: a function returning the registry's names (:mod:`nnue.commands.format_table`: the
+    format registry's names without importing it, which loads numpy and python-chess).
     """
 
     def __init__(self, names, first: tuple[str, ...] = ()):
@@ -110,17 +111,14 @@ def add_registry_option(parser, *flags, choices: RegistryChoices, **kw):
 
 
 def format_names() -> list[str]:
-    """The dump formats ``nnue pack --format`` reads: the format registry's names."""
-    from nnue.pipeline import formats  # numpy and python-chess: only when the choices are read
-
-    return formats.names()
+    """The dump formats ``nnue pack --format`` reads: the format registry's names
+    (:func:`nnue.commands.format_table.table`)."""
+    return format_table.table()["names"]
 
 
 def writer_names() -> list[str]:
     """The dump formats ``nnue convert --to`` writes: the format registry's writers."""
-    from nnue.pipeline import formats  # numpy and python-chess: only when the choices are read
-
-    return formats.writer_names()
+    return format_table.table()["writers"]
 
 
 class RegistryHelpFormatter(argparse.HelpFormatter):
@@ -129,9 +127,7 @@ class RegistryHelpFormatter(argparse.HelpFormatter):
 
     def _format_text(self, text: str) -> str:
         if "{extensions}" in text:
-            from nnue.pipeline import formats  # numpy and python-chess: only for this help
-
-            text = text.replace("{extensions}", ", ".join(sorted(formats.EXTENSIONS)))
+            text = text.replace("{extensions}", ", ".join(format_table.table()["extensions"]))
         return super()._format_text(text)
 
 

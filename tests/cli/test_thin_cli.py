@@ -24,9 +24,9 @@ REPO = Path(__file__).resolve().parents[2]
 #: never imported by building the parser, --version or a --help (the issue's list)
 HEAVY = ("torch", "lightning", "pytorch_lightning", "pyarrow", "numba", "hydra", "omegaconf", "pandas", "scipy",
          "matplotlib", "triton", "numpy", "chess")
-#: what the help of the commands whose choices come from the format registry may import (its modules read
-#: packed boards with numpy and positions with python-chess), nothing of the issue's list
-REGISTRY_HELP = {"pack": ("numpy", "chess"), "convert": ("numpy", "chess")}
+#: the commands whose choices come from the format registry (nnue.commands.format_table: its names are
+#: shipped for the digest of their sources, so their help imports nothing heavy either)
+REGISTRY_HELP = ("pack", "convert")
 
 # Runs in the fresh interpreter: build the parser, then each argv of ARGVS through nnue.cli.main with stdout
 # captured; prints one JSON object: the sub-command paths, each argv's exit status and output, and the
@@ -46,9 +46,8 @@ def walk(p, path):
 paths = [w for w in walk(build_parser(), []) if w]
 after_build = sorted(m for m in sys.modules if m.split(".")[0] in HEAVY)
 runs = []
-# default: every sub-command but train (Hydra's help) and those whose choices come from the format registry
-# (each a process of its own), then --version
-SEPARATE = ("train", "pack", "convert")
+# default: every sub-command but train (its help: a process of its own), then --version
+SEPARATE = ("train",)
 for argv in (ARGVS or [p + ["--help"] for p in paths if p[0] not in SEPARATE] + [["--version"]]):
     out = io.StringIO()
     with contextlib.redirect_stdout(out):
@@ -84,7 +83,7 @@ def test_every_help_and_version_import_nothing_heavy(every_help):
     # every sub-command of the parser, the nested `sweep report` among them
     assert {" ".join(p) for p in every_help["paths"]} >= {"pack", "eval", "train", "bench", "sweep", "sweep report",
                                                            "registry", "import-net", "match", "pack-shards"}
-    assert len(every_help["runs"]) == len(every_help["paths"]) - 2  # all but train, pack, convert; plus --version
+    assert len(every_help["runs"]) == len(every_help["paths"])  # all but train, plus --version
     assert every_help["loaded"] == [], f"imported by --help/--version: {every_help['loaded']}"
     for r in every_help["runs"]:
         assert r["rc"] == 0, r
@@ -135,8 +134,8 @@ def test_train_help_asks_hydra_when_the_config_changed(monkeypatch, capsys, tmp_
 
 @pytest.mark.parametrize("cmd", sorted(REGISTRY_HELP))
 def test_registry_choices_are_read_only_for_their_help(cmd):
-    """``nnue pack --help`` / ``nnue convert --help`` list the format registry's names (read when the help
-    is formatted: numpy and python-chess, never torch, Lightning, pyarrow or numba)."""
+    """``nnue pack --help`` / ``nnue convert --help`` list the format registry's names, from the shipped
+    table (nnue.commands.format_table) when it is current: nothing heavy imported."""
     from nnue.pipeline import formats
 
     probe = _probe([[cmd, "--help"]])
@@ -146,7 +145,22 @@ def test_registry_choices_are_read_only_for_their_help(cmd):
     assert "{" + ",".join(names) + "}" in r["out"].replace("\n", "").replace(" ", "")
     if cmd == "pack":
         assert ", ".join(sorted(formats.EXTENSIONS)) in " ".join(r["out"].split())
-    assert set(probe["loaded"]) <= set(REGISTRY_HELP[cmd]), probe["loaded"]
+    assert probe["loaded"] == [], probe["loaded"]
+
+
+def test_format_table_is_the_registrys_and_falls_back_when_stale(monkeypatch, tmp_path):
+    """The shipped table equals the registry's names; a table whose digest does not match the sources is
+    not used (the registry is asked)."""
+    from nnue.commands import format_table
+
+    assert format_table.shipped_table() == format_table.live_table(), "stale: run python scripts/gen_docs.py"
+    stale = tmp_path / "format_table.json"
+    stale.write_text(json.dumps({"digest": "0", "names": ["x"], "writers": [], "extensions": []}))
+    monkeypatch.setattr(format_table, "SHIPPED", stale)
+    assert format_table.shipped_table() is None
+    monkeypatch.setattr(format_table, "_registry_imported", lambda: False)  # as in a fresh `nnue pack --help`
+    monkeypatch.setattr(format_table, "live_table", lambda: {"names": ["from the registry"]})
+    assert format_table.table()["names"] == ["from the registry"]
 
 
 def test_registry_choices_check_values():
