@@ -55,6 +55,7 @@ from nnue.inference import IncrementalAccumulator, evaluate, kinds, residual
 from nnue.pipeline.board import pack_board
 
 from .backup import Backup, MeanBackup, make_backup
+from .movegen import legal_moves
 
 #: python-chess's record of a position's state (what ``Board.pop`` restores): a tree keeps one per
 #: expanded node and sets the board to a leaf's parent in one step instead of pushing the whole
@@ -205,6 +206,11 @@ class Tree:
     #: look leaves up in :attr:`expanded` (transpositions in this tree) and ``cache`` (False:
     #: generate and evaluate every leaf; the same search, slower: tests compare the two)
     reuse = True
+    #: generate an expansion's legal moves (and "captures" priors) with the compiled generator
+    #: :func:`nnue.selfplay.movegen.legal_moves` (False: python-chess's ``board.legal_moves`` and
+    #: :func:`heuristic_priors`; the same moves in the same order and the same priors, slower:
+    #: tests compare the two). Used for ``chess.Board`` itself (not subclasses: variants).
+    fast_movegen = True
 
     def __init__(self, board: chess.Board, cfg: SearchConfig, backup: Backup, scale: float,
                  history=(), rng: random.Random | None = None, cache: dict | None = None):
@@ -230,6 +236,7 @@ class Tree:
             self.root.state = _BoardState(board)
         self._acc_moves: list[chess.Move] = []  # the moves pushed on self.acc, root first
         self.eval_seconds = 0.0  # inside in-line (incremental) evals
+        self.movegen = self.fast_movegen and type(board) is chess.Board
 
     def use_incremental(self, net) -> None:
         """Evaluate this tree's leaves in line with an incremental accumulator of ``net`` from
@@ -354,7 +361,13 @@ class Tree:
                     hit = self.expanded.get(key)
                     if hit is None and self.cache is not None:
                         hit = self.cache.get(key)
-                moves = list(board.legal_moves) if hit is None else hit[0]
+                fast_priors = None
+                if hit is not None:
+                    moves = hit[0]
+                elif self.movegen:
+                    moves, fast_priors = legal_moves(board, self.cfg.priors == "captures")
+                else:
+                    moves = list(board.legal_moves)
                 seen = None
                 window = board.halfmove_clock
                 if line and window >= 4:  # a repetition needs 4 reversible plies at least
@@ -372,6 +385,8 @@ class Tree:
                     node.state = _BoardState(board)
                 if hit is not None:
                     priors = hit[1]
+                elif fast_priors is not None:
+                    priors = fast_priors
                 elif self.cfg.priors == "uniform":
                     priors = [1.0 / len(moves)] * len(moves)
                 else:
