@@ -135,11 +135,12 @@ class Node:
     set at expansion; terminal: exact value fixed; sample: (fen, ply) when chosen for
     --sample-search; key: its :func:`position_key` (set at expansion); state: python-chess's
     board state at the node (set at expansion, see :meth:`Tree.step`); visited: indices of the
-    children made so far, ascending; order: child indices by prior, highest first (ties by
-    index), and next_new: the first entry of ``order`` without a child (for :meth:`Tree._select`)."""
+    children made so far, ascending, and kids: those children in the same order; order: child
+    indices by prior, highest first (ties by index), and next_new: the first entry of ``order``
+    without a child (for :meth:`Tree._select`)."""
 
     __slots__ = ("moves", "priors", "children", "n", "q", "terminal", "sample", "key", "state", "visited",
-                 "order", "next_new")
+                 "order", "next_new", "kids")
 
     def __init__(self):
         self.moves = None
@@ -152,6 +153,7 @@ class Node:
         self.key = None
         self.state = None
         self.visited = None
+        self.kids = None
         self.order = None
         self.next_new = 0
 
@@ -303,6 +305,7 @@ class Tree:
             priors = node.priors
             node.order = sorted(range(len(priors)), key=priors.__getitem__, reverse=True)  # stable
             node.visited = []
+            node.kids = []
         c = self.cfg.c_puct * math.sqrt(max(node.n, 1))
         fpu_q = node.q - self.cfg.fpu
         children, priors = node.children, node.priors
@@ -315,8 +318,7 @@ class Tree:
             best = fpu_q + c * priors[best_i]
         else:
             best, best_i = -math.inf, len(order)
-        for i in node.visited:
-            ch = children[i]
+        for i, ch in zip(node.visited, node.kids):
             p = priors[i]
             s = fpu_q + c * p if ch.n == 0 else -ch.q + c * p / (1 + ch.n)
             if s > best or (s == best and i < best_i):
@@ -338,7 +340,9 @@ class Tree:
                 if child is None:
                     child = node.children[i] = Node()
                     if node.visited is not None:
-                        bisect.insort(node.visited, i)
+                        j = bisect.bisect_left(node.visited, i)
+                        node.visited.insert(j, i)
+                        node.kids.insert(j, child)
                 move = node.moves[i]
                 if not snapshots:
                     board.push(move)
@@ -438,8 +442,7 @@ class Tree:
             node.n += 1
             children = node.children
             # the visited children in index order (all of them, when _select scored every one)
-            chs = [ch for ch in (children if node.visited is None else [children[i] for i in node.visited])
-                   if ch is not None and ch.n > 0]
+            chs = [ch for ch in (children if node.visited is None else node.kids) if ch is not None and ch.n > 0]
             if mean:  # MeanBackup.value written out: the same products, summed in the same order
                 node.q = max(-1.0, min(1.0, sum([-ch.q * ch.n for ch in chs]) / sum([ch.n for ch in chs])))
             else:
