@@ -21,6 +21,10 @@ an integer net (:mod:`nnue.inference`) across many trees (one per concurrent gam
   chess's ``gives_check``, a push and pop per move: it costs more than the rest of an
   expansion). Normalised to sum 1. Optional Dirichlet noise at the root (``noise``,
   ``noise_alpha``), off by default.
+* **Moves**: an expansion's legal moves, and its "captures" priors, come from
+  :func:`nnue.selfplay.movegen.legal_moves` (compiled; python-chess's ``board.legal_moves`` in
+  python-chess's order, the priors bit for bit), or with ``Tree.fast_movegen = False`` from
+  python-chess and :func:`heuristic_priors`: the same search either way.
 * **Backup**: after each leaf, every node on the path is recomputed from its visited children
   by the configured :mod:`~nnue.selfplay.backup` operator (mean, max, power_mean).
 * **Leaf evals**: a tree whose net has incremental support (every kind but ``sfnnv5``; a
