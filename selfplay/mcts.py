@@ -215,7 +215,8 @@ class Tree:
     #: generate an expansion's legal moves (and "captures" priors) with the compiled generator
     #: :func:`nnue.selfplay.movegen.legal_moves` (False: python-chess's ``board.legal_moves`` and
     #: :func:`heuristic_priors`; the same moves in the same order and the same priors, slower:
-    #: tests compare the two). Used for ``chess.Board`` itself (not subclasses: variants).
+    #: tests compare the two). Used for ``chess.Board`` itself (not subclasses: variants) from a
+    #: root that python-chess calls valid (``Board.is_valid``).
     fast_movegen = True
 
     def __init__(self, board: chess.Board, cfg: SearchConfig, backup: Backup, scale: float,
@@ -242,7 +243,9 @@ class Tree:
             self.root.state = _BoardState(board)
         self._acc_moves: list[chess.Move] = []  # the moves pushed on self.acc, root first
         self.eval_seconds = 0.0  # inside in-line (incremental) evals
-        self.movegen = self.fast_movegen and type(board) is chess.Board
+        # the compiled generator equals python-chess's on valid positions and those reached from
+        # one by legal moves (an invalid root, e.g. without a king, takes python-chess's)
+        self.movegen = self.fast_movegen and type(board) is chess.Board and board.is_valid()
 
     def use_incremental(self, net) -> None:
         """Evaluate this tree's leaves in line with an incremental accumulator of ``net`` from

@@ -8,6 +8,7 @@ import random
 from collections import Counter
 
 import chess
+import chess.variant
 import pytest
 import torch
 
@@ -210,3 +211,21 @@ def test_selfplay_dumps_identical_with_python_chess_move_generation(tmp_path, mo
         for f in files:
             assert (fast / f).read_bytes() == (slow / f).read_bytes()
         assert (s1["games"], s1["positions"], s1["evals"]) == (s2["games"], s2["positions"], s2["evals"])
+
+
+def test_trees_use_the_compiled_generator_from_valid_roots_only(monkeypatch):
+    """A root python-chess calls invalid (here: no white king, where python-chess generates
+    pseudo-legal moves) and board subclasses (variants) keep python-chess's generator."""
+    from nnue.selfplay.backup import make_backup
+
+    def tree(b):
+        return Tree(b, SearchConfig(), make_backup("mean", 1.0, 0.01, None), 400.0)
+
+    assert tree(chess.Board()).movegen
+    assert tree(chess.Board("1r4kr/pppppppp/8/8/8/8/PPPPPPPP/1R4KR w BHbh - 0 1", chess960=True)).movegen
+    no_king = chess.Board("4k3/8/8/8/8/8/8/7R w - - 0 1")
+    assert not tree(no_king).movegen
+    assert legal_moves(no_king)[0] != list(no_king.legal_moves)  # why: outside the generator's domain
+    assert not tree(chess.variant.AtomicBoard()).movegen
+    monkeypatch.setattr(Tree, "fast_movegen", False)
+    assert not tree(chess.Board()).movegen
