@@ -24,6 +24,8 @@ positions (tests/selfplay/test_movegen.py).
 """
 from __future__ import annotations
 
+import threading
+
 import chess
 import numpy as np
 from numba import njit
@@ -297,8 +299,15 @@ def generate(bb, out, weights, priors):
 
 #: the chess.Move of each code (from | to << 6 | promotion << 12), shared by every expansion
 MOVES = [chess.Move(c & 63, (c >> 6) & 63, (c >> 12) or None) for c in range(64 * 64 * 6)]
-_OUT = np.zeros(MAX_MOVES, dtype=np.int64)
-_W = np.zeros(MAX_MOVES, dtype=np.float64)
+_BUFFERS = threading.local()  # per thread: the output arrays of generate
+
+
+def _buffers():
+    try:
+        return _BUFFERS.out, _BUFFERS.w
+    except AttributeError:
+        _BUFFERS.out, _BUFFERS.w = np.zeros(MAX_MOVES, dtype=np.int64), np.zeros(MAX_MOVES, dtype=np.float64)
+        return _BUFFERS.out, _BUFFERS.w
 
 
 def board_array(board: chess.Board) -> np.ndarray:
@@ -314,9 +323,10 @@ def legal_moves(board: chess.Board, priors: bool = False) -> tuple[list[chess.Mo
     """``list(board.legal_moves)`` (same moves, same order) and, with ``priors``, the "captures"
     priors of :func:`nnue.selfplay.mcts.heuristic_priors` for them (bit-identical floats), else
     None. For standard boards and Chess960 boards (``board.chess960``) of python-chess's
-    ``chess.Board`` class (no variants) reached by legal moves from a valid position.
-    Not re-entrant across threads (module-level output buffers)."""
-    n = generate(board_array(board), _OUT, _W, priors)
+    ``chess.Board`` class (no variants) that python-chess calls valid or reached by legal moves
+    from one (elsewhere the moves may differ: a side without a king gets none here)."""
+    out, w = _buffers()
+    n = generate(board_array(board), out, w, priors)
     mv = MOVES
-    moves = [mv[c] for c in _OUT[:n].tolist()]
-    return moves, (_W[:n].tolist() if priors else None)
+    moves = [mv[c] for c in out[:n].tolist()]
+    return moves, (w[:n].tolist() if priors else None)
