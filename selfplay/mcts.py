@@ -18,10 +18,9 @@ an integer net (:mod:`nnue.inference`) across many trees (one per concurrent gam
 * **Priors** (``priors=``): ``"uniform"`` (1/moves); ``"captures"`` (default): weight 1 for
   every move, + 1 + victim/2 for a capture (victim P 1, N B 3, R 5, Q 9; en passant a pawn),
   + 2 for a promotion; ``"checks"``: as ``captures``, + 1.5 for a move that gives check (python-
-  chess's ``gives_check``, a push and pop per move: it costs more than the rest of an
-  expansion). Normalised to sum 1. Optional Dirichlet noise at the root (``noise``,
+  chess's ``gives_check``). Normalised to sum 1. Optional Dirichlet noise at the root (``noise``,
   ``noise_alpha``), off by default.
-* **Moves**: an expansion's legal moves, and its "captures" priors, come from
+* **Moves**: an expansion's legal moves, and its "captures" or "checks" priors, come from
   :func:`nnue.selfplay.movegen.legal_moves` (compiled; python-chess's ``board.legal_moves`` in
   python-chess's order, the priors bit for bit), or with ``Tree.fast_movegen = False`` from
   python-chess and :func:`heuristic_priors`: the same search either way.
@@ -212,7 +211,7 @@ class Tree:
     #: look leaves up in :attr:`expanded` (transpositions in this tree) and ``cache`` (False:
     #: generate and evaluate every leaf; the same search, slower: tests compare the two)
     reuse = True
-    #: generate an expansion's legal moves (and "captures" priors) with the compiled generator
+    #: generate an expansion's legal moves (and "captures"/"checks" priors) with the compiled generator
     #: :func:`nnue.selfplay.movegen.legal_moves` (False: python-chess's ``board.legal_moves`` and
     #: :func:`heuristic_priors`; the same moves in the same order and the same priors, slower:
     #: tests compare the two). Used for ``chess.Board`` itself (not subclasses: variants) from a
@@ -376,7 +375,7 @@ class Tree:
                 if hit is not None:
                     moves = hit[0]
                 elif self.movegen:
-                    moves, fast_priors = legal_moves(board, self.cfg.priors == "captures")
+                    moves, fast_priors = legal_moves(board, None if self.cfg.priors == "uniform" else self.cfg.priors)
                 else:
                     moves = list(board.legal_moves)
                 seen = None

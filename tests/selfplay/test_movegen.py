@@ -29,12 +29,16 @@ def _features(b: chess.Board, moves) -> Counter:
     if not moves:
         c["checkmate" if b.is_check() else "stalemate"] += 1
     for m in moves:
+        special = []
         if b.is_en_passant(m):
-            c["en passant"] += 1
+            special.append("en passant")
         if m.promotion:
-            c["promotion"] += 1
+            special.append("promotion")
         if b.is_castling(m):
-            c["castling 960" if b.chess960 else "castling"] += 1
+            special.append("castling 960" if b.chess960 else "castling")
+        c.update(special)
+        if special and b.gives_check(m):
+            c.update(k + " giving check" for k in special)
     if b.ep_square is not None and not b.has_legal_en_passant() and any(
             b.piece_at(s) == chess.Piece(chess.PAWN, b.turn) for s in chess.SquareSet(
                 chess.BB_PAWN_ATTACKS[not b.turn][b.ep_square])):
@@ -44,11 +48,13 @@ def _features(b: chess.Board, moves) -> Counter:
 
 def _same(b: chess.Board) -> list[chess.Move]:
     ref = list(b.legal_moves)
-    got, priors = legal_moves(b, True)
+    got, priors = legal_moves(b, "captures")
     assert got == ref, (b.fen(), [m.uci() for m in ref], [m.uci() for m in got])
     assert [m.uci() for m in got] == [m.uci() for m in ref]
     if ref:
         assert priors == heuristic_priors(b, ref), b.fen()  # floats compared exactly
+        checks = legal_moves(b, "checks")
+        assert checks[0] == ref and checks[1] == heuristic_priors(b, ref, checks=True), b.fen()
     assert legal_moves(b)[1] is None
     return ref
 
@@ -94,13 +100,28 @@ FENS = [
     "1n1q1b2/P1P1P1P1/8/8/8/8/7k/K7 w - - 0 1",  # promotions, with and without capture
     "K7/8/8/8/8/8/1p1p1p1p/R1R1R1Rk b - - 0 1",
     "4k3/8/8/8/8/8/8/4K2R w K - 99 80",  # fifty-move rule next ply
+    "5k2/8/8/8/8/8/8/4K2R w K - 0 1",  # O-O gives check (the rook)
+    "3k4/8/8/8/8/8/8/R3K3 w Q - 0 1",  # O-O-O gives check
+    "8/8/8/R2pP2k/8/8/8/K7 w - d6 0 1",  # en passant opens the rank: discovered check
+    "3k4/1P6/8/8/8/8/8/K7 w - - 0 1",  # b8=Q and b8=R give check, b8=N b8=B do not
 ]
 FENS_960 = [
     "1r4kr/pppppppp/8/8/8/8/PPPPPPPP/1R4KR w BHbh - 0 1",  # king on g1: O-O is king takes rook
     "rk4r1/8/8/8/8/8/8/RK4R1 w AGag - 0 1",  # king on b1: the a-side rook goes to d1, king to c1
     "2r1kr2/8/8/8/8/8/8/2R1KR2 w CFcf - 0 1",
     "nrbbqkrn/pppppppp/8/8/8/8/PPPPPPPP/NRBBQKRN w GBgb - 0 1",
+    "5k2/8/8/8/8/8/8/1R4KR w BH - 0 1",  # Chess960 O-O (king stays on g1) gives check
 ]
+
+
+def test_constructed_positions_hold_checks_by_special_moves():
+    seen = Counter()
+    for fen in FENS + FENS_960:
+        b = chess.Board(fen, chess960=fen in FENS_960)
+        seen += _features(b, list(b.legal_moves))
+    for k in ("castling giving check", "castling 960 giving check", "en passant giving check",
+              "promotion giving check", "stalemate", "checkmate", "double check"):
+        assert seen[k] > 0, (k, seen)
 
 
 @pytest.mark.parametrize("fen", FENS + FENS_960)
@@ -116,7 +137,9 @@ def test_constructed_positions(fen):
 
 
 def test_stalemate_and_mate_have_no_moves():
-    assert legal_moves(chess.Board("7k/5Q2/6K1/8/8/8/8/8 b - - 0 1"), True) == ([], [])
+    assert legal_moves(chess.Board("7k/5Q2/6K1/8/8/8/8/8 b - - 0 1"), "captures") == ([], [])
+    with pytest.raises(ValueError, match="priors"):
+        legal_moves(chess.Board(), "uniform")
     assert legal_moves(chess.Board("6rk/5Npp/8/8/8/8/8/6K1 b - - 0 1"))[0] == []
 
 
@@ -158,7 +181,7 @@ def _play(net, checked: Counter | None, priors: str = "captures"):
     return sorted(play_games(new_game, 4, BatchSearch("auto")), key=lambda g: g.tag)
 
 
-@pytest.mark.parametrize("priors", ["captures", "uniform"])
+@pytest.mark.parametrize("priors", ["captures", "checks", "uniform"])
 def test_whole_games_equal_python_chess_move_generation(priors, monkeypatch):
     """Every expansion's moves (and priors) are python-chess's (checked in line), and the games
     (PGN, .plain text, result and how they ended) are those of Tree.fast_movegen = False."""
@@ -167,11 +190,12 @@ def test_whole_games_equal_python_chess_move_generation(priors, monkeypatch):
     seen = Counter()
     calls = [0]
 
-    def checked(board, want_priors=False):
+    def checked(board, want_priors=None):
         moves, pr = legal_moves(board, want_priors)
         assert moves == list(board.legal_moves), board.fen()
+        assert want_priors == (None if priors == "uniform" else priors)
         if want_priors:
-            assert pr == heuristic_priors(board, moves)
+            assert pr == heuristic_priors(board, moves, checks=want_priors == "checks")
         seen.update(_features(board, moves))
         calls[0] += 1
         return moves, pr
