@@ -52,7 +52,7 @@ MAX_MOVES = 256  # at most 218 legal moves in any position
 _IN = 12
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True)
 def _attacked(bb, them, sq, occ):
     """Pieces of the colour with occupancy ``them`` attacking ``sq`` through occupancy ``occ``
     (python-chess's ``_attackers_mask``); the side index of ``them`` is bb[8] xor 1."""
@@ -65,7 +65,7 @@ def _attacked(bb, them, sq, occ):
     return a & them
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True)
 def _safe(bb, them, ksq, occ, frm, to, capsq):
     """Is the king on ``ksq`` safe after a non-king move frm -> to (capturing on capsq, −1 none)?"""
     occ2 = (occ & ~SQ[frm]) | SQ[to]
@@ -76,7 +76,7 @@ def _safe(bb, them, ksq, occ, frm, to, capsq):
     return (_attacked(bb, them, ksq, occ2) & ~removed) == 0
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True)
 def _add(out, n, frm, to, promo):
     out[n] = frm | (to << 6) | (promo << 12)
     return n + 1
