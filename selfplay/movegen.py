@@ -37,7 +37,8 @@ from nnue.pipeline.compiled.bits import msb, popcount
 from nnue.pipeline.compiled.chesscore import KING_ATT, KNIGHT_ATT, LINE, PAWN_ATT, SQ, bishop_att, rook_att
 
 U64 = np.uint64
-BETWEEN = np.array([[chess.between(a, b) for b in range(64)] for a in range(64)], dtype=U64)  # python-chess between(a, b): the squares strictly between
+#: python-chess's between(a, b): the squares strictly between a and b on a line, else 0
+BETWEEN = np.array([[chess.between(a, b) for b in range(64)] for a in range(64)], dtype=U64)
 #: victim weights of the "captures" priors by piece type index 0..5 = P N B R Q K (mcts._VICTIM)
 VICTIM = np.array([1.0, 3.0, 3.0, 5.0, 9.0, 0.0])
 _RANK1, _RANK8 = U64(chess.BB_RANK_1), U64(chess.BB_RANK_8)
@@ -46,10 +47,10 @@ _EP_RANK = np.array([chess.BB_RANKS[4], chess.BB_RANKS[3]], dtype=U64)
 _NONE = 64  # no en-passant square
 MAX_MOVES = 256  # at most 218 legal moves in any position
 
-# input layout (uint64[12]): pawns, knights, bishops, rooks, queens, kings (both colours),
-# white, black occupancy, side to move (0 white, 1 black), en-passant square (64 none), castling
-# rights (python-chess's clean_castling_rights: a mask of rook squares), chess960 (0/1)
-_IN = 12
+# input layout (uint64[12], board_array): pawns, knights, bishops, rooks, queens, kings (both
+# colours), white, black occupancy, side to move (0 white, 1 black), en-passant square (64
+# none), castling rights (python-chess's clean_castling_rights: a mask of rook squares),
+# chess960 (0/1)
 
 
 @njit(cache=True)
@@ -386,9 +387,10 @@ def board_array(board: chess.Board) -> np.ndarray:
 def legal_moves(board: chess.Board, priors: str | None = None) -> tuple[list[chess.Move], list[float] | None]:
     """``list(board.legal_moves)`` (same moves, same order) and, with ``priors`` "captures" or
     "checks", those priors of :func:`nnue.selfplay.mcts.heuristic_priors` for them
-    (bit-identical floats), else None (ValueError for another name). For standard boards and Chess960 boards (``board.chess960``) of python-chess's
-    ``chess.Board`` class (no variants) that python-chess calls valid or reached by legal moves
-    from one (elsewhere the moves may differ: a side without a king gets none here)."""
+    (bit-identical floats), else None (ValueError for another name). For standard and Chess960
+    boards (``board.chess960``) of python-chess's ``chess.Board`` class (no variants) that
+    python-chess calls valid or reached by legal moves from one (elsewhere the moves may
+    differ: a side without a king gets none here)."""
     mode = _PRIORS.get(priors)
     if mode is None:
         raise ValueError(f"priors {priors!r}: None, 'captures' or 'checks'")

@@ -155,7 +155,7 @@ STARTS = [
 ]
 
 
-def _play(net, checked: Counter | None, priors: str = "captures"):
+def _play(net, priors: str = "captures"):
     cfg = SearchConfig(nodes=16, priors=priors)
     adj = Adjudication(win_plies=0, draw_plies=0, max_ply=160)
     made = [0]
@@ -201,11 +201,11 @@ def test_whole_games_equal_python_chess_move_generation(priors, monkeypatch):
         return moves, pr
 
     monkeypatch.setattr(mcts, "legal_moves", checked)
-    fast = _play(net, seen, priors)
+    fast = _play(net, priors)
     monkeypatch.undo()
     monkeypatch.setattr(Tree, "fast_movegen", False)
     monkeypatch.setattr(mcts, "legal_moves", None)  # the python-chess path must not call it
-    slow = _play(net, None, priors)
+    slow = _play(net, priors)
     assert calls[0] > 300
     assert [g.pgn() for g in fast] == [g.pgn() for g in slow]
     assert [g.plain_text() for g in fast] == [g.plain_text() for g in slow]
