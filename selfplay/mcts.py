@@ -18,9 +18,12 @@ an integer net (:mod:`nnue.inference`) across many trees (one per concurrent gam
 * **Priors** (``priors=``): ``"uniform"`` (1/moves); ``"captures"`` (default): weight 1 for
   every move, + 1 + victim/2 for a capture (victim P 1, N B 3, R 5, Q 9; en passant a pawn),
   + 2 for a promotion; ``"checks"``: as ``captures``, + 1.5 for a move that gives check (python-
-  chess's ``gives_check``, a push and pop per move: it costs more than the rest of an
-  expansion). Normalised to sum 1. Optional Dirichlet noise at the root (``noise``,
+  chess's ``gives_check``). Normalised to sum 1. Optional Dirichlet noise at the root (``noise``,
   ``noise_alpha``), off by default.
+* **Moves**: an expansion's legal moves, and its "captures" or "checks" priors, come from
+  :func:`nnue.selfplay.movegen.legal_moves` (compiled; python-chess's ``board.legal_moves`` in
+  python-chess's order, the priors bit for bit), or with ``Tree.fast_movegen = False`` from
+  python-chess and :func:`heuristic_priors`: the same search either way.
 * **Backup**: after each leaf, every node on the path is recomputed from its visited children
   by the configured :mod:`~nnue.selfplay.backup` operator (mean, max, power_mean).
 * **Leaf evals**: a tree whose net has incremental support (every kind but ``sfnnv5``; a
@@ -55,6 +58,7 @@ from nnue.inference import IncrementalAccumulator, evaluate, kinds, residual
 from nnue.pipeline.board import pack_board
 
 from .backup import Backup, MeanBackup, make_backup
+from .movegen import legal_moves
 
 #: python-chess's record of a position's state (what ``Board.pop`` restores): a tree keeps one per
 #: expanded node and sets the board to a leaf's parent in one step instead of pushing the whole
@@ -134,11 +138,12 @@ class Node:
     set at expansion; terminal: exact value fixed; sample: (fen, ply) when chosen for
     --sample-search; key: its :func:`position_key` (set at expansion); state: python-chess's
     board state at the node (set at expansion, see :meth:`Tree.step`); visited: indices of the
-    children made so far, ascending; order: child indices by prior, highest first (ties by
-    index), and next_new: the first entry of ``order`` without a child (for :meth:`Tree._select`)."""
+    children made so far, ascending, and kids: those children in the same order; order: child
+    indices by prior, highest first (ties by index), and next_new: the first entry of ``order``
+    without a child (for :meth:`Tree._select`)."""
 
     __slots__ = ("moves", "priors", "children", "n", "q", "terminal", "sample", "key", "state", "visited",
-                 "order", "next_new")
+                 "order", "next_new", "kids")
 
     def __init__(self):
         self.moves = None
@@ -151,6 +156,7 @@ class Node:
         self.key = None
         self.state = None
         self.visited = None
+        self.kids = None
         self.order = None
         self.next_new = 0
 
@@ -205,6 +211,12 @@ class Tree:
     #: look leaves up in :attr:`expanded` (transpositions in this tree) and ``cache`` (False:
     #: generate and evaluate every leaf; the same search, slower: tests compare the two)
     reuse = True
+    #: generate an expansion's legal moves (and "captures"/"checks" priors) with the compiled generator
+    #: :func:`nnue.selfplay.movegen.legal_moves` (False: python-chess's ``board.legal_moves`` and
+    #: :func:`heuristic_priors`; the same moves in the same order and the same priors, slower:
+    #: tests compare the two). Used for ``chess.Board`` itself (not subclasses: variants) from a
+    #: root that python-chess calls valid (``Board.is_valid``).
+    fast_movegen = True
 
     def __init__(self, board: chess.Board, cfg: SearchConfig, backup: Backup, scale: float,
                  history=(), rng: random.Random | None = None, cache: dict | None = None):
@@ -230,6 +242,9 @@ class Tree:
             self.root.state = _BoardState(board)
         self._acc_moves: list[chess.Move] = []  # the moves pushed on self.acc, root first
         self.eval_seconds = 0.0  # inside in-line (incremental) evals
+        # the compiled generator equals python-chess's on valid positions and those reached from
+        # one by legal moves (an invalid root, e.g. without a king, takes python-chess's)
+        self.movegen = self.fast_movegen and type(board) is chess.Board and board.is_valid()
 
     def use_incremental(self, net) -> None:
         """Evaluate this tree's leaves in line with an incremental accumulator of ``net`` from
@@ -296,6 +311,7 @@ class Tree:
             priors = node.priors
             node.order = sorted(range(len(priors)), key=priors.__getitem__, reverse=True)  # stable
             node.visited = []
+            node.kids = []
         c = self.cfg.c_puct * math.sqrt(max(node.n, 1))
         fpu_q = node.q - self.cfg.fpu
         children, priors = node.children, node.priors
@@ -308,8 +324,7 @@ class Tree:
             best = fpu_q + c * priors[best_i]
         else:
             best, best_i = -math.inf, len(order)
-        for i in node.visited:
-            ch = children[i]
+        for i, ch in zip(node.visited, node.kids):
             p = priors[i]
             s = fpu_q + c * p if ch.n == 0 else -ch.q + c * p / (1 + ch.n)
             if s > best or (s == best and i < best_i):
@@ -331,7 +346,9 @@ class Tree:
                 if child is None:
                     child = node.children[i] = Node()
                     if node.visited is not None:
-                        bisect.insort(node.visited, i)
+                        j = bisect.bisect_left(node.visited, i)
+                        node.visited.insert(j, i)
+                        node.kids.insert(j, child)
                 move = node.moves[i]
                 if not snapshots:
                     board.push(move)
@@ -354,7 +371,13 @@ class Tree:
                     hit = self.expanded.get(key)
                     if hit is None and self.cache is not None:
                         hit = self.cache.get(key)
-                moves = list(board.legal_moves) if hit is None else hit[0]
+                fast_priors = None
+                if hit is not None:
+                    moves = hit[0]
+                elif self.movegen:
+                    moves, fast_priors = legal_moves(board, None if self.cfg.priors == "uniform" else self.cfg.priors)
+                else:
+                    moves = list(board.legal_moves)
                 seen = None
                 window = board.halfmove_clock
                 if line and window >= 4:  # a repetition needs 4 reversible plies at least
@@ -372,6 +395,8 @@ class Tree:
                     node.state = _BoardState(board)
                 if hit is not None:
                     priors = hit[1]
+                elif fast_priors is not None:
+                    priors = fast_priors
                 elif self.cfg.priors == "uniform":
                     priors = [1.0 / len(moves)] * len(moves)
                 else:
@@ -423,8 +448,7 @@ class Tree:
             node.n += 1
             children = node.children
             # the visited children in index order (all of them, when _select scored every one)
-            chs = [ch for ch in (children if node.visited is None else [children[i] for i in node.visited])
-                   if ch is not None and ch.n > 0]
+            chs = [ch for ch in (children if node.visited is None else node.kids) if ch is not None and ch.n > 0]
             if mean:  # MeanBackup.value written out: the same products, summed in the same order
                 node.q = max(-1.0, min(1.0, sum([-ch.q * ch.n for ch in chs]) / sum([ch.n for ch in chs])))
             else:

@@ -150,7 +150,8 @@ def test_selfplay_files_are_identical_for_the_same_seed(tmp_path):
 @pytest.mark.parametrize("priors", ["captures", "checks", "uniform"])
 def test_faster_tree_walk_plays_the_same_games(priors, monkeypatch):
     """Tree._select (only the visited children scored), the python-chess board state kept
-    per node (the leaf reached from its parent's state, not by pushing the whole path) and the
+    per node (the leaf reached from its parent's state, not by pushing the whole path), the
+    compiled move generator and the
     cache of the last searches' leaves (and the mean backup written out) play the same games
     as scoring every child, pushing every move, generating and evaluating every leaf and
     calling the backup operator."""
@@ -163,6 +164,7 @@ def test_faster_tree_walk_plays_the_same_games(priors, monkeypatch):
     monkeypatch.setattr(Tree, "_select", Tree._select_scan)
     monkeypatch.setattr(mcts, "_BoardState", None)
     monkeypatch.setattr(Tree, "reuse", False)
+    monkeypatch.setattr(Tree, "fast_movegen", False)  # python-chess's legal_moves and heuristic_priors
     monkeypatch.setattr(mcts, "MeanBackup", type("NotMean", (), {}))  # backup.value for every operator
     slow, search = _games(net, "incremental", games=3, nodes=32, cfg=cfg)
     assert search.stats.cache_hits == 0
