@@ -84,6 +84,16 @@ def _add(out, n, frm, to, promo):
 
 
 @njit(cache=True)
+def _add_pawn(out, n, frm, to):
+    """A pawn move: to the last rank, its four promotions in python-chess's order (Q R B N)."""
+    if (to >> 3) == 0 or (to >> 3) == 7:
+        for pr in (5, 4, 3, 2):
+            n = _add(out, n, frm, to, pr)
+        return n
+    return _add(out, n, frm, to, 0)
+
+
+@njit(cache=True)
 def _pseudo(bb, out, n, from_mask, to_mask, ksq, castling_too):
     """python-chess's generate_pseudo_legal_moves(from_mask, to_mask), each move kept when legal."""
     us = int(bb[8])
@@ -132,11 +142,7 @@ def _pseudo(bb, out, n, from_mask, to_mask, ksq, castling_too):
             to = msb(t)
             t ^= SQ[to]
             if _safe(bb, them, ksq, occ, frm, to, -1):
-                if (to >> 3) == 0 or (to >> 3) == 7:
-                    for pr in (5, 4, 3, 2):
-                        n = _add(out, n, frm, to, pr)
-                else:
-                    n = _add(out, n, frm, to, 0)
+                n = _add_pawn(out, n, frm, to)
     if us == 0:
         single = (pawns << U64(8)) & ~occ
         double = (single << U64(8)) & ~occ & _DOUBLE[0]
@@ -152,11 +158,7 @@ def _pseudo(bb, out, n, from_mask, to_mask, ksq, castling_too):
         single ^= SQ[to]
         frm = to + step
         if _safe(bb, them, ksq, occ, frm, to, -1):
-            if (to >> 3) == 0 or (to >> 3) == 7:
-                for pr in (5, 4, 3, 2):
-                    n = _add(out, n, frm, to, pr)
-            else:
-                n = _add(out, n, frm, to, 0)
+            n = _add_pawn(out, n, frm, to)
     while double:
         to = msb(double)
         double ^= SQ[to]
