@@ -100,7 +100,21 @@ def _txt_text(n=40) -> str:
 
 
 def _epd_text(n=40) -> str:
-    return "".join(public("samplefen1000.epd").read_text().splitlines(True)[:n])
+    """``n`` EPD lines (four FEN fields, ``c9`` with the game's result from White's side) made from
+    our own self-play, so that the EPD cases of the byte and line-end tests run in any clone; the
+    third-party EPD samples are read as they are by test_samples_identical."""
+    text = {"1": '"1-0"', "-1": '"0-1"', "0": '"1/2-1/2"'}
+    lines, fen = [], None
+    for line in selfplay(f"{CUT}.plain").read_text().splitlines():
+        key, _, value = line.partition(" ")
+        if key == "fen":
+            fen = value.split()
+        elif key == "result":
+            white = value if fen[1] == "w" else str(-int(value))
+            lines.append(f"{' '.join(fen[:4])} c9 {text[white]};\n")
+            if len(lines) == n:
+                break
+    return "".join(lines)
 
 
 TEXT = {"plain": _plain_text, "bullet-text": _txt_text, "epd": _epd_text}

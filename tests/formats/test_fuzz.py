@@ -76,7 +76,12 @@ def _valid_bin_marlin() -> dict[str, bytes]:
                      for b, r in zip(boards, recs))
     marlin = b"".join(pack_fen(b.fen(), eval_white=r["score"] * (1 if b.turn else -1),
                                wdl=(r["result"] if b.turn else -r["result"]) + 1) for b, r in zip(boards, recs))
-    return {"bin": sfbin, "marlinformat": marlin}
+    # bulletformat through our writer (stm POV score and result, as a dataset row holds them)
+    from nnue.pipeline.formats import bulletformat
+
+    bf = b"".join(bulletformat.write({"board": pack_fen(r["fen"]), "score": r["score"], "score_none": False,
+                                      "result": r["result"]}) for r in recs)
+    return {"bin": sfbin, "marlinformat": marlin, "bulletformat": bf}
 
 
 def _valid_viri() -> bytes:
@@ -94,14 +99,14 @@ def _valid_epd() -> bytes:
 
 
 _VALID = {"bin": lambda: _valid_bin_marlin()["bin"], "marlinformat": lambda: _valid_bin_marlin()["marlinformat"],
-          "binpack": lambda: public("ep1.binpack").read_bytes(), "bulletformat": lambda: public("batch.bf").read_bytes()[:96],
+          "binpack": lambda: public("ep1.binpack").read_bytes(), "bulletformat": lambda: _valid_bin_marlin()["bulletformat"],
           "viriformat": _valid_viri, "epd": _valid_epd}
 
 
 class _Valid(dict):
     """Built on first use per format: those cut from the third-party samples skip the test that
-    asks for them when ../shared/data/public is absent; bin and marlinformat are built from the
-    bundled sample."""
+    asks for them when ../shared/data/public is absent; bin, marlinformat and bulletformat are built
+    from the bundled sample."""
 
     def __missing__(self, fmt: str) -> bytes:
         self[fmt] = _VALID[fmt]()
