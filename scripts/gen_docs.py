@@ -146,10 +146,10 @@ def main(argv=None) -> int:
         tmp.write_text(text)
         os.replace(tmp, path)
     # the shipped Hydra help of `nnue train --help` (nnue.commands.train): remade by Hydra when the
-    # digest of its inputs (conf/*.yaml, hydra-core's version) changed
+    # configs changed (another hydra-core makes `nnue train --help` ask Hydra, not the file stale)
     from nnue.commands import train as train_cmd
 
-    if train_cmd.shipped_help() is None:
+    if not train_cmd.shipped_is_current():
         if a.check:
             stale.append("conf/train_help.txt")
         else:

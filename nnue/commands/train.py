@@ -7,8 +7,9 @@ imports no torch: Hydra and OmegaConf only.
 Hydra's help takes seconds (importing Hydra and composing the config: 3.5 s under load, against 0.2 s
 for every other ``--help``; bench/results/cli_cpu.json). Its text depends only on the YAML files of
 ``conf/`` and on Hydra's version, so it is shipped, made by Hydra, in ``conf/train_help.txt`` with the
-digest of those inputs (:func:`help_digest`): ``nnue train --help`` prints it when the digest still
-matches, and asks Hydra otherwise (a config edited in place, another Hydra). ``python
+digest of those configs (:func:`help_digest`) and the version of hydra-core that made it:
+``nnue train --help`` prints it when both still match, and asks Hydra otherwise (a config edited in
+place, another hydra-core). ``python
 scripts/gen_docs.py`` rewrites it when stale (:func:`write_help`); tests/test_docs.py fails when the
 digest is stale and tests/cli/test_thin_cli.py when the text is not Hydra's.
 """
@@ -36,29 +37,49 @@ CONF = Path(list(importlib.util.find_spec("nnue.conf").submodule_search_location
 SHIPPED_HELP = CONF / "train_help.txt"
 
 
+def hydra_version() -> str:
+    """hydra-core's installed version ("?" when it is not installed), read from its metadata."""
+    try:
+        return version("hydra-core")
+    except PackageNotFoundError:
+        return "?"
+
+
 def help_digest(conf: Path | None = None) -> str:
-    """sha256 (hex) of what Hydra's help of conf/train.yaml depends on: hydra-core's version and every
-    ``*.yaml`` under ``conf`` (relative path and bytes, in sorted order)."""
+    """sha256 (hex) of the configs Hydra's help of conf/train.yaml shows: every ``*.yaml`` under
+    ``conf`` (relative path and bytes, in sorted order)."""
     conf = CONF if conf is None else conf
     h = hashlib.sha256()
-    try:
-        h.update(f"hydra-core {version('hydra-core')}\n".encode())
-    except PackageNotFoundError:
-        h.update(b"hydra-core ?\n")
     for f in sorted(conf.rglob("*.yaml")):
         h.update(f"{f.relative_to(conf).as_posix()}\n".encode())
         h.update(f.read_bytes())
     return h.hexdigest()
 
 
-def shipped_help() -> str | None:
-    """The shipped Hydra help of ``nnue train --help`` when it is current (its digest line equals
-    :func:`help_digest`), else None."""
+def _shipped() -> tuple[str, str, str] | None:
+    """(configs digest, hydra-core version, text) of the shipped help, or None."""
     try:
         first, text = SHIPPED_HELP.read_text(encoding="utf-8").split("\n", 1)
+        _, digest, _, made_by = first.split(" ")
     except (OSError, ValueError):
         return None
-    return text if first == f"digest: {help_digest()}" else None
+    return digest, made_by, text
+
+
+def shipped_is_current() -> bool:
+    """The shipped help was made from the configs as they are now (whatever Hydra made it):
+    ``python scripts/gen_docs.py`` remakes it when not."""
+    shipped = _shipped()
+    return shipped is not None and shipped[0] == help_digest()
+
+
+def shipped_help() -> str | None:
+    """The shipped Hydra help of ``nnue train --help`` when it is current: made from the configs as
+    they are now (:func:`help_digest`) by the hydra-core installed now. Else None."""
+    shipped = _shipped()
+    if shipped is None or shipped[0] != help_digest() or shipped[1] != hydra_version():
+        return None
+    return shipped[2]
 
 
 def hydra_help() -> str:
@@ -78,7 +99,7 @@ def hydra_help() -> str:
 
 def write_help() -> None:
     """Rewrite ``conf/train_help.txt`` from Hydra (atomically: a temporary file, then a rename)."""
-    text = f"digest: {help_digest()}\n" + hydra_help()
+    text = f"digest: {help_digest()} hydra-core: {hydra_version()}\n" + hydra_help()
     tmp = SHIPPED_HELP.with_name(f".{SHIPPED_HELP.name}.tmp")
     tmp.write_text(text, encoding="utf-8")
     tmp.replace(SHIPPED_HELP)
