@@ -18,6 +18,8 @@ import json
 import sys
 from pathlib import Path
 
+from nnue.pipeline.atomic import atomic_write_bytes  # standard library only
+
 SHIPPED = Path(__file__).with_name("format_table.json")
 
 
@@ -70,6 +72,4 @@ def _registry_imported() -> bool:
 def write() -> None:
     """Rewrite the shipped table from the registry (atomically: a temporary file, then a rename)."""
     text = json.dumps({"digest": sources_digest(), **live_table()}, indent=1) + "\n"
-    tmp = SHIPPED.with_name(f".{SHIPPED.name}.tmp")
-    tmp.write_text(text, encoding="utf-8")
-    tmp.replace(SHIPPED)
+    atomic_write_bytes(SHIPPED, text.encode("utf-8"))

@@ -21,6 +21,8 @@ import sys
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 
+from nnue.pipeline.atomic import atomic_write_bytes  # standard library only
+
 #: Hydra's flags that print something and exit without calling the task function: answered here, light
 HELP_FLAGS = ("-h", "--help", "--hydra-help")
 
@@ -100,9 +102,7 @@ def hydra_help() -> str:
 def write_help() -> None:
     """Rewrite ``conf/train_help.txt`` from Hydra (atomically: a temporary file, then a rename)."""
     text = f"digest: {help_digest()} hydra-core: {hydra_version()}\n" + hydra_help()
-    tmp = SHIPPED_HELP.with_name(f".{SHIPPED_HELP.name}.tmp")
-    tmp.write_text(text, encoding="utf-8")
-    tmp.replace(SHIPPED_HELP)
+    atomic_write_bytes(SHIPPED_HELP, text.encode("utf-8"))
 
 
 def _print_help(argv: list[str]) -> int:
