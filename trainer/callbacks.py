@@ -189,6 +189,7 @@ class Progress(pl.Callback):
         self.total, self.pps, self.max_epochs = total_steps, positions_per_step, max_epochs
         self.bar_wanted, self.bar = bar, None
         self.t0 = self.step0 = None
+        self._shown = float("-inf")
 
     def _rate(self, trainer) -> tuple[float, float]:
         dt = time.perf_counter() - self.t0
@@ -206,11 +207,14 @@ class Progress(pl.Callback):
                             file=sys.stderr, desc="train")
 
     def on_train_batch_end(self, trainer, lit, outputs, batch, batch_idx) -> None:
-        if self.bar is not None:
+        # the postfix (the step's loss: float() waits for a CUDA device) at most twice a second
+        if self.bar is not None and time.perf_counter() - self._shown >= 0.5:
+            self._shown = time.perf_counter()
             pos_s, _ = self._rate(trainer)
             loss = outputs.get("loss") if isinstance(outputs, dict) else outputs
             self.bar.set_postfix_str(f"epoch {trainer.current_epoch + 1} loss {float(loss):.5f} {pos_s:,.0f} pos/s",
                                      refresh=False)
+        if self.bar is not None:
             self.bar.update(trainer.global_step - self.bar.n)
 
     def line(self, trainer, lit) -> str:
@@ -258,10 +262,12 @@ class Plots(pl.Callback):
         loss = outputs.get("loss") if isinstance(outputs, dict) else outputs
         if loss is None:
             return
-        self._acc, self._n = self._acc + float(loss), self._n + 1
+        # summed as a tensor on the loss's device: float() only when a point is recorded, so that
+        # a CUDA step does not wait for the device at every step
+        self._acc, self._n = self._acc + (loss.detach() if hasattr(loss, "detach") else float(loss)), self._n + 1
         every = max(1, int(getattr(lit, "total_steps", None) or 1) // self.points)
         if trainer.global_step % every == 0:
-            self.hist["train"].append([trainer.global_step, self._acc / self._n])
+            self.hist["train"].append([trainer.global_step, float(self._acc) / self._n])
             self._acc, self._n = 0.0, 0
             if hasattr(lit, "current_lr"):
                 self.hist["sched"].append([trainer.global_step, lit.current_lr(), lit.current_lambda()])
