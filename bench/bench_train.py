@@ -133,7 +133,70 @@ def summarise(walls: list[float], cpus: list[float], batch: int) -> dict:
 
 # ------------------------------------------------------------------------------------------ variants
 
-def run_lightning(cfg, device: torch.device, steps: int, warmup: int) -> tuple[list[float], list[float]]:
+def _time_into(acc: dict[str, float], phase: str, fn):
+    """fn, with its wall time added to acc[phase]."""
+    def timed(*args, **kwargs):
+        t = time.perf_counter()
+        try:
+            return fn(*args, **kwargs)
+        finally:
+            acc[phase] += time.perf_counter() - t
+    return timed
+
+
+def _instrument(lit, dm, ours: dict[str, float]) -> None:
+    """Add the wall time of the step's own work under Lightning to ours[phase] (PHASES): the stream's next
+    batch, the features (on_after_batch_transfer), training_step (forward, loss, the logging),
+    the optimiser's step less its closure, the weight clip (on_train_batch_end); backward is timed
+    by the callback's on_before/after_backward. What is left of a step is Lightning's own code."""
+    lit.on_after_batch_transfer = _time_into(ours, "features", lit.on_after_batch_transfer)
+    step = lit.training_step
+
+    def training_step(b, batch_idx):   # Lightning passes arguments by these names
+        return _time_into(ours, "forward_loss", step)(b, batch_idx)
+
+    lit.training_step = training_step
+    lit.on_train_batch_end = _time_into(ours, "clip", lit.on_train_batch_end)
+    configure = lit.configure_optimizers
+
+    def configure_optimizers():
+        opt = configure()
+        inner = _time_into(ours, "optimizer", opt.step)
+
+        def step_after_closure(closure=None):   # the closure (forward, backward) is timed in its parts
+            out = closure() if closure is not None else None
+            inner()
+            return out
+        opt.step = step_after_closure
+        return opt
+
+    lit.configure_optimizers = configure_optimizers
+    make_loader = dm.train_dataloader
+
+    def train_dataloader():
+        loader = make_loader()
+        base = type(loader)
+
+        class Timed:
+            def __init__(self, it):
+                self.it = it
+
+            def __iter__(self):
+                return self
+
+            def __next__(self):
+                return _time_into(ours, "stream", self.it.__next__)()
+
+        loader.__class__ = type("Timed" + base.__name__, (base,), {"__iter__": lambda self: Timed(base.__iter__(self))})
+        return loader
+
+    dm.train_dataloader = train_dataloader
+
+
+def run_lightning(cfg, device: torch.device, steps: int, warmup: int):
+    """Wall and CPU seconds of each timed step, and (CPU only) Lightning's own wall seconds of each
+    (the step less the time in our code, :func:`_instrument`) and our code's, by phase ({phase:
+    [seconds]}); on CUDA, where our code only queues kernels, [] and {}."""
     import pytorch_lightning as pl
 
     from nnue.trainer.callbacks import Plots, Progress
@@ -141,12 +204,22 @@ def run_lightning(cfg, device: torch.device, steps: int, warmup: int) -> tuple[l
 
     quiet_lightning()
     lit, dm = build(cfg)
-    stamps: list[tuple[float, float]] = []
+    stamps: list[tuple[float, float, dict]] = []
+    ours = dict.fromkeys(PHASES, 0.0)
+    instrument = device.type == "cpu"
+    if instrument:
+        _instrument(lit, dm, ours)
 
     class Timer(pl.Callback):
+        def on_before_backward(self, trainer, module, loss):
+            self.t = time.perf_counter()
+
+        def on_after_backward(self, trainer, module):
+            ours["backward"] += time.perf_counter() - self.t
+
         def on_train_batch_end(self, trainer, module, outputs, batch, batch_idx):
             sync(device)
-            stamps.append((time.perf_counter(), time.process_time()))
+            stamps.append((time.perf_counter(), time.process_time(), dict(ours)))
 
     # nnue train's per-step callbacks (the progress line without its bar, the loss plot's running
     # mean) and its logging cadence, so that the step's scalars reach self.log as often as there
@@ -160,8 +233,12 @@ def run_lightning(cfg, device: torch.device, steps: int, warmup: int) -> tuple[l
     timed = stamps[warmup - 1:] if warmup else stamps
     walls = [b[0] - a[0] for a, b in zip(timed, timed[1:])]
     cpus = [b[1] - a[1] for a, b in zip(timed, timed[1:])]
+    # the module hook that clips runs after the Timer's on_train_batch_end: its time lands in the
+    # next interval, as the stream's does; over the window every step's work is counted once
+    phases = {p: [b[2][p] - a[2][p] for a, b in zip(timed, timed[1:])] for p in PHASES} if instrument else {}
+    own = [w - sum(phases[p][i] for p in PHASES) for i, w in enumerate(walls)] if instrument else []
     del trainer, lit, dm
-    return walls, cpus
+    return walls, cpus, own, phases
 
 
 PHASES = ("stream", "features", "forward_loss", "backward", "optimizer", "clip")
@@ -277,13 +354,18 @@ def bench_config(overrides: list[str], data: str, batch: int, device: torch.devi
     cfg = compose(overrides, data, batch, device.type)
     base_cfg = compose(overrides + baseline, data, batch, device.type) if baseline else None
     runs = {v: ([], [], []) for v in variants + (["baseline"] if baseline else [])}
+    lightning_own: list[float] = []
+    lightning_phases: dict[str, list[float]] = {}
     load = [round(x, 2) for x in os.getloadavg()]
     for r in range(rounds):
         order = list(runs)
         order = order[r % len(order):] + order[:r % len(order)]   # rotate: no variant always runs first
         for v in order:
             if v == "lightning":
-                w, c = run_lightning(cfg, device, steps, warmup)
+                w, c, own, lph = run_lightning(cfg, device, steps, warmup)
+                lightning_own.extend(own)
+                for p, x in lph.items():
+                    lightning_phases.setdefault(p, []).extend(x)
                 ph = None
             elif v == "naive":
                 w, c = run_naive(cfg, device, steps, warmup)
@@ -318,6 +400,15 @@ def bench_config(overrides: list[str], data: str, batch: int, device: torch.devi
         ratios["lightning_overhead_median"] = rate["plain"] / rate["lightning"] - 1
         # CPU seconds per step (mean): what Lightning adds to the work, less sensitive to the load
         ratios["lightning_overhead_cpu"] = li["cpu_s_per_step_mean"] / pl_["cpu_s_per_step_mean"] - 1
+    if lightning_own:
+        # measured inside the Lightning run: its step less the time in our code. Less sensitive to
+        # the load than a ratio of two runs: the load slows our code and Lightning's alike
+        li = out["variants"]["lightning"]
+        li["lightning_own_ms_per_step_median"] = statistics.median(lightning_own) * 1e3
+        li["lightning_own_ms_per_step_mean"] = statistics.mean(lightning_own) * 1e3
+        ratios["lightning_own_fraction"] = statistics.mean(lightning_own) * 1e3 / li["step_ms_mean"]
+        # our code's phases inside the Lightning run, beside the plain loop's phases_ms_mean
+        li["phases_ms_mean"] = {p: statistics.mean(x) * 1e3 for p, x in lightning_phases.items()}
     if rate.get("naive"):
         for v in ("lightning", "plain", "baseline"):
             if rate.get(v):

@@ -56,7 +56,15 @@ def test_bench_train_smoke(bench, tmp_path):
     assert set(run["variants"]["plain"]["phases_ms_median"]) == set(mod.PHASES)
     assert run["config"]["backend_resolved"] == "numba" and run["config"]["sparse_ft"]
     assert run["baseline_config"]["backend_resolved"] == "torch" and not run["baseline_config"]["sparse_ft"]
-    assert {"lightning_overhead", "plain_vs_naive", "plain_vs_baseline"} <= set(run["ratios"])
+    assert {"lightning_overhead", "lightning_overhead_cpu", "lightning_own_fraction", "plain_vs_naive",
+            "plain_vs_baseline"} <= set(run["ratios"])
+    # inside the Lightning run every phase of our code was timed (the wrappers took), and the
+    # step is those phases plus Lightning's own time
+    li = run["variants"]["lightning"]
+    assert set(li["phases_ms_mean"]) == set(mod.PHASES)
+    assert all(li["phases_ms_mean"][p] > 0 for p in ("stream", "features", "forward_loss", "backward", "optimizer"))
+    assert li["lightning_own_ms_per_step_mean"] > 0
+    assert abs(sum(li["phases_ms_mean"].values()) + li["lightning_own_ms_per_step_mean"] - li["step_ms_mean"]) < 1e-6
     assert len(run["load_average_1_5_15min_before"]) == 3
 
 
