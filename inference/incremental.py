@@ -164,6 +164,15 @@ def _tables_for(fs: FeatureSet) -> _Tables:
 def _net_cache(net: IntegerNet) -> dict:
     """int32 copies of the net's weights, made once per net (and again if a tensor or the
     architecture is replaced; tensors changed in place are not noticed)."""
+    table = kinds.of(net).accumulator_table
+    if table is not None:  # the kind's own rows (sfnnv5: FT and PSQT columns), cached by the kind
+        w, b = table(net)
+        cache = net.__dict__.get("_incremental_cache")
+        if cache is None or cache["w"] is not w or cache["b"] is not b:
+            cache = {"key": None, "w": w, "b": b, "hidden": w.shape[1],
+                     "buckets": net.buckets.of_piece_count(torch.arange(33)).tolist()}
+            net.__dict__["_incremental_cache"] = cache
+        return cache
     cache = net.__dict__.get("_incremental_cache")
     key = (net.l0w, net.l0b, net.l1w, net.l1b)
     if (cache is None or any(a is not b for a, b in zip(cache["key"], key))
@@ -646,9 +655,12 @@ def _eval_accumulators(net: IntegerNet, c: dict, acc: np.ndarray, stm: int, coun
     and ``stm`` 0 white / 1 black: the formula of :func:`nnue.inference.net.forward_int` (or the
     kind's ``forward_from_accumulators``). ``v``: an optional (2, H) int64 scratch buffer.
     Raises OverflowError where ``forward_int`` does."""
+    kind = kinds.of(net)
+    if kind.evaluate_accumulator is not None:  # sfnnv5: the engine's sums wrap, nothing raises
+        return kind.evaluate_accumulator(net, acc, stm, c["buckets"][count])
     s = net.scheme
     check_acc_int16(acc)
-    forward_from_accumulators = _layers_after_l0(net)
+    forward_from_accumulators = kind.forward_from_accumulators
     if forward_from_accumulators is not None:
         a = torch.from_numpy(acc)
         bucket = torch.tensor([c["buckets"][count]])

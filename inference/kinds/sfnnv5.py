@@ -15,4 +15,4 @@ def c_args(a: dict) -> list[str]:
 
 
 KIND = InferenceKind("sfnnv5", evaluator.SFNNv5IntegerNet, evaluator, evaluator.make_sfnnv5_arch, c_args,
-                     incremental=False)
+                     sparse_l1=False)
