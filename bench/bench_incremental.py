@@ -384,7 +384,7 @@ def report_sfnnv5(a, games) -> dict:
     if a.net:
         from nnue.inference.sfnnv5 import read_nnue
 
-        net, label = read_nnue(a.net), f"{a.net} (Stockfish 15.1 .nnue)"
+        net, label = read_nnue(a.net), f"{Path(a.net).name} (Stockfish 15.1 .nnue)"
     else:
         net = make_sfnnv5_net(a.hidden or 1024)
         label = "random, the built-in net's magnitudes"

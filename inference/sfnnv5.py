@@ -398,11 +398,17 @@ def _one_weights(net: SFNNv5IntegerNet) -> list[tuple]:
     """Per layer stack, the matrices and biases of :func:`evaluate_accumulator`: fc_0's weights
     in float32 when every partial sum is exact there (L1·127·128 < 2^24, i.e. L1 ≤ 1,031),
     else float64; fc_1's (its 30 used input columns; the padding columns meet zero inputs) and
-    fc_2's in float64; biases int64 (fc_2's a Python int)."""
+    fc_2's in float64; biases int64 (fc_2's a Python int); and for fc_0 and fc_1 whether a sum
+    can leave int32 at all (Σ|w|·x_max + |b| over each output; x ≤ 126 into fc_0, ≤ 127 into
+    fc_1): where it cannot, the wrap is skipped (it would change nothing)."""
+    def may_wrap(w, b, x_max):  # whether some sum can leave int32: max over outputs of Σ|w|·x_max + |b|
+        return int((w.long().abs().sum(1) * x_max + b.long().abs()).max()) >= 1 << 31
+
     def build(w0, b0, w1, b1, w2, b2):
         ft = np.float32 if w0.shape[2] * 127 * 128 < (1 << 24) else np.float64
-        return [(w0[s].numpy().astype(ft), b0[s].numpy().astype(np.int64),
+        return [(w0[s].numpy().astype(ft), b0[s].numpy().astype(np.int64), may_wrap(w0[s], b0[s], 126),
                  np.ascontiguousarray(w1[s, :, :FC1_INPUTS].double().numpy()), b1[s].numpy().astype(np.int64),
+                 may_wrap(w1[s, :, :FC1_INPUTS], b1[s], 127),
                  w2[s, 0].double().numpy(), int(b2[s, 0])) for s in range(w0.shape[0])]
     return cached(net, "sf_one", (net.fc0_weight, net.fc0_bias, net.fc1_weight, net.fc1_bias, net.fc2_weight,
                                   net.fc2_bias), build)
@@ -423,13 +429,14 @@ def evaluate_accumulator(net: SFNNv5IntegerNet, acc: np.ndarray, stm: int, bucke
     L1 + 8) int32 NumPy, white's perspective in row 0 (see :func:`accumulator_table`); ``stm``
     0 white / 1 black to move; ``bucket`` the layer stack 0..7. The formula of
     :func:`forward_from_accumulators` (steps 2–8) on NumPy arrays and Python ints, for one
-    position without torch's per-call cost (~35 us against ~300 us at L1 1,024; tested
+    position without torch's per-call cost (~25 us against ~480 us at L1 1,024, one core,
+    ``nnue bench incremental --kind sfnnv5``; tested
     ``torch.equal`` against it and the batch path in tests/inference/test_incremental_sfnnv5.py).
     fc_0 runs in float32 or float64 (see :func:`_one_weights`), fc_1 and fc_2 in float64:
     every partial sum is an integer the type holds exactly."""
     L1 = acc.shape[1] - PSQT_BUCKETS
     half = L1 // 2
-    w0, b0, w1, b1, w2, b2 = _one_weights(net)[bucket]
+    w0, b0, wrap0, w1, b1, wrap1, w2, b2 = _one_weights(net)[bucket]
     # int32 -> int16: NumPy's cast wraps mod 2^16 (the engine's int16 adds); np.maximum and
     # np.minimum rather than np.clip, which costs ~3 us more a call on arrays this small
     a = acc[:, :L1].astype(np.int16)
@@ -438,11 +445,15 @@ def evaluate_accumulator(net: SFNNv5IntegerNet, acc: np.ndarray, stm: int, bucke
     p = a[:, :half] * a[:, half:]  # ≤ 127² < 2^15: exact in int16
     p >>= 7
     x0 = (p if stm == 0 else p[::-1]).astype(w0.dtype).reshape(-1)  # stm's half first
-    s0 = _wrap32_np((w0 @ x0).astype(np.int64) + b0)
+    s0 = (w0 @ x0).astype(np.int64) + b0
+    if wrap0:
+        s0 = _wrap32_np(s0)
     h = s0[:FC0_OUTPUTS - 1]
     x1 = np.concatenate((np.minimum((h * h) >> (2 * WEIGHT_SCALE_BITS + 7), 127),
                          np.minimum(np.maximum(h >> WEIGHT_SCALE_BITS, 0), 127))).astype(np.float64)
-    s1 = _wrap32_np((w1 @ x1).astype(np.int64) + b1)
+    s1 = (w1 @ x1).astype(np.int64) + b1
+    if wrap1:
+        s1 = _wrap32_np(s1)
     x2 = np.minimum(np.maximum(s1 >> WEIGHT_SCALE_BITS, 0), 127).astype(np.float64)
     s2 = _wrap_int(int(w2 @ x2) + b2, 32)
     fwd = _tdiv_int(_wrap_int(int(s0[FC0_OUTPUTS - 1]) * SKIP_NUM, 32), SKIP_DEN)

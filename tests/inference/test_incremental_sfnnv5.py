@@ -33,8 +33,10 @@ def wrapping_net(l1: int = 64, seed: int = 5) -> sfnnv5.SFNNv5IntegerNet:
     net.ft_weight = big(net.ft_weight, -32768, 32768)
     net.ft_bias = big(net.ft_bias, -32768, 32768)
     net.psqt = big(net.psqt, -(1 << 31), 1 << 31)
-    for name in ("fc0_bias", "fc1_bias", "fc2_bias"):
-        setattr(net, name, big(getattr(net, name), -(1 << 31), 1 << 31))
+    for name in ("fc0_bias", "fc1_bias", "fc2_bias"):  # ±(2^31 − up to 2^19): many sums cross the edge
+        b = getattr(net, name)
+        sign = big(b, 0, 2).to(torch.int64) * 2 - 1
+        setattr(net, name, (sign * ((1 << 31) - 1 - big(b, 0, 1 << 19).to(torch.int64))).to(torch.int32))
     return net
 
 
@@ -180,15 +182,23 @@ def test_wrapping_net_wraps_every_sum(nets):
     int32 layer sums (else the tests above would not test the wrap)."""
     net = nets["wrapping"]
     boards = _boards([pack_board(chess.Board(f)) for f, _ in sample_games(40)])
-    stm, _ = net.features.encode(boards)
+    stm, nstm = net.features.encode(boards)
     idx = stm.long()
     exact = net.ft_weight.long()[idx.clamp(min=0)].mul((idx >= 0).unsqueeze(-1)).sum(1) + net.ft_bias.long()
     assert ((exact < -32768) | (exact > 32767)).any()
     ps = net.psqt.long()[idx.clamp(min=0)].mul((idx >= 0).unsqueeze(-1)).sum(1)
     assert ((ps < -(1 << 31)) | (ps >= 1 << 31)).any()
+    # and the one-position path takes its wrap branches for this net, not for the plain one
+    assert all(st[2] and st[5] for st in sfnnv5._one_weights(net))
+    assert not any(st[2] or st[5] for st in sfnnv5._one_weights(nets["random"]))
     a, p = sfnnv5.accumulate(net, stm)
     assert torch.equal(a.long(), (exact + 32768) % 65536 - 32768)
     assert torch.equal(p, (ps + (1 << 31)) % (1 << 32) - (1 << 31))
+    # fc_0's sums of the batch path leave int32 before its wrap (fc_1, fc_2 alike by construction)
+    x0 = sfnnv5.transform(a, sfnnv5.accumulate(net, nstm)[0])
+    b = net.buckets.of(boards)
+    s0 = torch.einsum("nk,nok->no", x0.double(), net.fc0_weight.double()[b]).long() + net.fc0_bias.long()[b]
+    assert ((s0 < -(1 << 31)) | (s0 >= 1 << 31)).any()
 
 
 @pytest.mark.parametrize("which", NETS)
