@@ -132,12 +132,17 @@ def test_sample_search_and_root_noise_give_the_same_dumps(monkeypatch):
     assert sum(len(g.samples) for g in a) > 10
 
 
-def test_selfplay_files_are_identical_for_the_same_seed(tmp_path):
+@pytest.mark.parametrize("kind", ["perspective", "sfnnv5"])
+def test_selfplay_files_are_identical_for_the_same_seed(kind, tmp_path):
     """``nnue selfplay``'s dumps, byte for byte: incremental leaf evals (the default) against
-    batched ones (the search before this change)."""
+    batched ones (the search before this change), for a perspective net and an sfnnv5 net."""
+    from tests.engines.test_sfnnv5 import random_int_net
+
     torch.set_num_threads(1)
     path = tmp_path / "net.safetensors"
-    make_int_net("chess768", "screlu", hidden=16, buckets=8, seed=12).save(path)
+    net = (make_int_net("chess768", "screlu", hidden=16, buckets=8, seed=12) if kind == "perspective"
+           else random_int_net(l1=32, seed=12))
+    net.save(path)
     kw = dict(games=6, nodes=12, games_per_file=4, in_flight=3, seed=7, sample_rate=0.05,
               adjudication=Adjudication(max_ply=60), progress=False)
     out_inc, out_batch = tmp_path / "inc", tmp_path / "batch"
