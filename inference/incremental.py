@@ -172,12 +172,13 @@ def _tables_for(fs: FeatureSet) -> _Tables:
 def _net_cache(net: IntegerNet) -> dict:
     """int32 copies of the net's weights, made once per net (and again if a tensor or the
     architecture is replaced; tensors changed in place are not noticed)."""
-    table = kinds.of(net).accumulator_table
-    if table is not None:  # the kind's own rows (sfnnv5: FT and PSQT columns), cached by the kind
-        w, b = table(net)
+    kind = kinds.of(net)
+    if kind.accumulator_table is not None:  # the kind's own rows (sfnnv5: FT and PSQT columns)
+        w, b = kind.accumulator_table(net)  # cached by the kind
+        layers = kind.accumulator_layers(net) if kind.accumulator_layers is not None else None
         cache = net.__dict__.get("_incremental_cache")
-        if cache is None or cache["w"] is not w or cache["b"] is not b:
-            cache = {"key": None, "w": w, "b": b, "hidden": w.shape[1],
+        if cache is None or cache["w"] is not w or cache["b"] is not b or cache["layers"] is not layers:
+            cache = {"key": None, "w": w, "b": b, "layers": layers, "hidden": w.shape[1],
                      "buckets": net.buckets.of_piece_count(torch.arange(33)).tolist()}
             net.__dict__["_incremental_cache"] = cache
         return cache
@@ -666,7 +667,7 @@ def _eval_accumulators(net: IntegerNet, c: dict, acc: np.ndarray, stm: int, coun
     Raises OverflowError where ``forward_int`` does."""
     kind = kinds.of(net)
     if kind.evaluate_accumulator is not None:  # sfnnv5: the engine's sums wrap, nothing raises
-        return kind.evaluate_accumulator(net, acc, stm, c["buckets"][count])
+        return kind.evaluate_accumulator(net, acc, stm, c["buckets"][count], c["layers"])
     s = net.scheme
     check_acc_int16(acc)
     forward_from_accumulators = kind.forward_from_accumulators

@@ -394,7 +394,7 @@ def forward_from_accumulators(net: SFNNv5IntegerNet, acc_stm: torch.Tensor, acc_
     return cp
 
 
-def _one_weights(net: SFNNv5IntegerNet) -> list[tuple]:
+def accumulator_layers(net: SFNNv5IntegerNet) -> list[tuple]:
     """Per layer stack, the matrices and biases of :func:`evaluate_accumulator`: fc_0's weights
     in float32 when every partial sum is exact there (L1·127·128 < 2^24, i.e. L1 ≤ 1,031),
     else float64; fc_1's (its 30 used input columns; the padding columns meet zero inputs) and
@@ -424,7 +424,8 @@ def _wrap32_np(a: np.ndarray) -> np.ndarray:
     return ((a + (1 << 31)) & 0xFFFFFFFF) - (1 << 31)
 
 
-def evaluate_accumulator(net: SFNNv5IntegerNet, acc: np.ndarray, stm: int, bucket: int) -> int:
+def evaluate_accumulator(net: SFNNv5IntegerNet, acc: np.ndarray, stm: int, bucket: int,
+                         layers: list[tuple] | None = None) -> int:
     """One position's UCI centipawns (stm POV) from its incremental accumulators: ``acc`` (2,
     L1 + 8) int32 NumPy, white's perspective in row 0 (see :func:`accumulator_table`); ``stm``
     0 white / 1 black to move; ``bucket`` the layer stack 0..7. The formula of
@@ -432,11 +433,13 @@ def evaluate_accumulator(net: SFNNv5IntegerNet, acc: np.ndarray, stm: int, bucke
     position without torch's per-call cost (~25 us against ~480 us at L1 1,024, one core,
     ``nnue bench incremental --kind sfnnv5``; tested
     ``torch.equal`` against it and the batch path in tests/inference/test_incremental_sfnnv5.py).
-    fc_0 runs in float32 or float64 (see :func:`_one_weights`), fc_1 and fc_2 in float64:
-    every partial sum is an integer the type holds exactly."""
+    fc_0 runs in float32 or float64 (see :func:`accumulator_layers`), fc_1 and fc_2 in float64:
+    every partial sum is an integer the type holds exactly. ``layers``: the net's
+    :func:`accumulator_layers`, when the caller keeps them (the incremental accumulator does,
+    saving the ~5 us of checking the net's tensors for changes on every call)."""
     L1 = acc.shape[1] - PSQT_BUCKETS
     half = L1 // 2
-    w0, b0, wrap0, w1, b1, wrap1, w2, b2 = _one_weights(net)[bucket]
+    w0, b0, wrap0, w1, b1, wrap1, w2, b2 = (layers or accumulator_layers(net))[bucket]
     # int32 -> int16: NumPy's cast wraps mod 2^16 (the engine's int16 adds); np.maximum and
     # np.minimum rather than np.clip, which costs ~3 us more a call on arrays this small
     a = acc[:, :L1].astype(np.int16)

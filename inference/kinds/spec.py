@@ -23,7 +23,9 @@ class InferenceKind:
       a kind whose accumulators are not the ``l0w``/``l0b`` sums of an
       :class:`~nnue.inference.net.IntegerNet` (sfnnv5: FT and PSQT columns in one table) also
       gives ``accumulator_table(net)`` (the int32 rows the incremental accumulator adds) and
-      ``evaluate_accumulator(net, acc, stm, bucket)`` (one position's eval from them);
+      ``evaluate_accumulator(net, acc, stm, bucket, layers=None)`` (one position's eval from
+      them; ``layers``: what the optional ``accumulator_layers(net)`` returns, kept by the
+      caller so that the net is not looked at again on every call);
     * ``arch_builder``: ``(feature_set=, output_buckets=, **header_args) -> architecture dict``;
     * ``c_args``: the C reference's arguments (after NET.bin) for an ``architecture`` dict, or
       None when the C reference has no such kind;
@@ -50,6 +52,12 @@ class InferenceKind:
         """The evaluator's ``accumulator_table(net) -> (w (F, H) int32, b (H,) int32)`` NumPy
         arrays, None when the accumulators are an IntegerNet's ``l0w``/``l0b`` sums."""
         return getattr(self.evaluator, "accumulator_table", None)
+
+    @property
+    def accumulator_layers(self):
+        """The evaluator's ``accumulator_layers(net)`` (what ``evaluate_accumulator`` takes as
+        ``layers``), None when the kind has none."""
+        return getattr(self.evaluator, "accumulator_layers", None)
 
     @property
     def evaluate_accumulator(self):

@@ -122,7 +122,7 @@ def test_kind_spec_flags():
     k = kinds.get("sfnnv5")
     assert k.incremental and not k.sparse_l1
     assert k.forward_from_accumulators is sfnnv5.forward_from_accumulators
-    assert k.accumulator_table is sfnnv5.accumulator_table
+    assert k.accumulator_table is sfnnv5.accumulator_table and k.accumulator_layers is sfnnv5.accumulator_layers
     assert all(kinds.get(n).incremental and kinds.get(n).sparse_l1 for n in ("perspective", "deep", "tiny"))
 
 
@@ -189,8 +189,8 @@ def test_wrapping_net_wraps_every_sum(nets):
     ps = net.psqt.long()[idx.clamp(min=0)].mul((idx >= 0).unsqueeze(-1)).sum(1)
     assert ((ps < -(1 << 31)) | (ps >= 1 << 31)).any()
     # and the one-position path takes its wrap branches for this net, not for the plain one
-    assert all(st[2] and st[5] for st in sfnnv5._one_weights(net))
-    assert not any(st[2] or st[5] for st in sfnnv5._one_weights(nets["random"]))
+    assert all(st[2] and st[5] for st in sfnnv5.accumulator_layers(net))
+    assert not any(st[2] or st[5] for st in sfnnv5.accumulator_layers(nets["random"]))
     a, p = sfnnv5.accumulate(net, stm)
     assert torch.equal(a.long(), (exact + 32768) % 65536 - 32768)
     assert torch.equal(p, (ps + (1 << 31)) % (1 << 32) - (1 << 31))
