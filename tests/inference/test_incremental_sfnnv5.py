@@ -40,6 +40,17 @@ def wrapping_net(l1: int = 64, seed: int = 5) -> sfnnv5.SFNNv5IntegerNet:
     return net
 
 
+@pytest.fixture(scope="module", autouse=True)
+def one_thread():
+    """One torch thread: the batch checks are many small products, which a second thread only
+    slows down on a shared machine (measured at load 2.5: this module in 61 s with two threads,
+    10 s with one); restored after the module."""
+    n = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(n)
+
+
 @pytest.fixture(scope="module")
 def nets():
     return {"random": random_int_net(64, seed=2), "wrapping": wrapping_net(64, seed=5)}
