@@ -61,7 +61,7 @@ class InferenceKind:
 
     @property
     def evaluate_accumulator(self):
-        """The evaluator's ``evaluate_accumulator(net, acc, stm, bucket) -> int`` (centipawns,
-        stm POV, from the (2, H) int32 accumulators of one position, white's first), None
-        when the kind has none."""
+        """The evaluator's ``evaluate_accumulator(net, acc, stm, bucket, layers=None) -> int``
+        (centipawns, stm POV, from the (2, H) int32 accumulators of one position, white's
+        first), None when the kind has none."""
         return getattr(self.evaluator, "evaluate_accumulator", None)
