@@ -379,6 +379,51 @@ def main(argv=None) -> int:
     return emit(report, a.out)
 
 
+def bench_one_position(net, games, runs: int) -> dict:
+    """``nnue.inference.evaluate`` on one and on 8 positions (the one-position path,
+    :func:`nnue.inference.incremental.evaluate_one`) against the kind's batch evaluator on the
+    same positions and on a 4,096-position call: median CPU seconds (``time.process_time``) per
+    call, positions from the sample games; the results are checked equal."""
+    import chess
+
+    from nnue.inference import api
+    from nnue.pipeline.board import pack_board
+
+    packed = []
+    for fen, moves, _ in games:
+        b = chess.Board(fen)
+        for mv in moves:
+            b.push_uci(mv)
+            packed.append(pack_board(b))
+    boards = torch.frombuffer(bytearray(b"".join(packed)), dtype=torch.uint8).view(-1, 32)
+    big = boards.repeat(-(-4096 // len(boards)), 1)[:4096].contiguous()
+    batch = api.evaluator(net).evaluate
+    ref = batch(net, big)
+    n1 = min(256, len(boards))
+    assert torch.equal(torch.cat([api.evaluate(net, boards[i:i + 1]) for i in range(n1)]), ref[:n1])
+    assert torch.equal(api.evaluate(net, boards[:8]), ref[:8])
+
+    def cpu(fn, reps: int) -> float:
+        ts = []
+        for _ in range(reps):
+            t = time.process_time()
+            fn()
+            ts.append(time.process_time() - t)
+        return statistics.median(ts)
+
+    k = 64
+    one = cpu(lambda: [api.evaluate(net, boards[i:i + 1]) for i in range(k)], runs) / k
+    one_batch = cpu(lambda: [batch(net, boards[i:i + 1]) for i in range(k)], runs) / k
+    eight = cpu(lambda: [api.evaluate(net, boards[i:i + 8]) for i in range(0, 8 * k, 8)], runs) / k
+    eight_batch = cpu(lambda: [batch(net, boards[i:i + 8]) for i in range(0, 8 * k, 8)], runs) / k
+    full = cpu(lambda: batch(net, big), runs)
+    return {"one_position_us_cpu": round(one * 1e6, 1), "batch_evaluator_one_position_us_cpu": round(one_batch * 1e6, 1),
+            "eight_positions_ms_cpu": round(eight * 1e3, 3),
+            "batch_evaluator_eight_positions_ms_cpu": round(eight_batch * 1e3, 3),
+            "batch_4096_ms_cpu": round(full * 1e3, 2),
+            "one_position_over_4096_call": round(one / full, 5), "checked_equal": True}
+
+
 def report_sfnnv5(a, games) -> dict:
     """The JSON of ``--kind sfnnv5``: the incremental part only (no sparse L1 for this kind)."""
     if a.net:
@@ -389,6 +434,7 @@ def report_sfnnv5(a, games) -> dict:
         net = make_sfnnv5_net(a.hidden or 1024)
         label = "random, the built-in net's magnitudes"
     inc = bench_incremental(net, games, a.runs)
+    one = bench_one_position(net, games, a.runs)
     h = net.arch["hidden"]
     return {
         "benchmark": "incremental", "kind": "sfnnv5",
@@ -397,7 +443,13 @@ def report_sfnnv5(a, games) -> dict:
         "machine": platform.machine(), "python": platform.python_version(), "numpy": np.__version__,
         "torch": torch.__version__, "load_average": [round(x, 2) for x in os.getloadavg()],
         **inc,
-        "notes": notes_sfnnv5(inc),
+        "one_position_from_scratch": one,
+        "notes": notes_sfnnv5(inc) + (
+            f" One position from scratch through nnue.inference.evaluate (evaluate_one: decode, table lookups, "
+            f"up to 64 rows summed, the same eval): {one['one_position_us_cpu']} us of CPU against "
+            f"{one['batch_evaluator_one_position_us_cpu']} us for the batch evaluator on one position and "
+            f"{one['batch_4096_ms_cpu']} ms for a 4,096-position call ({100 * one['one_position_over_4096_call']:.2f} %); "
+            f"8 positions {one['eight_positions_ms_cpu']} ms against {one['batch_evaluator_eight_positions_ms_cpu']} ms."),
     }
 
 

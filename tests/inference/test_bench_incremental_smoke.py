@@ -16,6 +16,8 @@ def test_bench_incremental_sfnnv5_smoke(tmp_path):
     assert r["exact_checks"] == 2 * r["moves"] > 100  # a warm-up pass and one timed pass
     assert r["incremental_us_per_move"] > 0 and r["eval_us"]["incremental_evaluate"] > 0
     assert "king" in r["by_kind_us"]
+    one = r["one_position_from_scratch"]
+    assert one["checked_equal"] and one["one_position_us_cpu"] > 0 and one["batch_4096_ms_cpu"] > 0
 
 
 def test_bench_incremental_net_needs_sfnnv5(tmp_path, capsys):
