@@ -343,9 +343,10 @@ def test_evaluate_one_declines_what_the_batch_path_must_judge(nets):
         IncrementalAccumulator(net, no_black_king)
 
 
-@pytest.mark.parametrize("l1", [32, 1056])
+@pytest.mark.parametrize("l1", [32, 1024, 1056])
 def test_other_l1_sizes(l1):
-    """The smallest L1 and one above 1,031, where fc_0 of the one-position path runs in float64."""
+    """The smallest L1, Stockfish 15.1's (fc_0 of the one-position path in float32, at its
+    bound) and the next one, 1,056, where that product runs in float64."""
     net = random_int_net(l1, seed=l1)
     rec = Recorder(net)
     board = chess.Board()
@@ -357,6 +358,7 @@ def test_other_l1_sizes(l1):
         board.push(m)
     play(net, chess.Board(), moves, rec)
     assert rec.check() == 121
+    assert sfnnv5.accumulator_layers(net)[0][0].dtype == (np.float64 if l1 > 1031 else np.float32)
 
 
 def test_stockfish_builtin_net(tmp_path):
