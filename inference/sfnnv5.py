@@ -396,8 +396,8 @@ def forward_from_accumulators(net: SFNNv5IntegerNet, acc_stm: torch.Tensor, acc_
 
 def accumulator_layers(net: SFNNv5IntegerNet) -> list[tuple]:
     """Per layer stack, the matrices and biases of :func:`evaluate_accumulator`: fc_0's weights
-    in float32 when every partial sum is exact there (L1·127·128 < 2^24: L1 ≤ 1,024 among the multiples of 32),
-    else float64; fc_1's (its 30 used input columns; the padding columns meet zero inputs) and
+    in float32 when every partial sum is exact there (L1·127·128 < 2^24: L1 ≤ 1,024 among the
+    multiples of 32), else float64; fc_1's (its 30 used input columns; the padding columns meet zero inputs) and
     fc_2's in float64; biases int64 (fc_2's a Python int); and for fc_0 and fc_1 whether a sum
     can leave int32 at all (Σ|w|·x_max + |b| over each output; x ≤ 126 into fc_0, ≤ 127 into
     fc_1): where it cannot, the wrap is skipped (it would change nothing)."""
