@@ -1,8 +1,12 @@
 """Benchmark: incremental accumulator updates against full refreshes, and block-sparse against dense L1.
 
-``nnue bench incremental [--hidden H] [--runs N] [--batch N] [--out FILE]`` prints one JSON
-object. Net: chess768 → H×2 SCReLU → MaterialCount<8> (default H = 256), random int16 weights of
-an exported net's magnitudes, on one thread.
+``nnue bench incremental [--kind perspective|sfnnv5] [--hidden H] [--net FILE] [--runs N]
+[--batch N] [--out FILE]`` prints one JSON object. Net (``--kind perspective``, the default):
+chess768 → H×2 SCReLU → MaterialCount<8> (default H = 256), random int16 weights of an exported
+net's magnitudes, on one thread. ``--kind sfnnv5``: Stockfish 15.1's architecture
+(HalfKAv2_hm → H = 1,024 by default, FT + 8 PSQT columns, 8 layer stacks), random weights of
+the built-in net's magnitudes, or the ``.nnue`` file given by ``--net`` (e.g. the engine's own,
+written by its ``export_net``); no sparse-L1 part (the kind has none).
 
 * Incremental: every move of the 38 games of the bundled sample (``data/sample``), replayed with
   :class:`nnue.inference.incremental.IncrementalAccumulator`; per move the time of ``push`` +
@@ -19,6 +23,7 @@ Target (issue 6): ≤ 5 µs per incremental move.
 """
 from __future__ import annotations
 
+import os
 import platform
 import statistics
 import sys
@@ -53,6 +58,25 @@ def make_net(hidden: int, seed: int = 0, dead: float = 0.0):
             "hidden": hidden, "activation": "screlu", "output_buckets": "MaterialCount<8>",
             "num_buckets": 8, "l1_inputs": 2 * hidden}
     return IntegerNet(arch, QuantScheme(), l0w, l0b, l1w, l1b)
+
+
+def make_sfnnv5_net(hidden: int = 1024, seed: int = 0):
+    """Stockfish 15.1's architecture (HalfKAv2_hm → hidden, 8 PSQT columns, 8 layer stacks) with
+    uniform random weights over the 1st-99th percentile ranges of Stockfish 15.1's built-in net
+    (read from its ``export_net`` file: FT weights −147..111, FT biases −159..344, PSQT ±44,500,
+    fc_0 weights ±25 and biases ±6,000, fc_1 weights ±60 and biases ±7,000, fc_2 weights ±127
+    and biases −470..3,260); fc_1's padding columns zero."""
+    from nnue.inference import sfnnv5
+
+    g = torch.Generator().manual_seed(seed)
+    arch = sfnnv5.make_sfnnv5_arch(hidden=hidden, description="bench net")
+    lims = {"ft_bias": (-159, 345), "ft_weight": (-147, 112), "psqt": (-44500, 44501),
+            "fc0_bias": (-6000, 6001), "fc0_weight": (-25, 26), "fc1_bias": (-7000, 7001),
+            "fc1_weight": (-60, 61), "fc2_bias": (-470, 3261), "fc2_weight": (-127, 128)}
+    t = {k: torch.randint(*lims[k], shape, generator=g).to(dt)
+         for k, (dt, shape) in sfnnv5.SFNNv5IntegerNet.tensor_specs(arch).items()}
+    t["fc1_weight"][:, :, sfnnv5.FC1_INPUTS:] = 0
+    return sfnnv5.SFNNv5IntegerNet(arch, sfnnv5.SCHEME, *t.values())
 
 
 def sample_games() -> list[tuple[str, list[str], list[str]]]:
@@ -92,6 +116,10 @@ def bench_incremental(net, games, runs: int) -> dict:
 
     fs, buckets = net.features, net.buckets
     pc = time.perf_counter
+    sf = net.kind == "sfnnv5"
+    if sf:
+        from nnue.inference import sfnnv5
+        forward_int = sfnnv5.forward_int  # noqa: F811
 
     best: dict[str, float] = {}
 
@@ -162,11 +190,20 @@ def bench_incremental(net, games, runs: int) -> dict:
         board = torch.frombuffer(bytearray(inc.packed()), dtype=torch.uint8).view(1, 32)
         t0 = pc()
         stm, nstm = fs.encode(board)
-        a = torch.stack((accumulators(net, stm)[0], accumulators(net, nstm)[0]))
+        if sf:  # FT (wrapped to int16) and PSQT sums, as the incremental rows split them
+            a = [sfnnv5.accumulate(net, idx) for idx in (stm, nstm)]
+        else:
+            a = torch.stack((accumulators(net, stm)[0], accumulators(net, nstm)[0]))
         t1 = pc()
         ref = forward_int(net, stm, nstm, buckets.of(board))
         t2 = pc()
-        assert torch.equal(a, inc.accumulators()) and inc.evaluate() == int(ref[0])
+        if sf:
+            for (a_ref, p_ref), row in zip(a, inc.accumulators()):
+                a_inc, p_inc = sfnnv5.split_accumulator(net, row.view(1, -1))
+                assert torch.equal(a_inc, a_ref.to(torch.int64)) and torch.equal(p_inc, p_ref)
+            assert inc.evaluate() == int(ref[0])
+        else:
+            assert torch.equal(a, inc.accumulators()) and inc.evaluate() == int(ref[0])
         checked[0] += 1
         return t1 - t0, t2 - t1
 
@@ -238,6 +275,27 @@ def bench_sparse(net, boards: torch.Tensor, runs: int, label: str) -> dict:
     return out
 
 
+def notes_sfnnv5(inc: dict) -> str:
+    k = inc["by_kind_us"]
+    kinds = ", ".join(f"{name} {v['median_us']}" for name, v in k.items())
+    return (
+        f"sfnnv5 incremental push+pop {inc['incremental_us_per_move']} us median per move (mean "
+        f"{inc['incremental_mean_us']}, p90 {inc['incremental_p90_us']}); by kind (us): {kinds}. The rows are "
+        f"L1 + 8 int32 columns (FT then PSQT): a quiet move takes 4 rows of ~4 KiB and adds them into "
+        f"the (2, L1 + 8) accumulator; every own king move refreshes that perspective (HalfKAv2_hm: "
+        f"a new king square is a new table slice), hence the king and castling medians. A full refresh "
+        f"of both perspectives costs {inc['full_refresh_us_per_move']['numpy_table']} us in the same numpy "
+        f"code and {inc['full_refresh_us_per_move']['torch_encode_embedding_bag']} us through the batch path's "
+        f"encode + embedding_bag on one position. evaluate() costs {inc['eval_us']['incremental_evaluate']} us "
+        f"(NumPy: int16 wrap, clamp, pairwise product, fc_0 as a float32 matrix-vector product, fc_1 and "
+        f"fc_2 in float64, the wraps and truncating divisions in Python ints) against "
+        f"{inc['eval_us']['forward_int_one_position']} us for the batch path's forward_int on one "
+        "position (torch's per-op cost). Exact: every replayed position's accumulators and eval are "
+        "checked against the batch path (exact_checks). Timings on a shared 2-core machine vary by "
+        "20-50 % between runs (best_pass_median_us: the quietest pass)."
+    )
+
+
 def notes(inc: dict, sparse: list[dict]) -> str:
     k = inc["by_kind_us"]
     kinds = ", ".join(f"{name} {v['median_us']}" for name, v in k.items())
@@ -275,7 +333,13 @@ def notes(inc: dict, sparse: list[dict]) -> str:
 
 def main(argv=None) -> int:
     p = parser("nnue bench incremental", __doc__.split("\n\n")[0])
-    p.add_argument("--hidden", type=int, default=256, help="hidden size of the random net")
+    p.add_argument("--kind", choices=("perspective", "sfnnv5"), default="perspective",
+                   help="net kind: perspective (chess768 -> H x2 SCReLU) or sfnnv5 (Stockfish 15.1's; "
+                        "default: perspective)")
+    p.add_argument("--hidden", type=int, default=None,
+                   help="hidden size (L1) of the random net (default: 256 perspective, 1024 sfnnv5)")
+    p.add_argument("--net", default=None,
+                   help="sfnnv5 only: a Stockfish 15.1 .nnue file to time instead of the random net (default: none)")
     p.add_argument("--runs", type=int, default=7, help="passes over the sample games / timed repeats")
     p.add_argument("--batch", type=int, default=4096, help="positions in the sparse-L1 batch")
     p.add_argument("--games", type=int, default=None, help="use only the first N sample games (default: all)")
@@ -286,8 +350,13 @@ def main(argv=None) -> int:
 
     from nnue.inference.api import boards_from_fens
 
-    net = make_net(a.hidden)
     games = sample_games()[: a.games]
+    if a.kind == "sfnnv5":
+        return emit(report_sfnnv5(a, games), a.out)
+    if a.net:
+        p.error("--net: only with --kind sfnnv5")
+    a.hidden = a.hidden or 256
+    net = make_net(a.hidden)
     inc = bench_incremental(net, games, a.runs)
     fens = [line[4:].strip() for line in open(SAMPLE) if line.startswith("fen ")]
     boards = boards_from_fens(fens)
@@ -308,6 +377,80 @@ def main(argv=None) -> int:
         "notes": notes(inc, sparse),
     }
     return emit(report, a.out)
+
+
+def bench_one_position(net, games, runs: int) -> dict:
+    """``nnue.inference.evaluate`` on one and on 8 positions (the one-position path,
+    :func:`nnue.inference.incremental.evaluate_one`) against the kind's batch evaluator on the
+    same positions and on a 4,096-position call: median CPU seconds (``time.process_time``) per
+    call, positions from the sample games; the results are checked equal."""
+    import chess
+
+    from nnue.inference import api
+    from nnue.pipeline.board import pack_board
+
+    packed = []
+    for fen, moves, _ in games:
+        b = chess.Board(fen)
+        for mv in moves:
+            b.push_uci(mv)
+            packed.append(pack_board(b))
+    boards = torch.frombuffer(bytearray(b"".join(packed)), dtype=torch.uint8).view(-1, 32)
+    big = boards.repeat(-(-4096 // len(boards)), 1)[:4096].contiguous()
+    batch = api.evaluator(net).evaluate
+    ref = batch(net, big)
+    n1 = min(256, len(boards))
+    assert torch.equal(torch.cat([api.evaluate(net, boards[i:i + 1]) for i in range(n1)]), ref[:n1])
+    assert torch.equal(api.evaluate(net, boards[:8]), ref[:8])
+
+    def cpu(fn, reps: int) -> float:
+        ts = []
+        for _ in range(reps):
+            t = time.process_time()
+            fn()
+            ts.append(time.process_time() - t)
+        return statistics.median(ts)
+
+    k = 64
+    one = cpu(lambda: [api.evaluate(net, boards[i:i + 1]) for i in range(k)], runs) / k
+    one_batch = cpu(lambda: [batch(net, boards[i:i + 1]) for i in range(k)], runs) / k
+    eight = cpu(lambda: [api.evaluate(net, boards[i:i + 8]) for i in range(0, 8 * k, 8)], runs) / k
+    eight_batch = cpu(lambda: [batch(net, boards[i:i + 8]) for i in range(0, 8 * k, 8)], runs) / k
+    full = cpu(lambda: batch(net, big), runs)
+    return {"one_position_us_cpu": round(one * 1e6, 1), "batch_evaluator_one_position_us_cpu": round(one_batch * 1e6, 1),
+            "eight_positions_ms_cpu": round(eight * 1e3, 3),
+            "batch_evaluator_eight_positions_ms_cpu": round(eight_batch * 1e3, 3),
+            "batch_4096_ms_cpu": round(full * 1e3, 2),
+            "one_position_over_4096_call": round(one / full, 5), "checked_equal": True}
+
+
+def report_sfnnv5(a, games) -> dict:
+    """The JSON of ``--kind sfnnv5``: the incremental part only (no sparse L1 for this kind)."""
+    if a.net:
+        from nnue.inference.sfnnv5 import read_nnue
+
+        net, label = read_nnue(a.net), f"{Path(a.net).name} (Stockfish 15.1 .nnue)"
+    else:
+        net = make_sfnnv5_net(a.hidden or 1024)
+        label = "random, the built-in net's magnitudes"
+    inc = bench_incremental(net, games, a.runs)
+    one = bench_one_position(net, games, a.runs)
+    h = net.arch["hidden"]
+    return {
+        "benchmark": "incremental", "kind": "sfnnv5",
+        "net": f"sfnnv5: HalfKAv2_hm -> {h} + 8 PSQT, pairwise, 8 layer stacks ({label})",
+        "threads": torch.get_num_threads(), "cpu_capability": torch.backends.cpu.get_cpu_capability(),
+        "machine": platform.machine(), "python": platform.python_version(), "numpy": np.__version__,
+        "torch": torch.__version__, "load_average": [round(x, 2) for x in os.getloadavg()],
+        **inc,
+        "one_position_from_scratch": one,
+        "notes": notes_sfnnv5(inc) + (
+            f" One position from scratch through nnue.inference.evaluate (evaluate_one: decode, table lookups, "
+            f"up to 64 rows summed, the same eval): {one['one_position_us_cpu']} us of CPU against "
+            f"{one['batch_evaluator_one_position_us_cpu']} us for the batch evaluator on one position and "
+            f"{one['batch_4096_ms_cpu']} ms for a 4,096-position call ({100 * one['one_position_over_4096_call']:.2f} %); "
+            f"8 positions {one['eight_positions_ms_cpu']} ms against {one['batch_evaluator_eight_positions_ms_cpu']} ms."),
+    }
 
 
 if __name__ == "__main__":

@@ -5,7 +5,8 @@
 ``demo-out/net/net.safetensors`` from ``bash scripts/demo.sh``) at K simulations per move, for
 each in-flight count (games searched together) and each leaf-eval mode (``auto``: incremental
 accumulators, evaluated in line; ``batch``: leaves of all in-flight games batched into one
-:func:`nnue.inference.evaluate` call), one after the other in this process, in alternating order,
+:func:`nnue.inference.evaluate` call; ``batch-only``: the same with calls of up to
+``SMALL_BATCH`` positions kept on the kind's batch evaluator too), one after the other in this process, in alternating order,
 on one thread (``torch.set_num_threads(1)``), with the default search (mean backup, capture
 priors) and the default adjudication. "evals" counts the leaves given a value (net evals plus
 ``cache_hits``, leaves whose position an earlier search of the game or this tree had evaluated);
@@ -94,7 +95,12 @@ def run(net_path: Path, games: int, nodes: int, in_flight: int, leaf_eval: str =
         g.rng_seed = made[0]
         return g
 
-    search = BatchSearch(leaf_eval)
+    from nnue.inference import api
+
+    small = api.SMALL_BATCH
+    if leaf_eval == "batch-only":  # no one-position path for small calls: the kind's batch evaluator
+        api.SMALL_BATCH = 0
+    search = BatchSearch("batch" if leaf_eval == "batch-only" else leaf_eval)
     positions = 0
     t0, c0 = time.perf_counter(), time.process_time()
     done = []
@@ -104,6 +110,7 @@ def run(net_path: Path, games: int, nodes: int, in_flight: int, leaf_eval: str =
             done.append(g)
     finally:
         Tree.fast_movegen = True
+        api.SMALL_BATCH = small
     # a game's positions are counted when it ends; the steady phase (every slot filled) is
     # measured up to the moment the queue ran dry
     dt, cpu = time.perf_counter() - t0, time.process_time() - c0
@@ -161,7 +168,9 @@ def main(argv=None) -> int:
     ap.add_argument("--games", type=int, default=32, help="self-play games per in-flight setting")
     ap.add_argument("--nodes", type=int, default=64, help="MCTS simulations per move")
     ap.add_argument("--in-flight", default="8,32", help="comma-separated in-flight game counts")
-    ap.add_argument("--leaf-eval", default="auto,batch", help="comma-separated leaf-eval modes (auto, batch)")
+    ap.add_argument("--leaf-eval", default="auto,batch",
+                    help="comma-separated leaf-eval modes: auto, batch, batch-only (batch with no one-position "
+                         "path for small calls: every leaf through the kind's batch evaluator) (default: auto,batch)")
     ap.add_argument("--movegen", default="compiled",
                     help="comma-separated move generators of the expansions: compiled (selfplay/movegen.py), "
                          "python (python-chess's legal_moves and the Python priors)")
@@ -179,6 +188,9 @@ def main(argv=None) -> int:
     import os
 
     modes = args.leaf_eval.split(",")
+    if any(m not in ("auto", "batch", "batch-only") for m in modes):
+        print(f"nnue bench selfplay: error: --leaf-eval {args.leaf_eval}: auto, batch and/or batch-only")
+        return 2
     gens = args.movegen.split(",")
     if any(g not in ("compiled", "python") for g in gens):
         print(f"nnue bench selfplay: error: --movegen {args.movegen}: compiled and/or python")

@@ -40,7 +40,15 @@ Accumulators are int32 numpy arrays, white's perspective in row 0 and black's in
 a stack: :meth:`push` writes the next entry from the previous one plus and minus feature-
 transformer rows (or a refresh), :meth:`pop` steps back. :meth:`evaluate` is the integer eval of
 :func:`nnue.inference.perspective.forward_int` (same formula, same truncating divisions, same
-``OverflowError`` when an accumulator leaves int16 or a sum leaves int32).
+``OverflowError`` when an accumulator leaves int16 or a sum leaves int32), or of the kind's
+``forward_from_accumulators`` (deep, tiny).
+
+A kind may bring its own rows and eval (:attr:`~nnue.inference.kinds.spec.InferenceKind.
+accumulator_table`, ``evaluate_accumulator``): ``sfnnv5`` (Stockfish 15.1) accumulates one int32
+row of L1 + 8 columns per perspective, the feature transformer's sum then the 8 PSQT sums, and
+its eval wraps them to int16 and int32 as the engine's additions wrap (nothing raises; see
+:mod:`nnue.inference.sfnnv5`). The rows, the table lookups, the refresh rule and the move code
+are the same for every kind.
 """
 from __future__ import annotations
 
@@ -164,6 +172,16 @@ def _tables_for(fs: FeatureSet) -> _Tables:
 def _net_cache(net: IntegerNet) -> dict:
     """int32 copies of the net's weights, made once per net (and again if a tensor or the
     architecture is replaced; tensors changed in place are not noticed)."""
+    kind = kinds.of(net)
+    if kind.accumulator_table is not None:  # the kind's own rows (sfnnv5: FT and PSQT columns)
+        w, b = kind.accumulator_table(net)  # cached by the kind
+        layers = kind.accumulator_layers(net) if kind.accumulator_layers is not None else None
+        cache = net.__dict__.get("_incremental_cache")
+        if cache is None or cache["w"] is not w or cache["b"] is not b or cache["layers"] is not layers:
+            cache = {"key": None, "w": w, "b": b, "layers": layers, "hidden": w.shape[1],
+                     "buckets": net.buckets.of_piece_count(torch.arange(33)).tolist()}
+            net.__dict__["_incremental_cache"] = cache
+        return cache
     cache = net.__dict__.get("_incremental_cache")
     key = (net.l0w, net.l0b, net.l1w, net.l1b)
     if (cache is None or any(a is not b for a, b in zip(cache["key"], key))
@@ -289,7 +307,9 @@ class IncrementalAccumulator:
     # -- accumulators ------------------------------------------------------------------------
 
     def accumulators(self) -> torch.Tensor:
-        """(2, H) int32: the side to move's accumulator first, as ``forward_int`` orders them."""
+        """(2, H) int32: the side to move's accumulator first, as ``forward_int`` orders them
+        (sfnnv5: H = L1 + 8, the FT sums before their int16 wrap, then the PSQT sums; see
+        :func:`nnue.inference.sfnnv5.split_accumulator`)."""
         a = self._accs[len(self._undo)]
         return torch.from_numpy((a if self.stm == 0 else a[::-1]).copy())
 
@@ -621,7 +641,8 @@ class IncrementalAccumulator:
     def evaluate(self, base: int | None = None) -> int:
         """The integer eval of the current position (centipawns, side to move's POV): the value
         ``nnue.inference.evaluate`` gives for the full position. Raises OverflowError where it
-        does (an accumulator outside int16, an L1 sum or output outside int32). A residual net
+        does (an accumulator outside int16, an L1 sum or output outside int32; never for
+        ``sfnnv5``, whose sums wrap as the engine's do). A residual net
         (:mod:`nnue.inference.residual`) adds its base: ``base`` (centipawns, stm POV), else the
         material base computed from the position; a Stockfish base without ``base`` raises
         BaseMissingError."""
@@ -644,11 +665,14 @@ def _eval_accumulators(net: IntegerNet, c: dict, acc: np.ndarray, stm: int, coun
     """The integer eval (centipawns, stm POV, no residual base) from the (2, H) int32
     accumulators of one position (white's perspective in row 0), ``count`` pieces on the board
     and ``stm`` 0 white / 1 black: the formula of :func:`nnue.inference.net.forward_int` (or the
-    kind's ``forward_from_accumulators``). ``v``: an optional (2, H) int64 scratch buffer.
+    kind's ``evaluate_accumulator`` or ``forward_from_accumulators``). ``v``: an optional (2, H) int64 scratch buffer.
     Raises OverflowError where ``forward_int`` does."""
+    kind = kinds.of(net)
+    if kind.evaluate_accumulator is not None:  # sfnnv5: the engine's sums wrap, nothing raises
+        return kind.evaluate_accumulator(net, acc, stm, c["buckets"][count], c["layers"])
     s = net.scheme
     check_acc_int16(acc)
-    forward_from_accumulators = _layers_after_l0(net)
+    forward_from_accumulators = kind.forward_from_accumulators
     if forward_from_accumulators is not None:
         a = torch.from_numpy(acc)
         bucket = torch.tensor([c["buckets"][count]])
@@ -682,14 +706,16 @@ def evaluate_one(net: IntegerNet, board) -> int | None:
     32 bytes, look both perspectives' features up in the feature set's table, sum their
     feature-transformer rows (numpy int32), then :func:`_eval_accumulators`. Equal to
     ``nnue.inference.api.evaluate_net(net, board.view(1, 32))[0]`` (tested with ``torch.equal``
-    in tests/inference/test_incremental.py).
+    in tests/inference/test_incremental.py and, for sfnnv5, test_incremental_sfnnv5.py).
 
     board: 32 bytes (``bytes``, a (32,) uint8 numpy array or tensor). Returns None where this path
     does not apply and the caller should use the batch path: a kind without incremental
     support, a feature set without a lookup table, or a board that the batch encoder must judge
     (a piece code 7, more than 32 pieces, a king-relative set without one king a side).
     Raises OverflowError where ``forward_int`` does. Cost: ~25 us for chess768 → 256 on one
-    core (``nnue bench infer``, ``single_position``)."""
+    core (``nnue bench infer``, ``single_position``); ~65 us for sfnnv5 at L1 1,024 (Stockfish
+    15.1's own net; ~95 us through ``nnue.inference.evaluate``, ``nnue bench incremental --kind
+    sfnnv5``)."""
     kind = kinds.of(net)
     fs = net.features
     if not kind.incremental or not isinstance(fs.encode, TableEncoder):

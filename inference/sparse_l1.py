@@ -171,7 +171,7 @@ def forward_sparse(net, stm: torch.Tensor, nstm: torch.Tensor, bucket: torch.Ten
     """:func:`~nnue.inference.perspective.forward_int` (deep nets: :func:`nnue.inference.deep.forward_int`)
     with a block-sparse L1: same arguments, same (N,) int64 evals, same OverflowErrors. With
     return_stats also :func:`block_stats`' dict."""
-    if not kinds.of(net).incremental:  # an unknown kind: ValueError naming the known ones
+    if not kinds.of(net).sparse_l1:  # an unknown kind: ValueError naming the known ones
         raise ValueError(f"the block-sparse L1 path does not evaluate {net.kind} nets; use nnue.inference.evaluate")
     accs = []
     for idx in (stm, nstm):

@@ -26,12 +26,13 @@ an integer net (:mod:`nnue.inference`) across many trees (one per concurrent gam
   python-chess and :func:`heuristic_priors`: the same search either way.
 * **Backup**: after each leaf, every node on the path is recomputed from its visited children
   by the configured :mod:`~nnue.selfplay.backup` operator (mean, max, power_mean).
-* **Leaf evals**: a tree whose net has incremental support (every kind but ``sfnnv5``; a
+* **Leaf evals**: a tree whose net has incremental support (every kind, ``sfnnv5`` included; a
   residual net only on the ``material`` base) keeps one
   :class:`~nnue.inference.IncrementalAccumulator` from its root and evaluates each leaf in line:
   the accumulator is brought from the previous leaf's path to this one by popping to the common
   prefix of moves and pushing the rest (a child's accumulators are its parent's plus the move's
-  feature deltas, never a refresh, except where a king move changes the king bucket), then
+  feature deltas, never a refresh, except where a king move changes the king's table slice:
+  every own king move for HalfKAv2_hm, hence for ``sfnnv5``), then
   :meth:`~nnue.inference.IncrementalAccumulator.evaluate`. Memory is one accumulator pair per
   ply of the deepest path. The evals are the integers :func:`nnue.inference.evaluate` gives for
   the leaf's packed board (tests/selfplay/test_incremental_search.py checks every one), so the

@@ -1,7 +1,10 @@
 """Net kind ``sfnnv5``: Stockfish 15.1's network (HalfKAv2_hm → 2×L1 pairwise → 8 layer stacks).
 
 Integer net and evaluator :mod:`nnue.inference.sfnnv5`, the engine file
-:mod:`nnue.inference.sfnnue`; the float side is :mod:`nnue.trainer.kinds.sfnnv5`.
+:mod:`nnue.inference.sfnnue`; the float side is :mod:`nnue.trainer.kinds.sfnnv5`. The
+incremental accumulator and the one-position path handle it (its FT + PSQT rows and its
+one-position eval: ``accumulator_table``, ``evaluate_accumulator``); the block-sparse L1 path
+does not (``sparse_l1=False``: its L1 is the layer stacks' fc_0, evaluated densely).
 """
 from __future__ import annotations
 
@@ -15,4 +18,4 @@ def c_args(a: dict) -> list[str]:
 
 
 KIND = InferenceKind("sfnnv5", evaluator.SFNNv5IntegerNet, evaluator, evaluator.make_sfnnv5_arch, c_args,
-                     incremental=False)
+                     sparse_l1=False)

@@ -44,3 +44,30 @@ def test_bench_selfplay_compares_the_move_generators(tmp_path):
 def test_bench_selfplay_refuses_a_missing_net(tmp_path, capsys):
     assert bench_selfplay.main(["--net", str(tmp_path / "none.safetensors")]) == 2
     assert "no such net" in capsys.readouterr().out
+
+
+def test_bench_selfplay_sfnnv5_batch_only(tmp_path, monkeypatch):
+    """An sfnnv5 net: the incremental mode, the batched one and ``batch-only`` (every leaf
+    through sfnnv5's batch evaluator, no one-position path) play the same games."""
+    from nnue.inference import api, sfnnv5
+    from tests.engines.test_sfnnv5 import random_int_net
+
+    net = tmp_path / "net.safetensors"
+    random_int_net(l1=32, seed=3).save(net)
+    calls = []
+    batch = sfnnv5.evaluate
+    monkeypatch.setattr(sfnnv5, "evaluate",
+                        lambda *a, **k: calls.append((api.SMALL_BATCH, a[1].shape[0])) or batch(*a, **k))
+    out = tmp_path / "selfplay.json"
+    rc = bench_selfplay.main(["--net", str(net), "--games", "2", "--nodes", "6", "--in-flight", "2",
+                              "--leaf-eval", "auto,batch-only", "--out", str(out)])
+    assert rc == 0
+    r = json.loads(out.read_text())
+    assert r["same_games_in_every_run"] is True
+    auto, only = r["runs"]
+    assert (auto["leaf_eval"], only["leaf_eval"]) == ("auto", "batch-only")
+    assert auto["mean_leaf_batch"] == 0.0 and only["mean_leaf_batch"] > 0
+    # batch-only: calls of 1-2 positions reach the batch evaluator (the call-cost probe's calls
+    # of 64 and 256 positions come before, with the one-position path in place)
+    assert {n for small, n in calls if small == 0} == {1, 2} and api.SMALL_BATCH == 8
+    assert bench_selfplay.main(["--net", str(net), "--leaf-eval", "fast"]) == 2

@@ -1,6 +1,7 @@
 """Self-play search with incremental leaf evals: every leaf eval equals the batch integer path
 (forward_int on the leaf's packed board) over whole games, the games and dumps are the same as
-with batched leaf evals, and nets without incremental support fall back to batching."""
+with batched leaf evals (sfnnv5 included), and nets without incremental support fall back to
+batching."""
 from __future__ import annotations
 
 import random
@@ -17,6 +18,7 @@ from tests.netfiles import make_deep_int_net, make_int_net
 
 
 def _nets():
+    from tests.engines.test_sfnnv5 import random_int_net
     from tests.inference.test_c_cross_check_tiny import make_tiny_int_net
 
     return {
@@ -25,6 +27,8 @@ def _nets():
         "halfkav2_hm pairwise": lambda: make_int_net("halfkav2_hm", "pairwise_crelu", hidden=32, buckets=8, seed=4),
         "deep kb768hm4": lambda: make_deep_int_net("kb768hm4", "screlu", hidden=32, seed=5),
         "tiny chess768": lambda: make_tiny_int_net("chess768", "crelu", 16, 32, "crelu", "MaterialCount<8>", seed=6),
+        # Stockfish 15.1's kind at a small L1: FT + PSQT rows, refreshes on every own king move
+        "sfnnv5 l1=32": lambda: random_int_net(l1=32, seed=7),
     }
 
 
@@ -128,12 +132,17 @@ def test_sample_search_and_root_noise_give_the_same_dumps(monkeypatch):
     assert sum(len(g.samples) for g in a) > 10
 
 
-def test_selfplay_files_are_identical_for_the_same_seed(tmp_path):
+@pytest.mark.parametrize("kind", ["perspective", "sfnnv5"])
+def test_selfplay_files_are_identical_for_the_same_seed(kind, tmp_path):
     """``nnue selfplay``'s dumps, byte for byte: incremental leaf evals (the default) against
-    batched ones (the search before this change)."""
+    batched ones (the search before this change), for a perspective net and an sfnnv5 net."""
+    from tests.engines.test_sfnnv5 import random_int_net
+
     torch.set_num_threads(1)
     path = tmp_path / "net.safetensors"
-    make_int_net("chess768", "screlu", hidden=16, buckets=8, seed=12).save(path)
+    net = (make_int_net("chess768", "screlu", hidden=16, buckets=8, seed=12) if kind == "perspective"
+           else random_int_net(l1=32, seed=12))
+    net.save(path)
     kw = dict(games=6, nodes=12, games_per_file=4, in_flight=3, seed=7, sample_rate=0.05,
               adjudication=Adjudication(max_ply=60), progress=False)
     out_inc, out_batch = tmp_path / "inc", tmp_path / "batch"
@@ -172,9 +181,38 @@ def test_faster_tree_walk_plays_the_same_games(priors, monkeypatch):
     assert [g.plain_text() for g in fast] == [g.plain_text() for g in slow]
 
 
-def test_nets_without_incremental_support_are_batched():
+def test_sfnnv5_games_equal_with_the_batch_evaluator(monkeypatch):
+    """sfnnv5 self-play: the incremental search plays byte for byte the games of a search whose
+    every leaf goes through the kind's batch evaluator (``nnue.inference.sfnnv5.evaluate``: the
+    one-position path of small calls switched off), 4 games in flight."""
+    from nnue.inference import sfnnv5
+
+    torch.set_num_threads(1)
+    net = NETS["sfnnv5 l1=32"]()
+    assert incremental_ok(net)
+    inc_games, inc_search = _games(net, "incremental", games=4, nodes=16)
+    assert inc_search.stats.batches == 0
+    calls = []
+    batch = sfnnv5.evaluate
+    monkeypatch.setattr(sfnnv5, "evaluate", lambda *a, **k: calls.append(a[1].shape[0]) or batch(*a, **k))
+    monkeypatch.setattr(api, "SMALL_BATCH", 0)
+    batch_games, batch_search = _games(net, "batch", games=4, nodes=16)
+    assert len(calls) == batch_search.stats.batches > 0
+    assert sum(calls) == batch_search.stats.evals - batch_search.stats.cache_hits
+    assert [g.plain_text() for g in inc_games] == [g.plain_text() for g in batch_games]
+    assert [g.pgn() for g in inc_games] == [g.pgn() for g in batch_games]
+    assert sum(len(g.records) for g in inc_games) > 100
+
+
+def test_nets_without_incremental_support_are_batched(monkeypatch):
+    """A kind without incremental support (every kind has it now: sfnnv5 made one without, in
+    the registry of this test only) is evaluated in batches."""
+    import dataclasses
+
+    from nnue.inference import kinds
     from tests.engines.test_sfnnv5 import random_int_net
 
+    monkeypatch.setitem(kinds.KINDS, "sfnnv5", dataclasses.replace(kinds.KINDS["sfnnv5"], incremental=False))
     net = random_int_net(l1=32, seed=1)
     assert not incremental_ok(net)
     games, search = _games(net, "auto", games=1, nodes=8)
@@ -183,3 +221,20 @@ def test_nets_without_incremental_support_are_batched():
         _games(net, "incremental", games=1, nodes=8)
     with pytest.raises(ValueError, match="leaf_eval"):
         BatchSearch("fast")
+
+
+def test_stockfish_builtin_net_plays_the_same_games(tmp_path, monkeypatch):
+    """Stockfish 15.1's own net (L1 1,024, from its ``export_net``): one self-play game with
+    incremental leaf evals equals the game with every leaf through the batch evaluator."""
+    from nnue.inference import sfnnv5
+    from tests.engines.stockfish import export_builtin, require_stockfish_15_1
+
+    torch.set_num_threads(1)
+    net = sfnnv5.read_nnue(export_builtin(require_stockfish_15_1(), tmp_path / "builtin.nnue"))
+    inc_games, inc_search = _games(net, "incremental", games=2, nodes=12)
+    assert inc_search.stats.batches == 0
+    monkeypatch.setattr(api, "SMALL_BATCH", 0)
+    batch_games, batch_search = _games(net, "batch", games=2, nodes=12)
+    assert batch_search.stats.batches > 0
+    assert [g.plain_text() for g in inc_games] == [g.plain_text() for g in batch_games]
+    assert sum(len(g.records) for g in inc_games) > 20
