@@ -81,6 +81,11 @@ def main(argv: list[str] | None = None) -> int:
     # SQLAlchemy is pinned below 2 for optuna 2.10's storage (pyproject.toml): its one-time
     # "not compatible with SQLAlchemy 2.0" notice says nothing a user can act on
     os.environ.setdefault("SQLALCHEMY_SILENCE_UBER_WARNING", "1")
+    # OpenMP threads that sleep between parallel regions instead of spinning (read by libgomp when
+    # torch loads it, so before any command imports torch). torch's ops and numba's kernels share
+    # the cores: spinning threads took them from each other, 4x slower CPU training at load 1.5
+    # (docs/training.md, "Fast CPU training"). A user's own OMP_WAIT_POLICY is kept.
+    os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
     debug = os.environ.get("NNUE_DEBUG", "") not in ("", "0")
     try:
         return _main(argv)
