@@ -1,0 +1,394 @@
+"""Compiled (numba) exact evaluation of perspective nets: one pass per position from the packed
+board (or the index lists) to the L1 sum, with the feature transformer's accumulators held in
+SIMD registers.
+
+Per position, in one loop (:func:`_eval_boards`; :func:`_eval_lists` starts from index lists):
+
+1. decode the 32-byte packed board (DESIGN.md, "Packed board"): the occupied squares in
+   ascending order (at most 32 slots, as :func:`nnue.pipeline.features.board_tensor.slot_keys`),
+   each slot's key ``16·square + code``, both king squares and the side to move; a king-relative
+   feature set needs exactly one king a side and no unused piece code (7 or 15), as
+   :func:`nnue.pipeline.features.lookup.king_squares` requires;
+2. each perspective's features from the feature set's own lookup table
+   (:class:`~nnue.pipeline.features.lookup.TableEncoder`: entry ``offset_p + key``, −1 = no
+   feature), the table offsets of :meth:`TableEncoder.lookup_keys`;
+3. the feature transformer, ``acc_p = l0b + Σ l0w[f]`` (:func:`_rows_sum`): the columns in blocks
+   of one 512-bit register, each block summed over all the position's rows in a register (one
+   load and one add per row and block) and stored once. int16 lanes (wrapping adds) when
+   :func:`nnue.inference.exact.acc_int16_proven` shows that no partial sum of the set's widest
+   list can leave int16 (then none wraps), else int32 lanes from sign-extended rows (exact:
+   |sum| ≤ 33·2^15 < 2^31) and a range check against int16 per position;
+4. the activation and the L1 sum of the position's own bucket, ``Σ_k x_k·l1w[b][k]`` with x
+   the rule of :mod:`nnue.inference.perspective` (crelu v, screlu v², pairwise v[j]·v[j + H/2];
+   v = clamp(acc, 0, QA)), in int64: each product |x·w| ≤ QA²·2^15 and the sum of K of them
+   stays far below 2^63 for QA ≤ 2^15 and K < 2^17 (:func:`applicable` checks both).
+
+The int32 checks, the division by QA, the bias and the centipawn scaling are then
+:func:`nnue.inference.perspective.output`, in torch, on the (N,) int64 sums. Nothing is sorted:
+each position computes only its own bucket.
+
+Why a register-held accumulator: numba's plain loop ``acc[h] += w[h]`` keeps the accumulator in
+memory (a load and a store per row and vector) and measured 2.1 ms for the 4,096 sample
+positions of ``nnue bench infer`` (chess768 → 256, one core), slower than torch's float32
+``embedding_bag`` (1.8 ms, FBGEMM's generated kernel); the LLVM vector loop of
+:func:`_rows_sum` took 0.86 ms on the same lists (``bench/results/infer_cpu.json``, ``profile``).
+
+Only a serial kernel (one thread, ``nogil``): the batch comparison of ``nnue bench infer`` is one
+core. numba is imported when this module is; :mod:`nnue.inference.perspective` imports it on
+first use and falls back to its torch path when numba is missing or :func:`applicable` says no.
+"""
+from __future__ import annotations
+
+import numpy as np
+import torch
+from llvmlite import ir
+from numba import njit, types
+from numba.core import cgutils
+from numba.extending import intrinsic
+
+from nnue.spec import activations as acts
+
+from .exact import acc_int16_proven, cached
+
+#: activation codes of the kernels; an L0 activation not listed here takes the torch path
+ACT_CODES = {"crelu": 0, "screlu": 1, "pairwise_crelu": 2}
+_REG_BYTES = 64  # one AVX-512 register; on narrower machines LLVM splits each block op in two
+_NUM_KEYS = 65 * 16  # slot keys: 16·square + code, square 64 = empty (board_tensor.NUM_KEYS)
+
+
+# ------------------------------------------------------------------------------------- kernels
+
+@intrinsic
+def _rows_sum(typingctx, acc, w, bias, idx, count):
+    """``acc[c] = bias[c] + Σ_{s < count} w[idx[s], c]`` for the columns c < L·(H // L), L = the
+    lanes of one 512-bit register in acc's dtype (int16: 32, wrapping adds; int32: 16, rows
+    and bias sign-extended); columns from L·(H // L) on are left for the caller.
+
+    acc: (H,) int16 or int32, C-contiguous; w: (F, H) int16, C-contiguous; bias: (H,) int16;
+    idx: (≥ count,) int32, every value in 0..F − 1 (not checked: the caller's duty); count: int.
+    Codegen: for each block of L columns, a vector alloca (promoted to a register by LLVM's
+    SROA) is loaded with the bias, then one unaligned vector load and add per row, then one
+    store."""
+    if not (isinstance(acc, types.Array) and acc.dtype in (types.int16, types.int32)):
+        return None
+    sig = types.void(acc, w, bias, idx, count)
+    wide = acc.dtype == types.int32
+
+    def codegen(context, builder, signature, args):
+        acc_v, w_v, b_v, idx_v, cnt = args
+        acc_a = context.make_array(signature.args[0])(context, builder, acc_v)
+        w_a = context.make_array(signature.args[1])(context, builder, w_v)
+        b_a = context.make_array(signature.args[2])(context, builder, b_v)
+        i_a = context.make_array(signature.args[3])(context, builder, idx_v)
+        i64 = ir.IntType(64)
+        lane_bits = 32 if wide else 16
+        lanes = _REG_BYTES * 8 // lane_bits
+        src_ty = ir.VectorType(ir.IntType(16), lanes)
+        acc_ty = ir.VectorType(ir.IntType(lane_bits), lanes)
+        h = builder.extract_value(w_a.shape, 1)
+        nblk = builder.udiv(h, ir.Constant(i64, lanes))
+        n = context.cast(builder, cnt, signature.args[4], types.int64)
+        vacc = cgutils.alloca_once(builder, acc_ty)
+
+        def load16(ptr):
+            v = builder.load(builder.bitcast(ptr, src_ty.as_pointer()), align=2)
+            return builder.sext(v, acc_ty) if wide else v
+
+        with cgutils.for_range(builder, nblk) as blk:
+            col = builder.mul(blk.index, ir.Constant(i64, lanes))
+            builder.store(load16(builder.gep(b_a.data, [col])), vacc)
+            with cgutils.for_range(builder, n) as s:
+                f = builder.sext(builder.load(builder.gep(i_a.data, [s.index])), i64)
+                row = builder.gep(w_a.data, [builder.add(builder.mul(f, h), col)])
+                builder.store(builder.add(builder.load(vacc), load16(row)), vacc)
+            out = builder.bitcast(builder.gep(acc_a.data, [col]), acc_ty.as_pointer())
+            builder.store(builder.load(vacc), out, align=lane_bits // 8)
+        return context.get_dummy_value()
+
+    return sig, codegen
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _accumulate(acc, l0w, l0b, idx, count):
+    """``acc = l0b + Σ_{s < count} l0w[idx[s]]`` in acc's dtype: the register blocks of
+    :func:`_rows_sum`, then the last H mod L columns in a plain loop."""
+    _rows_sum(acc, l0w, l0b, idx, count)
+    h = l0w.shape[1]
+    lanes = 64 // acc.itemsize
+    for c in range(h - h % lanes, h):
+        t = np.int32(l0b[c])
+        for s in range(count):
+            t += l0w[idx[s], c]
+        acc[c] = t  # int16 scratch: exact, the sum is proven within int16
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _leaves_int16(acc0, acc1, status) -> bool:
+    """True, with status = (2, min, max) of both accumulators, when a value leaves int16."""
+    lo = min(acc0.min(), acc1.min())
+    hi = max(acc0.max(), acc1.max())
+    if lo < -32768 or hi > 32767:
+        status[0], status[1], status[2] = 2, lo, hi
+        return True
+    return False
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _l1_sum(acc0, acc1, w, act, qa):
+    """Σ_k x_k·w[k] in int64, x the perspective L1 input of the stm accumulator acc0 then the
+    nstm accumulator acc1 (:mod:`nnue.inference.perspective`): crelu v, screlu v², pairwise
+    v[j]·v[j + H/2]; v = clamp(acc, 0, qa)."""
+    h = acc0.shape[0]
+    tot = np.int64(0)
+    if act == 2:
+        half = h // 2
+        for p in range(2):
+            a = acc0 if p == 0 else acc1
+            base = p * half
+            for j in range(half):
+                v = np.int64(min(max(a[j], 0), qa))
+                u = np.int64(min(max(a[j + half], 0), qa))
+                tot += v * u * w[base + j]
+    else:
+        for p in range(2):
+            a = acc0 if p == 0 else acc1
+            base = p * h
+            for j in range(h):
+                v = np.int64(min(max(a[j], 0), qa))
+                x = v * v if act == 1 else v
+                tot += x * w[base + j]
+    return tot
+
+
+@intrinsic
+def _ctz(typingctx, x):
+    """Count of trailing zero bits of a uint64 that is not 0 (LLVM ``cttz``: one tzcnt)."""
+    if x != types.uint64:
+        return None
+
+    def codegen(context, builder, signature, args):
+        return builder.cttz(args[0], ir.Constant(ir.IntType(1), 1))
+    return types.uint64(types.uint64), codegen
+
+
+@njit(cache=True, nogil=True)
+def _eval_boards(words, table, king_rel, bucket_of, l0w, l0b, l1w, act, qa, check, acc, out, bucket, status):
+    """Steps 1–4 of the module docstring for every board: out[i] = the L1 sum of board i,
+    bucket[i] its output bucket.
+
+    words (N, 4) uint64: the packed boards (N, 32) uint8 read as little-endian words (word 0 the
+    occupancy, words 1–2 the 32 piece nibbles, low nibble first, byte 24 = the low byte of word
+    3: bit 7 black to move); table (2·K·1040,) int32 (TableEncoder.table_cpu, values < F);
+    king_rel: the table is king-relative (K = 64) or not (K = 1); bucket_of (65,) int64: the
+    output bucket of each piece count (the popcount of the occupancy); l0w (F, H) int16; l0b
+    (H,) int16; l1w (B, L1) int64; act: ACT_CODES; qa: QA; check: range-check the accumulators
+    (int32 ``acc``); acc (2, H) int16 or int32 scratch; out, bucket (N,) int64.
+    status (3,) int64 on return: (0, ·, ·) done; (1, i, ·) board i has not exactly one king a
+    side or an unused piece code (king-relative sets only); (2, lo, hi) an accumulator left
+    int16 (its min and max); the kernel stops at the first such board."""
+    n = words.shape[0]
+    keys = np.empty(32, np.int32)
+    idx0 = np.empty(32, np.int32)
+    idx1 = np.empty(32, np.int32)
+    one = np.uint64(1)
+    for i in range(n):
+        occ = words[i, 0]
+        nib = (words[i, 1], words[i, 2])
+        ns = 0
+        wk = 0
+        bk = 0
+        nkw = 0
+        nkb = 0
+        bad = False
+        while occ != 0 and ns < 32:
+            sq = np.int32(_ctz(occ))
+            occ &= occ - one
+            code = np.int32((nib[ns >> 4] >> np.uint64(4 * (ns & 15))) & np.uint64(15))
+            keys[ns] = sq * 16 + code
+            if code == 5:
+                wk = sq
+                nkw += 1
+            elif code == 13:
+                bk = sq
+                nkb += 1
+            elif (code & 7) == 7:
+                bad = True
+            ns += 1
+        pieces = ns
+        while occ != 0:  # more than 32 occupied squares: counted for the bucket, no slot
+            occ &= occ - one
+            pieces += 1
+        btm = np.int32((words[i, 3] >> np.uint64(7)) & one)
+        if king_rel:
+            if nkw != 1 or nkb != 1 or bad:
+                status[0], status[1] = 1, i
+                return
+            o0 = (btm * 64 + (bk if btm else wk)) * 1040
+            o1 = ((1 - btm) * 64 + (wk if btm else bk)) * 1040
+        else:
+            o0 = btm * 1040
+            o1 = (1 - btm) * 1040
+        m0 = 0
+        m1 = 0
+        for s in range(ns):
+            f = table[o0 + keys[s]]
+            if f >= 0:
+                idx0[m0] = f
+                m0 += 1
+            f = table[o1 + keys[s]]
+            if f >= 0:
+                idx1[m1] = f
+                m1 += 1
+        a0, a1 = acc[0], acc[1]
+        _accumulate(a0, l0w, l0b, idx0, m0)
+        _accumulate(a1, l0w, l0b, idx1, m1)
+        if check and _leaves_int16(a0, a1, status):
+            return
+        b = bucket_of[pieces]
+        bucket[i] = b
+        out[i] = _l1_sum(a0, a1, l1w[b], act, qa)
+    status[0] = 0
+
+
+@njit(cache=True, nogil=True)
+def _eval_lists(stm, nstm, l0w, l0b, l1w, bucket, act, qa, check, acc, out, accs, status):
+    """:func:`_eval_boards` from index lists: stm, nstm (N, A) int32, any negative value =
+    padding (anywhere in a list), every other value < F (the caller checks); accs: (N, 2, H)
+    int32 to receive the accumulators, or (0, 2, H) for none. status as :func:`_eval_boards`
+    (code 1 unused)."""
+    n, width = stm.shape
+    idx0 = np.empty(max(width, 1), np.int32)
+    idx1 = np.empty(max(width, 1), np.int32)
+    keep = accs.shape[0] > 0
+    for i in range(n):
+        m0 = 0
+        m1 = 0
+        for s in range(width):
+            f = stm[i, s]
+            if f >= 0:
+                idx0[m0] = f
+                m0 += 1
+            f = nstm[i, s]
+            if f >= 0:
+                idx1[m1] = f
+                m1 += 1
+        a0, a1 = acc[0], acc[1]
+        _accumulate(a0, l0w, l0b, idx0, m0)
+        _accumulate(a1, l0w, l0b, idx1, m1)
+        if check and _leaves_int16(a0, a1, status):
+            return
+        if keep:
+            for c in range(a0.shape[0]):
+                accs[i, 0, c] = a0[c]
+                accs[i, 1, c] = a1[c]
+        out[i] = _l1_sum(a0, a1, l1w[bucket[i]], act, qa)
+    status[0] = 0
+
+
+# ------------------------------------------------------------------------------------- host side
+
+def applicable(net) -> bool:
+    """Whether these kernels compute ``net``'s L1 sums exactly: a perspective net with an
+    activation of :data:`ACT_CODES`, 0 < QA ≤ 2^15 (each product |x·w| ≤ 2^30·2^15 = 2^45) and
+    fewer than 2^17 L1 inputs (so |Σ| < 2^62), int16 weights. The caller keeps the int32 checks."""
+    act = net.arch.get("activation")
+    return (net.arch.get("kind", "perspective") == "perspective" and act in ACT_CODES
+            and 0 < net.scheme.qa <= 1 << 15 and 0 < net.l1w.shape[1] < 1 << 17
+            and net.l0w.dtype == torch.int16 and net.l0b.dtype == torch.int16
+            and net.l1w.shape[1] == acts.l1_inputs(act, net.l0w.shape[1]))
+
+
+def _arrays(net) -> dict:
+    """The net's tensors as the kernels take them, made once per net (:func:`~nnue.inference.exact.cached`)."""
+    def build(l0w, l0b, l1w):
+        return {"l0w": np.ascontiguousarray(l0w.numpy()), "l0b": np.ascontiguousarray(l0b.numpy()),
+                "l1w": np.ascontiguousarray(l1w.numpy().astype(np.int64))}
+    return cached(net, "compiled_arrays", (net.l0w, net.l0b, net.l1w), build)
+
+
+def _scratch(net, width: int) -> tuple[np.ndarray, bool]:
+    """(2, H) accumulator scratch: int16 when no list of ``width`` features can leave int16
+    (no check needed), else int32 with the per-position check."""
+    proven = acc_int16_proven(net, width)
+    return np.empty((2, net.l0w.shape[1]), np.int16 if proven else np.int32), not proven
+
+
+def _raise(status: np.ndarray, what: str) -> None:
+    if status[0] == 1:
+        raise ValueError(f"board {int(status[1])}: a king-relative feature set needs exactly one king of "
+                         f"each colour and valid piece codes")
+    if status[0] == 2:
+        raise OverflowError(f"accumulator leaves int16 ({int(status[1])}..{int(status[2])})")
+    if status[0] != 0:
+        raise RuntimeError(f"{what}: unexpected kernel status {status.tolist()}")
+
+
+def table_of(net):
+    """The feature set's lookup table as the board kernel reads it ((T,) int32, values < F) and
+    whether it is king-relative; None when the set is not a TableEncoder or its table reaches past
+    the net's inputs (the torch path then raises the IndexError)."""
+    from nnue.pipeline.features.lookup import TableEncoder
+
+    enc = net.features.encode
+    if not isinstance(enc, TableEncoder):
+        return None
+
+    def build(table, l0w):
+        if table.numel() and int(table.max()) >= l0w.shape[0]:
+            return None
+        return np.ascontiguousarray(table.numpy())
+    t = cached(net, ("compiled_table", id(enc)), (enc.table_cpu, net.l0w), build)
+    return None if t is None else (t, enc.king_relative, enc.max_active)
+
+
+def _bucket_lut(net) -> np.ndarray:
+    """(65,) int64: the net's output bucket of each piece count 0..64 (the bucket function is
+    one of the piece count: :meth:`OutputBuckets.of_piece_count`)."""
+    return cached(net, "compiled_bucket_lut", (net.l1b,), lambda _: np.ascontiguousarray(
+        net.buckets.of_piece_count(torch.arange(65, dtype=torch.int64)).numpy()))
+
+
+def l1_sums_boards(net, boards: torch.Tensor):
+    """``(sums, bucket)``, each (N,) int64: the L1 sum ``Σ_k x_k·l1w[b][k]`` of each packed board
+    (N, 32) uint8 (CPU) in its own output bucket b (``net.buckets.of``); None when the kernels
+    do not apply (:func:`applicable`, :func:`table_of`). Raises ValueError for a board a
+    king-relative set cannot encode (naming its row) and OverflowError when an accumulator leaves
+    int16 (checked when not proven statically)."""
+    tab = table_of(net)
+    if tab is None or not applicable(net):
+        return None
+    table, king_rel, width = tab
+    a = _arrays(net)
+    acc, check = _scratch(net, width)
+    n = boards.shape[0]
+    out, bucket = np.empty(n, np.int64), np.empty(n, np.int64)
+    status = np.zeros(3, np.int64)
+    words = boards.contiguous().numpy().view(np.uint64)
+    _eval_boards(words, table, king_rel, _bucket_lut(net), a["l0w"], a["l0b"], a["l1w"],
+                 ACT_CODES[net.arch["activation"]], net.scheme.qa, check, acc, out, bucket, status)
+    _raise(status, "l1_sums_boards")
+    return torch.from_numpy(out), torch.from_numpy(bucket)
+
+
+def l1_sums_lists(net, stm: torch.Tensor, nstm: torch.Tensor, bucket: torch.Tensor,
+                  return_acc: bool = False):
+    """(N,) int64 L1 sums from index lists stm, nstm (N, A) int32 (any negative = padding,
+    every index < F: the caller checks), bucket (N,) int64; with ``return_acc`` also the (N, 2,
+    H) int32 accumulators. None when :func:`applicable` says no. Raises OverflowError when an
+    accumulator leaves int16."""
+    if not applicable(net):
+        return None
+    a = _arrays(net)
+    acc, check = _scratch(net, stm.shape[1])
+    n, h = stm.shape[0], net.l0w.shape[1]
+    if n and (int(bucket.min()) < 0 or int(bucket.max()) >= net.l1w.shape[0]):
+        raise IndexError(f"output bucket out of range for {net.l1w.shape[0]} buckets")
+    out = np.empty(n, np.int64)
+    accs = np.empty((n if return_acc else 0, 2, h), np.int32)
+    status = np.zeros(3, np.int64)
+    as32 = [np.ascontiguousarray(t.to(torch.int32).numpy()) for t in (stm, nstm)]
+    _eval_lists(as32[0], as32[1], a["l0w"], a["l0b"], a["l1w"], bucket.contiguous().numpy(),
+                ACT_CODES[net.arch["activation"]], net.scheme.qa, check, acc, out, accs, status)
+    _raise(status, "l1_sums_lists")
+    total = torch.from_numpy(out)
+    return (total, torch.from_numpy(accs)) if return_acc else total
