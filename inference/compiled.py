@@ -5,8 +5,7 @@ SIMD registers.
 Per position, in one loop (:func:`_eval_boards`; :func:`_eval_lists` starts from index lists):
 
 1. decode the 32-byte packed board (DESIGN.md, "Packed board"): the occupied squares in
-   ascending order (at most 32 slots, as :func:`nnue.pipeline.features.board_tensor.slot_keys`),
-   each slot's key ``16·square + code``, both king squares and the side to move; a king-relative
+   ascending order (more than 32 is refused: the format holds 32 piece codes), each slot's key ``16·square + code``, both king squares and the side to move; a king-relative
    feature set needs exactly one king a side and no unused piece code (7 or 15), as
    :func:`nnue.pipeline.features.lookup.king_squares` requires;
 2. each perspective's features from the feature set's own lookup table
@@ -185,7 +184,8 @@ def _eval_boards(words, table, king_rel, bucket_of, l0w, l0b, l1w, act, qa, chec
     (int32 ``acc``); acc (2, H) int16 or int32 scratch; out, bucket (N,) int64.
     status (3,) int64 on return: (0, ·, ·) done; (1, i, ·) board i has not exactly one king a
     side or an unused piece code (king-relative sets only); (2, lo, hi) an accumulator left
-    int16 (its min and max); the kernel stops at the first such board."""
+    int16 (its min and max); (3, i, ·) board i has more than 32 occupied squares (the format
+    holds 32 piece codes); the kernel stops at the first such board."""
     n = words.shape[0]
     keys = np.empty(32, np.int32)
     idx0 = np.empty(32, np.int32)
@@ -214,10 +214,9 @@ def _eval_boards(words, table, king_rel, bucket_of, l0w, l0b, l1w, act, qa, chec
             elif (code & 7) == 7:
                 bad = True
             ns += 1
-        pieces = ns
-        while occ != 0:  # more than 32 occupied squares: counted for the bucket, no slot
-            occ &= occ - one
-            pieces += 1
+        if occ != 0:  # more than 32 occupied squares: not a packed board
+            status[0], status[1] = 3, i
+            return
         btm = np.int32((words[i, 3] >> np.uint64(7)) & one)
         if king_rel:
             if nkw != 1 or nkb != 1 or bad:
@@ -244,7 +243,7 @@ def _eval_boards(words, table, king_rel, bucket_of, l0w, l0b, l1w, act, qa, chec
         _accumulate(a1, l0w, l0b, idx1, m1)
         if check and _leaves_int16(a0, a1, status):
             return
-        b = bucket_of[pieces]
+        b = bucket_of[ns]
         bucket[i] = b
         out[i] = _l1_sum(a0, a1, l1w[b], act, qa)
     status[0] = 0
@@ -317,6 +316,8 @@ def _raise(status: np.ndarray, what: str) -> None:
     if status[0] == 1:
         raise ValueError(f"board {int(status[1])}: a king-relative feature set needs exactly one king of "
                          f"each colour and valid piece codes")
+    if status[0] == 3:
+        raise ValueError(f"board {int(status[1])}: more than 32 occupied squares (a packed board holds 32 pieces)")
     if status[0] == 2:
         raise OverflowError(f"accumulator leaves int16 ({int(status[1])}..{int(status[2])})")
     if status[0] != 0:
@@ -352,7 +353,8 @@ def l1_sums_boards(net, boards: torch.Tensor):
     """``(sums, bucket)``, each (N,) int64: the L1 sum ``Σ_k x_k·l1w[b][k]`` of each packed board
     (N, 32) uint8 (CPU) in its own output bucket b (``net.buckets.of``); None when the kernels
     do not apply (:func:`applicable`, :func:`table_of`). Raises ValueError for a board a
-    king-relative set cannot encode (naming its row) and OverflowError when an accumulator leaves
+    king-relative set cannot encode or with more than 32 occupied squares (naming its row) and
+    OverflowError when an accumulator leaves
     int16 (checked when not proven statically)."""
     tab = table_of(net)
     if tab is None or not applicable(net):
