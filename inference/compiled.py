@@ -171,7 +171,7 @@ def _ctz(typingctx, x):
 
 
 @njit(cache=True, nogil=True)
-def _eval_boards(words, table, king_rel, bucket_of, l0w, l0b, l1w, act, qa, check, acc, out, bucket, status):
+def _eval_boards(words, table, king_rel, bucket_of, l0w, l0b, l1w, act, qa, check, acc, out, bucket, status, upto):
     """Steps 1–4 of the module docstring for every board: out[i] = the L1 sum of board i,
     bucket[i] its output bucket.
 
@@ -181,8 +181,9 @@ def _eval_boards(words, table, king_rel, bucket_of, l0w, l0b, l1w, act, qa, chec
     king_rel: the table is king-relative (K = 64) or not (K = 1); bucket_of (65,) int64: the
     output bucket of each piece count (the popcount of the occupancy); l0w (F, H) int16; l0b
     (H,) int16; l1w (B, L1) int64; act: ACT_CODES; qa: QA; check: range-check the accumulators
-    (int32 ``acc``); acc (2, H) int16 or int32 scratch; out, bucket (N,) int64.
-    status (3,) int64 on return: (0, ·, ·) done; (1, i, ·) board i has not exactly one king a
+    (int32 ``acc``); acc (2, H) int16 or int32 scratch; out, bucket (N,) int64; upto: 0 every
+    step, 1 or 2 stop after step 2 or 3 (``nnue bench infer --profile``: out then holds a value
+    that depends on the work done, nothing else). status (3,) int64 on return: (0, ·, ·) done; (1, i, ·) board i has not exactly one king a
     side or an unused piece code (king-relative sets only); (2, lo, hi) an accumulator left
     int16 (its min and max); (3, i, ·) board i has more than 32 occupied squares (the format
     holds 32 piece codes); the kernel stops at the first such board."""
@@ -238,11 +239,17 @@ def _eval_boards(words, table, king_rel, bucket_of, l0w, l0b, l1w, act, qa, chec
             if f >= 0:
                 idx1[m1] = f
                 m1 += 1
+        if upto == 1:
+            out[i] = idx0[m0 - 1] + idx1[m1 - 1] if m0 and m1 else m0
+            continue
         a0, a1 = acc[0], acc[1]
         _accumulate(a0, l0w, l0b, idx0, m0)
         _accumulate(a1, l0w, l0b, idx1, m1)
         if check and _leaves_int16(a0, a1, status):
             return
+        if upto == 2:
+            out[i] = a0[0] + a1[a1.shape[0] - 1]
+            continue
         b = bucket_of[ns]
         bucket[i] = b
         out[i] = _l1_sum(a0, a1, l1w[b], act, qa)
@@ -349,13 +356,13 @@ def _bucket_lut(net) -> np.ndarray:
         net.buckets.of_piece_count(torch.arange(65, dtype=torch.int64)).numpy()))
 
 
-def l1_sums_boards(net, boards: torch.Tensor):
+def l1_sums_boards(net, boards: torch.Tensor, upto: int = 0):
     """``(sums, bucket)``, each (N,) int64: the L1 sum ``Σ_k x_k·l1w[b][k]`` of each packed board
     (N, 32) uint8 (CPU) in its own output bucket b (``net.buckets.of``); None when the kernels
     do not apply (:func:`applicable`, :func:`table_of`). Raises ValueError for a board a
     king-relative set cannot encode or with more than 32 occupied squares (naming its row) and
     OverflowError when an accumulator leaves
-    int16 (checked when not proven statically)."""
+    int16 (checked when not proven statically). ``upto``: see :func:`_eval_boards` (profiling)."""
     tab = table_of(net)
     if tab is None or not applicable(net):
         return None
@@ -367,7 +374,7 @@ def l1_sums_boards(net, boards: torch.Tensor):
     status = np.zeros(3, np.int64)
     words = boards.contiguous().numpy().view(np.uint64)
     _eval_boards(words, table, king_rel, _bucket_lut(net), a["l0w"], a["l0b"], a["l1w"],
-                 ACT_CODES[net.arch["activation"]], net.scheme.qa, check, acc, out, bucket, status)
+                 ACT_CODES[net.arch["activation"]], net.scheme.qa, check, acc, out, bucket, status, upto)
     _raise(status, "l1_sums_boards")
     return torch.from_numpy(out), torch.from_numpy(bucket)
 
