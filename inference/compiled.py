@@ -48,6 +48,7 @@ from numba.extending import intrinsic
 from nnue.spec import activations as acts
 
 from .exact import acc_int16_proven, cached
+from .perspective import output
 
 #: activation codes of the kernels; an L0 activation not listed here takes the torch path
 ACT_CODES = {"crelu": 0, "screlu": 1, "pairwise_crelu": 2}
@@ -356,27 +357,72 @@ def _bucket_lut(net) -> np.ndarray:
         net.buckets.of_piece_count(torch.arange(65, dtype=torch.int64)).numpy()))
 
 
+def _prepared(net):
+    """Everything :func:`_eval_boards` takes for ``net`` besides the boards, in one cached tuple
+    (one :func:`~nnue.inference.exact.cached` lookup a call, which matters for one position):
+    ``(args, acc_dtype, l1b)`` with ``args`` = (table, king_rel, bucket_of, l0w, l0b, l1w, act,
+    qa, check) and ``l1b`` the L1 biases as Python ints; None when the kernels do not apply."""
+    d = net.__dict__
+    hit = d.get("_compiled_prepared")  # the fast check first: ~0.5 µs against ~3 µs for cached()
+    if hit is not None and hit[0] is net.l0w and hit[1] is net.l0b and hit[2] is net.l1w and hit[3] is net.l1b \
+            and hit[4] == (net.l0w._version, net.l0b._version, net.l1w._version, net.l1b._version):
+        return hit[5]
+    key = ("compiled_prepared", net.arch.get("feature_set"), net.arch.get("activation"), net.scheme.qa)
+
+    def build(l0w, l0b, l1w, l1b):
+        tab = table_of(net)
+        if tab is None or not applicable(net):
+            return None
+        table, king_rel, width = tab
+        a = _arrays(net)
+        acc, check = _scratch(net, width)
+        args = (table, king_rel, _bucket_lut(net), a["l0w"], a["l0b"], a["l1w"],
+                ACT_CODES[net.arch["activation"]], net.scheme.qa, check)
+        return args, acc.dtype, l1b.tolist()
+    prep = cached(net, key, (net.l0w, net.l0b, net.l1w, net.l1b), build)
+    d["_compiled_prepared"] = (net.l0w, net.l0b, net.l1w, net.l1b,
+                               (net.l0w._version, net.l0b._version, net.l1w._version, net.l1b._version), prep)
+    return prep
+
+
+def _run_boards(prep, boards: torch.Tensor, upto: int = 0):
+    args, acc_dtype, _ = prep
+    n = boards.shape[0]
+    out, bucket = np.empty(n, np.int64), np.empty(n, np.int64)
+    status = np.zeros(3, np.int64)
+    acc = np.empty((2, args[3].shape[1]), acc_dtype)  # per call: the kernel releases the GIL
+    words = (boards if boards.is_contiguous() else boards.contiguous()).numpy().view(np.uint64)
+    _eval_boards(words, *args, acc, out, bucket, status, upto)
+    if status[0]:
+        _raise(status, "l1_sums_boards")
+    return out, bucket
+
+
 def l1_sums_boards(net, boards: torch.Tensor, upto: int = 0):
     """``(sums, bucket)``, each (N,) int64: the L1 sum ``Σ_k x_k·l1w[b][k]`` of each packed board
     (N, 32) uint8 (CPU) in its own output bucket b (``net.buckets.of``); None when the kernels
     do not apply (:func:`applicable`, :func:`table_of`). Raises ValueError for a board a
     king-relative set cannot encode or with more than 32 occupied squares (naming its row) and
-    OverflowError when an accumulator leaves
-    int16 (checked when not proven statically). ``upto``: see :func:`_eval_boards` (profiling)."""
-    tab = table_of(net)
-    if tab is None or not applicable(net):
+    OverflowError when an accumulator leaves int16 (checked when not proven statically).
+    ``upto``: see :func:`_eval_boards` (profiling)."""
+    prep = _prepared(net)
+    if prep is None:
         return None
-    table, king_rel, width = tab
-    a = _arrays(net)
-    acc, check = _scratch(net, width)
-    n = boards.shape[0]
-    out, bucket = np.empty(n, np.int64), np.empty(n, np.int64)
-    status = np.zeros(3, np.int64)
-    words = boards.contiguous().numpy().view(np.uint64)
-    _eval_boards(words, table, king_rel, _bucket_lut(net), a["l0w"], a["l0b"], a["l1w"],
-                 ACT_CODES[net.arch["activation"]], net.scheme.qa, check, acc, out, bucket, status, upto)
-    _raise(status, "l1_sums_boards")
+    out, bucket = _run_boards(prep, boards, upto)
     return torch.from_numpy(out), torch.from_numpy(bucket)
+
+
+def evaluate_small(net, boards: torch.Tensor) -> list[int] | None:
+    """Integer evals (centipawns, stm POV) of a few packed boards (N, 32) uint8 (CPU) as Python
+    ints: :func:`l1_sums_boards`, then :func:`nnue.inference.perspective.output` on Python ints,
+    with no torch op (a torch op costs µs; one position here costs a few µs in all). None when
+    the kernels do not apply; the errors of :func:`l1_sums_boards` and of ``output``."""
+    prep = _prepared(net)
+    if prep is None:
+        return None
+    out, bucket = _run_boards(prep, boards)
+    act, scheme, l1b = net.arch["activation"], net.scheme, prep[2]
+    return [output(act, scheme, int(t), l1b[b]) for t, b in zip(out.tolist(), bucket.tolist())]
 
 
 def l1_sums_lists(net, stm: torch.Tensor, nstm: torch.Tensor, bucket: torch.Tensor,

@@ -222,6 +222,9 @@ BACKENDS = ("auto", "compiled", "torch")
 DEFAULT_BACKEND = "auto"
 
 
+_COMPILED: dict = {}  # "mod": the imported module, or None when numba is missing
+
+
 def _compiled(backend: str | None, cpu: bool):
     """The :mod:`nnue.inference.compiled` module when ``backend`` asks for it and it can run here
     (CPU tensors, numba importable), else None (RuntimeError for "compiled")."""
@@ -232,10 +235,13 @@ def _compiled(backend: str | None, cpu: bool):
         return None
     mod = None
     if cpu:
-        try:
-            from . import compiled as mod
-        except ImportError:  # numba missing: the torch path
-            mod = None
+        mod = _COMPILED.get("mod", False)
+        if mod is False:
+            try:
+                from . import compiled as mod
+            except ImportError:  # numba missing: the torch path
+                mod = None
+            _COMPILED["mod"] = mod
     if mod is None and backend == "compiled":
         raise RuntimeError("the compiled integer path needs numba and CPU tensors")
     return mod
@@ -308,6 +314,16 @@ def forward_int(net, stm: torch.Tensor, nstm: torch.Tensor, bucket: torch.Tensor
         return ev, {"acc": accs, "sum": total}
     return ev
 
+
+
+def evaluate_small(net, boards: torch.Tensor) -> list[int] | None:
+    """A few positions without the batch machinery (:func:`nnue.inference.api.evaluate_net` sends
+    calls of at most ``SMALL_BATCH`` CPU boards here first): (N, 32) uint8 -> N Python ints,
+    centipawns, stm POV, the values of :func:`evaluate`, from
+    :func:`nnue.inference.compiled.evaluate_small`; None when the compiled kernels cannot run
+    (the caller then takes another path)."""
+    comp = _compiled(None, boards.device.type == "cpu")
+    return None if comp is None else comp.evaluate_small(net, boards)
 
 
 def evaluate(net, boards: torch.Tensor, chunk: int = 1024, backend: str | None = None) -> torch.Tensor:

@@ -223,3 +223,22 @@ def test_fallbacks_and_backend_argument(sample_boards):
         evaluate(net, boards, backend="fast")
     assert torch.equal(evaluate(net, boards, backend="auto"), ref)
     assert netmod.DEFAULT_BACKEND == "auto"
+
+
+def test_small_batches_through_the_api(sample_boards):
+    """Calls of at most SMALL_BATCH positions take perspective.evaluate_small (the compiled
+    kernel, outputs as Python ints): the same integers as the reference, one by one and in
+    small groups; a bad board raises there too."""
+    from nnue.inference import api
+
+    net = table_net("halfkav2_hm", "screlu", 48, seed=6)
+    ref = eval_reference(net, sample_boards[:64])
+    assert netmod.evaluate_small(net, sample_boards[:3]) == ref[:3].tolist()
+    for n in range(1, api.SMALL_BATCH + 1):
+        got = api.evaluate(net, sample_boards[:n])
+        assert got.dtype == torch.int64 and torch.equal(got, ref[:n])
+    assert torch.equal(torch.cat([api.evaluate(net, sample_boards[i:i + 1]) for i in range(64)]), ref)
+    bad = sample_boards[:2].clone()
+    bad[1, 8:24] = 0
+    with pytest.raises(ValueError, match="board 1"):
+        api.evaluate(net, bad)
