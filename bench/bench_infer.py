@@ -185,7 +185,9 @@ def main(argv=None) -> int:
               "batch_call_cpu_ms": round(statistics.median(cpu["int"]) * 1e3, 3),
               "over_batch_call": round(one_wall / statistics.median(wall["int"]), 5),
               "over_batch_call_cpu": round(one_cpu / statistics.median(cpu["int"]), 5), "goal": 0.01,
-              "path": "nnue.inference.incremental.evaluate_one (api.evaluate for <= SMALL_BATCH positions)"}
+              "path": ("nnue.inference.perspective.evaluate_small (the compiled kernel; api.evaluate for "
+                       "<= SMALL_BATCH positions)" if net.kind == "perspective" else
+                       "nnue.inference.incremental.evaluate_one (api.evaluate for <= SMALL_BATCH positions)")}
     if model is None:
         return emit({"benchmark": "infer", "net": str(a.net), "architecture": net.arch, "batch": a.batch,
                      "runs": a.runs, "threads": torch.get_num_threads(),

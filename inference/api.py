@@ -22,9 +22,10 @@ def forward_int(net, stm: torch.Tensor, nstm: torch.Tensor, bucket: torch.Tensor
     return evaluator(net).forward_int(net, stm, nstm, bucket, return_parts)
 
 
-#: at most this many positions go through the one-position path of :func:`evaluate_net`: it
-#: costs ~25-30 us a position against the batch path's ~0.5 ms fixed cost a call plus ~1 us a
-#: position (chess768 -> 256, one core; ``nnue bench infer``, ``single_position``)
+#: at most this many positions go through the small-call paths of :func:`evaluate_net`: one
+#: position costs ~10 us there (perspective nets, compiled) or ~25-40 us (evaluate_one), against
+#: the batch path's fixed cost a call (~45 us compiled, ~0.5 ms torch) plus ~0.4-1 us a position
+#: (chess768 -> 256, one core; ``nnue bench infer``, ``single_position``)
 SMALL_BATCH = 8
 
 

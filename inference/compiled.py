@@ -171,6 +171,62 @@ def _ctz(typingctx, x):
     return types.uint64(types.uint64), codegen
 
 
+@njit(cache=True, nogil=True, inline="always")
+def _lookup(words, i, table, king_rel, keys, idx0, idx1, status):
+    """Steps 1–2 of the module docstring for board i of ``words`` (see :func:`_eval_boards`):
+    the features of the stm perspective into idx0 and of the nstm perspective into idx1.
+    Returns (pieces, count0, count1), or pieces −1 with status set (codes 1, 3 of
+    :func:`_eval_boards`) for a board that cannot be encoded."""
+    one = np.uint64(1)
+    occ = words[i, 0]
+    nib = (words[i, 1], words[i, 2])
+    ns = 0
+    wk = 0
+    bk = 0
+    nkw = 0
+    nkb = 0
+    bad = False
+    while occ != 0 and ns < 32:
+        sq = np.int32(_ctz(occ))
+        occ &= occ - one
+        code = np.int32((nib[ns >> 4] >> np.uint64(4 * (ns & 15))) & np.uint64(15))
+        keys[ns] = sq * 16 + code
+        if code == 5:
+            wk = sq
+            nkw += 1
+        elif code == 13:
+            bk = sq
+            nkb += 1
+        elif (code & 7) == 7:
+            bad = True
+        ns += 1
+    if occ != 0:  # more than 32 occupied squares: not a packed board
+        status[0], status[1] = 3, i
+        return -1, 0, 0
+    btm = np.int32((words[i, 3] >> np.uint64(7)) & one)
+    if king_rel:
+        if nkw != 1 or nkb != 1 or bad:
+            status[0], status[1] = 1, i
+            return -1, 0, 0
+        o0 = (btm * 64 + (bk if btm else wk)) * _NUM_KEYS
+        o1 = ((1 - btm) * 64 + (wk if btm else bk)) * _NUM_KEYS
+    else:
+        o0 = btm * _NUM_KEYS
+        o1 = (1 - btm) * _NUM_KEYS
+    m0 = 0
+    m1 = 0
+    for s in range(ns):
+        f = table[o0 + keys[s]]
+        if f >= 0:
+            idx0[m0] = f
+            m0 += 1
+        f = table[o1 + keys[s]]
+        if f >= 0:
+            idx1[m1] = f
+            m1 += 1
+    return ns, m0, m1
+
+
 @njit(cache=True, nogil=True)
 def _eval_boards(words, table, king_rel, bucket_of, l0w, l0b, l1w, act, qa, check, acc, out, bucket, status, upto):
     """Steps 1–4 of the module docstring for every board: out[i] = the L1 sum of board i,
@@ -192,54 +248,10 @@ def _eval_boards(words, table, king_rel, bucket_of, l0w, l0b, l1w, act, qa, chec
     keys = np.empty(32, np.int32)
     idx0 = np.empty(32, np.int32)
     idx1 = np.empty(32, np.int32)
-    one = np.uint64(1)
     for i in range(n):
-        occ = words[i, 0]
-        nib = (words[i, 1], words[i, 2])
-        ns = 0
-        wk = 0
-        bk = 0
-        nkw = 0
-        nkb = 0
-        bad = False
-        while occ != 0 and ns < 32:
-            sq = np.int32(_ctz(occ))
-            occ &= occ - one
-            code = np.int32((nib[ns >> 4] >> np.uint64(4 * (ns & 15))) & np.uint64(15))
-            keys[ns] = sq * 16 + code
-            if code == 5:
-                wk = sq
-                nkw += 1
-            elif code == 13:
-                bk = sq
-                nkb += 1
-            elif (code & 7) == 7:
-                bad = True
-            ns += 1
-        if occ != 0:  # more than 32 occupied squares: not a packed board
-            status[0], status[1] = 3, i
+        ns, m0, m1 = _lookup(words, i, table, king_rel, keys, idx0, idx1, status)
+        if ns < 0:
             return
-        btm = np.int32((words[i, 3] >> np.uint64(7)) & one)
-        if king_rel:
-            if nkw != 1 or nkb != 1 or bad:
-                status[0], status[1] = 1, i
-                return
-            o0 = (btm * 64 + (bk if btm else wk)) * 1040
-            o1 = ((1 - btm) * 64 + (wk if btm else bk)) * 1040
-        else:
-            o0 = btm * 1040
-            o1 = (1 - btm) * 1040
-        m0 = 0
-        m1 = 0
-        for s in range(ns):
-            f = table[o0 + keys[s]]
-            if f >= 0:
-                idx0[m0] = f
-                m0 += 1
-            f = table[o1 + keys[s]]
-            if f >= 0:
-                idx1[m1] = f
-                m1 += 1
         if upto == 1:
             out[i] = idx0[m0 - 1] + idx1[m1 - 1] if m0 and m1 else m0
             continue
@@ -289,6 +301,107 @@ def _eval_lists(stm, nstm, l0w, l0b, l1w, bucket, act, qa, check, acc, out, accs
                 accs[i, 0, c] = a0[c]
                 accs[i, 1, c] = a1[c]
         out[i] = _l1_sum(a0, a1, l1w[bucket[i]], act, qa)
+    status[0] = 0
+
+
+# ------------------------------------------------------------------------------------- deep nets
+
+#: hidden activation codes (after L1 and L2) of the deep kernel: crelu ``clamp(y, 0, QA)``,
+#: screlu ``clamp(y, 0, QA)² >> l0_shift`` (:mod:`nnue.spec.activations`); others take torch
+HIDDEN_CODES = {"crelu": 0, "screlu": 1}
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _dense_layer(x, w, bias, out, narrow, shift, code, qa, l0_shift, status, what):
+    """One bucket's dense layer and its activation: ``s[n] = bias[n] + Σ_j w[n, j]·x[j]``,
+    checked against int32 (status (what, s, s) and False when one leaves), then
+    ``out[n] = act(s[n] >> shift)`` (floor shift), act a HIDDEN_CODES rule; code −1: out[n] =
+    s[n]. x (K,) int16, w (M, K) int16 (the int8 weights). ``narrow``: the caller's bound
+    K·max|x|·128 < 2^31 holds, so the dot product runs in int32 (every partial sum is below
+    2^31: no wrap; LLVM then multiplies int16 pairs into int32 lanes), the bias is added in
+    int64; otherwise the whole sum is int64."""
+    for n in range(w.shape[0]):
+        row = w[n]
+        if narrow:
+            d = np.int32(0)
+            for j in range(x.shape[0]):
+                d = np.int32(d + np.int32(x[j]) * np.int32(row[j]))
+            t = np.int64(d) + bias[n]
+        else:
+            t = np.int64(bias[n])
+            for j in range(x.shape[0]):
+                t += np.int64(x[j]) * np.int64(row[j])
+        if t < -2147483648 or t > 2147483647:
+            status[0], status[1], status[2] = what, t, t
+            return False
+        if code < 0:
+            out[n] = t
+        else:
+            v = min(max(t >> shift, 0), qa)
+            out[n] = (v * v) >> l0_shift if code == 1 else v
+    return True
+
+
+@njit(cache=True, nogil=True)
+def _eval_boards_deep(words, table, king_rel, bucket_of, l0w, l0b, act, qa, l0_shift, check,
+                      l1w, l1b, h1, l2w, l2b, h2, outw, outb, shift, narrow, acc, x0, x1, x2, out, bucket, status):
+    """Deep nets (:mod:`nnue.inference.deep`, steps 1–6 of its docstring) for every board:
+    out[i] = the output sum of board i (bias included, before the centipawn scaling), bucket[i]
+    its output bucket.
+
+    words … check: as :func:`_eval_boards` (act: the L0 activation, ACT_CODES); l0_shift: the
+    scheme's shift of the L0 products; l1w (B, N1, L1), l2w (B, N2, N1), outw (B, 1, N2) int16
+    (the int8 weights); l1b (B, N1), l2b (B, N2), outb (B, 1) int64; h1, h2: HIDDEN_CODES of the
+    activations after L1 and L2; shift: the dense shift log2(QB); narrow: 3 bools, whether each
+    layer's dot product may run in int32 (:func:`_dense_layer`); acc (2, H) scratch as in
+    :func:`_eval_boards`; x0 (L1,), x1 (N1,), x2 (N2,) int16 scratch; out, bucket (N,) int64.
+    status (3,) int64: the codes of :func:`_eval_boards`, and (4, max, ·) an L0 activation
+    above 255 (u8), (5 / 6 / 7, s, s) an L1 / L2 / output sum outside int32. Every sum is an
+    exact int64: |x| ≤ 2^30 and |w| ≤ 2^7 over fewer than 2^17 inputs."""
+    n = words.shape[0]
+    keys = np.empty(32, np.int32)
+    idx0 = np.empty(32, np.int32)
+    idx1 = np.empty(32, np.int32)
+    h = l0w.shape[1]
+    half = h // 2
+    o = np.empty(1, np.int64)
+    for i in range(n):
+        ns, m0, m1 = _lookup(words, i, table, king_rel, keys, idx0, idx1, status)
+        if ns < 0:
+            return
+        a0, a1 = acc[0], acc[1]
+        _accumulate(a0, l0w, l0b, idx0, m0)
+        _accumulate(a1, l0w, l0b, idx1, m1)
+        if check and _leaves_int16(a0, a1, status):
+            return
+        top = 0
+        for p in range(2):
+            a = a0 if p == 0 else a1
+            if act == 2:
+                for j in range(half):
+                    v = np.int32(min(max(a[j], 0), qa)) * np.int32(min(max(a[j + half], 0), qa))
+                    v >>= l0_shift
+                    x0[p * half + j] = v
+                    top = max(top, v)
+            else:
+                for j in range(h):
+                    v = np.int32(min(max(a[j], 0), qa))
+                    if act == 1:
+                        v = (v * v) >> l0_shift
+                    x0[p * h + j] = v
+                    top = max(top, v)
+        if top > 255:
+            status[0], status[1] = 4, top
+            return
+        b = bucket_of[ns]
+        bucket[i] = b
+        if not _dense_layer(x0, l1w[b], l1b[b], x1, narrow[0], shift, h1, qa, l0_shift, status, 5):
+            return
+        if not _dense_layer(x1, l2w[b], l2b[b], x2, narrow[1], shift, h2, qa, l0_shift, status, 6):
+            return
+        if not _dense_layer(x2, outw[b], outb[b], o, narrow[2], shift, -1, qa, l0_shift, status, 7):
+            return
+        out[i] = o[0]
     status[0] = 0
 
 
@@ -447,3 +560,89 @@ def l1_sums_lists(net, stm: torch.Tensor, nstm: torch.Tensor, bucket: torch.Tens
     _raise(status, "l1_sums_lists")
     total = torch.from_numpy(out)
     return (total, torch.from_numpy(accs)) if return_acc else total
+
+
+def _hidden_max(name: str, scheme) -> int:
+    """The largest output of the hidden activation ``name`` (HIDDEN_CODES): crelu QA, screlu
+    QA² >> l0_shift."""
+    return scheme.qa if name == "crelu" else (scheme.qa * scheme.qa) >> scheme.l0_shift
+
+
+def applicable_deep(net) -> bool:
+    """Whether :func:`_eval_boards_deep` computes ``net``'s evals exactly: a deep net whose L0
+    activation is in :data:`ACT_CODES`, whose activations after L1 and L2 are in
+    :data:`HIDDEN_CODES` (not gated: l2w has N2 rows) with outputs within int16 (the kernel's
+    activations are int16), 0 < QA ≤ 2^15, fewer than 2^17 L1 inputs, int16
+    feature-transformer and int8 dense weights."""
+    from .deep import l2_activation
+
+    a = net.arch
+    return (a.get("kind") == "deep" and a.get("activation") in ACT_CODES
+            and a.get("hidden_activation") in HIDDEN_CODES and l2_activation(a) in HIDDEN_CODES
+            and 0 < net.scheme.qa <= 1 << 15 and 0 < net.l1w.shape[2] < 1 << 17
+            and max(_hidden_max(a["hidden_activation"], net.scheme), _hidden_max(l2_activation(a), net.scheme)) <= 32767
+            and net.l1w.shape[2] == acts.l1_inputs(a["activation"], net.l0w.shape[1])
+            and net.l2w.shape[1] == a["l2_outputs"] and net.l0w.dtype == torch.int16
+            and all(t.dtype == torch.int8 for t in (net.l1w, net.l2w, net.outw)))
+
+
+def _prepared_deep(net):
+    """The arguments of :func:`_eval_boards_deep` besides the boards and the scratch, made once
+    per net: ``(args, acc_dtype, (L1, N1, N2))``; None when it does not apply."""
+    from .deep import l2_activation
+
+    def build(l0w, l0b, l1w, l1b, l2w, l2b, outw, outb):
+        tab = table_of(net)
+        if tab is None or not applicable_deep(net):
+            return None
+        table, king_rel, width = tab
+        acc, check = _scratch(net, width)
+        i16 = lambda t: np.ascontiguousarray(t.numpy().astype(np.int16))  # noqa: E731
+        i64 = lambda t: np.ascontiguousarray(t.numpy().astype(np.int64))  # noqa: E731
+        s, a = net.scheme, net.arch
+        h1, h2 = a["hidden_activation"], l2_activation(a)
+        # int32 dot products where K·max|x|·128 < 2^31 (x0 ≤ 255 is checked in the kernel)
+        narrow = np.array([l1w.shape[2] * 255 * 128 < 1 << 31,
+                           l1w.shape[1] * _hidden_max(h1, s) * 128 < 1 << 31,
+                           l2w.shape[1] * _hidden_max(h2, s) * 128 < 1 << 31])
+        args = (table, king_rel, _bucket_lut(net), np.ascontiguousarray(l0w.numpy()),
+                np.ascontiguousarray(l0b.numpy()), ACT_CODES[a["activation"]], s.qa, s.l0_shift, check,
+                i16(l1w), i64(l1b), HIDDEN_CODES[h1], i16(l2w), i64(l2b), HIDDEN_CODES[h2],
+                i16(outw.unsqueeze(1)), i64(outb.unsqueeze(1)), s.dense_shift, narrow)
+        return args, acc.dtype, (l1w.shape[2], l1w.shape[1], l2w.shape[1])
+    return cached(net, ("compiled_deep", net.arch.get("feature_set"), net.arch.get("activation"),
+                        net.arch.get("hidden_activation"), l2_activation(net.arch)),
+                  (net.l0w, net.l0b, net.l1w, net.l1b, net.l2w, net.l2b, net.outw, net.outb), build)
+
+
+_DEEP_WHAT = {5: "L1 sum", 6: "L2 sum", 7: "output sum"}
+
+
+def output_sums_deep(net, boards: torch.Tensor):
+    """``(out, bucket)``, each (N,) int64: a deep net's output sum (bias included, before the
+    centipawn scaling, :func:`nnue.inference.exact.to_centipawns`) of each packed board (N, 32)
+    uint8 (CPU) and its output bucket; None when :func:`applicable_deep` or :func:`table_of`
+    says no. Raises what :func:`l1_sums_boards` raises, OverflowError for an L0 activation
+    above u8 and for an L1, L2 or output sum outside int32 (naming which, as
+    :func:`nnue.inference.deep.dense_int` does)."""
+    prep = _prepared_deep(net)
+    if prep is None:
+        return None
+    args, acc_dtype, (k, n1, n2) = prep
+    n = boards.shape[0]
+    out, bucket = np.empty(n, np.int64), np.empty(n, np.int64)
+    status = np.zeros(3, np.int64)
+    acc = np.empty((2, net.l0w.shape[1]), acc_dtype)
+    words = (boards if boards.is_contiguous() else boards.contiguous()).numpy().view(np.uint64)
+    _eval_boards_deep(words, *args, acc, np.empty(k, np.int16), np.empty(n1, np.int16), np.empty(n2, np.int16),
+                      out, bucket, status)
+    if status[0] == 4:
+        s = net.scheme
+        raise OverflowError(f"L0 activation leaves u8 (up to {int(status[1])}): qa {s.qa} with "
+                            f"l0_shift {s.l0_shift} does not fit")
+    if status[0] in _DEEP_WHAT:
+        v = int(status[1])
+        raise OverflowError(f"{_DEEP_WHAT[int(status[0])]} leaves the int32 range ({v}..{v})")
+    if status[0]:
+        _raise(status, "output_sums_deep")
+    return torch.from_numpy(out), torch.from_numpy(bucket)

@@ -5,7 +5,8 @@ Covers both accumulator modes (int16 register lanes when the per-net bound prove
 lanes with the run-time check otherwise), widths that leave a tail past the last full register
 (H mod 32, H mod 16), weights at the int16 limits, partial sums outside int16 whose final sum
 is inside, odd batch sizes, padding anywhere, every bucket, both sides to move, king-relative
-sets (halfkav2_hm, halfkp, kb768hm4) and chess768, bad boards, more than 32 occupied squares.
+sets (halfkav2_hm, halfkp, kb768hm4) and chess768, bad boards, more than 32 occupied squares;
+the deep-net kernel against the deep module's Python-int reference and its torch path.
 """
 from __future__ import annotations
 
@@ -242,3 +243,81 @@ def test_small_batches_through_the_api(sample_boards):
     bad[1, 8:24] = 0
     with pytest.raises(ValueError, match="board 1"):
         api.evaluate(net, bad)
+
+
+# -- deep nets ----------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("act", ["crelu", "screlu", "pairwise_crelu"])
+@pytest.mark.parametrize("hact,l2act", [("crelu", "crelu"), ("screlu", "screlu"), ("crelu", "screlu")])
+def test_deep_boards_equal_python_reference(act, hact, l2act):
+    """The compiled deep kernel (inference/compiled.py, _eval_boards_deep) against the deep
+    module's one-position Python-int reference and the torch path, for every supported
+    activation pair, odd widths (register tails) and both sides to move."""
+    from nnue.inference import deep
+    from tests.inference.test_deep import random_deep_net, reference_eval, sample_boards as deep_boards
+
+    net = random_deep_net(act=act, hact=hact, hidden=70 if act == "pairwise_crelu" else 37, n1=9, n2=5,
+                          seed=len(act + hact + l2act))
+    net.arch = dict(net.arch, l2_activation=l2act)
+    assert compiled.applicable_deep(net)
+    boards = deep_boards(300)
+    got = deep.evaluate(net, boards, backend="compiled")
+    assert got.tolist() == reference_eval_l2(net, boards, reference_eval, l2act)
+    assert torch.equal(got, deep.evaluate(net, boards, backend="torch"))
+    for n in (1, 7):
+        assert torch.equal(deep.evaluate(net, boards[:n], backend="compiled"), got[:n])
+
+
+def reference_eval_l2(net, boards, reference_eval, l2act):
+    """reference_eval of tests/inference/test_deep.py applies the hidden activation after both
+    layers; for another activation after L2, evaluate the net with that one as the torch path
+    does (the torch path is checked against the same reference in test_deep.py)."""
+    if l2act == net.arch["hidden_activation"]:
+        return reference_eval(net, boards)
+    from nnue.inference import deep
+
+    return deep.evaluate(net, boards, backend="torch").tolist()
+
+
+@pytest.mark.parametrize("fs_name,buckets", [("halfkav2_hm", "SFPieceCount<8>"), ("halfkp", "MaterialCount<1>"),
+                                             ("kb768hm4", "MaterialCount<4>")])
+def test_deep_other_feature_sets(fs_name, buckets):
+    from nnue.inference import deep
+    from tests.inference.test_deep import random_deep_net, reference_eval, sample_boards as deep_boards
+
+    net = random_deep_net(fs_name, "screlu", "screlu", hidden=33, n1=4, n2=3, buckets=buckets, seed=3)
+    boards = deep_boards(200)
+    assert deep.evaluate(net, boards, backend="compiled").tolist() == reference_eval(net, boards)
+
+
+def test_deep_overflows_named_like_the_torch_path():
+    from nnue.inference import deep
+    from tests.inference.test_deep import random_deep_net, sample_boards as deep_boards
+
+    boards = deep_boards(40)
+    for layer, what in (("l1b", "L1 sum"), ("l2b", "L2 sum"), ("outb", "output sum")):
+        net = random_deep_net(seed=5)
+        getattr(net, layer).fill_(2**31 - 10)
+        for backend in ("compiled", "torch"):
+            with pytest.raises(OverflowError, match=f"{what}.*int32"):
+                deep.evaluate(net, boards, backend=backend)
+    net = random_deep_net(act="screlu", seed=6)
+    net.scheme = dataclasses.replace(net.scheme, l0_shift=7)  # 255² >> 7 = 508: not u8
+    net.l0b.fill_(255)
+    for backend in ("compiled", "torch"):
+        with pytest.raises(OverflowError, match="L0 activation leaves u8"):
+            deep.evaluate(net, boards, backend=backend)
+
+
+def test_deep_hardswish_takes_the_torch_path():
+    """A hidden activation without a compiled rule (hardswish): "auto" evaluates through torch,
+    "compiled" refuses."""
+    from nnue.inference import deep
+    from tests.inference.test_deep import random_deep_net, sample_boards as deep_boards
+
+    net = random_deep_net(hact="hardswish", seed=7)
+    assert not compiled.applicable_deep(net)
+    boards = deep_boards(30)
+    assert torch.equal(deep.evaluate(net, boards), deep.evaluate(net, boards, backend="torch"))
+    with pytest.raises(RuntimeError, match="does not apply"):
+        deep.evaluate(net, boards, backend="compiled")
