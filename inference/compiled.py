@@ -48,7 +48,6 @@ from numba.extending import intrinsic
 from nnue.spec import activations as acts
 
 from .exact import acc_int16_proven, cached
-from .perspective import output
 
 #: activation codes of the kernels; an L0 activation not listed here takes the torch path
 ACT_CODES = {"crelu": 0, "screlu": 1, "pairwise_crelu": 2}
@@ -525,11 +524,12 @@ def l1_sums_boards(net, boards: torch.Tensor, upto: int = 0):
     return torch.from_numpy(out), torch.from_numpy(bucket)
 
 
-def evaluate_small(net, boards: torch.Tensor) -> list[int] | None:
+def evaluate_small(net, boards: torch.Tensor, output) -> list[int] | None:
     """Integer evals (centipawns, stm POV) of a few packed boards (N, 32) uint8 (CPU) as Python
-    ints: :func:`l1_sums_boards`, then :func:`nnue.inference.perspective.output` on Python ints,
-    with no torch op (a torch op costs µs; one position here costs a few µs in all). None when
-    the kernels do not apply; the errors of :func:`l1_sums_boards` and of ``output``."""
+    ints: :func:`l1_sums_boards`, then ``output`` (:func:`nnue.inference.perspective.output`,
+    passed in: this module imports no evaluator) on Python ints, with no torch op (a torch op
+    costs µs; one position here costs a few µs in all). None when the kernels do not apply; the
+    errors of :func:`l1_sums_boards` and of ``output``."""
     prep = _prepared(net)
     if prep is None:
         return None
@@ -568,39 +568,36 @@ def _hidden_max(name: str, scheme) -> int:
     return scheme.qa if name == "crelu" else (scheme.qa * scheme.qa) >> scheme.l0_shift
 
 
-def applicable_deep(net) -> bool:
+def applicable_deep(net, l2_act: str) -> bool:
     """Whether :func:`_eval_boards_deep` computes ``net``'s evals exactly: a deep net whose L0
-    activation is in :data:`ACT_CODES`, whose activations after L1 and L2 are in
+    activation is in :data:`ACT_CODES`, whose activations after L1 and L2 (``l2_act``:
+    :func:`nnue.inference.deep.l2_activation`, passed in) are in
     :data:`HIDDEN_CODES` (not gated: l2w has N2 rows) with outputs within int16 (the kernel's
     activations are int16), 0 < QA ≤ 2^15, fewer than 2^17 L1 inputs, int16
     feature-transformer and int8 dense weights."""
-    from .deep import l2_activation
-
     a = net.arch
     return (a.get("kind") == "deep" and a.get("activation") in ACT_CODES
-            and a.get("hidden_activation") in HIDDEN_CODES and l2_activation(a) in HIDDEN_CODES
+            and a.get("hidden_activation") in HIDDEN_CODES and l2_act in HIDDEN_CODES
             and 0 < net.scheme.qa <= 1 << 15 and 0 < net.l1w.shape[2] < 1 << 17
-            and max(_hidden_max(a["hidden_activation"], net.scheme), _hidden_max(l2_activation(a), net.scheme)) <= 32767
+            and max(_hidden_max(a["hidden_activation"], net.scheme), _hidden_max(l2_act, net.scheme)) <= 32767
             and net.l1w.shape[2] == acts.l1_inputs(a["activation"], net.l0w.shape[1])
             and net.l2w.shape[1] == a["l2_outputs"] and net.l0w.dtype == torch.int16
             and all(t.dtype == torch.int8 for t in (net.l1w, net.l2w, net.outw)))
 
 
-def _prepared_deep(net):
+def _prepared_deep(net, l2_act: str):
     """The arguments of :func:`_eval_boards_deep` besides the boards and the scratch, made once
     per net: ``(args, acc_dtype, (L1, N1, N2))``; None when it does not apply."""
-    from .deep import l2_activation
-
     def build(l0w, l0b, l1w, l1b, l2w, l2b, outw, outb):
         tab = table_of(net)
-        if tab is None or not applicable_deep(net):
+        if tab is None or not applicable_deep(net, l2_act):
             return None
         table, king_rel, width = tab
         acc, check = _scratch(net, width)
         i16 = lambda t: np.ascontiguousarray(t.numpy().astype(np.int16))  # noqa: E731
         i64 = lambda t: np.ascontiguousarray(t.numpy().astype(np.int64))  # noqa: E731
         s, a = net.scheme, net.arch
-        h1, h2 = a["hidden_activation"], l2_activation(a)
+        h1, h2 = a["hidden_activation"], l2_act
         # int32 dot products where K·max|x|·128 < 2^31 (x0 ≤ 255 is checked in the kernel)
         narrow = np.array([l1w.shape[2] * 255 * 128 < 1 << 31,
                            l1w.shape[1] * _hidden_max(h1, s) * 128 < 1 << 31,
@@ -611,21 +608,22 @@ def _prepared_deep(net):
                 i16(outw.unsqueeze(1)), i64(outb.unsqueeze(1)), s.dense_shift, narrow)
         return args, acc.dtype, (l1w.shape[2], l1w.shape[1], l2w.shape[1])
     return cached(net, ("compiled_deep", net.arch.get("feature_set"), net.arch.get("activation"),
-                        net.arch.get("hidden_activation"), l2_activation(net.arch)),
+                        net.arch.get("hidden_activation"), l2_act),
                   (net.l0w, net.l0b, net.l1w, net.l1b, net.l2w, net.l2b, net.outw, net.outb), build)
 
 
 _DEEP_WHAT = {5: "L1 sum", 6: "L2 sum", 7: "output sum"}
 
 
-def output_sums_deep(net, boards: torch.Tensor):
+def output_sums_deep(net, boards: torch.Tensor, l2_act: str):
     """``(out, bucket)``, each (N,) int64: a deep net's output sum (bias included, before the
     centipawn scaling, :func:`nnue.inference.exact.to_centipawns`) of each packed board (N, 32)
-    uint8 (CPU) and its output bucket; None when :func:`applicable_deep` or :func:`table_of`
-    says no. Raises what :func:`l1_sums_boards` raises, OverflowError for an L0 activation
+    uint8 (CPU) and its output bucket (``l2_act``: the activation after L2,
+    :func:`nnue.inference.deep.l2_activation`); None when :func:`applicable_deep` or
+    :func:`table_of` says no. Raises what :func:`l1_sums_boards` raises, OverflowError for an L0 activation
     above u8 and for an L1, L2 or output sum outside int32 (naming which, as
     :func:`nnue.inference.deep.dense_int` does)."""
-    prep = _prepared_deep(net)
+    prep = _prepared_deep(net, l2_act)
     if prep is None:
         return None
     args, acc_dtype, (k, n1, n2) = prep

@@ -330,7 +330,7 @@ def evaluate(net: DeepIntegerNet, boards: torch.Tensor, chunk: int = 1024, backe
     check_boards(boards)
     comp = _compiled(backend, boards.device.type == "cpu")
     if comp is not None and boards.shape[0]:
-        res = comp.output_sums_deep(net, boards)
+        res = comp.output_sums_deep(net, boards, l2_activation(net.arch))
         if res is not None:
             return to_centipawns(res[0], net.scheme)
         _not_applicable(backend)

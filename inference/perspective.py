@@ -323,7 +323,7 @@ def evaluate_small(net, boards: torch.Tensor) -> list[int] | None:
     :func:`nnue.inference.compiled.evaluate_small`; None when the compiled kernels cannot run
     (the caller then takes another path)."""
     comp = _compiled(None, boards.device.type == "cpu")
-    return None if comp is None else comp.evaluate_small(net, boards)
+    return None if comp is None else comp.evaluate_small(net, boards, output)
 
 
 def evaluate(net, boards: torch.Tensor, chunk: int = 1024, backend: str | None = None) -> torch.Tensor:

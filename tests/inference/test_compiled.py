@@ -259,7 +259,7 @@ def test_deep_boards_equal_python_reference(act, hact, l2act):
     net = random_deep_net(act=act, hact=hact, hidden=70 if act == "pairwise_crelu" else 37, n1=9, n2=5,
                           seed=len(act + hact + l2act))
     net.arch = dict(net.arch, l2_activation=l2act)
-    assert compiled.applicable_deep(net)
+    assert compiled.applicable_deep(net, l2act)
     boards = deep_boards(300)
     got = deep.evaluate(net, boards, backend="compiled")
     assert got.tolist() == reference_eval_l2(net, boards, reference_eval, l2act)
@@ -316,7 +316,7 @@ def test_deep_hardswish_takes_the_torch_path():
     from tests.inference.test_deep import random_deep_net, sample_boards as deep_boards
 
     net = random_deep_net(hact="hardswish", seed=7)
-    assert not compiled.applicable_deep(net)
+    assert not compiled.applicable_deep(net, net.arch["hidden_activation"])
     boards = deep_boards(30)
     assert torch.equal(deep.evaluate(net, boards), deep.evaluate(net, boards, backend="torch"))
     with pytest.raises(RuntimeError, match="does not apply"):
