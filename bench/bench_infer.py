@@ -185,9 +185,8 @@ def main(argv=None) -> int:
               "batch_call_cpu_ms": round(statistics.median(cpu["int"]) * 1e3, 3),
               "over_batch_call": round(one_wall / statistics.median(wall["int"]), 5),
               "over_batch_call_cpu": round(one_cpu / statistics.median(cpu["int"]), 5), "goal": 0.01,
-              "path": ("nnue.inference.perspective.evaluate_small (the compiled kernel; api.evaluate for "
-                       "<= SMALL_BATCH positions)" if net.kind == "perspective" else
-                       "nnue.inference.incremental.evaluate_one (api.evaluate for <= SMALL_BATCH positions)")}
+              "path": f"nnue.inference.{net.kind}.evaluate_small (the compiled kernel; api.evaluate for "
+                      "<= SMALL_BATCH positions)"}
     if model is None:
         return emit({"benchmark": "infer", "net": str(a.net), "architecture": net.arch, "batch": a.batch,
                      "runs": a.runs, "threads": torch.get_num_threads(),
@@ -200,7 +199,7 @@ def main(argv=None) -> int:
     t_int, t_float = statistics.median(wall["int"]), statistics.median(wall["float"])
     ips, fps = a.batch / t_int, a.batch / t_float
     t_torch = statistics.median(wall["int_torch"]) if "int_torch" in wall else None
-    plan = _l1_plan(net) if net.kind == "perspective" else {"mode": "int8 digits (inference/deep.py)"}
+    plan = _l1_plan(net) if net.kind == "perspective" else {"mode": "int8 digits (inference/deep.py, backend=torch)"}
     label = (f"chess768 -> {a.hidden}x2 pairwise_crelu -> 16 crelu -> 32 crelu -> 1, MaterialCount<8>"
              if net.kind == "deep" else f"chess768 -> {a.hidden}x2 screlu -> MaterialCount<8>")
     report = {
@@ -224,17 +223,20 @@ def main(argv=None) -> int:
         "incremental_us_per_move": None,
         "targets": {"int_evals_per_s": 1_000_000, "int_over_float": 3.0, "incremental_us_per_move": 5.0},
         "notes": ("Both paths include feature encoding from packed boards; one thread; alternating "
-                  "rounds of --block timed runs per path. The integer path (inference/net.py) sorts "
-                  "the positions by piece count, runs the feature transformer as an exact float32 "
-                  "embedding_bag per step of positions (bags as wide as the step's largest piece "
-                  "count), and L1 as exact int8 torch._int_mm products on byte digits of the "
-                  "activations (only the columns of the step's buckets), then int64 checks and "
-                  "divisions. Incremental updates: nnue bench incremental."
+                  "rounds of --block timed runs per path. The integer path (default on CPU, "
+                  "inference/compiled.py, numba) makes one pass per board: decode the 32 bytes, look "
+                  "both perspectives' features up in the feature set's table, sum the int16 rows in "
+                  "512-bit registers (int16 lanes when the per-net bound proves int16, else int32 "
+                  "lanes and a check), the activation and the L1 sum of the board's own bucket in "
+                  "int64; then the int32 checks and divisions in torch. int_torch is the torch path "
+                  "it replaced (sorted steps, float32 embedding_bag, int8 torch._int_mm on byte "
+                  "digits). Incremental updates: nnue bench incremental."
                   if net.kind == "perspective" else
-                  "Deep net (--arch deep): the same sorted steps and feature transformer, then "
-                  "inference/deep.py's layers: u8 activations, int8 torch._int_mm per weight digit "
-                  "(|d| <= 64), only the buckets of each step; int64 checks and shifts. The float path "
-                  "is trainer.model.DeepNet's forward."),
+                  "Deep net (--arch deep): the integer path (inference/compiled.py) makes one pass "
+                  "per board as for perspective nets, then the u8 L0 activations and each layer of "
+                  "the board's own bucket (int16 x int8 dot products in int32 where K*255*128 < 2^31, "
+                  "else int64; int32 checks and floor shifts); the float path is "
+                  "trainer.model.DeepNet's forward."),
     }
     if a.profile and a.no_neutral:
         report["profile"] = _profile(net, model, boards, a.runs)

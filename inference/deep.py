@@ -311,6 +311,18 @@ def forward_int(net: DeepIntegerNet, stm: torch.Tensor, nstm: torch.Tensor, buck
     return res
 
 
+def evaluate_small(net: DeepIntegerNet, boards: torch.Tensor) -> list[int] | None:
+    """A few positions without the batch machinery (:func:`nnue.inference.api.evaluate_net`
+    sends calls of at most ``SMALL_BATCH`` CPU boards here first): (N, 32) uint8 -> N Python
+    ints, centipawns, stm POV, the values of :func:`evaluate`, from
+    :func:`nnue.inference.compiled.output_sums_deep`; None when the compiled kernel cannot run."""
+    from .perspective import _compiled
+
+    comp = _compiled(None, boards.device.type == "cpu")
+    res = None if comp is None else comp.output_sums_deep(net, boards, l2_activation(net.arch))
+    return None if res is None else [to_centipawns(o, net.scheme) for o in res[0].tolist()]
+
+
 def evaluate(net: DeepIntegerNet, boards: torch.Tensor, chunk: int = 1024, backend: str | None = None) -> torch.Tensor:
     """Integer evals of packed boards: (N, 32) uint8 -> (N,) int64 centipawns, stm POV.
 

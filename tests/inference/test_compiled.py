@@ -266,6 +266,10 @@ def test_deep_boards_equal_python_reference(act, hact, l2act):
     assert torch.equal(got, deep.evaluate(net, boards, backend="torch"))
     for n in (1, 7):
         assert torch.equal(deep.evaluate(net, boards[:n], backend="compiled"), got[:n])
+    from nnue.inference import api
+
+    for i in range(0, 40, 3):  # one position and small groups through the api (evaluate_small)
+        assert torch.equal(api.evaluate(net, boards[i:i + 1 + i % 4]), got[i:i + 1 + i % 4])
 
 
 def reference_eval_l2(net, boards, reference_eval, l2act):
