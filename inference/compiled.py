@@ -310,23 +310,71 @@ def _eval_lists(stm, nstm, l0w, l0b, l1w, bucket, act, qa, check, acc, out, accs
 HIDDEN_CODES = {"crelu": 0, "screlu": 1}
 
 
+@intrinsic
+def _gemv_t(typingctx, x, wt, idx, count, out):
+    """``out[m] = Σ_{s < count} x[idx[s]]·wt[idx[s], m]`` in int32 lanes for the columns m <
+    16·(M // 16) (M = wt.shape[1]; the caller computes the last M mod 16): x (K,) int16, wt
+    (K, M) int16 (a layer's weights transposed), idx (≥ count,) int32 in 0..K − 1 (the inputs to
+    use: all of them, or only the nonzero ones), out (≥ M,) int32; all C-contiguous. For each
+    block of 16 outputs, a register of int32 lanes (a vector alloca LLVM promotes) gets one
+    broadcast, one sign-extending load, a multiply and an add per input, and is stored once: no
+    per-output horizontal sums. Exact when every partial sum stays within int32: the caller's
+    bound (:func:`_dense_layer`, ``narrow``)."""
+    if not all(isinstance(t, types.Array) for t in (x, wt, idx, out)) or x.dtype != types.int16 \
+            or wt.dtype != types.int16 or out.dtype != types.int32:
+        return None
+    sig = types.void(x, wt, idx, count, out)
+
+    def codegen(context, builder, signature, args):
+        xa, wa, ia, oa = (context.make_array(signature.args[k])(context, builder, args[k]) for k in (0, 1, 2, 4))
+        i64, i32 = ir.IntType(64), ir.IntType(32)
+        src_ty, acc_ty = ir.VectorType(ir.IntType(16), 16), ir.VectorType(i32, 16)
+        m = builder.extract_value(wa.shape, 1)
+        nblk = builder.udiv(m, ir.Constant(i64, 16))
+        n = context.cast(builder, args[3], signature.args[3], types.int64)
+        vacc = cgutils.alloca_once(builder, acc_ty)
+        with cgutils.for_range(builder, nblk) as blk:
+            col = builder.mul(blk.index, ir.Constant(i64, 16))
+            builder.store(ir.Constant(acc_ty, None), vacc)
+            with cgutils.for_range(builder, n) as it:
+                j = builder.sext(builder.load(builder.gep(ia.data, [it.index])), i64)
+                xj = builder.sext(builder.load(builder.gep(xa.data, [j])), i32)
+                vx = builder.insert_element(ir.Constant(acc_ty, ir.Undefined), xj, ir.Constant(i32, 0))
+                vx = builder.shuffle_vector(vx, ir.Constant(acc_ty, ir.Undefined), ir.Constant(acc_ty, None))
+                row = builder.gep(wa.data, [builder.add(builder.mul(j, m), col)])
+                vw = builder.sext(builder.load(builder.bitcast(row, src_ty.as_pointer()), align=2), acc_ty)
+                builder.store(builder.add(builder.load(vacc), builder.mul(vx, vw)), vacc)
+            builder.store(builder.load(vacc), builder.bitcast(builder.gep(oa.data, [col]), acc_ty.as_pointer()),
+                          align=4)
+        return context.get_dummy_value()
+
+    return sig, codegen
+
+
 @njit(cache=True, nogil=True, inline="always")
-def _dense_layer(x, w, bias, out, narrow, shift, code, qa, l0_shift, status, what):
+def _dense_layer(x, w, wt, bias, idx, count, dots, out, narrow, shift, code, qa, l0_shift, status, what):
     """One bucket's dense layer and its activation: ``s[n] = bias[n] + Σ_j w[n, j]·x[j]``,
     checked against int32 (status (what, s, s) and False when one leaves), then
     ``out[n] = act(s[n] >> shift)`` (floor shift), act a HIDDEN_CODES rule; code −1: out[n] =
-    s[n]. x (K,) int16, w (M, K) int16 (the int8 weights). ``narrow``: the caller's bound
-    K·max|x|·128 < 2^31 holds, so the dot product runs in int32 (every partial sum is below
-    2^31: no wrap; LLVM then multiplies int16 pairs into int32 lanes), the bias is added in
-    int64; otherwise the whole sum is int64."""
-    for n in range(w.shape[0]):
-        row = w[n]
-        if narrow:
-            d = np.int32(0)
-            for j in range(x.shape[0]):
-                d = np.int32(d + np.int32(x[j]) * np.int32(row[j]))
-            t = np.int64(d) + bias[n]
+    s[n]. x (K,) int16; w (M, K) and wt (K, M) int16 (the int8 weights and their transpose);
+    idx[:count]: the inputs j that may be nonzero (the others are 0); dots (≥ M,) int32 scratch.
+    ``narrow``: the caller's bound K·max|x|·128 < 2^31 holds, so the dot products run in int32
+    lanes (:func:`_gemv_t`; every partial sum below 2^31, no wrap) and the bias is added in
+    int64; otherwise, and for fewer than 16 outputs (the output layer: one row, a plain loop
+    LLVM vectorizes), each whole sum is int64."""
+    m = w.shape[0]
+    if narrow and m >= 16:
+        _gemv_t(x, wt, idx, count, dots)
+        for n in range(m - m % 16, m):
+            d = np.int64(0)
+            for s in range(count):
+                d += np.int64(x[idx[s]]) * np.int64(wt[idx[s], n])
+            dots[n] = d
+    for n in range(m):
+        if narrow and m >= 16:
+            t = np.int64(dots[n]) + bias[n]
         else:
+            row = w[n]
             t = np.int64(bias[n])
             for j in range(x.shape[0]):
                 t += np.int64(x[j]) * np.int64(row[j])
@@ -343,14 +391,15 @@ def _dense_layer(x, w, bias, out, narrow, shift, code, qa, l0_shift, status, wha
 
 @njit(cache=True, nogil=True)
 def _eval_boards_deep(words, table, king_rel, bucket_of, l0w, l0b, act, qa, l0_shift, check,
-                      l1w, l1b, h1, l2w, l2b, h2, outw, outb, shift, narrow, acc, x0, x1, x2, out, bucket, status):
+                      l1w, l1t, l1b, h1, l2w, l2t, l2b, h2, outw, outt, outb, shift, narrow, acc, x0, x1, x2,
+                      out, bucket, status):
     """Deep nets (:mod:`nnue.inference.deep`, steps 1–6 of its docstring) for every board:
     out[i] = the output sum of board i (bias included, before the centipawn scaling), bucket[i]
     its output bucket.
 
     words … check: as :func:`_eval_boards` (act: the L0 activation, ACT_CODES); l0_shift: the
     scheme's shift of the L0 products; l1w (B, N1, L1), l2w (B, N2, N1), outw (B, 1, N2) int16
-    (the int8 weights); l1b (B, N1), l2b (B, N2), outb (B, 1) int64; h1, h2: HIDDEN_CODES of the
+    (the int8 weights) and l1t, l2t, outt their per-bucket transposes; l1b (B, N1), l2b (B, N2), outb (B, 1) int64; h1, h2: HIDDEN_CODES of the
     activations after L1 and L2; shift: the dense shift log2(QB); narrow: 3 bools, whether each
     layer's dot product may run in int32 (:func:`_dense_layer`); acc (2, H) scratch as in
     :func:`_eval_boards`; x0 (L1,), x1 (N1,), x2 (N2,) int16 scratch; out, bucket (N,) int64.
@@ -364,6 +413,9 @@ def _eval_boards_deep(words, table, king_rel, bucket_of, l0w, l0b, act, qa, l0_s
     h = l0w.shape[1]
     half = h // 2
     o = np.empty(1, np.int64)
+    nz = np.empty(x0.shape[0], np.int32)  # the nonzero inputs of L1
+    every = np.arange(max(x1.shape[0], x2.shape[0]), dtype=np.int32)  # all inputs of L2, output
+    dots = np.empty(max(l1w.shape[1], l2w.shape[1], 1), np.int32)
     for i in range(n):
         ns, m0, m1 = _lookup(words, i, table, king_rel, keys, idx0, idx1, status)
         if ns < 0:
@@ -392,13 +444,20 @@ def _eval_boards_deep(words, table, king_rel, bucket_of, l0w, l0b, act, qa, l0_s
         if top > 255:
             status[0], status[1] = 4, top
             return
+        cnt = 0  # nz[:cnt]: the nonzero inputs of L1, listed without a branch (random zeros mispredict)
+        for j in range(x0.shape[0]):
+            nz[cnt] = j
+            cnt += x0[j] != 0
         b = bucket_of[ns]
         bucket[i] = b
-        if not _dense_layer(x0, l1w[b], l1b[b], x1, narrow[0], shift, h1, qa, l0_shift, status, 5):
+        if not _dense_layer(x0, l1w[b], l1t[b], l1b[b], nz, cnt, dots, x1, narrow[0], shift, h1, qa, l0_shift,
+                            status, 5):
             return
-        if not _dense_layer(x1, l2w[b], l2b[b], x2, narrow[1], shift, h2, qa, l0_shift, status, 6):
+        if not _dense_layer(x1, l2w[b], l2t[b], l2b[b], every, x1.shape[0], dots, x2, narrow[1], shift, h2, qa,
+                            l0_shift, status, 6):
             return
-        if not _dense_layer(x2, outw[b], outb[b], o, narrow[2], shift, -1, qa, l0_shift, status, 7):
+        if not _dense_layer(x2, outw[b], outt[b], outb[b], every, x2.shape[0], dots, o, narrow[2], shift, -1, qa,
+                            l0_shift, status, 7):
             return
         out[i] = o[0]
     status[0] = 0
@@ -595,6 +654,7 @@ def _prepared_deep(net, l2_act: str):
         table, king_rel, width = tab
         acc, check = _scratch(net, width)
         i16 = lambda t: np.ascontiguousarray(t.numpy().astype(np.int16))  # noqa: E731
+        t16 = lambda t: np.ascontiguousarray(t.transpose(1, 2).numpy().astype(np.int16))  # noqa: E731
         i64 = lambda t: np.ascontiguousarray(t.numpy().astype(np.int64))  # noqa: E731
         s, a = net.scheme, net.arch
         h1, h2 = a["hidden_activation"], l2_act
@@ -604,8 +664,8 @@ def _prepared_deep(net, l2_act: str):
                            l2w.shape[1] * _hidden_max(h2, s) * 128 < 1 << 31])
         args = (table, king_rel, _bucket_lut(net), np.ascontiguousarray(l0w.numpy()),
                 np.ascontiguousarray(l0b.numpy()), ACT_CODES[a["activation"]], s.qa, s.l0_shift, check,
-                i16(l1w), i64(l1b), HIDDEN_CODES[h1], i16(l2w), i64(l2b), HIDDEN_CODES[h2],
-                i16(outw.unsqueeze(1)), i64(outb.unsqueeze(1)), s.dense_shift, narrow)
+                i16(l1w), t16(l1w), i64(l1b), HIDDEN_CODES[h1], i16(l2w), t16(l2w), i64(l2b), HIDDEN_CODES[h2],
+                i16(outw.unsqueeze(1)), t16(outw.unsqueeze(1)), i64(outb.unsqueeze(1)), s.dense_shift, narrow)
         return args, acc.dtype, (l1w.shape[2], l1w.shape[1], l2w.shape[1])
     return cached(net, ("compiled_deep", net.arch.get("feature_set"), net.arch.get("activation"),
                         net.arch.get("hidden_activation"), l2_act),
