@@ -249,15 +249,17 @@ def test_small_batches_through_the_api(sample_boards):
 
 @pytest.mark.parametrize("act", ["crelu", "screlu", "pairwise_crelu"])
 @pytest.mark.parametrize("hact,l2act", [("crelu", "crelu"), ("screlu", "screlu"), ("crelu", "screlu")])
-def test_deep_boards_equal_python_reference(act, hact, l2act):
+@pytest.mark.parametrize("n1,n2", [(9, 5), (33, 16), (16, 20)])
+def test_deep_boards_equal_python_reference(act, hact, l2act, n1, n2):
     """The compiled deep kernel (inference/compiled.py, _eval_boards_deep) against the deep
     module's one-position Python-int reference and the torch path, for every supported
-    activation pair, odd widths (register tails) and both sides to move."""
+    activation pair, odd widths (register tails), layers narrower than one register (int64
+    loops), of one register, of two and a tail (the int32-lane products) and both sides to move."""
     from nnue.inference import deep
     from tests.inference.test_deep import random_deep_net, reference_eval, sample_boards as deep_boards
 
-    net = random_deep_net(act=act, hact=hact, hidden=70 if act == "pairwise_crelu" else 37, n1=9, n2=5,
-                          seed=len(act + hact + l2act))
+    net = random_deep_net(act=act, hact=hact, hidden=70 if act == "pairwise_crelu" else 37, n1=n1, n2=n2,
+                          seed=len(act + hact + l2act) + n1)
     net.arch = dict(net.arch, l2_activation=l2act)
     assert compiled.applicable_deep(net, l2act)
     boards = deep_boards(300)
@@ -325,3 +327,19 @@ def test_deep_hardswish_takes_the_torch_path():
     assert torch.equal(deep.evaluate(net, boards), deep.evaluate(net, boards, backend="torch"))
     with pytest.raises(RuntimeError, match="does not apply"):
         deep.evaluate(net, boards, backend="compiled")
+
+
+def test_deep_int64_path_of_every_layer():
+    """The layers' int64 sums (taken where K·255·128 ≥ 2^31 could wrap int32 lanes): forced on
+    for every layer of a net, the evals stay those of the torch path."""
+    from nnue.inference import deep
+    from tests.inference.test_deep import random_deep_net, sample_boards as deep_boards
+
+    net = random_deep_net(act="screlu", hact="screlu", hidden=37, n1=33, n2=17, seed=9)
+    boards = deep_boards(200)
+    want = deep.evaluate(net, boards, backend="torch")
+    assert torch.equal(deep.evaluate(net, boards, backend="compiled"), want)
+    narrow = compiled._prepared_deep(net, "screlu")[0][-1]
+    assert narrow.all()
+    narrow[:] = False  # the cached flags: every layer's sums in int64 from here on
+    assert torch.equal(deep.evaluate(net, boards, backend="compiled"), want)
