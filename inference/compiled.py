@@ -1,12 +1,12 @@
-"""Compiled (numba) exact evaluation of perspective nets: one pass per position from the packed
-board (or the index lists) to the L1 sum, with the feature transformer's accumulators held in
-SIMD registers.
+"""Compiled (numba) exact evaluation of perspective and deep nets: one pass per position from the
+packed board (or the index lists) to the L1 sum (deep nets: the output sum), with the feature
+transformer's accumulators held in SIMD registers.
 
 Per position, in one loop (:func:`_eval_boards`; :func:`_eval_lists` starts from index lists):
 
 1. decode the 32-byte packed board (DESIGN.md, "Packed board"): the occupied squares in
-   ascending order (more than 32 is refused: the format holds 32 piece codes), each slot's key ``16·square + code``, both king squares and the side to move; a king-relative
-   feature set needs exactly one king a side and no unused piece code (7 or 15), as
+   ascending order (more than 32 is refused: the format holds 32 piece codes), each slot's key
+   ``16·square + code``, both king squares and the side to move; a king-relative feature set needs exactly one king a side and no unused piece code (7 or 15), as
    :func:`nnue.pipeline.features.lookup.king_squares` requires;
 2. each perspective's features from the feature set's own lookup table
    (:class:`~nnue.pipeline.features.lookup.TableEncoder`: entry ``offset_p + key``, −1 = no
@@ -30,11 +30,24 @@ Why a register-held accumulator: numba's plain loop ``acc[h] += w[h]`` keeps the
 memory (a load and a store per row and vector) and measured 2.1 ms for the 4,096 sample
 positions of ``nnue bench infer`` (chess768 → 256, one core), slower than torch's float32
 ``embedding_bag`` (1.8 ms, FBGEMM's generated kernel); the LLVM vector loop of
-:func:`_rows_sum` took 0.86 ms on the same lists (``bench/results/infer_cpu.json``, ``profile``).
+:func:`_rows_sum` took 0.86 ms on the same lists (side by side in one process; inside the whole
+kernel the feature-transformer phase measures 1.07 ms: ``bench/results/infer_cpu.json``,
+``allocator_neutral.profile``).
 
-Only a serial kernel (one thread, ``nogil``): the batch comparison of ``nnue bench infer`` is one
-core. numba is imported when this module is; :mod:`nnue.inference.perspective` imports it on
-first use and falls back to its torch path when numba is missing or :func:`applicable` says no.
+Deep nets (:func:`_eval_boards_deep`, :func:`output_sums_deep`): steps 1–3, then the u8 L0
+activations of :mod:`nnue.inference.deep` and each dense layer of the position's own bucket:
+``s = b + W·x`` with int16 inputs and int8 weights, in int32 vector lanes (:func:`_gemv_t`: the
+weights transposed, 16 outputs a register, L1 over its nonzero inputs only) where
+K·255·128 < 2^31 proves that no partial sum wraps, else in int64; every sum checked against
+int32, floor-shifted by log2(QB) and activated (crelu, screlu; other hidden activations and gated
+units take the torch path).
+
+Only serial kernels (one thread, ``nogil``, scratch allocated per call, so threads may call them
+at once): the batch comparison of ``nnue bench infer`` is one core. numba is imported when this
+module is; :mod:`nnue.inference.perspective` and :mod:`nnue.inference.deep` import it on first
+use and fall back to their torch paths when numba is missing or :func:`applicable` /
+:func:`applicable_deep` says no. The kernels are compiled on first use and cached by numba
+(``cache=True``, next to this file or in ``NUMBA_CACHE_DIR``).
 """
 from __future__ import annotations
 
@@ -239,8 +252,8 @@ def _eval_boards(words, table, king_rel, bucket_of, l0w, l0b, l1w, act, qa, chec
     (H,) int16; l1w (B, L1) int64; act: ACT_CODES; qa: QA; check: range-check the accumulators
     (int32 ``acc``); acc (2, H) int16 or int32 scratch; out, bucket (N,) int64; upto: 0 every
     step, 1 or 2 stop after step 2 or 3 (``nnue bench infer --profile``: out then holds a value
-    that depends on the work done, nothing else). status (3,) int64 on return: (0, ·, ·) done; (1, i, ·) board i has not exactly one king a
-    side or an unused piece code (king-relative sets only); (2, lo, hi) an accumulator left
+    that depends on the work done, nothing else). status (3,) int64 on return: (0, ·, ·) done;
+    (1, i, ·) board i has not exactly one king a side or an unused piece code (king-relative sets only); (2, lo, hi) an accumulator left
     int16 (its min and max); (3, i, ·) board i has more than 32 occupied squares (the format
     holds 32 piece codes); the kernel stops at the first such board."""
     n = words.shape[0]
@@ -507,10 +520,12 @@ def table_of(net):
     """The feature set's lookup table as the board kernel reads it ((T,) int32, values < F) and
     whether it is king-relative; None when the set is not a TableEncoder or its table reaches past
     the net's inputs (the torch path then raises the IndexError)."""
+    import sys
+
     from nnue.pipeline.features.lookup import TableEncoder
 
     enc = net.features.encode
-    if not isinstance(enc, TableEncoder):
+    if not isinstance(enc, TableEncoder) or sys.byteorder != "little":  # the kernels read boards as LE words
         return None
 
     def build(table, l0w):

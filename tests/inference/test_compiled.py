@@ -142,6 +142,16 @@ def test_int16_limits_unproven(hidden):
         forward_int(net, over, over, bucket[:1], backend="torch")
 
 
+def test_empty_lists_give_the_bias_alone():
+    net = random_net("screlu", "limit", hidden=40, seed=3)
+    empty = torch.zeros((5, 0), dtype=torch.int32)
+    bucket = torch.arange(5)
+    total, acc = compiled.l1_sums_lists(net, empty, empty, bucket, return_acc=True)
+    ref, ref_acc, ref_total = reference(net, empty, empty, bucket)
+    assert torch.equal(acc.long(), ref_acc) and torch.equal(total, ref_total)
+    assert torch.equal(forward_int(net, empty, empty, bucket, backend="compiled"), ref)
+
+
 def test_bucket_out_of_range_raises():
     net = random_net("screlu", "small", hidden=32)
     stm, nstm = random_lists(4, 768)
