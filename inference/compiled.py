@@ -324,74 +324,101 @@ HIDDEN_CODES = {"crelu": 0, "screlu": 1}
 
 
 @intrinsic
-def _gemv_t(typingctx, x, wt, idx, count, out):
-    """``out[m] = Σ_{s < count} x[idx[s]]·wt[idx[s], m]`` in int32 lanes for the columns m <
-    16·(M // 16) (M = wt.shape[1]; the caller computes the last M mod 16): x (K,) int16, wt
-    (K, M) int16 (a layer's weights transposed), idx (≥ count,) int32 in 0..K − 1 (the inputs to
-    use: all of them, or only the nonzero ones), out (≥ M,) int32; all C-contiguous. For each
-    block of 16 outputs, a register of int32 lanes (a vector alloca LLVM promotes) gets one
-    broadcast, one sign-extending load, a multiply and an add per input, and is stored once: no
-    per-output horizontal sums. Exact when every partial sum stays within int32: the caller's
+def _gemv_pairs(typingctx, x, wp, out):
+    """``out[m] = Σ_{j < 2·(K // 2)} x[j]·w[m, j]`` in int32 lanes for the outputs m < 16·(M //
+    16) (the caller adds input K − 1 when K is odd and computes the last M mod 16 outputs): x
+    (K,) int16, wp (K // 2, M, 2) int16 with ``wp[p, m, t] = w[m, 2p + t]`` (the weights in
+    input pairs), out (≥ M,) int32; all C-contiguous. Per pair of inputs and block of 16
+    outputs: the pair (4 bytes) broadcast to 16 lanes, 32 weights loaded, the 32 products of
+    sign-extended int16s (exact in int32), the adjacent products added (even lanes + odd
+    lanes: the pattern x86's ``vpmaddwd`` computes in one instruction, with AVX-512 VNNI
+    ``vpdpwssd`` with the add) and the 16 sums added to one of four registers of int32 lanes
+    (pairs taken four at a time). Exact when every partial sum stays within int32: the caller's
     bound (:func:`_dense_layer`, ``narrow``)."""
-    if not all(isinstance(t, types.Array) for t in (x, wt, idx, out)) or x.dtype != types.int16 \
-            or wt.dtype != types.int16 or out.dtype != types.int32:
+    if not all(isinstance(t, types.Array) for t in (x, wp, out)) or x.dtype != types.int16 \
+            or wp.dtype != types.int16 or out.dtype != types.int32:
         return None
-    sig = types.void(x, wt, idx, count, out)
+    sig = types.void(x, wp, out)
 
     def codegen(context, builder, signature, args):
-        xa, wa, ia, oa = (context.make_array(signature.args[k])(context, builder, args[k]) for k in (0, 1, 2, 4))
-        i64, i32 = ir.IntType(64), ir.IntType(32)
-        src_ty, acc_ty = ir.VectorType(ir.IntType(16), 16), ir.VectorType(i32, 16)
+        xa, wa, oa = (context.make_array(signature.args[k])(context, builder, args[k]) for k in range(3))
+        i64, i32, i16 = ir.IntType(64), ir.IntType(32), ir.IntType(16)
+        v16x32, v32x16, v32x32 = ir.VectorType(i32, 16), ir.VectorType(i16, 32), ir.VectorType(i32, 32)
+        npair = builder.extract_value(wa.shape, 0)
         m = builder.extract_value(wa.shape, 1)
         nblk = builder.udiv(m, ir.Constant(i64, 16))
-        n = context.cast(builder, args[3], signature.args[3], types.int64)
-        vacc = cgutils.alloca_once(builder, acc_ty)
+        even = ir.Constant(v16x32, [ir.Constant(i32, 2 * k) for k in range(16)])
+        odd = ir.Constant(v16x32, [ir.Constant(i32, 2 * k + 1) for k in range(16)])
+        zeros = ir.Constant(v16x32, None)
+        # four accumulators: the multiply-add of a pair has a latency of several cycles, and one
+        # accumulator would chain them (measured: 1.2 ms against 0.3 ms for L1 of the bench's
+        # deep net, 4,096 positions)
+        vaccs = [cgutils.alloca_once(builder, v16x32) for _ in range(4)]
+        xpairs = builder.bitcast(xa.data, i32.as_pointer())
+        two_m = builder.mul(m, ir.Constant(i64, 2))
+
+        def add_pair(p, vacc, col):
+            pair = builder.load(builder.gep(xpairs, [p]), align=2)
+            vx = builder.insert_element(ir.Constant(v16x32, ir.Undefined), pair, ir.Constant(i32, 0))
+            vx = builder.shuffle_vector(vx, ir.Constant(v16x32, ir.Undefined), zeros)
+            vx = builder.sext(builder.bitcast(vx, v32x16), v32x32)
+            row = builder.gep(wa.data, [builder.add(builder.mul(p, two_m), col)])
+            vw = builder.sext(builder.load(builder.bitcast(row, v32x16.as_pointer()), align=2), v32x32)
+            prod = builder.mul(vx, vw)
+            sums = builder.add(builder.shuffle_vector(prod, prod, even), builder.shuffle_vector(prod, prod, odd))
+            builder.store(builder.add(builder.load(vacc), sums), vacc)
+
+        nquad = builder.udiv(npair, ir.Constant(i64, 4))
         with cgutils.for_range(builder, nblk) as blk:
-            col = builder.mul(blk.index, ir.Constant(i64, 16))
-            builder.store(ir.Constant(acc_ty, None), vacc)
-            with cgutils.for_range(builder, n) as it:
-                j = builder.sext(builder.load(builder.gep(ia.data, [it.index])), i64)
-                xj = builder.sext(builder.load(builder.gep(xa.data, [j])), i32)
-                vx = builder.insert_element(ir.Constant(acc_ty, ir.Undefined), xj, ir.Constant(i32, 0))
-                vx = builder.shuffle_vector(vx, ir.Constant(acc_ty, ir.Undefined), ir.Constant(acc_ty, None))
-                row = builder.gep(wa.data, [builder.add(builder.mul(j, m), col)])
-                vw = builder.sext(builder.load(builder.bitcast(row, src_ty.as_pointer()), align=2), acc_ty)
-                builder.store(builder.add(builder.load(vacc), builder.mul(vx, vw)), vacc)
-            builder.store(builder.load(vacc), builder.bitcast(builder.gep(oa.data, [col]), acc_ty.as_pointer()),
-                          align=4)
+            col = builder.mul(blk.index, ir.Constant(i64, 32))  # int16 offset of the block in a pair row
+            for v in vaccs:
+                builder.store(zeros, v)
+            with cgutils.for_range(builder, nquad) as q:
+                for u in range(4):
+                    add_pair(builder.add(builder.mul(q.index, ir.Constant(i64, 4)), ir.Constant(i64, u)), vaccs[u], col)
+            rest = builder.sub(npair, builder.mul(nquad, ir.Constant(i64, 4)))
+            with cgutils.for_range(builder, rest) as r:
+                add_pair(builder.add(builder.mul(nquad, ir.Constant(i64, 4)), r.index), vaccs[0], col)
+            total = builder.add(builder.add(builder.load(vaccs[0]), builder.load(vaccs[1])),
+                                builder.add(builder.load(vaccs[2]), builder.load(vaccs[3])))
+            builder.store(total, builder.bitcast(builder.gep(oa.data, [builder.mul(
+                blk.index, ir.Constant(i64, 16))]), v16x32.as_pointer()), align=4)
         return context.get_dummy_value()
 
     return sig, codegen
 
 
 @njit(cache=True, nogil=True, inline="always")
-def _dense_layer(x, w, wt, bias, idx, count, dots, sums, out, narrow, shift, code, qa, l0_shift, status, what):
+def _dense_layer(x, w, wp, bias, dots, sums, out, narrow, shift, code, qa, l0_shift, status, what):
     """One bucket's dense layer and its activation: ``s[n] = bias[n] + Σ_j w[n, j]·x[j]``,
     checked against int32 (status (what, s, s) and False when one leaves), then
     ``out[n] = act(s[n] >> shift)`` (floor shift), act a HIDDEN_CODES rule; code −1: out[n] =
-    s[n]. x (K,) int16; w (M, K) and wt (K, M) int16 (the int8 weights and their transpose);
-    idx[:count]: the inputs j that may be nonzero (the others are 0); dots (≥ M,) int32 and
-    sums (≥ M,) int64 scratch. ``narrow``: the caller's bound K·max|x|·128 < 2^31 holds, so the
-    dot products run in int32 lanes (:func:`_gemv_t`; every partial sum below 2^31, no wrap) and
-    the bias is added in int64; otherwise, and for fewer than 16 outputs (the output layer: one
-    row, a plain loop LLVM vectorizes), each whole sum is int64. The check and the activation
-    run as separate loops without early exits, so that LLVM vectorizes them too (one loop with
-    the check inside ran element by element: ~10 cycles an output)."""
-    m = w.shape[0]
+    s[n]. x (K,) int16; w (M, K) int16 (the int8 weights) and wp the same in input pairs
+    (:func:`_gemv_pairs`); dots (≥ M,) int32 and sums (≥ M,) int64 scratch. ``narrow``: the
+    caller's bound K·max|x|·128 < 2^31 holds, so the dot products run in int32 lanes
+    (:func:`_gemv_pairs`; every partial sum below 2^31, no wrap) and the bias is added in int64;
+    otherwise, and for fewer than 16 outputs (the output layer: one row, a plain loop LLVM
+    vectorizes), each whole sum is int64. The check and the activation run as separate loops
+    without early exits, so that LLVM vectorizes them too (one loop with the check inside ran
+    element by element: ~10 cycles an output)."""
+    m, k = w.shape
     if narrow and m >= 16:
-        _gemv_t(x, wt, idx, count, dots)
-        for n in range(m - m % 16, m):
-            d = np.int64(0)
-            for s in range(count):
-                d += np.int64(x[idx[s]]) * np.int64(wt[idx[s], n])
-            dots[n] = d
+        _gemv_pairs(x, wp, dots)
         for n in range(m):
-            sums[n] = np.int64(dots[n]) + bias[n]
+            t = np.int64(bias[n])
+            if n >= m - m % 16:
+                for j in range(k - k % 2):
+                    t += np.int64(x[j]) * np.int64(w[n, j])
+            else:
+                t += dots[n]
+            if k % 2:
+                t += np.int64(x[k - 1]) * np.int64(w[n, k - 1])
+            sums[n] = t
     else:
         for n in range(m):
             row = w[n]
             t = np.int64(bias[n])
-            for j in range(x.shape[0]):
+            for j in range(k):
                 t += np.int64(x[j]) * np.int64(row[j])
             sums[n] = t
     lo = np.int64(0)
@@ -426,7 +453,7 @@ def _eval_boards_deep(words, table, king_rel, bucket_of, l0w, l0b, act, qa, l0_s
 
     words … check: as :func:`_eval_boards` (act: the L0 activation, ACT_CODES); l0_shift: the
     scheme's shift of the L0 products; l1w (B, N1, L1), l2w (B, N2, N1), outw (B, 1, N2) int16
-    (the int8 weights) and l1t, l2t, outt their per-bucket transposes; l1b (B, N1), l2b (B, N2), outb (B, 1) int64; h1, h2: HIDDEN_CODES of the
+    (the int8 weights) and l1t, l2t, outt the same in input pairs (B, K // 2, M, 2); l1b (B, N1), l2b (B, N2), outb (B, 1) int64; h1, h2: HIDDEN_CODES of the
     activations after L1 and L2; shift: the dense shift log2(QB); narrow: 3 bools, whether each
     layer's dot product may run in int32 (:func:`_dense_layer`); acc (2, H) scratch as in
     :func:`_eval_boards`; x0 (L1,), x1 (N1,), x2 (N2,) int16 scratch; out, bucket (N,) int64.
@@ -440,8 +467,6 @@ def _eval_boards_deep(words, table, king_rel, bucket_of, l0w, l0b, act, qa, l0_s
     h = l0w.shape[1]
     half = h // 2
     o = np.empty(1, np.int64)
-    nz = np.empty(x0.shape[0], np.int32)  # the nonzero inputs of L1
-    every = np.arange(max(x1.shape[0], x2.shape[0]), dtype=np.int32)  # all inputs of L2, output
     dots = np.empty(max(l1w.shape[1], l2w.shape[1], 1), np.int32)
     sums = np.empty(max(l1w.shape[1], l2w.shape[1], 1), np.int64)
     for i in range(n):
@@ -472,19 +497,15 @@ def _eval_boards_deep(words, table, king_rel, bucket_of, l0w, l0b, act, qa, l0_s
         if top > 255:
             status[0], status[1] = 4, top
             return
-        cnt = 0  # nz[:cnt]: the nonzero inputs of L1, listed without a branch (random zeros mispredict)
-        for j in range(x0.shape[0]):
-            nz[cnt] = j
-            cnt += x0[j] != 0
         b = bucket_of[ns]
         bucket[i] = b
-        if not _dense_layer(x0, l1w[b], l1t[b], l1b[b], nz, cnt, dots, sums, x1, narrow[0], shift, h1, qa, l0_shift,
+        if not _dense_layer(x0, l1w[b], l1t[b], l1b[b], dots, sums, x1, narrow[0], shift, h1, qa, l0_shift,
                             status, 5):
             return
-        if not _dense_layer(x1, l2w[b], l2t[b], l2b[b], every, x1.shape[0], dots, sums, x2, narrow[1], shift, h2, qa,
+        if not _dense_layer(x1, l2w[b], l2t[b], l2b[b], dots, sums, x2, narrow[1], shift, h2, qa,
                             l0_shift, status, 6):
             return
-        if not _dense_layer(x2, outw[b], outt[b], outb[b], every, x2.shape[0], dots, sums, o, narrow[2], shift, -1, qa,
+        if not _dense_layer(x2, outw[b], outt[b], outb[b], dots, sums, o, narrow[2], shift, -1, qa,
                             l0_shift, status, 7):
             return
         out[i] = o[0]
@@ -684,7 +705,10 @@ def _prepared_deep(net, l2_act: str):
         table, king_rel, width = tab
         acc, check = _scratch(net, width)
         i16 = lambda t: np.ascontiguousarray(t.numpy().astype(np.int16))  # noqa: E731
-        t16 = lambda t: np.ascontiguousarray(t.transpose(1, 2).numpy().astype(np.int16))  # noqa: E731
+        def t16(t):  # (B, M, K) -> (B, K // 2, M, 2): the weights in input pairs (_gemv_pairs)
+            b, m, k = t.shape
+            return np.ascontiguousarray(t[:, :, :k - k % 2].reshape(b, m, k // 2, 2).permute(0, 2, 1, 3)
+                                        .numpy().astype(np.int16))
         i64 = lambda t: np.ascontiguousarray(t.numpy().astype(np.int64))  # noqa: E731
         s, a = net.scheme, net.arch
         h1, h2 = a["hidden_activation"], l2_act
