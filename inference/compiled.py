@@ -6,7 +6,8 @@ Per position, in one loop (:func:`_eval_boards`; :func:`_eval_lists` starts from
 
 1. decode the 32-byte packed board (DESIGN.md, "Packed board"): the occupied squares in
    ascending order (more than 32 is refused: the format holds 32 piece codes), each slot's key
-   ``16·square + code``, both king squares and the side to move; a king-relative feature set needs exactly one king a side and no unused piece code (7 or 15), as
+   ``16·square + code``, both king squares and the side to move; a king-relative feature set
+   needs exactly one king a side and no unused piece code (7 or 15), as
    :func:`nnue.pipeline.features.lookup.king_squares` requires;
 2. each perspective's features from the feature set's own lookup table
    (:class:`~nnue.pipeline.features.lookup.TableEncoder`: entry ``offset_p + key``, −1 = no
@@ -36,8 +37,8 @@ kernel the feature-transformer phase measures 1.07 ms: ``bench/results/infer_cpu
 
 Deep nets (:func:`_eval_boards_deep`, :func:`output_sums_deep`): steps 1–3, then the u8 L0
 activations of :mod:`nnue.inference.deep` and each dense layer of the position's own bucket:
-``s = b + W·x`` with int16 inputs and int8 weights, in int32 vector lanes (:func:`_gemv_t`: the
-weights transposed, 16 outputs a register, L1 over its nonzero inputs only) where
+``s = b + W·x`` with int16 inputs and int8 weights, in int32 vector lanes (:func:`_gemv_pairs`:
+pairs of inputs against pair-interleaved weights, 16 outputs a register, four accumulators) where
 K·255·128 < 2^31 proves that no partial sum wraps, else in int64; every sum checked against
 int32, floor-shifted by log2(QB) and activated (crelu, screlu; other hidden activations and gated
 units take the torch path).
@@ -253,9 +254,10 @@ def _eval_boards(words, table, king_rel, bucket_of, l0w, l0b, l1w, act, qa, chec
     (int32 ``acc``); acc (2, H) int16 or int32 scratch; out, bucket (N,) int64; upto: 0 every
     step, 1 or 2 stop after step 2 or 3 (``nnue bench infer --profile``: out then holds a value
     that depends on the work done, nothing else). status (3,) int64 on return: (0, ·, ·) done;
-    (1, i, ·) board i has not exactly one king a side or an unused piece code (king-relative sets only); (2, lo, hi) an accumulator left
-    int16 (its min and max); (3, i, ·) board i has more than 32 occupied squares (the format
-    holds 32 piece codes); the kernel stops at the first such board."""
+    (1, i, ·) board i has not exactly one king a side or an unused piece code (king-relative
+    sets only); (2, lo, hi) an accumulator left int16 (its min and max); (3, i, ·) board i has
+    more than 32 occupied squares (the format holds 32 piece codes); the kernel stops at the
+    first such board."""
     n = words.shape[0]
     keys = np.empty(32, np.int32)
     idx0 = np.empty(32, np.int32)
@@ -453,7 +455,8 @@ def _eval_boards_deep(words, table, king_rel, bucket_of, l0w, l0b, act, qa, l0_s
 
     words … check: as :func:`_eval_boards` (act: the L0 activation, ACT_CODES); l0_shift: the
     scheme's shift of the L0 products; l1w (B, N1, L1), l2w (B, N2, N1), outw (B, 1, N2) int16
-    (the int8 weights) and l1t, l2t, outt the same in input pairs (B, K // 2, M, 2); l1b (B, N1), l2b (B, N2), outb (B, 1) int64; h1, h2: HIDDEN_CODES of the
+    (the int8 weights) and l1t, l2t, outt the same in input pairs (B, K // 2, M, 2); l1b (B,
+    N1), l2b (B, N2), outb (B, 1) int64; h1, h2: HIDDEN_CODES of the
     activations after L1 and L2; shift: the dense shift log2(QB); narrow: 3 bools, whether each
     layer's dot product may run in int32 (:func:`_dense_layer`); acc (2, H) scratch as in
     :func:`_eval_boards`; x0 (L1,), x1 (N1,), x2 (N2,) int16 scratch; out, bucket (N,) int64.

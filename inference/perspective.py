@@ -273,9 +273,10 @@ def forward_int(net, stm: torch.Tensor, nstm: torch.Tensor, bucket: torch.Tensor
       (products < 2^31, sums < 2^53);
     * each position's own bucket, then the int32 checks and truncating divisions in int64.
 
-    ``backend`` (:data:`BACKENDS`; None: :data:`DEFAULT_BACKEND`): on CPU by default the accumulators and L1 sums come from
-    :func:`nnue.inference.compiled.l1_sums_lists` (int16 or int32 register sums of the int16
-    rows, the own bucket's L1 sum in int64; same integers), the steps above otherwise.
+    ``backend`` (:data:`BACKENDS`; None: :data:`DEFAULT_BACKEND`): on CPU by default the
+    accumulators and L1 sums come from :func:`nnue.inference.compiled.l1_sums_lists` (int16 or
+    int32 register sums of the int16 rows, the own bucket's L1 sum in int64; same integers),
+    the steps above otherwise.
 
     Tested bit-exact against an int64 reference (tests/inference/test_forward_int_paths.py) and
     the C reference evaluator.
