@@ -59,6 +59,7 @@ from numba import njit, types
 from numba.core import cgutils
 from numba.extending import intrinsic
 
+from nnue.pipeline.compiled.bits import lsb
 from nnue.spec import activations as acts
 
 from .exact import acc_int16_proven, cached
@@ -173,17 +174,6 @@ def _l1_sum(acc0, acc1, w, act, qa):
     return tot
 
 
-@intrinsic
-def _ctz(typingctx, x):
-    """Count of trailing zero bits of a uint64 that is not 0 (LLVM ``cttz``: one tzcnt)."""
-    if x != types.uint64:
-        return None
-
-    def codegen(context, builder, signature, args):
-        return builder.cttz(args[0], ir.Constant(ir.IntType(1), 1))
-    return types.uint64(types.uint64), codegen
-
-
 @njit(cache=True, nogil=True, inline="always")
 def _lookup(words, i, table, king_rel, keys, idx0, idx1, status):
     """Steps 1–2 of the module docstring for board i of ``words`` (see :func:`_eval_boards`):
@@ -200,7 +190,7 @@ def _lookup(words, i, table, king_rel, keys, idx0, idx1, status):
     nkb = 0
     bad = False
     while occ != 0 and ns < 32:
-        sq = np.int32(_ctz(occ))
+        sq = np.int32(lsb(occ))
         occ &= occ - one
         code = np.int32((nib[ns >> 4] >> np.uint64(4 * (ns & 15))) & np.uint64(15))
         keys[ns] = sq * 16 + code

@@ -226,6 +226,8 @@ THIRD_PARTY_FOR_INFERENCE = {"torch", "numpy", "safetensors"}
 #: numba (issue 23 item 4; DESIGN.md's contract with this one exception)
 COMPILED_FOR_INFERENCE = "nnue.inference.compiled"
 COMPILED_THIRD_PARTY = {"numba", "llvmlite"}
+#: and the pipeline's numba bit intrinsics (popcount, lowest set bit), one copy for both layers
+COMPILED_PIPELINE = ("nnue.pipeline.compiled", "nnue.pipeline.compiled.bits")
 NEVER = {
     # layer -> (forbidden prefixes of ours, forbidden third-party top-level packages)
     "nnue.inference": (("nnue.trainer", "nnue.kernels", "nnue.selfplay", "nnue.cli", "nnue.cmd_"),
@@ -258,6 +260,8 @@ def violations(es=None) -> list[str]:
                 bad = any(_under(dst, p) for p in ours)
                 if layer == "nnue.inference" and _under(dst, "nnue.pipeline"):
                     bad = dst != "nnue.pipeline" and not any(_under(dst, p) for p in PIPELINE_FOR_INFERENCE[1:])
+                    if e.src == COMPILED_FOR_INFERENCE and dst in COMPILED_PIPELINE:
+                        bad = False
                 if layer == "nnue.inference" and dst == COMPILED_FOR_INFERENCE and not e.local:
                     bad = True  # the compiled path loads numba: only on first use
                 if bad:
