@@ -17,7 +17,8 @@ Per position, in one loop (:func:`_eval_boards`; :func:`_eval_lists` starts from
    load and one add per row and block) and stored once. int16 lanes (wrapping adds) when
    :func:`nnue.inference.exact.acc_int16_proven` shows that no partial sum of the set's widest
    list can leave int16 (then none wraps), else int32 lanes from sign-extended rows (exact:
-   |sum| ≤ 33·2^15 < 2^31) and a range check against int16 per position;
+   |sum| ≤ 257·2^15 < 2^31 for the at most 256 features ``forward_int`` accepts, the bias
+   included) and a range check against int16 per position;
 4. the activation and the L1 sum of the position's own bucket, ``Σ_k x_k·l1w[b][k]`` with x
    the rule of :mod:`nnue.inference.perspective` (crelu v, screlu v², pairwise v[j]·v[j + H/2];
    v = clamp(acc, 0, QA)), in int64: each product |x·w| ≤ QA²·2^15 and the sum of K of them
