@@ -22,7 +22,15 @@ default malloc settings the freed memory often goes back to the kernel and the n
 it in again (a few µs per 4 KiB page on a VM), so the float path's time is bimodal and depends on
 the process's allocation history. ``allocator_neutral`` repeats the measurement in a child
 process with ``GLIBC_TUNABLES`` that keep freed memory (trim and mmap thresholds of 1 GiB), which
-takes page faults out of both paths (``--no-neutral`` skips it).
+takes page faults out of both paths (``--no-neutral`` skips it). The issue's ≥ 3× is judged on
+that like-for-like ratio.
+
+``int_torch``: the integer path without the compiled kernels (``backend="torch"``: the sorted
+steps, float32 ``embedding_bag``, int8 ``torch._int_mm``), timed in the same rounds, so that the
+JSON shows the compiled path (:mod:`nnue.inference.compiled`, the default on CPU) beside the
+path it replaced. ``--profile`` adds ``profile``: the CPU milliseconds of each phase (feature
+encoding, feature transformer, activation, L1, rest) of all three paths, medians over ``--runs``
+runs, with the load average before and after; in the allocator-neutral child when that runs.
 """
 from __future__ import annotations
 
@@ -65,6 +73,8 @@ def main(argv=None) -> int:
     p.add_argument("--out", default=None, help="also write the JSON to this file (default: stdout only)")
     p.add_argument("--json", action="store_true", help="(accepted; output is always JSON)")
     p.add_argument("--no-neutral", action="store_true", help="skip the allocator-neutral child run")
+    p.add_argument("--profile", action="store_true",
+                   help="add the per-phase CPU time of each path (in the allocator-neutral child unless --no-neutral)")
     a = p.parse_args(argv)
     for k in ("batch", "runs", "block", "hidden"):
         if getattr(a, k) < 1:
@@ -121,6 +131,15 @@ def main(argv=None) -> int:
     def int_path():
         return evaluate(net, boards)
 
+    evaluator = None
+    if net.kind == "perspective":
+        from nnue.inference import perspective as evaluator
+    elif net.kind == "deep":
+        from nnue.inference import deep as evaluator
+
+    def int_torch_path():
+        return evaluator.evaluate(net, boards, backend="torch")
+
     singles = [boards[i:i + 1].clone() for i in range(min(len(boards), 256))]
     ONE_CALLS = 64  # single-position calls per timed run
 
@@ -139,7 +158,11 @@ def main(argv=None) -> int:
     one = torch.cat([evaluate(net, b) for b in singles])
     assert torch.equal(one, int_path()[:len(singles)])  # the one-position path is exact too
     paths = {"int": int_path, "float": float_path} if model is not None else {"int": int_path}
+    if model is not None and "backend" in evaluator.evaluate.__code__.co_varnames:
+        assert torch.equal(int_torch_path(), int_path())
+        paths["int_torch"] = int_torch_path
     paths["one"] = one_path
+    load_before = os.getloadavg()
     wall = {k: [] for k in paths}
     cpu = {k: [] for k in paths}
     faults = {k: [] for k in paths}
@@ -162,7 +185,8 @@ def main(argv=None) -> int:
               "batch_call_cpu_ms": round(statistics.median(cpu["int"]) * 1e3, 3),
               "over_batch_call": round(one_wall / statistics.median(wall["int"]), 5),
               "over_batch_call_cpu": round(one_cpu / statistics.median(cpu["int"]), 5), "goal": 0.01,
-              "path": "nnue.inference.incremental.evaluate_one (api.evaluate for <= SMALL_BATCH positions)"}
+              "path": f"nnue.inference.{net.kind}.evaluate_small (the compiled kernel; api.evaluate for "
+                      "<= SMALL_BATCH positions)"}
     if model is None:
         return emit({"benchmark": "infer", "net": str(a.net), "architecture": net.arch, "batch": a.batch,
                      "runs": a.runs, "threads": torch.get_num_threads(),
@@ -174,7 +198,8 @@ def main(argv=None) -> int:
                               "on the bundled sample's positions, one thread"}, a.out)
     t_int, t_float = statistics.median(wall["int"]), statistics.median(wall["float"])
     ips, fps = a.batch / t_int, a.batch / t_float
-    plan = _l1_plan(net) if net.kind == "perspective" else {"mode": "int8 digits (inference/deep.py)"}
+    t_torch = statistics.median(wall["int_torch"]) if "int_torch" in wall else None
+    plan = _l1_plan(net) if net.kind == "perspective" else {"mode": "int8 digits (inference/deep.py, backend=torch)"}
     label = (f"chess768 -> {a.hidden}x2 pairwise_crelu -> 16 crelu -> 32 crelu -> 1, MaterialCount<8>"
              if net.kind == "deep" else f"chess768 -> {a.hidden}x2 screlu -> MaterialCount<8>")
     report = {
@@ -182,6 +207,10 @@ def main(argv=None) -> int:
         "batch": a.batch, "runs": a.runs, "block": a.block, "threads": torch.get_num_threads(),
         "cpu_capability": torch.backends.cpu.get_cpu_capability(), "machine": platform.machine(),
         "int_evals_per_s": round(ips), "float_evals_per_s": round(fps), "int_over_float": round(ips / fps, 3),
+        "int_torch_evals_per_s": round(a.batch / t_torch) if t_torch else None,
+        "int_over_int_torch": round(t_torch / t_int, 3) if t_torch else None,
+        "load_average": {"before": [round(x, 2) for x in load_before],
+                         "after": [round(x, 2) for x in os.getloadavg()]},
         "single_position": single,
         "int_median_s": t_int, "float_median_s": t_float,
         "int_wall": _spread(wall["int"]), "float_wall": _spread(wall["float"]),
@@ -189,26 +218,198 @@ def main(argv=None) -> int:
         "float_cpu_median_s": statistics.median(cpu["float"]),
         "int_page_faults_median": statistics.median(faults["int"]),
         "float_page_faults_median": statistics.median(faults["float"]),
-        "int_l1_path": plan["mode"] + (" (one-column products)" if plan.get("gemv") else ""),
+        "int_torch_l1_path": plan["mode"] + (" (one-column products)" if plan.get("gemv") else ""),
         "int_step": _STEP,
         "incremental_us_per_move": None,
         "targets": {"int_evals_per_s": 1_000_000, "int_over_float": 3.0, "incremental_us_per_move": 5.0},
         "notes": ("Both paths include feature encoding from packed boards; one thread; alternating "
-                  "rounds of --block timed runs per path. The integer path (inference/net.py) sorts "
-                  "the positions by piece count, runs the feature transformer as an exact float32 "
-                  "embedding_bag per step of positions (bags as wide as the step's largest piece "
-                  "count), and L1 as exact int8 torch._int_mm products on byte digits of the "
-                  "activations (only the columns of the step's buckets), then int64 checks and "
-                  "divisions. Incremental updates: nnue bench incremental."
+                  "rounds of --block timed runs per path. The integer path (default on CPU, "
+                  "inference/compiled.py, numba) makes one pass per board: decode the 32 bytes, look "
+                  "both perspectives' features up in the feature set's table, sum the int16 rows in "
+                  "512-bit registers (int16 lanes when the per-net bound proves int16, else int32 "
+                  "lanes and a check), the activation and the L1 sum of the board's own bucket in "
+                  "int64; then the int32 checks and divisions in torch. int_torch is the torch path "
+                  "it replaced (sorted steps, float32 embedding_bag, int8 torch._int_mm on byte "
+                  "digits). Incremental updates: nnue bench incremental."
                   if net.kind == "perspective" else
-                  "Deep net (--arch deep): the same sorted steps and feature transformer, then "
-                  "inference/deep.py's layers: u8 activations, int8 torch._int_mm per weight digit "
-                  "(|d| <= 64), only the buckets of each step; int64 checks and shifts. The float path "
-                  "is trainer.model.DeepNet's forward."),
+                  "Deep net (--arch deep): the integer path (inference/compiled.py) makes one pass "
+                  "per board as for perspective nets, then the u8 L0 activations and each layer of "
+                  "the board's own bucket (int16 x int8 dot products in int32 where K*255*128 < 2^31, "
+                  "else int64; int32 checks and floor shifts); the float path is "
+                  "trainer.model.DeepNet's forward."),
     }
+    if a.profile and a.no_neutral:
+        report["profile"] = _profile(net, model, boards, a.runs)
     if not a.no_neutral:
         report["allocator_neutral"] = _neutral_run(a)
     return emit(report, a.out)
+
+
+def _profile(net, model, boards, runs: int) -> dict:
+    """CPU milliseconds per phase of each path on ``boards`` (medians over ``runs`` runs after two
+    untimed ones), each path's phases summing to about its whole time. Each profiled run's
+    result is checked against the real path's, so that the profile cannot drift from the code.
+
+    * ``int`` (compiled, perspective nets): ``encode`` the kernel stopped after the feature
+      lookup (decode, kings, table; ``upto=1``), ``ft`` the increment to the accumulators
+      (``upto=2``), ``activation_l1`` the increment to the full kernel, ``rest`` :func:`output`
+      (int32 checks, division, bias, centipawns);
+    * ``int_torch`` (``backend="torch"``): ``sort`` (piece counts, stable sort, buckets),
+      ``encode`` (lookup keys, bag rows), ``ft`` (float32 embedding_bag), ``ft_finish`` (to
+      int16, bias), ``activation``, ``l1`` (int8 products), ``rest`` (bucket sums, output,
+      input order) (perspective nets);
+    * ``float``: ``encode`` (to_sparse_batch), ``ft`` (embedding_bag per perspective),
+      ``activation`` (and the concatenation), ``l1`` (the dense layer), ``rest`` (bucket select);
+      deep nets: ``encode``, then the model's whole forward under ``ft``."""
+    clk = time.process_time
+    load_before = os.getloadavg()
+    out: dict = {}
+
+    def median_phases(fn, keys):
+        rows = []
+        for r in range(runs + 2):
+            ph = dict.fromkeys(keys, 0.0)
+            fn(ph)
+            if r >= 2:
+                rows.append(ph)
+        med = {k: round(statistics.median(p[k] for p in rows) * 1e3, 3) for k in keys}
+        return med | {"total": round(sum(med.values()), 3)}
+
+    from nnue.inference import evaluate
+
+    want = evaluate(net, boards)
+    if net.kind == "perspective":
+        from nnue.inference import compiled, perspective as P
+
+        def int_phases(ph):
+            t0 = clk()
+            compiled.l1_sums_boards(net, boards, upto=1)
+            t1 = clk()
+            compiled.l1_sums_boards(net, boards, upto=2)
+            t2 = clk()
+            total, bucket = compiled.l1_sums_boards(net, boards)
+            t3 = clk()
+            ev = P._finish(net, total, bucket)
+            t4 = clk()
+            ph["encode"] += t1 - t0
+            ph["ft"] += max(0.0, (t2 - t1) - (t1 - t0))
+            ph["activation_l1"] += max(0.0, (t3 - t2) - (t2 - t1))
+            ph["rest"] += t4 - t3
+            assert torch.equal(ev, want)
+        out["int"] = median_phases(int_phases, ["encode", "ft", "activation_l1", "rest"])
+        out["int"]["note"] = ("phases by difference: kernel stopped after the lookup, after the "
+                              "accumulators, whole; each stage's time includes the ones before it once")
+        out["int_torch"] = median_phases(lambda ph: _torch_int_phases(net, boards, ph, want),
+                                         ["sort", "encode", "ft", "ft_finish", "activation", "l1", "rest"])
+    if model is not None:
+        out["float"] = median_phases(lambda ph: _float_phases(net, model, boards, ph),
+                                     ["encode", "ft", "activation", "l1", "rest"])
+    out["runs"] = runs
+    out["load_average"] = {"before": [round(x, 2) for x in load_before],
+                           "after": [round(x, 2) for x in os.getloadavg()]}
+    return out
+
+
+def _torch_int_phases(net, boards, ph, want):
+    """The torch integer path of ``nnue.inference.perspective.evaluate`` (``backend="torch"``;
+    the steps of ``nnue.inference.exact.sorted_steps`` for a table encoder whose int16 bound
+    holds), with a timer between its phases."""
+    from nnue.inference import perspective as P
+    from nnue.inference.exact import STEP, acc_int16_proven, bag_rows, embedding_sum, ft_table
+    from nnue.pipeline.features.board_tensor import piece_count
+
+    clk = time.process_time
+    t0 = clk()
+    n = boards.shape[0]
+    pieces, order = torch.sort(piece_count(boards), stable=True)
+    bs = boards.index_select(0, order)
+    bucket = net.buckets.of_piece_count(pieces)
+    first = torch.searchsorted(bucket, torch.arange(net.buckets.count + 1)).tolist()
+    enc = net.features.encode
+    bag_table, table = bag_rows(net, enc), ft_table(net)
+    assert bag_table is not None and acc_int16_proven(net, enc.max_active)
+    starts = list(range(0, n, STEP))
+    ends = starts[1:] + [n]
+    widths = pieces[torch.tensor(ends) - 1].tolist()
+    b_hi = bucket[torch.tensor(ends) - 1].tolist()
+    b_lo = bucket[torch.tensor(starts)].tolist()
+    l1 = P._L1(net, n)
+    bias16 = net.l0b.view(1, -1)
+    t1 = clk()
+    ph["sort"] += t1 - t0
+    keys, offsets = enc.lookup_keys(bs)
+    keys, offsets = keys.unsqueeze(1), offsets.unsqueeze(2)
+    t0 = clk()
+    ph["encode"] += t0 - t1
+    for i, s in enumerate(starts):
+        e, m = ends[i], ends[i] - starts[i]
+        w = min(widths[i], enc.max_active)
+        key = torch.empty((m, 2, w), dtype=torch.int32)
+        torch.add(keys[s:e, :, :w], offsets[s:e], out=key)
+        bags = bag_table.index_select(0, key.view(-1)).view(2 * m, w)
+        t1 = clk()
+        ph["encode"] += t1 - t0
+        acc = embedding_sum(table, bags)
+        t0 = clk()
+        ph["ft"] += t0 - t1
+        acc = acc.to(torch.int16).add_(bias16)
+        t1 = clk()
+        ph["ft_finish"] += t1 - t0
+        plan = l1.plan
+        if plan["mode"] == "int8" and plan["gemv"]:  # _L1.step's one-column branch, split in two
+            x8 = P._l1_input_i16(l1.act, l1.qa, acc).bitwise_xor_(P._XOR_8080).view(torch.int8)
+            t0 = clk()
+            ph["activation"] += t0 - t1
+            groups, nb = plan["groups"], plan["buckets"]
+            for b in range(b_lo[i], b_hi[i] + 1):
+                r0, r1 = max(first[b], s), min(first[b + 1], s + m)
+                if r1 > r0:
+                    for c in range(b, groups * nb, nb):
+                        torch._int_mm(x8[r0 - s:r1 - s], plan["w8_cols"][c], out=l1.out[c, r0:r1])
+        else:  # activation and L1 as one figure (under "l1")
+            t0 = t1
+            l1.step(acc, s, b_lo[i], b_hi[i], first)
+        t1 = clk()
+        ph["l1"] += t1 - t0
+        t0 = t1
+    ev = P._finish(net, l1.sums(bucket), bucket)
+    ev = torch.empty_like(ev).index_copy_(0, order, ev)
+    ph["rest"] += clk() - t0
+    assert torch.equal(ev, want)
+
+
+def _float_phases(net, model, boards, ph):
+    """The float path of the benchmark (``to_sparse_batch`` then the model's forward on the torch
+    backend), split: the model's ``_ft`` is the reference ``sparse_ft_pair`` (one embedding_bag
+    per perspective, then the activation and the concatenation)."""
+    from nnue.kernels import reference as R
+    from nnue.pipeline.batch import to_sparse_batch
+
+    clk = time.process_time
+    t0 = clk()
+    b = to_sparse_batch({"boards": boards, "score": torch.zeros(len(boards)),
+                         "result": torch.zeros(len(boards))}, net.features, net.buckets)
+    t1 = clk()
+    ph["encode"] += t1 - t0
+    with torch.no_grad():
+        if hasattr(model, "l2"):  # deep: its forward (bucket order, layer stacks) as one figure
+            y = model(b.stm_indices, b.nstm_indices, b.bucket)
+            ph["ft"] += clk() - t1
+            return
+        w, bias = model.ft.weight, model.ft.bias
+        accs = [R.sparse_ft(w, bias, idx) for idx in (b.stm_indices, b.nstm_indices)]
+        t0 = clk()
+        ph["ft"] += t0 - t1
+        h = torch.cat([R.activate(model.arch.activation, x) for x in accs], 1)
+        t1 = clk()
+        ph["activation"] += t1 - t0
+        y = model._dense(model.l1, h)
+        t0 = clk()
+        ph["l1"] += t0 - t1
+        y = y.gather(1, b.bucket.view(-1, 1)).squeeze(1)
+        ph["rest"] += clk() - t0
+        assert torch.allclose(y, model(b.stm_indices, b.nstm_indices, b.bucket), atol=1e-5)
+
 
 
 def _neutral_run(a) -> dict:
@@ -216,15 +417,16 @@ def _neutral_run(a) -> dict:
     env = dict(os.environ, GLIBC_TUNABLES="glibc.malloc.trim_threshold=1073741824:"
                                           "glibc.malloc.mmap_threshold=1073741824")
     args = ["--batch", str(a.batch), "--runs", str(a.runs), "--block", str(a.block), "--hidden",
-            str(a.hidden), "--arch", a.arch, "--no-neutral"]
+            str(a.hidden), "--arch", a.arch, "--no-neutral"] + (["--profile"] if a.profile else [])
     r = subprocess.run([sys.executable, "-c", "import sys; from nnue.bench.bench_infer import main; "
                         "sys.exit(main(sys.argv[1:]))", *args], env=env, capture_output=True, text=True)
     if r.returncode:
         return {"error": r.stderr.strip().splitlines()[-1:] or ["failed"]}
     child = json.loads(r.stdout)
-    keys = ("int_evals_per_s", "float_evals_per_s", "int_over_float", "int_page_faults_median",
-            "float_page_faults_median", "single_position")
-    return {"glibc_tunables": env["GLIBC_TUNABLES"], **{k: child[k] for k in keys}}
+    keys = ("int_evals_per_s", "float_evals_per_s", "int_over_float", "int_torch_evals_per_s",
+            "int_over_int_torch", "int_page_faults_median", "float_page_faults_median", "load_average",
+            "single_position", "profile")
+    return {"glibc_tunables": env["GLIBC_TUNABLES"], **{k: child[k] for k in keys if k in child}}
 
 
 if __name__ == "__main__":

@@ -22,21 +22,30 @@ def forward_int(net, stm: torch.Tensor, nstm: torch.Tensor, bucket: torch.Tensor
     return evaluator(net).forward_int(net, stm, nstm, bucket, return_parts)
 
 
-#: at most this many positions go through the one-position path of :func:`evaluate_net`: it
-#: costs ~25-30 us a position against the batch path's ~0.5 ms fixed cost a call plus ~1 us a
-#: position (chess768 -> 256, one core; ``nnue bench infer``, ``single_position``)
+#: at most this many positions go through the small-call paths of :func:`evaluate_net`: one
+#: position costs ~10 us there (perspective nets, compiled) or ~25-40 us (evaluate_one), against
+#: the batch path's fixed cost a call (~45 us compiled, ~0.5 ms torch) plus ~0.4-1 us a position
+#: (chess768 -> 256, one core; ``nnue bench infer``, ``single_position``)
 SMALL_BATCH = 8
 
 
 def evaluate_net(net, boards: torch.Tensor, chunk: int = 1024) -> torch.Tensor:
     """The net's own integer evals, any kind, without a residual net's base: (N, 32) uint8 ->
     (N,) int64 centipawns, stm POV (see :func:`nnue.inference.perspective.evaluate`,
-    :func:`nnue.inference.deep.evaluate`). Up to :data:`SMALL_BATCH` CPU positions of a kind
-    with incremental support are evaluated one by one from scratch
-    (:func:`nnue.inference.incremental.evaluate_one`: same integers, no batch overhead); the
-    rest, and any board that path declines, take the kind's batch evaluator."""
-    if 0 < boards.shape[0] <= SMALL_BATCH and boards.device.type == "cpu" and boards.dtype == torch.uint8 \
-            and boards.dim() == 2 and boards.shape[1] == 32 and kinds.of(net).incremental:
+    :func:`nnue.inference.deep.evaluate`). Up to :data:`SMALL_BATCH` CPU positions go to the
+    kind's ``evaluate_small`` where it has one and it runs (perspective nets: the compiled
+    kernel, :func:`nnue.inference.perspective.evaluate_small`), else, for a kind with
+    incremental support, one by one from scratch (:func:`nnue.inference.incremental.evaluate_one`);
+    same integers, no batch overhead. The rest, and any board those paths decline, take the
+    kind's batch evaluator."""
+    small = 0 < boards.shape[0] <= SMALL_BATCH and boards.device.type == "cpu" and boards.dtype == torch.uint8 \
+        and boards.dim() == 2 and boards.shape[1] == 32
+    ev = evaluator(net)
+    if small and hasattr(ev, "evaluate_small"):
+        vals = ev.evaluate_small(net, boards)
+        if vals is not None:
+            return torch.from_numpy(np.array(vals, dtype=np.int64))
+    if small and kinds.of(net).incremental:
         out = []
         for row in boards.contiguous().numpy():
             v = evaluate_one(net, row)
@@ -45,7 +54,7 @@ def evaluate_net(net, boards: torch.Tensor, chunk: int = 1024) -> torch.Tensor:
             out.append(v)
         else:
             return torch.from_numpy(np.array(out, dtype=np.int64))
-    return evaluator(net).evaluate(net, boards, chunk)
+    return ev.evaluate(net, boards, chunk)
 
 
 def evaluate(net, boards: torch.Tensor, chunk: int = 1024, base: torch.Tensor | None = None) -> torch.Tensor:

@@ -311,12 +311,41 @@ def forward_int(net: DeepIntegerNet, stm: torch.Tensor, nstm: torch.Tensor, buck
     return res
 
 
-def evaluate(net: DeepIntegerNet, boards: torch.Tensor, chunk: int = 1024) -> torch.Tensor:
+def evaluate_small(net: DeepIntegerNet, boards: torch.Tensor) -> list[int] | None:
+    """A few positions without the batch machinery (:func:`nnue.inference.api.evaluate_net`
+    sends calls of at most ``SMALL_BATCH`` CPU boards here first): (N, 32) uint8 -> N Python
+    ints, centipawns, stm POV, the values of :func:`evaluate`, from
+    :func:`nnue.inference.compiled.output_sums_deep`; None when the compiled kernel cannot run."""
+    from .perspective import _compiled
+
+    comp = _compiled(None, boards.device.type == "cpu")
+    res = None if comp is None else comp.output_sums_deep(net, boards, l2_activation(net.arch))
+    return None if res is None else [to_centipawns(o, net.scheme) for o in res[0].tolist()]
+
+
+def evaluate(net: DeepIntegerNet, boards: torch.Tensor, chunk: int = 1024, backend: str | None = None) -> torch.Tensor:
     """Integer evals of packed boards: (N, 32) uint8 -> (N,) int64 centipawns, stm POV.
 
-    The feature transformer runs as in :func:`nnue.inference.perspective.evaluate` (positions sorted by
-    piece count, steps of 512, bags from the lookup keys; :func:`nnue.inference.exact.sorted_steps`), then steps 2–6 of
-    the module docstring on each step's accumulators; the evals go back to input order."""
+    On CPU by default (``backend`` as :func:`nnue.inference.perspective.evaluate`) every step of
+    the module docstring runs in one compiled pass per board
+    (:func:`nnue.inference.compiled.output_sums_deep`: int16 register sums of the feature
+    transformer, the u8 activations, each layer of the position's own bucket in int64 with the
+    int32 checks) where it applies (crelu/screlu after L1 and L2), then the centipawn scaling.
+    Otherwise (``backend="torch"``) the feature transformer runs as in
+    :func:`nnue.inference.perspective.evaluate` (positions sorted by piece count, steps of 512,
+    bags from the lookup keys; :func:`nnue.inference.exact.sorted_steps`), then steps 2–6 on
+    each step's accumulators; the evals go back to input order. Same integers either way."""
+    from nnue.pipeline.features.board_tensor import check_boards
+
+    from .perspective import _compiled, _not_applicable
+
+    check_boards(boards)
+    comp = _compiled(backend, boards.device.type == "cpu")
+    if comp is not None and boards.shape[0]:
+        res = comp.output_sums_deep(net, boards, l2_activation(net.arch))
+        if res is not None:
+            return to_centipawns(res[0], net.scheme)
+        _not_applicable(backend)
     n = boards.shape[0]
     if n == 0:
         sorted_steps(net, boards, chunk)  # validates shape and dtype

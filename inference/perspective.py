@@ -28,6 +28,12 @@ kernels only where a bound proves them exact (each function states its bound):
    the activations and int8 digits of the weights (int32 partial sums below K·2^13 < 2^31,
    recombined in int64), or float64 (products < 2^31, sums < 2^53);
 3. the position's own bucket, the int32 checks and the truncating divisions, in int64.
+
+On CPU, :func:`forward_int` and :func:`evaluate` run steps 1–2 as one compiled pass per position
+(:mod:`nnue.inference.compiled`, numba: int16 rows summed in SIMD registers, the L1 sum of the
+position's own bucket in int64) whenever that module applies (``backend="auto"``); the torch
+steps above are the fallback (``backend="torch"``, or numba missing). Both give the same
+integers (tests/inference/test_forward_int_paths.py, test_compiled.py).
 """
 from __future__ import annotations
 
@@ -208,8 +214,47 @@ def _finish(net, total: torch.Tensor, bucket: torch.Tensor) -> torch.Tensor:
     return output(net.arch["activation"], net.scheme, total, l1b_int64(net)[bucket])
 
 
+#: ``backend`` values of :func:`forward_int` and :func:`evaluate`: "auto" (the compiled kernels
+#: of :mod:`nnue.inference.compiled` where they apply, else torch), "compiled" (those kernels or
+#: RuntimeError), "torch" (the torch steps of the module docstring)
+BACKENDS = ("auto", "compiled", "torch")
+#: the backend used when a call gives none (tests set it to run every path through the API)
+DEFAULT_BACKEND = "auto"
+
+
+_COMPILED: dict = {}  # "mod": the imported module, or None when numba is missing
+
+
+def _compiled(backend: str | None, cpu: bool):
+    """The :mod:`nnue.inference.compiled` module when ``backend`` asks for it and it can run here
+    (CPU tensors, numba importable), else None (RuntimeError for "compiled")."""
+    backend = backend or DEFAULT_BACKEND
+    if backend not in BACKENDS:
+        raise ValueError(f"backend {backend!r}: one of {', '.join(BACKENDS)}")
+    if backend == "torch":
+        return None
+    mod = None
+    if cpu:
+        mod = _COMPILED.get("mod", False)
+        if mod is False:
+            try:
+                from . import compiled as mod
+            except ImportError:  # numba missing: the torch path
+                mod = None
+            _COMPILED["mod"] = mod
+    if mod is None and backend == "compiled":
+        raise RuntimeError("the compiled integer path needs numba and CPU tensors")
+    return mod
+
+
+def _not_applicable(backend: str | None):
+    if (backend or DEFAULT_BACKEND) == "compiled":
+        raise RuntimeError("the compiled integer path does not apply to this net "
+                           "(nnue.inference.compiled.applicable / table_of)")
+
+
 def forward_int(net, stm: torch.Tensor, nstm: torch.Tensor, bucket: torch.Tensor,
-                return_parts: bool = False):
+                return_parts: bool = False, backend: str | None = None):
     """Exact integer eval from feature indices.
 
     stm, nstm: (N, A) int32 −1-padded; bucket: (N,) int64. Returns (N,) int64 centipawns, stm
@@ -228,6 +273,11 @@ def forward_int(net, stm: torch.Tensor, nstm: torch.Tensor, bucket: torch.Tensor
       (products < 2^31, sums < 2^53);
     * each position's own bucket, then the int32 checks and truncating divisions in int64.
 
+    ``backend`` (:data:`BACKENDS`; None: :data:`DEFAULT_BACKEND`): on CPU by default the
+    accumulators and L1 sums come from :func:`nnue.inference.compiled.l1_sums_lists` (int16 or
+    int32 register sums of the int16 rows, the own bucket's L1 sum in int64; same integers),
+    the steps above otherwise.
+
     Tested bit-exact against an int64 reference (tests/inference/test_forward_int_paths.py) and
     the C reference evaluator.
     """
@@ -238,6 +288,14 @@ def forward_int(net, stm: torch.Tensor, nstm: torch.Tensor, bucket: torch.Tensor
     n = stm.shape[0]
     stm, nstm = (torch.nn.functional.pad(t.clamp(min=-1), (0, width - t.shape[1]), value=-1)
                  for t in (stm, nstm))
+    comp = _compiled(backend, stm.device.type == "cpu")
+    if comp is not None and n:
+        res = comp.l1_sums_lists(net, stm, nstm, bucket, return_parts)
+        if res is not None:
+            total, accs = res if return_parts else (res, None)
+            ev = _finish(net, total, bucket)
+            return (ev, {"acc": accs, "sum": total}) if return_parts else ev
+        _not_applicable(backend)
     table = ft_table(net)
     proven = acc_int16_proven(net, width)
     l1 = _L1(net, n)
@@ -259,11 +317,25 @@ def forward_int(net, stm: torch.Tensor, nstm: torch.Tensor, bucket: torch.Tensor
 
 
 
-def evaluate(net, boards: torch.Tensor, chunk: int = 1024) -> torch.Tensor:
+def evaluate_small(net, boards: torch.Tensor) -> list[int] | None:
+    """A few positions without the batch machinery (:func:`nnue.inference.api.evaluate_net` sends
+    calls of at most ``SMALL_BATCH`` CPU boards here first): (N, 32) uint8 -> N Python ints,
+    centipawns, stm POV, the values of :func:`evaluate`, from
+    :func:`nnue.inference.compiled.evaluate_small`; None when the compiled kernels cannot run
+    (the caller then takes another path)."""
+    comp = _compiled(None, boards.device.type == "cpu")
+    return None if comp is None else comp.evaluate_small(net, boards, output)
+
+
+def evaluate(net, boards: torch.Tensor, chunk: int = 1024, backend: str | None = None) -> torch.Tensor:
     """Integer evals of packed boards: (N, 32) uint8 -> (N,) int64 centipawns, stm POV.
 
-    The values of :func:`forward_int` on the encoded boards (the same steps, the same exactness
-    argument), computed faster:
+    On CPU by default (``backend``, :data:`BACKENDS`; None: :data:`DEFAULT_BACKEND`) one compiled pass per board
+    (:func:`nnue.inference.compiled.l1_sums_boards`: decode, the feature set's table, the int16
+    rows summed in registers, the own bucket's L1 sum), then :func:`output`; in input order, no
+    sort. The torch path (``backend="torch"``, or where the kernels do not apply) gives the
+    values of :func:`forward_int` on the encoded boards (the same steps, the same exactness
+    argument), computed faster than encoding and calling it:
 
     * positions are taken in order of piece count (a stable sort; the evals are put back in the
       input order at the end). A step's bags are then only as wide as its largest piece count
@@ -280,8 +352,17 @@ def evaluate(net, boards: torch.Tensor, chunk: int = 1024) -> torch.Tensor:
       int16 bias added (no wrap: the biased sum is within int16 too); otherwise it is added in
       float32 (exact, below 2^24) and the sums are range-checked.
 
-    ``chunk``: positions per feature-encoding call (for perspective nets rounded to steps, at
-    least 4096; deep nets use it as given)."""
+    ``chunk``: positions per feature-encoding call of the torch path (rounded to steps, at least
+    4096)."""
+    from nnue.pipeline.features.board_tensor import check_boards
+
+    check_boards(boards)
+    comp = _compiled(backend, boards.device.type == "cpu")
+    if comp is not None and boards.shape[0]:
+        res = comp.l1_sums_boards(net, boards)
+        if res is not None:
+            return _finish(net, *res)
+        _not_applicable(backend)
     if boards.shape[0] == 0:
         sorted_steps(net, boards, chunk)  # validates shape and dtype
         return torch.zeros(0, dtype=torch.int64)

@@ -1,6 +1,7 @@
 """Every exact path of ``forward_int`` / ``evaluate`` against a plain int64 reference (torch.equal).
 
-Paths (inference/perspective.py, ``l1_plan``): the int8 ``torch._int_mm`` L1 with one-column products
+Paths: the compiled kernels (inference/compiled.py: numba, the default on CPU), and the torch
+path (``backend="torch"``; inference/perspective.py, ``l1_plan``): the int8 ``torch._int_mm`` L1 with one-column products
 (steps whose positions need few bucket columns), the same with whole products (many buckets, or
 one-column products disabled), and the float64 fallback; the feature transformer with and
 without the static int16 proof; ``evaluate``'s piece-count sort, truncated bags, table-encoder
@@ -31,7 +32,7 @@ from nnue.pipeline.features import get_feature_set
 from tests.samples import SAMPLE
 
 ACTS = ["crelu", "screlu", "pairwise_crelu"]
-PATHS = ["int8", "int8-no-gemv", "f64"]
+PATHS = ["compiled", "int8", "int8-no-gemv", "f64"]
 INT32_MAX = (1 << 31) - 1
 
 
@@ -111,8 +112,13 @@ def random_lists(n: int, num_inputs: int, width: int = 32, seed: int = 0):
 
 
 def with_path(net: IntegerNet, path: str, monkeypatch) -> IntegerNet:
-    """A fresh copy of ``net`` (own caches) whose L1 plan is ``path``; checks it was chosen."""
+    """A fresh copy of ``net`` (own caches) evaluated by ``path``: "compiled" (the numba kernels,
+    required: RuntimeError if they do not run) or the torch path with the L1 plan ``path``
+    (checks it was chosen)."""
     net = dataclasses.replace(net)
+    monkeypatch.setattr(netmod, "DEFAULT_BACKEND", "compiled" if path == "compiled" else "torch")
+    if path == "compiled":
+        return net
     if path == "f64":
         monkeypatch.setattr(exactmod, "int_mm_is_exact", lambda k2, cols: False)
     elif path == "int8-no-gemv":
@@ -245,6 +251,11 @@ def test_caches_follow_the_weights(monkeypatch):
     net.l0b = net.l0b + 1          # replaced
     assert torch.equal(forward_int(net, stm, nstm, bucket), reference(net, stm, nstm, bucket)[0])
     assert netmod.l1_plan(net)["mode"] != "int8" or netmod.l1_plan(net)["groups"] == 4
+    net.l1w[2, :5] = -77           # the compiled kernels' copy follows too
+    stm[0, :3] = 7
+    for backend in ("compiled", "torch"):
+        assert torch.equal(forward_int(net, stm, nstm, bucket, backend=backend),
+                           reference(net, stm, nstm, bucket)[0])
 
 
 def test_accumulators_treat_any_negative_as_padding_and_reject_out_of_range():
@@ -271,6 +282,7 @@ def eval_reference(net, boards):
     return reference(net, stm, nstm, net.buckets.of(boards))[0]
 
 
+@pytest.mark.parametrize("backend", ["compiled", "torch"])
 @pytest.mark.parametrize("fs_name,act,spec", [
     ("chess768", "screlu", "MaterialCount<8>"),
     ("chess768", "crelu", "SFPieceCount<8>"),
@@ -278,7 +290,8 @@ def eval_reference(net, boards):
     ("kb768hm4", "screlu", "SFPieceCount<8>"),
     ("halfkav2_hm", "crelu", "MaterialCount<4>"),
 ])
-def test_evaluate_equals_reference(fs_name, act, spec, sample_boards):
+def test_evaluate_equals_reference(fs_name, act, spec, backend, sample_boards, monkeypatch):
+    monkeypatch.setattr(netmod, "DEFAULT_BACKEND", backend)
     fs = get_feature_set(fs_name)
     arch = make_arch(fs_name, 48, act, spec)
     g = torch.Generator().manual_seed(len(fs_name))
@@ -326,10 +339,12 @@ def test_lookup_keys_give_the_encoded_lists(fs_name, sample_boards):
             enc.lookup_keys(bad)
 
 
-def test_evaluate_boards_without_pieces(sample_boards):
+@pytest.mark.parametrize("backend", ["compiled", "torch"])
+def test_evaluate_boards_without_pieces(backend, sample_boards, monkeypatch):
     """Empty boards (chess768 needs no kings): zero-width bags, the bias alone."""
+    monkeypatch.setattr(netmod, "DEFAULT_BACKEND", backend)
     net = random_net("screlu", "limit", seed=13)
-    boards = torch.cat([torch.zeros((3, 32), dtype=torch.uint8), sample_boards[:5]])
+    boards = torch.cat([torch.zeros((3, 32), dtype=torch.uint8), sample_boards[:5]] * 2)  # 16 > SMALL_BATCH
     assert torch.equal(evaluate(net, boards), eval_reference(net, boards))
 
 
@@ -359,11 +374,13 @@ def test_evaluate_generic_encoder(pad_first, sample_boards):
     assert torch.equal(evaluate(net, boards), eval_reference(base, boards))
 
 
-def test_evaluate_raises_like_forward_int(sample_boards):
+@pytest.mark.parametrize("backend", ["compiled", "torch"])
+def test_evaluate_raises_like_forward_int(backend, sample_boards, monkeypatch):
     """An accumulator overflow on 32-piece positions only (32·1000 + 800 > 32767): evaluate
     raises on a batch holding one, evaluates a batch without."""
     from nnue.pipeline.features.board_tensor import piece_count
 
+    monkeypatch.setattr(netmod, "DEFAULT_BACKEND", backend)
     arch = make_arch("chess768", 16, "screlu", "MaterialCount<8>")
     net = IntegerNet(arch, QuantScheme(), torch.full((768, 16), 1000, dtype=torch.int16),
                      torch.full((16,), 800, dtype=torch.int16), torch.ones((8, 32), dtype=torch.int16),
@@ -387,7 +404,7 @@ for act, regime in (("screlu", "limit"), ("crelu", "limit"), ("pairwise_crelu", 
     net = random_net(act, regime, hidden=96, seed=3)
     stm, nstm = random_lists(700, 768, seed=2)
     for bucket in (torch.arange(700) % 8, torch.arange(700) * 8 // 700):
-        ok = torch.equal(forward_int(net, stm, nstm, bucket), reference(net, stm, nstm, bucket)[0])
+        ok = torch.equal(forward_int(net, stm, nstm, bucket, backend="torch"), reference(net, stm, nstm, bucket)[0])
         plan = _l1_plan(net)
         out.append(f"{act}:{plan['mode']}:{plan.get('gemv')}:{ok}")
 a = torch.full((64, 512), 127, dtype=torch.int8)
