@@ -200,12 +200,13 @@ def expected_refresh(fs_name: str, board: chess.Board, m: chess.Move) -> bool:
     return _kb_key(fs_name, board.turn, m.from_square) != _kb_key(fs_name, board.turn, to)
 
 
-@pytest.mark.parametrize("fs_name", SETS)
-@pytest.mark.parametrize("pos", sorted(TARGETED))
-def test_every_legal_move_of_targeted_positions(fs_name, pos, nets):
-    net = nets[fs_name]
+def walk_every_legal_move(net, fs_name: str, pos: str, rec) -> int:
+    """Every legal move of ``TARGETED[pos]`` pushed and popped on an IncrementalAccumulator of
+    ``net`` (feature set ``fs_name``), two plies deep for the castling, promotion and en passant
+    positions; ``rec.record(inc, board, label)`` after every push and pop. Asserts that only the
+    mover's perspective is refreshed, exactly where :func:`expected_refresh` says, and that every
+    pop restores the accumulators. Returns the number of refreshes."""
     board = chess.Board(TARGETED[pos])
-    rec = Recorder(net)
     inc = IncrementalAccumulator(net, pack_board(board))
     rec.record(inc, board, "start")
     before = inc.accumulators_by_colour()
@@ -238,6 +239,14 @@ def test_every_legal_move_of_targeted_positions(fs_name, pos, nets):
                 inc.pop()
             board.pop()
             inc.pop()
+    return refreshed
+
+
+@pytest.mark.parametrize("fs_name", SETS)
+@pytest.mark.parametrize("pos", sorted(TARGETED))
+def test_every_legal_move_of_targeted_positions(fs_name, pos, nets):
+    rec = Recorder(nets[fs_name])
+    refreshed = walk_every_legal_move(nets[fs_name], fs_name, pos, rec)
     assert rec.check() > 2
     if pos.startswith("kings") and fs_name != "chess768":
         assert refreshed > 0

@@ -17,7 +17,7 @@ from nnue.inference import api, kinds, sfnnv5
 from nnue.inference.incremental import IncrementalAccumulator, evaluate_one
 from nnue.pipeline.board import pack_board
 from tests.engines.test_sfnnv5 import random_int_net
-from tests.inference.test_incremental import CHESS960, TARGETED, expected_refresh, sample_games
+from tests.inference.test_incremental import CHESS960, TARGETED, sample_games, walk_every_legal_move
 
 
 def wrapping_net(l1: int = 64, seed: int = 5) -> sfnnv5.SFNNv5IntegerNet:
@@ -242,36 +242,8 @@ def test_every_legal_move_of_targeted_positions(pos, which, nets):
     king moves: every legal move and back, two plies deep for the special positions; the mover's
     perspective is refreshed exactly on its own king moves."""
     net = nets[which]
-    board = chess.Board(TARGETED[pos])
     rec = Recorder(net)
-    inc = IncrementalAccumulator(net, pack_board(board))
-    rec.record(inc, board, "start")
-    before = inc.accumulators_by_colour()
-    for m in list(board.legal_moves):
-        uci = board.uci(m)
-        r0 = list(inc.refreshes)
-        want = expected_refresh("halfkav2_hm", board, m)
-        mover = 0 if board.turn else 1
-        board.push(m)
-        inc.push(uci)
-        rec.record(inc, board, f"push {uci}")
-        assert inc.refreshes[mover] - r0[mover] == int(want), uci
-        assert inc.refreshes[1 - mover] == r0[1 - mover]
-        board.pop()
-        inc.pop()
-        rec.record(inc, board, f"pop {uci}")
-        assert np.array_equal(inc.accumulators_by_colour(), before)
-        if pos.startswith(("castle", "promo", "ep")):
-            board.push(m)
-            inc.push(uci)
-            for r in list(board.legal_moves)[::3]:
-                board.push(r)
-                inc.push(r)
-                rec.record(inc, board, f"push {uci} {r.uci()}")
-                board.pop()
-                inc.pop()
-            board.pop()
-            inc.pop()
+    walk_every_legal_move(net, "halfkav2_hm", pos, rec)
     assert rec.check() > 2
 
 
