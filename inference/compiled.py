@@ -839,7 +839,7 @@ def _eval_boards_sf(words, table, bucket_of, ftw, ftb, psqt, t0, b0, t1, b1, w2,
         for k in range(32):
             t += w2[b, k] * x2[k]
         fwd = _tdiv(_wrap32(s0[15] * 9600), 8128)
-        positional = _wrap32(_wrap32(t) + fwd)
+        positional = t + fwd  # the engine wraps s2 and this sum to int32: implied by the wrap below
         # step 7: the PSQT difference of the bucket's column, then (psqt + positional) / 16
         ps = _tdiv(_wrap32(p0 - p1), 2)
         out[i] = _tdiv(_wrap32(ps + positional), 16)

@@ -497,6 +497,19 @@ def values(net: SFNNv5IntegerNet, boards: torch.Tensor, chunk: int = 4096, backe
     return torch.cat(out) if out else torch.zeros(0, dtype=torch.int64)
 
 
+def evaluate_small(net: SFNNv5IntegerNet, boards: torch.Tensor) -> list[int] | None:
+    """A few positions without the batch machinery (:func:`nnue.inference.api.evaluate_net`
+    sends calls of at most ``SMALL_BATCH`` CPU boards here first): (N, 32) uint8 -> N Python
+    ints, UCI centipawns, stm POV, the values of :func:`evaluate`, from
+    :func:`nnue.inference.compiled.values_sfnnv5`; None when the compiled kernel cannot run
+    (the API then evaluates one by one from scratch, :func:`nnue.inference.incremental.evaluate_one`)."""
+    from .perspective import _compiled
+
+    comp = _compiled(None, boards.device.type == "cpu")
+    res = None if comp is None else comp.values_sfnnv5(net, boards)
+    return None if res is None else [_tdiv_int(v * 100, NORMALIZE_TO_PAWN) for v in res[0].tolist()]
+
+
 def evaluate(net: SFNNv5IntegerNet, boards: torch.Tensor, chunk: int = 4096, backend: str | None = None) -> torch.Tensor:
     """Integer evals of packed boards: (N, 32) uint8 -> (N,) int64 UCI centipawns, stm POV
     (:func:`values`, then :func:`to_cp`; ``backend`` as :func:`values`)."""
