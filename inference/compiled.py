@@ -850,11 +850,9 @@ def applicable_sfnnv5(net) -> bool:
     """Whether :func:`_eval_boards_sf` evaluates ``net``: an sfnnv5 net whose tensors have the
     dtypes and shapes of :meth:`~nnue.inference.sfnnv5.SFNNv5IntegerNet.tensor_specs` with an
     even L1 (fc_0: 16 outputs; fc_1: 32 × 32; fc_2: 1 × 32; 8 PSQT columns and layer stacks)."""
-    from .sfnnv5 import SFNNv5IntegerNet
-
     if net.arch.get("kind") != "sfnnv5" or net.arch.get("hidden", 1) % 2:
         return False
-    specs = SFNNv5IntegerNet.tensor_specs(net.arch)
+    specs = type(net).tensor_specs(net.arch)  # the net's own class: this module imports no evaluator
     return (all(getattr(net, k).dtype == dt and tuple(getattr(net, k).shape) == shape
                 for k, (dt, shape) in specs.items())
             and tuple(net.fc0_weight.shape[:2]) == (8, 16) and tuple(net.fc1_weight.shape[1:]) == (32, 32)
