@@ -878,6 +878,22 @@ def _table_sf(net):
     return cached(net, ("compiled_table_sf", id(enc)), (enc.table_cpu, net.ft_weight), build)
 
 
+def _aligned64(a: np.ndarray) -> np.ndarray:
+    """``a`` C-contiguous and starting on a 64-byte boundary (a copy where it is not). The
+    register row sums load whole 64-byte blocks of each row; rows that start off a cache line
+    split every load over two lines: Stockfish 15.1's own net, read from its ``.nnue`` bytes
+    (rows at an odd offset of the file), took 12.4 ms per 4,096 positions against 8.9 ms for
+    the same tensors copied (scratch measurement, one core, load ~3)."""
+    a = np.ascontiguousarray(a)
+    if a.ctypes.data % 64 == 0:
+        return a
+    raw = np.empty(a.nbytes + 64, np.uint8)
+    off = -raw.ctypes.data % 64
+    out = raw[off:off + a.nbytes].view(a.dtype).reshape(a.shape)
+    out[...] = a
+    return out
+
+
 def _prepared_sf(net):
     """The arguments of :func:`_eval_boards_sf` besides the boards and the scratch, made once per
     net (again when a tensor is replaced or changed in place); None when it does not apply."""
@@ -891,8 +907,7 @@ def _prepared_sf(net):
             return np.ascontiguousarray(t.reshape(s, m, k // 2, 2).permute(0, 2, 1, 3).numpy().astype(np.int16))
         i64 = lambda t: np.ascontiguousarray(t.numpy().astype(np.int64))  # noqa: E731
         lut = np.ascontiguousarray(net.buckets.of_piece_count(torch.arange(65, dtype=torch.int64)).numpy())
-        return (table, lut, np.ascontiguousarray(ftw.numpy()), np.ascontiguousarray(ftb.numpy()),
-                np.ascontiguousarray(psqt.numpy()), pairs(w0), i64(b0), pairs(w1), i64(b1), i64(w2[:, 0]),
+        return (table, lut, _aligned64(ftw.numpy()), _aligned64(ftb.numpy()), _aligned64(psqt.numpy()), pairs(w0), i64(b0), pairs(w1), i64(b1), i64(w2[:, 0]),
                 i64(b2[:, 0]))
     return cached(net, "compiled_sf", (net.ft_weight, net.ft_bias, net.psqt, net.fc0_weight, net.fc0_bias,
                                        net.fc1_weight, net.fc1_bias, net.fc2_weight, net.fc2_bias), build)

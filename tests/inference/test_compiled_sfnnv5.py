@@ -249,3 +249,19 @@ def test_small_batches_through_the_api(sample_boards, monkeypatch):
     monkeypatch.setattr(P, "DEFAULT_BACKEND", "torch")
     assert sfnnv5.evaluate_small(net, boards[:5]) is None
     assert torch.equal(api.evaluate(net, boards[:3]), want[:3])
+
+
+def test_rows_off_a_cache_line_are_copied_aligned(sample_boards):
+    """A net whose feature-transformer rows start off a 64-byte boundary (as read from a .nnue
+    file's bytes) gets an aligned copy for the kernel, with the same values."""
+    net = random_int_net(64, seed=10)
+    boards = sample_boards[:300]
+    want = torch_values(net, boards)
+    raw = bytearray(net.ft_weight.numel() * 2 + 2)
+    odd = torch.frombuffer(raw, dtype=torch.int16, offset=2, count=net.ft_weight.numel()).view(net.ft_weight.shape)
+    odd.copy_(net.ft_weight)
+    net.ft_weight = odd
+    assert odd.data_ptr() % 64 != 0
+    a = compiled._aligned64(odd.numpy())
+    assert a.ctypes.data % 64 == 0 and (a == odd.numpy()).all()
+    assert torch.equal(sfnnv5.values(net, boards, backend="compiled"), want)
