@@ -284,14 +284,27 @@ def _sfnnv5(a) -> int:
     sample = REPO / "data" / "sample" / "sf15-n5000-s1-sample.plain"
     boards = boards_from_fens([line[4:].strip() for line in open(sample) if line.startswith("fen ")])
     boards = boards.repeat(-(-a.batch // len(boards)), 1)[: a.batch].contiguous()
+    from nnue.inference import evaluate
+
+    singles = [boards[i:i + 1].clone() for i in range(min(len(boards), 256))]
+    one_calls = 64  # single-position calls per timed run
+
+    def one_path(_state=[0]):
+        j = _state[0]
+        for k in range(one_calls):
+            evaluate(net, singles[(j + k) % len(singles)])
+        _state[0] = (j + one_calls) % len(singles)
+
     paths = {"int": lambda: sfnnv5.evaluate(net, boards),
-             "int_torch": lambda: sfnnv5.evaluate(net, boards, backend="torch")}
+             "int_torch": lambda: sfnnv5.evaluate(net, boards, backend="torch"), "one": one_path}
     want = paths["int_torch"]()
     assert torch.equal(sfnnv5.evaluate(net, boards, backend="compiled"), want)
+    assert torch.equal(torch.cat([evaluate(net, b) for b in singles]), want[:len(singles)])
     load_before = os.getloadavg()
     wall, cpu, faults = _alternate(paths, a.runs, a.block)
     t_int, t_torch = statistics.median(wall["int"]), statistics.median(wall["int_torch"])
     c_int, c_torch = statistics.median(cpu["int"]), statistics.median(cpu["int_torch"])
+    one_wall, one_cpu = statistics.median(wall["one"]) / one_calls, statistics.median(cpu["one"]) / one_calls
     return emit({
         "benchmark": "infer", "arch": "sfnnv5",
         "net": str(a.net) if a.net else f"sfnnv5: HalfKAv2_hm -> {net.arch['hidden']} + 8 PSQT, pairwise, 8 layer "
@@ -307,6 +320,10 @@ def _sfnnv5(a) -> int:
         "int_torch_page_faults_median": statistics.median(faults["int_torch"]),
         "load_average": {"before": [round(x, 2) for x in load_before],
                          "after": [round(x, 2) for x in os.getloadavg()]},
+        "single_position": {"us_per_call": round(one_wall * 1e6, 2), "cpu_us_per_call": round(one_cpu * 1e6, 2),
+                            "over_batch_call": round(one_wall / t_int, 5), "over_batch_call_cpu": round(one_cpu / c_int, 5),
+                            "goal": 0.01, "path": "nnue.inference.evaluate on one board: sfnnv5.evaluate_small "
+                                                  "(the compiled kernel, Python ints)"},
         "checked_equal": True,
         "notes": "Both paths from packed boards (feature encoding included), one thread, alternating "
                  "rounds of --block timed runs per path. int: inference/compiled.py's values_sfnnv5, one "

@@ -33,3 +33,4 @@ def test_bench_infer_sfnnv5_smoke(tmp_path):
     r = json.loads(out.read_text())
     assert r["arch"] == "sfnnv5" and r["checked_equal"] and r["int_evals_per_s"] > 0
     assert r["int_torch_evals_per_s"] > 0 and r["int_over_int_torch"] > 0 and "64 + 8 PSQT" in r["net"]
+    assert r["single_position"]["us_per_call"] > 0
