@@ -395,6 +395,19 @@ def _dense_layer(x, w, wp, bias, dots, sums, out, narrow, shift, code, qa, l0_sh
     without early exits, so that LLVM vectorizes them too (one loop with the check inside ran
     element by element: ~10 cycles an output)."""
     m, k = w.shape
+    if narrow == 2 and m % 16 == 0 and k % 2 == 0:  # proven within int32: no int64 sums, no check
+        _gemv_pairs(x, wp, dots)
+        if code < 0:
+            for n in range(m):
+                out[n] = bias[n] + dots[n]
+        elif code == 1:
+            for n in range(m):
+                v = min(max((bias[n] + dots[n]) >> shift, 0), qa)
+                out[n] = (v * v) >> l0_shift
+        else:
+            for n in range(m):
+                out[n] = min(max((bias[n] + dots[n]) >> shift, 0), qa)
+        return True
     if narrow and m >= 16:
         _gemv_pairs(x, wp, dots)
         for n in range(m):
@@ -419,7 +432,7 @@ def _dense_layer(x, w, wp, bias, dots, sums, out, narrow, shift, code, qa, l0_sh
     for n in range(m):
         lo = min(lo, sums[n])
         hi = max(hi, sums[n])
-    if lo < -2147483648 or hi > 2147483647:
+    if narrow < 2 and (lo < -2147483648 or hi > 2147483647):
         t = lo if lo < -2147483648 else hi
         status[0], status[1], status[2] = what, t, t
         return False
@@ -707,9 +720,15 @@ def _prepared_deep(net, l2_act: str):
         s, a = net.scheme, net.arch
         h1, h2 = a["hidden_activation"], l2_act
         # int32 dot products where K·max|x|·128 < 2^31 (x0 ≤ 255 is checked in the kernel)
-        narrow = np.array([l1w.shape[2] * 255 * 128 < 1 << 31,
-                           l1w.shape[1] * _hidden_max(h1, s) * 128 < 1 << 31,
-                           l2w.shape[1] * _hidden_max(h2, s) * 128 < 1 << 31])
+        # and 2 where, besides, the weights and biases prove every sum within int32 (max over
+        # outputs of Σ|w|·max x + |b| < 2^31): the layer then skips its int64 sums and checks
+        def mode(w, b, k, x_max):
+            if k * x_max * 128 >= 1 << 31:
+                return 0
+            bound = int((w.long().abs().sum(2) * x_max + b.long().abs()).max()) if w.numel() else 0
+            return 2 if bound < 1 << 31 else 1
+        narrow = np.array([mode(l1w, l1b, l1w.shape[2], 255), mode(l2w, l2b, l1w.shape[1], _hidden_max(h1, s)),
+                           mode(outw.unsqueeze(1), outb.unsqueeze(1), l2w.shape[1], _hidden_max(h2, s))], np.int64)
         args = (table, king_rel, _bucket_lut(net), np.ascontiguousarray(l0w.numpy()),
                 np.ascontiguousarray(l0b.numpy()), ACT_CODES[a["activation"]], s.qa, s.l0_shift, check,
                 i16(l1w), t16(l1w), i64(l1b), HIDDEN_CODES[h1], i16(l2w), t16(l2w), i64(l2b), HIDDEN_CODES[h2],
