@@ -228,7 +228,9 @@ def main(argv=None) -> int:
                   "Deep net (--arch deep): the integer path (inference/compiled.py) makes one pass "
                   "per board as for perspective nets, then the u8 L0 activations and each layer of "
                   "the board's own bucket (int16 x int8 dot products in int32 where K*255*128 < 2^31, "
-                  "else int64; int32 checks and floor shifts); the float path is "
+                  "else int64; int32 checks and floor shifts; where the net's weights and biases prove "
+                  "every sum of a layer within int32, no int64 sums and no check, L1 over the nonzero "
+                  "input pairs only and the output layer as one padded block of 16); the float path is "
                   "trainer.model.DeepNet's forward."),
     }
     if a.profile and a.no_neutral:
