@@ -1,6 +1,7 @@
-"""Compiled (numba) exact evaluation of perspective and deep nets: one pass per position from the
-packed board (or the index lists) to the L1 sum (deep nets: the output sum), with the feature
-transformer's accumulators held in SIMD registers.
+"""Compiled (numba) exact evaluation of perspective, deep and sfnnv5 nets: one pass per position
+from the packed board (or the index lists) to the L1 sum (deep nets: the output sum; sfnnv5:
+Stockfish 15.1's internal value, its wraps included, see the section at the end), with the
+feature transformer's accumulators held in SIMD registers.
 
 Per position, in one loop (:func:`_eval_boards`; :func:`_eval_lists` starts from index lists):
 
@@ -53,7 +54,7 @@ Only serial kernels (one thread, ``nogil``, scratch allocated per call, so threa
 at once): the batch comparison of ``nnue bench infer`` is one core. numba is imported when this
 module is; :mod:`nnue.inference.perspective` and :mod:`nnue.inference.deep` import it on first
 use and fall back to their torch paths when numba is missing or :func:`applicable` /
-:func:`applicable_deep` says no. The kernels are compiled on first use and cached by numba
+:func:`applicable_deep` / :func:`applicable_sfnnv5` says no. The kernels are compiled on first use and cached by numba
 (``cache=True``, next to this file or in ``NUMBA_CACHE_DIR``).
 """
 from __future__ import annotations
