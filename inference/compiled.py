@@ -52,9 +52,10 @@ of 16 outputs with 15 zero rows. Measured side by side in one process on the ben
 
 Only serial kernels (one thread, ``nogil``, scratch allocated per call, so threads may call them
 at once): the batch comparison of ``nnue bench infer`` is one core. numba is imported when this
-module is; :mod:`nnue.inference.perspective` and :mod:`nnue.inference.deep` import it on first
-use and fall back to their torch paths when numba is missing or :func:`applicable` /
-:func:`applicable_deep` / :func:`applicable_sfnnv5` says no. The kernels are compiled on first use and cached by numba
+module is; :mod:`nnue.inference.perspective`, :mod:`nnue.inference.deep` and
+:mod:`nnue.inference.sfnnv5` import it on first use and fall back to their torch paths when numba
+is missing or :func:`applicable` / :func:`applicable_deep` / :func:`applicable_sfnnv5` says no.
+The kernels are compiled on first use and cached by numba
 (``cache=True``, next to this file or in ``NUMBA_CACHE_DIR``).
 """
 from __future__ import annotations
