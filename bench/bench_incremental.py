@@ -445,8 +445,9 @@ def report_sfnnv5(a, games) -> dict:
         **inc,
         "one_position_from_scratch": one,
         "notes": notes_sfnnv5(inc) + (
-            f" One position from scratch through nnue.inference.evaluate (evaluate_one: decode, table lookups, "
-            f"up to 64 rows summed, the same eval): {one['one_position_us_cpu']} us of CPU against "
+            f" One position from scratch through nnue.inference.evaluate (sfnnv5.evaluate_small: the compiled "
+            f"kernel of inference/compiled.py, as the batch evaluator's default on CPU; without numba "
+            f"incremental.evaluate_one): {one['one_position_us_cpu']} us of CPU against "
             f"{one['batch_evaluator_one_position_us_cpu']} us for the batch evaluator on one position and "
             f"{one['batch_4096_ms_cpu']} ms for a 4,096-position call ({100 * one['one_position_over_4096_call']:.2f} %); "
             f"8 positions {one['eight_positions_ms_cpu']} ms against {one['batch_evaluator_eight_positions_ms_cpu']} ms."),

@@ -1,6 +1,7 @@
 """Benchmark: batch evaluation speed of the integer net vs the float net, one core.
 
-``nnue bench infer [--batch N] [--runs N] [--hidden H] [--net NETDIR] [--out FILE]`` prints one JSON object:
+``nnue bench infer [--arch perspective|deep|sfnnv5] [--batch N] [--runs N] [--hidden H] [--net NETDIR] [--out FILE]``
+prints one JSON object:
 evals/s per core of ``nnue.inference.evaluate``'s integer path (feature encoding included) and of
 the float torch model on the same positions and net (768×2 → H SCReLU, 8 output buckets), with
 medians of several runs and their ratio. Targets (issue 6): ≥ 1M evals/s per core in batch, ≥ 3×
@@ -62,10 +63,11 @@ def main(argv=None) -> int:
     p.add_argument("--batch", type=int, default=4096, help="positions per evaluation call")
     p.add_argument("--runs", type=int, default=21, help="timed runs per path")
     p.add_argument("--block", type=int, default=3, help="timed runs per path and round")
-    p.add_argument("--hidden", type=int, default=256, help="hidden size of the random net")
-    p.add_argument("--arch", choices=("perspective", "deep"), default="perspective",
+    p.add_argument("--hidden", type=int, default=None, help="hidden size of the random net (default 256; sfnnv5: 1024)")
+    p.add_argument("--arch", choices=("perspective", "deep", "sfnnv5"), default="perspective",
                    help="perspective: 768x2 -> H SCReLU -> 8 buckets (issue 6's targets); deep: "
-                        "768x2 -> H pairwise CReLU -> 16 -> 32 -> 1 CReLU layer stacks, 8 buckets")
+                        "768x2 -> H pairwise CReLU -> 16 -> 32 -> 1 CReLU layer stacks, 8 buckets; sfnnv5: "
+                        "Stockfish 15.1's net (HalfKAv2_hm -> H, default 1024), compiled vs torch integer path")
     p.add_argument("--net", default=None, metavar="NETDIR",
                    help="benchmark your own exported net (NETDIR or NETDIR/net.safetensors) on the bundled "
                         "sample's positions: the integer path only, since an exported net has no float model "
@@ -76,13 +78,19 @@ def main(argv=None) -> int:
     p.add_argument("--profile", action="store_true",
                    help="add the per-phase CPU time of each path (in the allocator-neutral child unless --no-neutral)")
     a = p.parse_args(argv)
+    if a.hidden is None:
+        a.hidden = 1024 if a.arch == "sfnnv5" else 256
     for k in ("batch", "runs", "block", "hidden"):
         if getattr(a, k) < 1:
             p.error(f"--{k} must be at least 1")
     if a.arch == "deep" and a.hidden % 2:
         p.error("--arch deep uses pairwise CReLU: --hidden must be even")
+    if a.arch == "sfnnv5" and a.hidden % 32:
+        p.error("--arch sfnnv5: --hidden must be a multiple of 32")
     torch.set_num_threads(1)
     torch.manual_seed(0)
+    if a.arch == "sfnnv5":
+        return _sfnnv5(a)
 
     from nnue.inference import evaluate, forward_int, load
     from nnue.inference.exact import STEP as _STEP
@@ -163,22 +171,7 @@ def main(argv=None) -> int:
         paths["int_torch"] = int_torch_path
     paths["one"] = one_path
     load_before = os.getloadavg()
-    wall = {k: [] for k in paths}
-    cpu = {k: [] for k in paths}
-    faults = {k: [] for k in paths}
-    for f in paths.values():  # warm-up: caches, the int8 self-check, allocator
-        f()
-        f()
-    while len(wall["int"]) < a.runs:
-        for k, f in paths.items():
-            f()  # untimed: the first run after the other path
-            for _ in range(min(a.block, a.runs - len(wall[k]))):
-                flt = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
-                c, t = time.process_time(), time.perf_counter()
-                f()
-                wall[k].append(time.perf_counter() - t)
-                cpu[k].append(time.process_time() - c)
-                faults[k].append(resource.getrusage(resource.RUSAGE_SELF).ru_minflt - flt)
+    wall, cpu, faults = _alternate(paths, a.runs, a.block)
     one_wall, one_cpu = statistics.median(wall["one"]) / ONE_CALLS, statistics.median(cpu["one"]) / ONE_CALLS
     single = {"us_per_call": round(one_wall * 1e6, 2), "cpu_us_per_call": round(one_cpu * 1e6, 2),
               "batch_call_ms": round(statistics.median(wall["int"]) * 1e3, 3),
@@ -235,7 +228,9 @@ def main(argv=None) -> int:
                   "Deep net (--arch deep): the integer path (inference/compiled.py) makes one pass "
                   "per board as for perspective nets, then the u8 L0 activations and each layer of "
                   "the board's own bucket (int16 x int8 dot products in int32 where K*255*128 < 2^31, "
-                  "else int64; int32 checks and floor shifts); the float path is "
+                  "else int64; int32 checks and floor shifts; where the net's weights and biases prove "
+                  "every sum of a layer within int32, no int64 sums and no check, L1 over the nonzero "
+                  "input pairs only and the output layer as one padded block of 16); the float path is "
                   "trainer.model.DeepNet's forward."),
     }
     if a.profile and a.no_neutral:
@@ -243,6 +238,103 @@ def main(argv=None) -> int:
     if not a.no_neutral:
         report["allocator_neutral"] = _neutral_run(a)
     return emit(report, a.out)
+
+
+def _alternate(paths: dict, runs: int, block: int) -> tuple[dict, dict, dict]:
+    """Time each path ``runs`` times in alternating rounds (per round and path: one untimed run,
+    then up to ``block`` timed ones), after two warm-up runs each: (wall s, CPU s, minor page
+    faults), each a dict of lists by path name."""
+    wall = {k: [] for k in paths}
+    cpu = {k: [] for k in paths}
+    faults = {k: [] for k in paths}
+    for f in paths.values():  # warm-up: caches, compilation, the int8 self-check, allocator
+        f()
+        f()
+    first = next(iter(paths))
+    while len(wall[first]) < runs:
+        for k, f in paths.items():
+            f()  # untimed: the first run after the other path
+            for _ in range(min(block, runs - len(wall[k]))):
+                flt = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
+                c, t = time.process_time(), time.perf_counter()
+                f()
+                wall[k].append(time.perf_counter() - t)
+                cpu[k].append(time.process_time() - c)
+                faults[k].append(resource.getrusage(resource.RUSAGE_SELF).ru_minflt - flt)
+    return wall, cpu, faults
+
+
+def _sfnnv5(a) -> int:
+    """``--arch sfnnv5``: Stockfish 15.1's net (a random one of the built-in net's magnitudes,
+    :func:`nnue.bench.bench_incremental.make_sfnnv5_net`, or ``--net``: an sfnnv5 net directory,
+    safetensors or ``.nnue`` file) on ``--batch`` of the bundled sample's positions: the
+    compiled integer path (``sfnnv5.evaluate``'s default on CPU, inference/compiled.py) against
+    the torch integer path (``backend="torch"``), alternating rounds, one thread, the results
+    checked equal first. No float model: the question is what the compiled path buys."""
+    from nnue.bench.bench_incremental import make_sfnnv5_net
+    from nnue.inference import load, sfnnv5
+    from nnue.inference.api import boards_from_fens
+
+    if a.net:
+        user = Path(a.net)
+        net = sfnnv5.read_nnue(user) if user.suffix == ".nnue" else load(
+            user / "net.safetensors" if user.is_dir() else user)
+        if net.kind != "sfnnv5":
+            raise SystemExit(f"{a.net}: an {net.kind} net, not sfnnv5")
+    else:
+        net = make_sfnnv5_net(a.hidden)
+    sample = REPO / "data" / "sample" / "sf15-n5000-s1-sample.plain"
+    boards = boards_from_fens([line[4:].strip() for line in open(sample) if line.startswith("fen ")])
+    boards = boards.repeat(-(-a.batch // len(boards)), 1)[: a.batch].contiguous()
+    from nnue.inference import evaluate
+
+    singles = [boards[i:i + 1].clone() for i in range(min(len(boards), 256))]
+    one_calls = 64  # single-position calls per timed run
+
+    def one_path(_state=[0]):
+        j = _state[0]
+        for k in range(one_calls):
+            evaluate(net, singles[(j + k) % len(singles)])
+        _state[0] = (j + one_calls) % len(singles)
+
+    paths = {"int": lambda: sfnnv5.evaluate(net, boards),
+             "int_torch": lambda: sfnnv5.evaluate(net, boards, backend="torch"), "one": one_path}
+    want = paths["int_torch"]()
+    assert torch.equal(sfnnv5.evaluate(net, boards, backend="compiled"), want)
+    assert torch.equal(torch.cat([evaluate(net, b) for b in singles]), want[:len(singles)])
+    load_before = os.getloadavg()
+    wall, cpu, faults = _alternate(paths, a.runs, a.block)
+    t_int, t_torch = statistics.median(wall["int"]), statistics.median(wall["int_torch"])
+    c_int, c_torch = statistics.median(cpu["int"]), statistics.median(cpu["int_torch"])
+    one_wall, one_cpu = statistics.median(wall["one"]) / one_calls, statistics.median(cpu["one"]) / one_calls
+    return emit({
+        "benchmark": "infer", "arch": "sfnnv5",
+        "net": str(a.net) if a.net else f"sfnnv5: HalfKAv2_hm -> {net.arch['hidden']} + 8 PSQT, pairwise, 8 layer "
+                                         "stacks (random, the built-in net's magnitudes)",
+        "batch": a.batch, "runs": a.runs, "block": a.block, "threads": torch.get_num_threads(),
+        "cpu_capability": torch.backends.cpu.get_cpu_capability(), "machine": platform.machine(),
+        "int_evals_per_s": round(a.batch / t_int), "int_torch_evals_per_s": round(a.batch / t_torch),
+        "int_over_int_torch": round(t_torch / t_int, 3), "int_over_int_torch_cpu": round(c_torch / c_int, 3),
+        "int_ms": round(t_int * 1e3, 3), "int_torch_ms": round(t_torch * 1e3, 3),
+        "int_cpu_ms": round(c_int * 1e3, 3), "int_torch_cpu_ms": round(c_torch * 1e3, 3),
+        "int_wall": _spread(wall["int"]), "int_torch_wall": _spread(wall["int_torch"]),
+        "int_page_faults_median": statistics.median(faults["int"]),
+        "int_torch_page_faults_median": statistics.median(faults["int_torch"]),
+        "load_average": {"before": [round(x, 2) for x in load_before],
+                         "after": [round(x, 2) for x in os.getloadavg()]},
+        "single_position": {"us_per_call": round(one_wall * 1e6, 2), "cpu_us_per_call": round(one_cpu * 1e6, 2),
+                            "over_batch_call": round(one_wall / t_int, 5), "over_batch_call_cpu": round(one_cpu / c_int, 5),
+                            "goal": 0.01, "path": "nnue.inference.evaluate on one board: sfnnv5.evaluate_small "
+                                                  "(the compiled kernel, Python ints)"},
+        "checked_equal": True,
+        "notes": "Both paths from packed boards (feature encoding included), one thread, alternating "
+                 "rounds of --block timed runs per path. int: inference/compiled.py's values_sfnnv5, one "
+                 "pass per board (decode, the HalfKAv2_hm table, the int16 FT rows summed in 512-bit "
+                 "registers with wrapping adds, the PSQT column of the board's layer stack, the pairwise "
+                 "product, fc_0 and fc_1 as int16 pair dot products in int32 lanes, fc_2, the int32 "
+                 "wraps and truncating divisions). int_torch: sfnnv5.evaluate(backend='torch') (float32 "
+                 "embedding_bag, per-stack float products, int64 wraps).",
+    }, a.out)
 
 
 def _profile(net, model, boards, runs: int) -> dict:

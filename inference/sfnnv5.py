@@ -466,8 +466,28 @@ def evaluate_accumulator(net: SFNNv5IntegerNet, acc: np.ndarray, stm: int, bucke
     return _tdiv_int(v * 100, NORMALIZE_TO_PAWN)
 
 
-def values(net: SFNNv5IntegerNet, boards: torch.Tensor, chunk: int = 4096) -> torch.Tensor:
-    """Internal values of packed boards: (N, 32) uint8 -> (N,) int64, stm POV."""
+def values(net: SFNNv5IntegerNet, boards: torch.Tensor, chunk: int = 4096, backend: str | None = None) -> torch.Tensor:
+    """Internal values of packed boards: (N, 32) uint8 -> (N,) int64, stm POV.
+
+    On CPU by default (``backend`` as :func:`nnue.inference.perspective.evaluate`: "auto",
+    "compiled" or "torch"; None: its ``DEFAULT_BACKEND``) steps 1–7 run in one compiled pass
+    per board (:func:`nnue.inference.compiled.values_sfnnv5`: int16 register lanes with
+    wrapping adds for the feature transformer, int32 lanes for the layers, each position's own
+    layer stack; ~8× the torch path, ``bench/results/infer_sfnnv5_cpu.json``); otherwise, or
+    where it does not apply, the torch steps (:func:`value_from_indices`, ``chunk`` positions a
+    call). Same integers either way (tests/inference/test_compiled_sfnnv5.py). Raises
+    ValueError for boards that are not (N, 32) uint8 or that HalfKAv2_hm cannot encode."""
+    from nnue.pipeline.features.board_tensor import check_boards
+
+    from .perspective import _compiled, _not_applicable
+
+    check_boards(boards)
+    comp = _compiled(backend, boards.device.type == "cpu")
+    if comp is not None and boards.shape[0]:
+        res = comp.values_sfnnv5(net, boards)
+        if res is not None:
+            return res[0]
+        _not_applicable(backend)
     fs, buckets = net.features, net.buckets
     out = []
     for s in range(0, boards.shape[0], chunk):
@@ -477,9 +497,23 @@ def values(net: SFNNv5IntegerNet, boards: torch.Tensor, chunk: int = 4096) -> to
     return torch.cat(out) if out else torch.zeros(0, dtype=torch.int64)
 
 
-def evaluate(net: SFNNv5IntegerNet, boards: torch.Tensor, chunk: int = 4096) -> torch.Tensor:
-    """Integer evals of packed boards: (N, 32) uint8 -> (N,) int64 UCI centipawns, stm POV."""
-    return to_cp(values(net, boards, chunk))
+def evaluate_small(net: SFNNv5IntegerNet, boards: torch.Tensor) -> list[int] | None:
+    """A few positions without the batch machinery (:func:`nnue.inference.api.evaluate_net`
+    sends calls of at most ``SMALL_BATCH`` CPU boards here first): (N, 32) uint8 -> N Python
+    ints, UCI centipawns, stm POV, the values of :func:`evaluate`, from
+    :func:`nnue.inference.compiled.values_sfnnv5`; None when the compiled kernel cannot run
+    (the API then evaluates one by one from scratch, :func:`nnue.inference.incremental.evaluate_one`)."""
+    from .perspective import _compiled
+
+    comp = _compiled(None, boards.device.type == "cpu")
+    res = None if comp is None else comp.values_sfnnv5(net, boards)
+    return None if res is None else [_tdiv_int(v * 100, NORMALIZE_TO_PAWN) for v in res[0].tolist()]
+
+
+def evaluate(net: SFNNv5IntegerNet, boards: torch.Tensor, chunk: int = 4096, backend: str | None = None) -> torch.Tensor:
+    """Integer evals of packed boards: (N, 32) uint8 -> (N,) int64 UCI centipawns, stm POV
+    (:func:`values`, then :func:`to_cp`; ``backend`` as :func:`values`)."""
+    return to_cp(values(net, boards, chunk, backend))
 
 
 # ------------------------------------------------------------------ the engine's eval trace

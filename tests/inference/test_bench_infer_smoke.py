@@ -24,3 +24,13 @@ def test_bench_infer_smoke(arch, tmp_path):
         assert set(prof["int_torch"]) >= {"sort", "encode", "ft", "activation", "l1", "rest"}
     s = r["single_position"]
     assert s["us_per_call"] > 0 and 0 < s["over_batch_call_cpu"] and s["goal"] == 0.01
+
+
+def test_bench_infer_sfnnv5_smoke(tmp_path):
+    out = tmp_path / "infer_sfnnv5.json"
+    bench_infer.main(["--batch", "40", "--runs", "2", "--block", "1", "--hidden", "64", "--arch", "sfnnv5",
+                      "--out", str(out)])
+    r = json.loads(out.read_text())
+    assert r["arch"] == "sfnnv5" and r["checked_equal"] and r["int_evals_per_s"] > 0
+    assert r["int_torch_evals_per_s"] > 0 and r["int_over_int_torch"] > 0 and "64 + 8 PSQT" in r["net"]
+    assert r["single_position"]["us_per_call"] > 0

@@ -339,17 +339,35 @@ def test_deep_hardswish_takes_the_torch_path():
         deep.evaluate(net, boards, backend="compiled")
 
 
-def test_deep_int64_path_of_every_layer():
-    """The layers' int64 sums (taken where K·255·128 ≥ 2^31 could wrap int32 lanes): forced on
-    for every layer of a net, the evals stay those of the torch path."""
+@pytest.mark.parametrize("act,n1,n2", [("screlu", 33, 17), ("pairwise_crelu", 16, 32), ("crelu", 32, 16)])
+def test_deep_int64_path_of_every_layer(act, n1, n2):
+    """Each layer mode of the deep kernel, forced on for every layer of a net, gives the torch
+    path's evals: 2 (weights and biases prove every sum within int32: no int64 sums, no check;
+    L1 over the nonzero input pairs only where N1 is a multiple of 16, the output layer as one
+    padded block of 16 where N2 is even), 1 (int32-lane products, int64 sums, the int32
+    check), 0 (int64 sums, taken where K·255·128 ≥ 2^31 could wrap int32 lanes)."""
     from nnue.inference import deep
     from tests.inference.test_deep import random_deep_net, sample_boards as deep_boards
 
-    net = random_deep_net(act="screlu", hact="screlu", hidden=37, n1=33, n2=17, seed=9)
+    net = random_deep_net(act=act, hact="screlu", hidden=70 if act == "pairwise_crelu" else 37, n1=n1, n2=n2,
+                          seed=9 + n1)
     boards = deep_boards(200)
     want = deep.evaluate(net, boards, backend="torch")
     assert torch.equal(deep.evaluate(net, boards, backend="compiled"), want)
     narrow = compiled._prepared_deep(net, "screlu")[0][-1]
-    assert narrow.all()
-    narrow[:] = False  # the cached flags: every layer's sums in int64 from here on
-    assert torch.equal(deep.evaluate(net, boards, backend="compiled"), want)
+    assert narrow.tolist() == [2, 2, 2]
+    for mode in (1, 0):
+        narrow[:] = mode  # the cached flags: every layer in this mode from here on
+        assert torch.equal(deep.evaluate(net, boards, backend="compiled"), want), mode
+
+
+def test_deep_layer_mode_needs_the_bound():
+    """A bias one step from the int32 edge leaves the layer in mode 1 (checked), whose overflow
+    is named; the same net with small biases gets mode 2."""
+    from nnue.inference import deep
+    from tests.inference.test_deep import random_deep_net
+
+    net = random_deep_net(act="pairwise_crelu", hact="crelu", hidden=70, n1=16, n2=32, seed=4)
+    assert compiled._prepared_deep(net, "crelu")[0][-1].tolist() == [2, 2, 2]
+    net.l2b[0, 0] = 2**31 - 1
+    assert compiled._prepared_deep(net, "crelu")[0][-1].tolist() == [2, 1, 2]
