@@ -17,7 +17,8 @@ from nnue.inference import api, kinds, sfnnv5
 from nnue.inference.incremental import IncrementalAccumulator, evaluate_one
 from nnue.pipeline.board import pack_board
 from tests.engines.test_sfnnv5 import random_int_net
-from tests.inference.test_incremental import CHESS960, TARGETED, sample_games, walk_every_legal_move
+from tests.inference.test_incremental import CHESS960, TARGETED, play, sample_games, walk_every_legal_move
+from tests.inference.test_incremental import Recorder as BaseRecorder
 
 
 def wrapping_net(l1: int = 64, seed: int = 5) -> sfnnv5.SFNNv5IntegerNet:
@@ -63,23 +64,13 @@ def _boards(packed: list[bytes]) -> torch.Tensor:
     return torch.frombuffer(bytearray(b"".join(packed)), dtype=torch.uint8).view(-1, 32)
 
 
-class Recorder:
-    """Collects (incremental accumulators, incremental eval, python-chess packed board) after every
-    push and pop, and checks them against the batch path in one call."""
+class Recorder(BaseRecorder):
+    """test_incremental's Recorder (after every push and pop: the incremental board against
+    python-chess, the accumulators, the eval), checked against the sfnnv5 batch path in one call."""
 
     def __init__(self, net):
-        self.net, self.accs, self.evals, self.packed, self.where = net, [], [], [], []
+        super().__init__(net)
         self.wrapped_ft = 0  # accumulator rows whose int32 FT sums leave int16 (wrapped at eval)
-
-    def record(self, inc: IncrementalAccumulator, board: chess.Board, where: str):
-        packed = pack_board(board)
-        assert inc.packed()[:24] == packed[:24], f"{where}: board differs from python-chess ({board.fen()})"
-        assert inc.stm == (0 if board.turn else 1)
-        assert inc.kings == [board.king(chess.WHITE), board.king(chess.BLACK)]
-        self.accs.append(inc.accumulators())
-        self.evals.append(inc.evaluate())
-        self.packed.append(packed)
-        self.where.append(f"{where}: {board.fen()}")
 
     def check(self) -> int:
         net = self.net
@@ -108,25 +99,6 @@ class Recorder:
         n = len(self.accs)
         self.accs, self.evals, self.packed, self.where = [], [], [], []
         return n
-
-
-def play(net, board: chess.Board, moves, rec: Recorder, mode="auto", as_uci=True) -> IncrementalAccumulator:
-    """Push every move (python-chess and incremental side by side), then pop back to the start,
-    recording after each step; the accumulator's own full refresh must agree as well."""
-    inc = IncrementalAccumulator(net, pack_board(board), mode=mode)
-    rec.record(inc, board, "start")
-    for m in moves:
-        uci = board.uci(m)
-        board.push(m)
-        inc.push(uci if as_uci else m)
-        rec.record(inc, board, f"push {uci}")
-    assert np.array_equal(inc.full_refresh(), inc.accumulators_by_colour())
-    while board.move_stack:
-        m = board.pop()
-        inc.pop()
-        rec.record(inc, board, f"pop {m.uci()}")
-    assert inc.ply == 0
-    return inc
 
 
 def test_kind_spec_flags():
