@@ -308,7 +308,8 @@ class Plots(pl.Callback):
         ax.set_xlabel("step")
         ax.set_ylabel("loss")
         ax.set_yscale("log")
-        ax.legend()
+        if tr or va:  # a legend of nothing is a matplotlib warning (a run shorter than one point)
+            ax.legend()
         ax.grid(alpha=0.3)
         save(fig, "loss.png")
 

@@ -169,3 +169,17 @@ def test_plots_running_mean_without_reading_each_step_back(tmp_path):
     assert [p[0] for p in got] == [10, 20, 30, 40]
     for (step, mean), k in zip(got, range(4)):   # float32 sums of 10 values: tolerance 1e-6
         assert math.isclose(mean, sum(values[10 * k:10 * k + 10]) / 10, rel_tol=1e-6)
+
+
+def test_plots_of_a_run_shorter_than_one_point_draw_without_warnings(tmp_path):
+    """A run shorter than the plot's first point (e.g. nnue bench train's) drew a legend of
+    nothing: matplotlib's "No artists with labels" warning."""
+    import warnings
+
+    from nnue.trainer.callbacks import Plots
+
+    plots = Plots(str(tmp_path))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        plots.draw()
+    assert {p.name for p in tmp_path.iterdir()} == {"loss.png", "quality.png", "schedule.png"}
