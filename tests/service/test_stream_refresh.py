@@ -51,13 +51,16 @@ WRITER = textwrap.dedent("""
     import json, os, sys, time
     from pathlib import Path
     log, src, dst = Path(sys.argv[1]), Path(sys.argv[2]), Path(sys.argv[3])
-    def epochs_done():  # epochs count from 1 in the parts log, as in the trainer's log
+    def progress():  # (epochs read, part files known at the start of the last); epochs count from 1
         if not log.exists():
-            return 0
+            return 0, 0
         lines = [json.loads(l) for l in log.read_text().splitlines() if l.strip()]
-        return max([l["epoch"] for l in lines if l["split"] == "train"], default=0)
-    for name, after in (("newA.plain", 1), ("newB.plain", 3)):
-        while epochs_done() < after:
+        train = [l for l in lines if l["split"] == "train"]
+        return (train[-1]["epoch"], len(train[-1]["known_parts"])) if train else (0, 0)
+    # newB waits until newA's part is known as well: packing newA may take longer than an epoch
+    # under load (a fast CPU step, a loaded machine), and both would then join at the same epoch
+    for name, after, known in (("newA.plain", 1, 0), ("newB.plain", 3, 3)):
+        while progress()[0] < after or progress()[1] < known:
             time.sleep(0.02)
         tmp = dst / ("." + name + ".tmp")
         tmp.write_bytes((src / name).read_bytes())
@@ -75,7 +78,7 @@ def test_dumps_added_while_training_are_trained_from_the_next_epoch(tmp_path):
     ds, folder, log, out = tmp_path / "ds", tmp_path / "watched", tmp_path / "parts.jsonl", tmp_path / "run"
     pack(base, ds, progress=False)
     folder.mkdir()
-    epochs = 6
+    epochs = 8
     watcher = subprocess.Popen([*NNUE, "pack", "--watch", str(folder), "-o", str(ds), "--interval", "0.1",
                                 "--settle", "0.5"], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                text=True, env=env())
