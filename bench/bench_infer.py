@@ -52,6 +52,21 @@ from nnue.bench import emit, parser
 
 REPO = Path(__file__).resolve().parents[1]
 
+ONE_CALLS = 64  # single-position calls per timed run of the "one" path
+
+
+def single_position_path(net, boards, evaluate):
+    """(singles, one_path): up to 256 one-board tensors of ``boards`` and a timed path that calls
+    ``evaluate(net, board)`` on ONE_CALLS of them in turn (its time / ONE_CALLS is one call's)."""
+    singles = [boards[i:i + 1].clone() for i in range(min(len(boards), 256))]
+    state = [0]
+
+    def one_path():
+        j = state[0]
+        for k in range(ONE_CALLS):
+            evaluate(net, singles[(j + k) % len(singles)])
+        state[0] = (j + ONE_CALLS) % len(singles)
+    return singles, one_path
 
 def _spread(ts: list[float]) -> dict:
     q = statistics.quantiles(ts, n=4) if len(ts) > 1 else [ts[0]] * 3
@@ -148,14 +163,7 @@ def main(argv=None) -> int:
     def int_torch_path():
         return evaluator.evaluate(net, boards, backend="torch")
 
-    singles = [boards[i:i + 1].clone() for i in range(min(len(boards), 256))]
-    ONE_CALLS = 64  # single-position calls per timed run
-
-    def one_path(_state=[0]):
-        j = _state[0]
-        for k in range(ONE_CALLS):
-            evaluate(net, singles[(j + k) % len(singles)])
-        _state[0] = (j + ONE_CALLS) % len(singles)
+    singles, one_path = single_position_path(net, boards, evaluate)
 
     stm, nstm = net.features.encode(boards)
     if net.kind == "deep":
@@ -288,14 +296,7 @@ def _sfnnv5(a) -> int:
     boards = boards.repeat(-(-a.batch // len(boards)), 1)[: a.batch].contiguous()
     from nnue.inference import evaluate
 
-    singles = [boards[i:i + 1].clone() for i in range(min(len(boards), 256))]
-    one_calls = 64  # single-position calls per timed run
-
-    def one_path(_state=[0]):
-        j = _state[0]
-        for k in range(one_calls):
-            evaluate(net, singles[(j + k) % len(singles)])
-        _state[0] = (j + one_calls) % len(singles)
+    singles, one_path = single_position_path(net, boards, evaluate)
 
     paths = {"int": lambda: sfnnv5.evaluate(net, boards),
              "int_torch": lambda: sfnnv5.evaluate(net, boards, backend="torch"), "one": one_path}
@@ -306,7 +307,7 @@ def _sfnnv5(a) -> int:
     wall, cpu, faults = _alternate(paths, a.runs, a.block)
     t_int, t_torch = statistics.median(wall["int"]), statistics.median(wall["int_torch"])
     c_int, c_torch = statistics.median(cpu["int"]), statistics.median(cpu["int_torch"])
-    one_wall, one_cpu = statistics.median(wall["one"]) / one_calls, statistics.median(cpu["one"]) / one_calls
+    one_wall, one_cpu = statistics.median(wall["one"]) / ONE_CALLS, statistics.median(cpu["one"]) / ONE_CALLS
     return emit({
         "benchmark": "infer", "arch": "sfnnv5",
         "net": str(a.net) if a.net else f"sfnnv5: HalfKAv2_hm -> {net.arch['hidden']} + 8 PSQT, pairwise, 8 layer "
