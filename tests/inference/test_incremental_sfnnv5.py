@@ -17,7 +17,7 @@ from nnue.inference import api, kinds, sfnnv5
 from nnue.inference.incremental import IncrementalAccumulator, evaluate_one
 from nnue.pipeline.board import pack_board
 from tests.engines.test_sfnnv5 import random_int_net
-from tests.inference.test_incremental import CHESS960, TARGETED, play, sample_games, walk_every_legal_move
+from tests.inference.test_incremental import CHESS960, TARGETED, _sample_boards, play, sample_games, walk_every_legal_move
 from tests.inference.test_incremental import Recorder as BaseRecorder
 
 
@@ -242,19 +242,6 @@ def test_chess960_castling_king_takes_rook(pos, nets):
         inc.pop()
         rec.record(inc, board, f"pop {uci}")
     rec.check()
-
-
-def _sample_boards(limit: int = 1500) -> torch.Tensor:
-    packed = []
-    for fen, moves in sample_games():
-        board = chess.Board(fen)
-        packed.append(pack_board(board))
-        for u in moves:
-            board.push_uci(u)
-            packed.append(pack_board(board))
-        if len(packed) >= limit:
-            break
-    return _boards(packed)
 
 
 @pytest.mark.parametrize("which", NETS)
