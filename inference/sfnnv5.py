@@ -57,6 +57,9 @@ OUTPUT_SCALE = 16       # OutputScale
 WEIGHT_SCALE_BITS = 6   # WeightScaleBits
 NORMALIZE_TO_PAWN = 361  # UCI::NormalizeToPawnValue (uci.h, 15.1)
 SKIP_NUM, SKIP_DEN = 600 * OUTPUT_SCALE, 127 * (1 << WEIGHT_SCALE_BITS)
+#: Stockfish evaluates no position in check (its ``eval`` prints "Final evaluation: none (in
+#: check)"; search never calls it there): ``nnue eval`` prints ``none`` for such a position too
+EVAL_IN_CHECK = False
 #: the defaults of the sfnnv5 kind's header quantisation (nominal: the arithmetic is fixed)
 SCHEME = QuantScheme(qa=127, qb=64, scale=400)
 

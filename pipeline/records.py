@@ -151,7 +151,9 @@ class FormatSpec:
     (-1/0/+1 stm POV), ``ply`` (int), ``best_move`` (packed u16 or None), ``castling`` (the
     manifest's record of the input's spelling, or None). write_block: optional bulk writer of a
     row group, ``(cols) -> (data, ends, fallback)`` (:mod:`nnue.pipeline.convert`), exact against
-    ``write``.
+    ``write``. score_unit: the unit the format's scores are in unless ``--score-unit`` says
+    otherwise (``cp``: UCI centipawns; ``sf-internal``: Stockfish's internal units, which its own
+    generator writes into ``.bin`` and ``.binpack``).
     """
 
     name: str
@@ -169,6 +171,7 @@ class FormatSpec:
     compiled: Callable[[], ModuleType] | None = None
     write: Callable[[dict], bytes] | None = None
     write_block: Callable | None = None
+    score_unit: str = "cp"
 
 
 class _ZstdReader(io.RawIOBase):

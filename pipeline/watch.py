@@ -82,7 +82,7 @@ class Watcher:
     """
 
     def __init__(self, folders: Iterable[str | Path], dataset: str | Path, *, fmt: str = "auto",
-                 score_unit: str = "cp", options: ReaderOptions = ReaderOptions(), dedup: bool = False,
+                 score_unit: str = "auto", options: ReaderOptions = ReaderOptions(), dedup: bool = False,
                  settle: float = 5.0, interval: float = 2.0, log: Callable[[str], None] | None = None,
                  inotify: bool = True):
         self.folders = [Path(f) for f in folders]

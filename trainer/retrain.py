@@ -237,6 +237,18 @@ def _train_config(overrides: list[str]):
         GlobalHydra.instance().clear()
 
 
+def warm_start_record(init_weights, champion_file: Path | None, champion: str | None) -> str | None:
+    """What a version records as its warm start (``nnue registry show``): the champion's version
+    when the cycle started from its weights (``champion_file``, train.warm_start), else the file
+    an ``init_weights=`` of ``train.overrides`` names, else None (fresh weights). init_weights:
+    the composed training config's value."""
+    if init_weights in (None, ""):
+        return None
+    if champion_file is not None and Path(str(init_weights)).resolve() == Path(champion_file).resolve():
+        return champion
+    return str(init_weights)
+
+
 def train_overrides(cfg) -> list[str]:
     """``train.overrides``: a list, or one string of space-separated overrides (easier to quote:
     ``'train.overrides="experiment=demo trainer.max_epochs=4"'``)."""
@@ -425,7 +437,7 @@ def run_cycle(cfg) -> dict:
         stage(reg, "gated")
         # 6. finish: version.json last, then one rename
         history = {"time": now_iso(), "action": "cycle", "version": version, "data": data,
-                   "warm_start": champ if warm is not None else None,
+                   "warm_start": warm_start_record(tcfg.get("init_weights"), warm, champ),
                    "train": {k: train_metrics.get(k) for k in ("val_loss", "val_spearman", "epochs", "global_step")},
                    "train_seconds": round(time.time() - t0, 1),
                    "metrics": {"candidate": cand, "champion": ch}, "sprt": sprt,

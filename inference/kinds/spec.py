@@ -65,3 +65,10 @@ class InferenceKind:
         (centipawns, stm POV, from the (2, H) int32 accumulators of one position, white's
         first), None when the kind has none."""
         return getattr(self.evaluator, "evaluate_accumulator", None)
+
+    @property
+    def evaluates_in_check(self) -> bool:
+        """Whether the kind's engine gives a position in check an eval (the evaluator's
+        ``EVAL_IN_CHECK``, default True): Stockfish does not, and ``nnue eval`` then prints
+        ``none`` for it as the engine does."""
+        return bool(getattr(self.evaluator, "EVAL_IN_CHECK", True))

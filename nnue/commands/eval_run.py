@@ -13,7 +13,7 @@ import numpy as np
 import torch
 
 from nnue.commands.load_net import load_any
-from nnue.inference import evaluate, evaluate_fens, residual
+from nnue.inference import evaluate, evaluate_fens, kinds, residual
 from nnue.inference.api import boards_from_fens
 from nnue.inference.sfnnv5 import trace
 from nnue.pipeline import manifest as mf
@@ -87,6 +87,8 @@ def run(args) -> int:
             except OverflowError as one:
                 raise OverflowError(f"{label} ({fen}): {one}") from None
         raise e
+    if not kinds.of(net).evaluates_in_check:  # as the engine: no eval in check (Stockfish prints none)
+        evals = [None if chess.Board(f).is_check() else v for f, v in zip(fens, evals)]
     for v in evals:
         print("none" if v is None else v)
     return 0

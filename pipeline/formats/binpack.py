@@ -246,4 +246,5 @@ def find_ranges(path: Path, size: int):
 
 SPEC = FormatSpec("binpack", read, sniff, score_pov="side to move", result_pov="side to move",
                   doc="Stockfish .binpack", binary=True, extensions=(".binpack",), find_ranges=find_ranges,
-                  compiled=_compiled)
+                  compiled=_compiled,
+                  score_unit="sf-internal")
