@@ -322,7 +322,7 @@ def run_cycle(cfg) -> dict:
         stage(reg, "locked")
         for line in recover(reg):
             log.info("recovery: %s", line)
-        champ = reg.champion()  # raises, naming it, when missing or corrupt
+        champ = reg.champion(load_net=False)  # raises, naming it, when missing or corrupt (the gate loads it)
         # 2. pack
         new_files = new_positions = 0
         failed = []
@@ -339,6 +339,16 @@ def run_cycle(cfg) -> dict:
         totals = mf.totals(m)
         if totals["packed"] == 0:
             raise RetrainError(f"{dataset}: the dataset holds no positions")
+        data = {"files": len(m["files"]), "positions": totals["packed"], "new_files": new_files,
+                "new_positions": new_positions, "failed_files": len(failed)}
+        if champ is not None and new_files == 0 and cfg.train.skip_if_no_new_data:
+            # decided before the training config is composed and checked (seconds of Hydra and torch)
+            stage(reg, "packed")
+            entry = {"time": now_iso(), "action": "skipped", "reason": "no new dumps since the last cycle",
+                     "data": data, "champion": champ}
+            reg.append_history(entry)
+            log.info("nothing new: no cycle (train.skip_if_no_new_data)")
+            return entry
         tcfg = _train_config(train_overrides(cfg) + [f"data.path={dataset.resolve()}"])
         val_fraction = float(tcfg.data.val_fraction)
         if float(cfg.gate.fraction) > val_fraction:
@@ -359,14 +369,6 @@ def run_cycle(cfg) -> dict:
         if gate["fraction"] > val_fraction:
             raise RetrainError(f"{gate_path}: fraction {gate['fraction']} exceeds data.val_fraction {val_fraction}")
         stage(reg, "packed")
-        data = {"files": len(m["files"]), "positions": totals["packed"], "new_files": new_files,
-                "new_positions": new_positions, "failed_files": len(failed)}
-        if champ is not None and new_files == 0 and cfg.train.skip_if_no_new_data:
-            entry = {"time": now_iso(), "action": "skipped", "reason": "no new dumps since the last cycle",
-                     "data": data, "champion": champ}
-            reg.append_history(entry)
-            log.info("nothing new: no cycle (train.skip_if_no_new_data)")
-            return entry
         # 3. train
         version = f"{int(max(reg.finished(), default='0')) + 1:04d}"
         work = reg.work / version

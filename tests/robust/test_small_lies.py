@@ -67,3 +67,28 @@ def test_pack_uses_and_prints_each_formats_score_unit(tmp_path):
     r = subprocess.run([*NNUE, "pack", str(bp), "-o", str(tmp_path / "d"), "--score-unit", "cp", "--no-progress"],
                        capture_output=True, text=True)
     assert r.returncode == 0 and "scores in UCI centipawns: --score-unit" in r.stdout, r.stdout
+
+
+def test_watch_on_an_empty_folder_says_what_it_waits_for(tmp_path):
+    """``pack --watch`` on an empty folder said "watching" and then nothing: it now says that it
+    waits, for which files and when a file counts as complete; a dump being written is said too."""
+    import signal
+
+    from tests.service.service_testlib import env
+
+    folder = tmp_path / "w"
+    folder.mkdir()
+    p = subprocess.Popen([*NNUE, "pack", "--watch", str(folder), "-o", str(tmp_path / "ds"), "--interval", "0.2",
+                          "--settle", "60"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env())
+    try:
+        assert " watching " in p.stdout.readline()
+        line = p.stdout.readline()
+        assert "waiting for new dumps in" in line and ".plain" in line and ".binpack" in line, line
+        assert "NAME.done" in line and "unchanged for 60 s" in line
+        (folder / "growing.plain").write_text("fen 8/8/8/8/8/8/8/K6k w - - 0 1\n")  # settles in 60 s: still written
+        line = p.stdout.readline()
+        assert "1 dump(s) still being written" in line, line
+    finally:
+        p.send_signal(signal.SIGTERM)
+        out, err = p.communicate(timeout=60)
+    assert p.returncode == 0, err
