@@ -51,6 +51,24 @@ class TrainingInterrupted(Exception):
         super().__init__(f"interrupted by {name} at step {step:,}{where}")
 
 
+class SweepInterrupted(KeyboardInterrupt):
+    """SIGINT or SIGTERM stopped a job of a sweep (``nnue train -m``, an Optuna search): the whole
+    sweep stops (a KeyboardInterrupt, which Hydra's launchers do not record as a failed job and
+    go on). ``job``: the job's folder; ``notes``: what the sweeper adds (the study's state)."""
+
+    def __init__(self, signum: int, job: str | None):
+        super().__init__(signum, job)
+        self.signum, self.job, self.notes = signum, job, []
+
+    def line(self) -> str:
+        name = signal.Signals(self.signum).name
+        where = f" in job {self.job}" if self.job else ""
+        return (f"sweep interrupted by {name}{where}; the finished jobs are kept"
+                + "".join(f"; {n}" for n in self.notes)
+                + ("" if self.notes else "; an interrupted job restarts from scratch in a new sweep (its "
+                   "last.ckpt is not resumed by a sweep)"))
+
+
 class EmptyTrainingSet(ValueError):
     """The training split yields no batch (no rows, or every row filtered)."""
 

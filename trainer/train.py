@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import signal
 import sys
 import warnings
 
@@ -21,7 +22,8 @@ import pytorch_lightning as pl
 from hydra.utils import instantiate
 from omegaconf import DictConfig, OmegaConf
 
-from .callbacks import EmptyTrainingSet, Interrupts, Plots, Progress, RunCheckpoint, TrainingInterrupted, plain
+from .callbacks import (EmptyTrainingSet, Interrupts, Plots, Progress, RunCheckpoint, SweepInterrupted,
+                        TrainingInterrupted, plain)
 from .schedule import total_steps
 from . import runs  # registers the conf/ resolvers (run folders, rank-0-only Hydra files)
 
@@ -178,13 +180,23 @@ def main(cfg: DictConfig) -> float | None:
     from hydra.core.hydra_config import HydraConfig
     from hydra.types import RunMode
 
+    multirun = HydraConfig.get().mode == RunMode.MULTIRUN
     try:
         metrics = run(cfg)
     except KeyboardInterrupt:
+        if multirun:  # stop the sweep, not only this job
+            raise SweepInterrupted(signal.SIGINT, HydraConfig.get().runtime.output_dir) from None
         print("nnue train: interrupted before training started; nothing to resume", file=sys.stderr)
         sys.exit(130)
+    except TrainingInterrupted as e:
+        if multirun:  # a stop signal stops the sweep: a KeyboardInterrupt passes through Hydra's launcher
+            raise SweepInterrupted(e.signum, HydraConfig.get().runtime.output_dir) from None
+        if os.environ.get("NNUE_DEBUG"):
+            raise
+        print(f"nnue train: {' '.join(str(e).split())}", file=sys.stderr)
+        sys.exit(_exit_code(e))
     except Exception as e:
-        if os.environ.get("NNUE_DEBUG") or HydraConfig.get().mode == RunMode.MULTIRUN:
+        if os.environ.get("NNUE_DEBUG") or multirun:
             raise  # a sweep records the failed job and goes on; NNUE_DEBUG: the full traceback
         kind = "" if isinstance(e, (TrainingInterrupted, ValueError)) else f"{type(e).__name__}: "
         msg = " ".join(str(e).split()) or type(e).__name__
