@@ -131,8 +131,11 @@ class NNUEDataModule(pl.LightningDataModule):
         self.train_set = PackedStream(self.paths, self.batch_size, self.shuffle_buffer, "train",
                                       drop_last=True, weights=self.weights,
                                       positions_per_epoch=self.train_positions_per_epoch(world), **common)
-        # validation: every held-out game of every dataset, once (pooled, not weighted)
-        self.val_set = PackedStream(self.paths, self.val_batch_size, 0, "val", drop_last=False, **common)
+        # validation: every held-out row of every dataset exactly once (pooled, not weighted), whatever
+        # the world size: each rank reads its own row groups once, its final batch partial (no equal
+        # batch counts: the metrics are summed over ranks at the epoch's end, trainer/val_metrics.py)
+        self.val_set = PackedStream(self.paths, self.val_batch_size, 0, "val", drop_last=False, even_batches=False,
+                                    **common)
         if self.refresh_manifest and rank == 0 and stage in (None, "fit"):
             n = len(self.val_set.parts)
             if self.refresh_val:
