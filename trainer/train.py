@@ -62,6 +62,15 @@ def run(cfg: DictConfig) -> dict:
     """Train from a composed config; returns the final metrics (also in metrics.json).
     Raises TrainingInterrupted (SIGINT/SIGTERM, last.ckpt saved), EmptyTrainingSet, ValueError."""
     quiet_lightning()
+    interrupts = Interrupts(None)  # from the start: a stop signal during set-up is kept, not fatal
+    interrupts.install()
+    try:
+        return _run(cfg, interrupts)
+    finally:
+        interrupts.restore()
+
+
+def _run(cfg: DictConfig, interrupts: Interrupts) -> dict:
     threads, threads_from = runs.apply_threads()  # cpus_per_task / joblib's share, not every core
     pl.seed_everything(cfg.seed, workers=True, verbose=False)
     out = runs.prepare(cfg)  # the job's own folder; absolute data.path/ckpt_path; refuses finished runs
@@ -81,7 +90,7 @@ def run(cfg: DictConfig) -> dict:
         probe = datamodule.train_set or datamodule.probe
         parts = sorted(str(p) for p, _ in probe.parts) if probe is not None else None
         try:
-            check_resume(cfg.ckpt_path, datamodule.batch_size, _world_size(tcfg),
+            datamodule.replay_parts = check_resume(cfg.ckpt_path, datamodule.batch_size, _world_size(tcfg),
                          int(tcfg.get("accumulate_grad_batches") or 1), total, parts, max(spe, 1))
         except ResumeFinished as e:
             old = out / runs.FINISHED_MARKER
@@ -104,7 +113,7 @@ def run(cfg: DictConfig) -> dict:
         load_weights(lit.model, cfg.init_weights)
     out.mkdir(parents=True, exist_ok=True)
     ckpt = RunCheckpoint(str(out / "checkpoints"))
-    interrupts = Interrupts(ckpt)
+    interrupts.checkpoint = ckpt
     bar = bool(tcfg.get("enable_progress_bar", True)) and sys.stderr.isatty()
     me = tcfg.get("max_epochs")
     callbacks = [ckpt, interrupts, Progress(total, datamodule.batch_size * _world_size(tcfg),
@@ -132,7 +141,8 @@ def run(cfg: DictConfig) -> dict:
              threads, threads_from)
     from pytorch_lightning.utilities.exceptions import SIGTERMException
 
-    interrupts.install()
+    if interrupts.signum is not None:  # stopped during set-up: nothing trained, nothing to resume
+        raise TrainingInterrupted(interrupts.signum, 0, None)
     try:
         trainer.fit(lit, datamodule=datamodule, ckpt_path=cfg.get("ckpt_path"))
     except SIGTERMException:  # Lightning's SIGTERM path (a SystemExit with status 0): ours instead
@@ -142,8 +152,6 @@ def run(cfg: DictConfig) -> dict:
             raise EmptyTrainingSet(f"the training set is empty after the split and filters "
                                    f"({_counts(datamodule)}); check data.filters and data.val_fraction") from None
         raise
-    finally:
-        interrupts.restore()
     if trainer.global_step == 0 and not trainer.interrupted:
         raise EmptyTrainingSet(f"no training step was run ({_counts(datamodule)})")
     metrics = {k: float(v) for k, v in trainer.callback_metrics.items()}
@@ -193,7 +201,8 @@ def main(cfg: DictConfig) -> float | None:
             raise SweepInterrupted(e.signum, HydraConfig.get().runtime.output_dir) from None
         if os.environ.get("NNUE_DEBUG"):
             raise
-        print(f"nnue train: {' '.join(str(e).split())}", file=sys.stderr)
+        if runs.env_rank() == 0:  # under DDP one line, the launcher's (every rank stops at the same step)
+            print(f"nnue train: {' '.join(str(e).split())}", file=sys.stderr)
         sys.exit(_exit_code(e))
     except Exception as e:
         if os.environ.get("NNUE_DEBUG") or multirun:

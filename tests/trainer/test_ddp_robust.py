@@ -66,3 +66,37 @@ def test_two_ranks_validate_every_row_once(sample_dataset, tmp_path):
     logged = [json.loads(x.split("metrics: ", 1)[1].replace("'", '"').replace("False", "false"))
               for x in (r.stdout + r.stderr).splitlines() if "nnue.trainer][INFO] - metrics: " in x]
     assert len(logged) == 2 and logged[0]["val_loss"] == logged[1]["val_loss"] == m["val_loss"]
+
+
+def _gone(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/status") as f:
+            return any(line.split()[:2] == ["State:", "Z"] for line in f)  # a zombie has exited
+    except FileNotFoundError:
+        return True
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("rank,at,step", [(0, "batch", 5), (1, "batch", 5), (0, "validation", 8),
+                                          (0, "fit_start", 0)])
+def test_a_signal_to_one_rank_stops_every_rank_with_a_checkpoint(sample_dataset, tmp_path, rank, at, step):
+    """SIGTERM to one process of a 2-rank run (rank 0 is the launcher): both ranks stop at the same
+    step after it with last.ckpt saved there, one line, status 143, no process left. Before,
+    Lightning's handler ran a broadcast inside the signal handler, out of step with the other
+    rank's collectives: both ranks deadlocked about one run in three (here: the first run)."""
+    import torch
+
+    out, pids = tmp_path / "out", tmp_path / "pids"
+    cb = ["+callbacks.sig._target_=tests.trainer.ddp_signal.SignalAt", f"+callbacks.sig.rank={rank}",
+          f"+callbacks.sig.at={at}", f"+callbacks.sig.step={step}", f"+callbacks.sig.pids={pids}"]
+    r = subprocess.run([*NNUE, "train", *_ddp_overrides(sample_dataset, out, "trainer.max_epochs=20"), *cb],
+                       capture_output=True, text=True, timeout=600, env=_env())
+    assert r.returncode == 143, r.stderr[-3000:]
+    mine = [x for x in r.stderr.splitlines() if x.startswith("nnue train:")]
+    assert len(mine) == 1 and "interrupted by SIGTERM" in mine[0] and "Traceback" not in r.stderr, r.stderr[-3000:]
+    ck = torch.load(out / "checkpoints" / "last.ckpt", map_location="cpu", weights_only=True)
+    assert f"step {ck['global_step']:,}" in mine[0] and ck["global_step"] < 20 * 4
+    assert ck["global_step"] >= max(step, 1)
+    for p in pids.glob("rank*.pid"):
+        assert _gone(int(p.read_text())), p.name
+    assert sorted(p.name for p in pids.glob("rank*.pid")) == ["rank0.pid", "rank1.pid"]

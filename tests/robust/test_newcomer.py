@@ -1,0 +1,95 @@
+"""A newcomer's first hour, in a fresh clone: what the README and the docs point to works there, or
+says what it needs.
+
+- the bench scripts the docs point to (``bench/quality_selfplay.sh``, ``teacher_quality.sh``,
+  ``engine_strength.sh``) stopped with "``../shared/data/selfplay/*.plain``: no such file": they
+  now run on the repo's ``data/demo`` when the full self-play is not beside the clone, say so,
+  and refuse to overwrite the tracked results with other data;
+- the docs cited files a clone does not have and the project's internal history;
+- ``nnue train`` with no arguments took seconds to say that ``data.path`` is required.
+"""
+from __future__ import annotations
+
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def _clone(tmp_path: Path) -> Path:
+    """A clone's bench/ and data/demo with nothing beside it (no ../shared)."""
+    c = tmp_path / "clone"
+    (c / "bench").mkdir(parents=True)
+    shutil.copy(REPO / "bench" / "selfplay_data.sh", c / "bench")
+    (c / "data").mkdir()
+    (c / "data" / "demo").symlink_to(REPO / "data" / "demo")
+    return c
+
+
+def _source(clone: Path, **env) -> subprocess.CompletedProcess:
+    import os
+
+    e = {k: v for k, v in os.environ.items() if k not in ("SELFPLAY", "SAVE")} | env
+    return subprocess.run(["bash", "-c", 'set -euo pipefail; source bench/selfplay_data.sh; echo "$SP ${#SP_FILES[@]}"'],
+                          cwd=clone, capture_output=True, text=True, env=e)
+
+
+@pytest.mark.parametrize("script", ["quality_selfplay.sh", "teacher_quality.sh", "engine_strength.sh"])
+def test_bench_scripts_take_their_data_from_the_helper(script):
+    text = (REPO / "bench" / script).read_text()
+    assert "source bench/selfplay_data.sh" in text and '"${SP_FILES[@]}"' in text
+    assert "SP=../shared" not in text
+
+
+def test_without_the_shared_selfplay_the_demo_data_is_used_and_said(tmp_path):
+    clone = _clone(tmp_path)
+    r = _source(clone)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.split() == ["data/demo", "2"]
+    assert "not beside this clone" in r.stderr and "data/demo" in r.stderr
+    r = _source(clone, SAVE="1")
+    assert r.returncode == 2 and "SAVE=1 replaces the tracked results" in r.stderr
+    (tmp_path / "empty").mkdir()
+    r = _source(clone, SELFPLAY=str(tmp_path / "empty"))
+    assert r.returncode == 2 and "no .plain or .plain.zst dumps in" in r.stderr
+    r = _source(clone, SELFPLAY=str(REPO / "tests" / "data" / "selfplay"))
+    assert r.returncode == 0 and r.stdout.split()[1] == "2", r.stderr
+
+
+def around(page: Path, n: int) -> str:
+    """Lines ``n - 1`` to ``n + 1`` of ``page`` (a sentence that says a file is not in a clone wraps)."""
+    lines = page.read_text().splitlines()
+    return " ".join(lines[max(0, n - 2):n + 1])
+
+
+def test_docs_cite_no_shared_files_as_if_there_and_no_internal_history():
+    """Every page of the site: no issue numbers, no commit hashes, and ``../shared/…`` only where
+    the text says it is not in a clone (the changelog is history by design)."""
+    bad = []
+    for page in [REPO / "README.md", *sorted((REPO / "docs").glob("*.md"))]:
+        if page.name in ("CHANGELOG.md", "cli.md", "benchmarks.md"):
+            continue
+        for n, line in enumerate(page.read_text().splitlines(), 1):
+            if re.search(r"\bissue \d+|\(issue|\bissues? \d+", line, re.I):
+                bad.append(f"{page.name}:{n}: issue: {line.strip()[:100]}")
+            if re.search(r"`[0-9a-f]{7,12}`", line) and "sha256" not in line and "github.com" not in line:
+                bad.append(f"{page.name}:{n}: commit: {line.strip()[:100]}")
+            if "../shared/" in line and not re.search(r"skip|not in the repo|may not copy|not beside|not shipped",
+                                                       around(page, n)):
+                bad.append(f"{page.name}:{n}: ../shared cited as if it were in a clone: {line.strip()[:100]}")
+    assert not bad, "\n".join(bad[:40])
+
+
+def test_train_without_arguments_says_data_path_at_once():
+    """``nnue train`` with no data.path: the one line comes before Hydra and torch are loaded."""
+    code = ("import sys, nnue.cli; rc = nnue.cli.main(['train']); "
+            "print('torch' in sys.modules, 'hydra' in sys.modules, file=sys.stderr); sys.exit(rc)")
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO)
+    lines = r.stderr.strip().splitlines()
+    assert r.returncode == 2 and lines[0].startswith("nnue train: error: data.path is required"), r.stderr
+    assert lines[-1] == "False False", r.stderr
