@@ -103,11 +103,11 @@ class RunCheckpoint(pl.Callback):
     """``<dirpath>/last.ckpt`` and ``<dirpath>/weights-last.safetensors`` at the end of every
     training epoch (after its validation, if any), at the end of training and when interrupted;
     ``weights-epoch<N>.safetensors`` every ``every_n_epochs`` epochs (N counts from 1, as every
-    epoch number the trainer shows does). Atomic (temp + rename), so
+    epoch number the trainer shows does; 0: none, the default of ``checkpoints.weights_every_n_epochs``). Atomic (temp + rename), so
     an interrupted write never leaves a file that looks finished. Raises :class:`EmptyTrainingSet`
     when the first epoch trained no batch."""
 
-    def __init__(self, dirpath: str, every_n_epochs: int = 1):
+    def __init__(self, dirpath: str, every_n_epochs: int = 0):
         self.dirpath, self.every = Path(dirpath), every_n_epochs
         self.saved_step: int | None = None
 
@@ -124,7 +124,7 @@ class RunCheckpoint(pl.Callback):
         if trainer.global_rank == 0:
             os.replace(tmp, self.last)
             write_weights(lit, trainer, self.dirpath / "weights-last.safetensors")
-            if epoch_end and (trainer.current_epoch + 1) % self.every == 0:
+            if epoch_end and self.every and (trainer.current_epoch + 1) % self.every == 0:
                 write_weights(lit, trainer, self.dirpath / f"weights-epoch{trainer.current_epoch + 1:04d}.safetensors")
         self.saved_step = trainer.global_step
 
@@ -398,7 +398,7 @@ class Plots(pl.Callback):
 class WeightsCheckpoint(pl.Callback):
     """Deprecated alias: ``weights-last.safetensors`` after each training epoch."""
 
-    def __init__(self, dirpath: str, every_n_epochs: int = 1):
+    def __init__(self, dirpath: str, every_n_epochs: int = 0):
         self.dirpath, self.every = Path(dirpath), every_n_epochs
 
     def on_train_epoch_end(self, trainer: pl.Trainer, lit) -> None:

@@ -287,6 +287,9 @@ def check_train_config(cfg) -> None:
     from .loss import check_loss_config
 
     check_loss_config(loss)  # known keys (target, residual_space, teacher, ...) and their values
+    cks = c.get("checkpoints") or {}
+    _known("checkpoints", cks, {"weights_every_n_epochs"})
+    _int("checkpoints.weights_every_n_epochs", cks.get("weights_every_n_epochs", 0), 0)
     es = c.get("early_stopping") or {}
     _known("early_stopping", es, {"patience", "min_delta", "monitor"})
     _int("early_stopping.patience", es.get("patience"), 0, none_ok=True)

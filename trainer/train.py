@@ -112,7 +112,8 @@ def _run(cfg: DictConfig, interrupts: Interrupts) -> dict:
         from .registry import load_weights
         load_weights(lit.model, cfg.init_weights)
     out.mkdir(parents=True, exist_ok=True)
-    ckpt = RunCheckpoint(str(out / "checkpoints"))
+    ckpt = RunCheckpoint(str(out / "checkpoints"),
+                         int((plain(cfg.get("checkpoints")) or {}).get("weights_every_n_epochs", 0) or 0))
     interrupts.checkpoint = ckpt
     bar = bool(tcfg.get("enable_progress_bar", True)) and sys.stderr.isatty()
     me = tcfg.get("max_epochs")
@@ -135,9 +136,15 @@ def _run(cfg: DictConfig, interrupts: Interrupts) -> dict:
     loggers = [instantiate(c) for c in cfg.get("logger", {}).values() if c is not None]
     trainer = instantiate(cfg.trainer, callbacks=callbacks, logger=loggers, enable_progress_bar=False,
                           enable_model_summary=bool(os.environ.get("NNUE_DEBUG")))
-    log.info("run: %s steps (%s %s steps per epoch of %s positions%s), output %s, %d torch thread(s) (%s)",
-             f"{total:,}", "exactly" if exact else "about", f"{spe:,}", f"{datamodule.batch_size:,}",
-             "" if exact else ", estimated from the manifest's row counts after the split and filters", out,
+    ws = _world_size(tcfg)
+    acc = int(tcfg.get("accumulate_grad_batches") or 1)
+    per_step = f"{datamodule.batch_size * ws * acc:,}" + (f": batches of {datamodule.batch_size:,}" +
+                                                          (f" on {ws} ranks" if ws > 1 else "") +
+                                                          (f", {acc} accumulated" if acc > 1 else "")
+                                                          if ws > 1 or acc > 1 else "")
+    log.info("run: %s steps of %s positions, %s %s batches per epoch%s, output %s, %d torch thread(s) (%s)",
+             f"{total:,}", per_step, "exactly" if exact else "about", f"{spe:,}",
+             "" if exact else " (estimated from the manifest's row counts after the split and filters)", out,
              threads, threads_from)
     from pytorch_lightning.utilities.exceptions import SIGTERMException
 

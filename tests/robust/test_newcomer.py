@@ -93,3 +93,57 @@ def test_train_without_arguments_says_data_path_at_once():
     lines = r.stderr.strip().splitlines()
     assert r.returncode == 2 and lines[0].startswith("nnue train: error: data.path is required"), r.stderr
     assert lines[-1] == "False False", r.stderr
+
+
+@pytest.mark.parametrize("backend", ["torch", "numba"])
+def test_sfnnv5_reports_its_real_activation_density(backend):
+    """An sfnnv5 run reported ``val_l0_density: 0.0``: its activations were a column of zeros.
+    They are the feature transformer's pairwise products now, and the eval is unchanged."""
+    import torch
+
+    from nnue.pipeline.batch import to_sparse_batch
+    from nnue.pipeline.features import get_feature_set, parse_output_buckets
+    from nnue.pipeline.stream import PackedStream
+    from nnue.trainer.kinds.sfnnv5 import SFNNv5Arch, SFNNv5Net
+    from tests.samples import SAMPLE
+
+    fs = get_feature_set("halfkav2_hm")
+    torch.manual_seed(0)
+    net = SFNNv5Net(SFNNv5Arch(fs.num_inputs, 64), backend)
+    with torch.no_grad():
+        net.ft.weight.uniform_(-0.05, 0.1)
+        net.ft.bias.uniform_(0.0, 0.5)
+    from nnue.pipeline.pack import pack
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as d:
+        pack([SAMPLE], Path(d) / "ds", progress=False)
+        raw = next(iter(PackedStream([Path(d) / "ds"], 256, 0, "all", 0.0)))
+    b = to_sparse_batch(raw, fs, parse_output_buckets("SFPieceCount<8>"))
+    y, h = net.forward_with_activations(b.stm_indices, b.nstm_indices, b.bucket)
+    assert h.shape == (256, 64) and 0.05 < float((h > 0).float().mean()) < 1.0
+    assert torch.equal(y, net(b.stm_indices, b.nstm_indices, b.bucket))
+
+
+def test_a_run_keeps_what_a_user_needs_by_default(sample_dataset, tmp_path):
+    """A 100-step sfnnv5 run wrote 1.6 GB: a 93 MB weights file every epoch and two 277 MB
+    checkpoints. By default now: last.ckpt (resume), weights-last.safetensors (export) and a
+    best checkpoint of weights only (export reads it); ``checkpoints.weights_every_n_epochs=N``
+    keeps a weights file every N epochs."""
+    import torch
+
+    from nnue.trainer.export import load_checkpoint
+    from tests.trainer.test_train_runs import train
+
+    out = tmp_path / "out"
+    train(sample_dataset, out, **{"trainer.max_epochs": 3})
+    names = sorted(p.name for p in (out / "checkpoints").iterdir())
+    assert names[0].startswith("best-epoch") and names[1:] == ["last.ckpt", "weights-last.safetensors"], names
+    best = next((out / "checkpoints").glob("best-epoch*.ckpt"))
+    ck = torch.load(best, map_location="cpu", weights_only=True)
+    assert "optimizer_states" not in ck and "state_dict" in ck
+    assert "optimizer_states" in torch.load(out / "checkpoints" / "last.ckpt", map_location="cpu", weights_only=True)
+    load_checkpoint(best)  # export reads it
+    out2 = tmp_path / "every2"
+    train(sample_dataset, out2, **{"trainer.max_epochs": 3, "checkpoints.weights_every_n_epochs": 2})
+    assert sorted(p.name for p in (out2 / "checkpoints").glob("weights-epoch*")) == ["weights-epoch0002.safetensors"]
