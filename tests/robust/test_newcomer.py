@@ -147,3 +147,41 @@ def test_a_run_keeps_what_a_user_needs_by_default(sample_dataset, tmp_path):
     out2 = tmp_path / "every2"
     train(sample_dataset, out2, **{"trainer.max_epochs": 3, "checkpoints.weights_every_n_epochs": 2})
     assert sorted(p.name for p in (out2 / "checkpoints").glob("weights-epoch*")) == ["weights-epoch0002.safetensors"]
+
+
+def test_setup_and_demo_say_what_they_are_doing(tmp_path):
+    """The first ``bash scripts/demo.sh`` printed one line and then nothing for about five minutes
+    (the install, then the first pack while numba compiled). setup.sh now prints its steps (and
+    pip its download bars on a terminal); demo.sh says once that its first run compiles. Checked
+    with a stand-in for Python, so that nothing is installed."""
+    (tmp_path / "scripts").mkdir()
+    shutil.copy(REPO / "scripts" / "setup.sh", tmp_path / "scripts")
+    shutil.copy(REPO / "pyproject.toml", tmp_path)
+    stub = tmp_path / "pystub"
+    stub.write_text("#!/bin/sh\nif [ \"$1\" = -m ] && [ \"$2\" = venv ]; then mkdir -p \"$3/bin\"; "
+                    f"cp {stub} \"$3/bin/python\"; cp {stub} \"$3/bin/nnue\"; fi\nexit 0\n")
+    stub.chmod(0o755)
+    env = {"PATH": "/usr/bin:/bin", "PYTHON": str(stub), "VENV": str(tmp_path / "venv")}
+    r = subprocess.run(["bash", "scripts/setup.sh"], cwd=tmp_path, capture_output=True, text=True, env=env)
+    assert r.returncode == 0, r.stderr
+    steps = [x for x in r.stderr.splitlines() if x.startswith("setup [")]
+    assert [x.split("] ", 1)[1].split()[0] for x in steps] == ["1/3", "2/3", "3/3", "done"], r.stderr
+    assert "3-6 minutes" in steps[0]
+    again = subprocess.run(["bash", "scripts/setup.sh"], cwd=tmp_path, capture_output=True, text=True, env=env)
+    assert again.returncode == 0 and again.stderr == ""  # installed: silent
+    demo = (REPO / "scripts" / "demo.sh").read_text()
+    assert "first run: numba compiles" in demo and 'touch "$first"' in demo
+
+
+def test_code_blocks_and_the_home_diagram_fit_a_laptop_window():
+    """At 1,280 px the docs' code blocks and the home page's diagram were cut off (a scrollbar on
+    a 61rem column). The site's stylesheet widens the page and wraps long code lines; the diagram
+    is drawn on two lines."""
+    import yaml
+
+    site = yaml.safe_load((REPO / "mkdocs.yml").read_text())
+    css = (REPO / "docs" / site["extra_css"][0]).read_text()
+    assert "white-space: pre-wrap" in css and ".md-grid { max-width: 100%; }" in css
+    text = (REPO / "docs" / "index.md").read_text()
+    diagram = text.split("```text\n", 1)[1].split("```", 1)[0]
+    assert max(len(x) for x in diagram.splitlines()) <= 80 and "nnue eval" in diagram
