@@ -297,7 +297,9 @@ def _check_config(cfg) -> None:
     if launcher:
         import nnue.conf
 
-        known = sorted(f.stem for f in (Path(nnue.conf.__file__).parent / "hydra" / "launcher").glob("*.yaml"))
+        # ours, and Hydra's own basic launcher (its stored config: a file of the same name would be
+        # validated against it, with Hydra's deprecation warning at every composition)
+        known = sorted({"basic", *(f.stem for f in (Path(nnue.conf.__file__).parent / "hydra" / "launcher").glob("*.yaml"))})
         if str(launcher) not in known:
             raise RetrainError(f"train.launcher={launcher}: no such hydra/launcher=... (known: {', '.join(known)})")
     for w in cfg.watch or []:
