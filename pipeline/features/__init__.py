@@ -92,8 +92,10 @@ def factor_map(name: str, num_inputs: int):
 def c_header() -> str:
     """The C reference's feature-set code, generated from the registry (``tests/c/nnue_eval.c``
     includes it as ``nnue_features.h``): the enum ``FS_…``, each set's support code,
-    ``parse_features(name)`` (sets FS and NF) and ``feature_index(c, t, s, k, p)``. Raises
-    ValueError for a registered set without C code."""
+    ``parse_features(name)`` (sets FS and NF), ``feature_index(c, t, s, k, p)``,
+    ``MAX_ACTIVE_FEATURES`` and ``active_features(colour, type, sq, n, king, p, out)`` (a set's
+    ``CFeature.active``, else one ``feature_index`` per piece). Raises ValueError for a
+    registered set without C code."""
     sets = list(_REGISTRY.values())
     missing = [fs.name for fs in sets if fs.c is None]
     if missing:
@@ -117,4 +119,19 @@ def c_header() -> str:
         out += [f"        {ln}" for ln in c.index.splitlines()]
         out.append("    }")
     out += ["    default: break;", "    }", '    die("internal error: unknown feature set");', "    return -1;", "}", ""]
+    out.append(f"/* room for any set's active features of one perspective */\n#define MAX_ACTIVE_FEATURES "
+               f"{max(fs.max_active for fs in sets)}\n")
+    out.append("/* the active features of perspective p (n pieces: colour, type, square; king: the king square\n"
+               " * per colour), written to out; their number, or -1 when more than the set's max_active */")
+    out.append("static int active_features(const int colour[], const int type[], const int sq[], int n,\n"
+               "                           const int king[2], int p, long *out) {")
+    out.append("    switch (FS) {")
+    for c in cs:
+        if c.active:
+            out.append(f"    case {c.enum}: {{")
+            out += [f"        {ln}" for ln in c.active.splitlines()]
+            out.append("    }")
+    out += ["    default: break;", "    }", "    int m = 0;", "    for (int i = 0; i < n; i++) {",
+            "        long f = feature_index(colour[i], type[i], sq[i], king[p], p);",
+            "        if (f >= 0) out[m++] = f;", "    }", "    return m;", "}", ""]
     return "\n".join(out)
