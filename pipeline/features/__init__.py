@@ -13,7 +13,13 @@ Names (``get_feature_set``; nets store the name and look it up again, so every n
   (:mod:`.halfka_v2_hm`);
 * king-bucketed 768 (:mod:`.kb768`): presets ``kb768hm4``, ``kb768hm16``, or any map spelled
   out as ``kb768:<8 ranks of 8>`` / ``kb768hm:<8 ranks of 4>`` (mirrored), e.g.
-  ``kb768hm:0011/2222/3333/3333/3333/3333/3333/3333``.
+  ``kb768hm:0011/2222/3333/3333/3333/3333/3333/3333``;
+* Stockfish 19's threat inputs: ``full_threats`` (:mod:`.full_threats`), ``pp_3wide``
+  (:mod:`.pp_3wide`) and their composition with HalfKAv2_hm, ``sfnnv16`` =
+  ``full_threats+pp_3wide+halfkav2_hm`` (:mod:`.sfnnv16`; its ``parts`` say which rows have int8
+  engine weights). These are not one feature per piece: their lists are not in square order
+  (each module says its order), and they have a numba fast path, ``encode_numba``, which the
+  training loop uses for CPU batches (:func:`nnue.pipeline.batch.to_sparse_batch`).
 
 Adding a feature set: one new module defining a :class:`FeatureSet` (its index formula through
 :class:`.lookup.TableEncoder`, its factoriser map, its C index), one line in :data:`_BUILTIN`, and
@@ -75,18 +81,25 @@ def get_feature_set(name: str) -> FeatureSet:
                    f"or kb768:<map> / kb768hm:<map>")
 
 
-def factor_map(name: str, num_inputs: int):
+def factor_map(name: str, num_inputs: int, partial: bool = False):
     """The factoriser's virtual feature of every real feature of feature set ``name``:
     (num_inputs,) int64 (the set's ``factors``; chess768 ``i // 64``, kb768 ``i % 768``, halfkp
-    ``i % 641``, halfkav2_hm ``i % 704``). Raises ValueError for an unknown set or one with no
-    factoriser."""
+    ``i % 641``, halfkav2_hm ``i % 704``, sfnnv16 HalfKAv2_hm^ on its HalfKAv2_hm rows). A set
+    that factorises only some of its parts (sfnnv16) has −1 on the other rows; ``partial=True``
+    returns such a map (for a kind that applies it to those rows only), else ValueError. Raises
+    ValueError for an unknown set or one with no factoriser."""
     try:
         fs = get_feature_set(name)
     except KeyError as e:
         raise ValueError(str(e.args[0])) from None
     if fs.factors is None:
         raise ValueError(f"no factoriser defined for feature set {name!r}")
-    return fs.factors(num_inputs)
+    out = fs.factors(num_inputs)
+    if not partial and bool((out < 0).any()):
+        rows = ", ".join(f"{p.name} {p.start}..{p.stop - 1}" for p in fs.parts if p.factorised)
+        raise ValueError(f"feature set {name!r} factorises only part of its inputs ({rows}); its net kind "
+                         f"applies the factoriser (e.g. model=sfnnv16), not a generic one")
+    return out
 
 
 def c_header() -> str:

@@ -14,7 +14,8 @@ merges it into the engine's 22,528 rows as nnue-pytorch's export does (plane 11 
 
 The fixture: for every position of the self-play the repository ships
 (``tests/data/selfplay/sf15-n2000-s11-cut.plain`` then ``sf15-960-xfen-s2.plain``, the "fen"
-lines in file order, 17,264 positions, 4,586 of them Chess960), per perspective (white, black):
+lines in file order, 17,264 positions, 4,586 of them Chess960, then the four constructed
+positions of :data:`FIXTURE_EXTRA`), per perspective (white, black):
 a 32-bit digest of the sorted engine-space index list (:func:`digest`) and the number of active
 threats, pawn pairs and HalfKAv2_hm features. Made with
 ``python -m tests.features.npt_loader --write`` against nnue-pytorch commit 9f72946
@@ -121,15 +122,27 @@ def summarise(lists) -> tuple[np.ndarray, np.ndarray]:
     return dig, cnt
 
 
+#: positions added to the self-play: two bishops of one colour attacking each other (the only
+#: attacker/attacked pairs the games never show: they need an under-promotion), for both
+#: perspectives and both sides to move
+FIXTURE_EXTRA = (
+    "4k3/8/8/8/8/4B3/8/2B1K3 w - - 0 1",
+    "4k3/8/8/8/8/4B3/8/2B1K3 b - - 0 1",
+    "2b1k3/8/4b3/8/8/8/8/4K3 w - - 0 1",
+    "2b1k3/8/4b3/8/8/8/8/4K3 b - - 0 1",
+)
+
+
 def fixture_fens() -> list[str]:
-    """The fixture's positions: the "fen" lines of the shipped self-play, in file order."""
+    """The fixture's positions: the "fen" lines of the shipped self-play, in file order, then
+    :data:`FIXTURE_EXTRA`."""
     from tests.samples import selfplay
 
     fens = []
     for name in FIXTURE_SOURCES:
         with selfplay(name).open() as fh:
             fens += [line[4:].strip() for line in fh if line.startswith("fen ")]
-    return fens
+    return fens + list(FIXTURE_EXTRA)
 
 
 def read_fixture() -> dict:
@@ -146,6 +159,7 @@ def write_fixture(path: Path = FIXTURE) -> dict:
     fens = fixture_fens()
     dig, cnt = summarise(loader_lists(load(lib_path), fens))
     meta = {"features": FEATURES, "nnue_pytorch_commit": NPT_COMMIT, "sources": list(FIXTURE_SOURCES),
+            "extra": list(FIXTURE_EXTRA),
             "positions": len(fens), "perspectives": ["white", "black"],
             "digest": "blake2b-32 (little-endian) of the sorted engine-space indices as int32 LE",
             "counts": ["threats", "pawn pairs", "HalfKAv2_hm"],

@@ -26,6 +26,9 @@ HASHES = {
     "halfkav2_hm": "1597e3c37bb1c37b",
     "kb768hm4": "9630f603fa269bcc",
     "kb768hm16": "5954ebd95aef3a5c",
+    "full_threats": "b98e2fd5e4aeeddf",
+    "pp_3wide": "8e21aab98cf1a9f7",
+    "sfnnv16": "ebc6d8f08b58a465",
 }
 SIZES = {"chess768": (768, 32), "halfkp": (41024, 30), "halfkav2_hm": (22528, 32),
          "kb768hm4": (3072, 32), "kb768hm16": (12288, 32), KB768_RANKS_FILES_NAME: (3072, 32),
