@@ -20,7 +20,7 @@ def loader():
     path = npt_loader.loader_path()
     if path is None:
         pytest.skip("nnue-pytorch's loader (libtraining_data_loader.so) not found: set NNUE_PYTORCH_LOADER "
-                    "(../shared/anchors/nnue-pytorch/setup.sh builds it)")
+                    "(built from nnue-pytorch's data_loader/cpp) or NPA")
     return npt_loader.load(path)
 
 
