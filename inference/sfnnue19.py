@@ -234,9 +234,9 @@ class _Reader:
 
 def _stack_dims(l1: int, h: int) -> tuple[int, int] | None:
     """The (fc_0, fc_1) output counts whose layer-stack hash after an L1-wide feature
-    transformer is ``h`` (searched up to 512 each), or None."""
-    for a in range(1, 513):
-        for b in range(1, 513):
+    transformer is ``h`` (searched up to 128 each: 16,384 hashes, a few ms), or None."""
+    for a in range(1, 129):
+        for b in range(1, 129):
             if stack_hash(l1, a, b) == h:
                 return a, b
     return None
