@@ -185,7 +185,7 @@ def leb128_decode(buf: np.ndarray, count: int, bits: int, where: str, offset: in
                                  f"{len(term):,} LEB128 values, {count:,} expected")
         raise NetFormatError(f"{where}: its byte count {len(buf):,} (at offset {offset - 4:,}) disagrees with "
                              f"the block: the {count:,} values end at byte {offset + int(term[count - 1]) + 1:,}, "
-                             f"{len(buf) - int(term[count - 1]) - 1:,} bytes before the count's end")
+                             f"{len(buf) - int(term[count - 1]) - 1:,} byte(s) before the count's end")
     out = np.empty(count, dtype=np.int64)
     lo, hi = -(1 << (bits - 1)), (1 << (bits - 1)) - 1
     for s in range(0, count, _CHUNK):
@@ -234,11 +234,15 @@ class _Reader:
 
 def _stack_dims(l1: int, h: int) -> tuple[int, int] | None:
     """The (fc_0, fc_1) output counts whose layer-stack hash after an L1-wide feature
-    transformer is ``h`` (searched up to 128 each: 16,384 hashes, a few ms), or None."""
-    for a in range(1, 129):
-        for b in range(1, 129):
-            if stack_hash(l1, a, b) == h:
-                return a, b
+    transformer is ``h``, or None. The hash is not one-to-one, so the likeliest come first: one
+    of the two as SFNNv16 has it (up to 1,024 for the other), then both multiples of 8 (up to
+    512), then any up to 64 (about 12,000 hashes, a few ms)."""
+    ones = [(a, FC1_OUTPUTS) for a in range(1, 1025)] + [(FC0_OUTPUTS, b) for b in range(1, 1025)]
+    eights = [(a, b) for a in range(8, 513, 8) for b in range(8, 513, 8)]
+    small = [(a, b) for a in range(1, 65) for b in range(1, 65)]
+    for a, b in ones + eights + small:
+        if stack_hash(l1, a, b) == h:
+            return a, b
     return None
 
 
@@ -254,8 +258,8 @@ def _check_header(path, header_hash: int, fth: int, off: int) -> int:
             f"0x{ft_hash(STOCKFISH_L1):08X}): another feature set")
     if header_hash != file_hash(l1):
         dims = _stack_dims(l1, header_hash ^ fth)
-        what = (f"layer stacks of fc_0 {dims[0]} and fc_1 {dims[1]} outputs (SFNNv16: {FC0_OUTPUTS} and "
-                f"{FC1_OUTPUTS})" if dims else "another layer-stack architecture")
+        what = (f"the hash of layer stacks with fc_0 {dims[0]} and fc_1 {dims[1]} outputs (SFNNv16: {FC0_OUTPUTS} "
+                f"and {FC1_OUTPUTS})" if dims else "another layer-stack architecture")
         raise NetFormatError(f"{path}: byte 4: header hash 0x{header_hash:08X} is not SFNNv16's at L1 {l1} "
                              f"(0x{file_hash(l1):08X}): {what}")
     return l1
@@ -265,12 +269,12 @@ def _walk(path, data: bytes, decode: bool, exact_end: bool) -> tuple[dict, int]:
     """Read the file (``decode``: the tensors too; otherwise only the layout, every count
     followed) -> (fields, end offset). Every check of :func:`parse_nnue`."""
     r = _Reader(path, data)
-    version = r.u32("the version (offset 0)")
+    version = r.u32("the version")
     if version != VERSION:
         hint = {0x7AF32F20: " (Stockfish 12-18's version: a Stockfish 15.1 net is imported as sfnnv5)"}.get(version, "")
         raise NetFormatError(f"{path}: byte 0: version 0x{version:08X} is not Stockfish 19's 0x{VERSION:08X}{hint}")
-    header_hash = r.u32("the header hash (offset 4)")
-    n = r.u32("the description length (offset 8)")
+    header_hash = r.u32("the header hash")
+    n = r.u32("the description length")
     if n > len(data):
         raise NetFormatError(f"{path}: byte 8: description length {n:,} is longer than the file ({len(data):,} bytes)")
     raw_desc = bytes(r.take(n, "the description"))
@@ -279,7 +283,7 @@ def _walk(path, data: bytes, decode: bool, exact_end: bool) -> tuple[dict, int]:
     except UnicodeDecodeError as e:
         raise NetFormatError(f"{path}: byte {12 + e.start}: the description is not UTF-8") from None
     off = r.pos
-    l1 = _check_header(path, header_hash, r.u32(f"the feature transformer hash (offset {off})"), off)
+    l1 = _check_header(path, header_hash, r.u32("the feature transformer hash"), off)
     specs = tensor_specs(l1)
     out = {"path": Path(path), "version": version, "l1": l1, "description": desc, "header_hash": header_hash}
     for name, compressed, what in FT_BLOCKS:
@@ -287,12 +291,12 @@ def _walk(path, data: bytes, decode: bool, exact_end: bool) -> tuple[dict, int]:
         count = int(np.prod(shape))
         start = r.pos
         if compressed:
-            magic = bytes(r.take(len(LEB128_MAGIC), f"{what}' LEB128 magic (offset {start:,})"))
+            magic = bytes(r.take(len(LEB128_MAGIC), f"{what}' LEB128 magic"))
             if magic != LEB128_MAGIC:
                 raise NetFormatError(f"{path}: byte {start:,}: {what} are not a LEB128 block (no "
                                      f"{LEB128_MAGIC.decode()} magic; Stockfish 19 reads them compressed, "
                                      "nnue-pytorch writes them so unless --ft_compression none)")
-            nbytes = r.u32(f"{what}' LEB128 byte count (offset {r.pos:,})")
+            nbytes = r.u32(f"{what}' LEB128 byte count")
             body_at = r.pos
             if body_at + nbytes > len(data):
                 raise NetFormatError(f"{path}: truncated LEB128 block: {what} (at offset {start:,}) need "
@@ -306,7 +310,7 @@ def _walk(path, data: bytes, decode: bool, exact_end: bool) -> tuple[dict, int]:
                 raise NetFormatError(f"{path}: {what} (LEB128 block at offset {start:,}): its byte count "
                                      f"{nbytes:,} cannot hold {count:,} values")
         else:
-            raw = r.take(count * _NP[dtype].itemsize, f"{what} (offset {start:,})")
+            raw = r.take(count * _NP[dtype].itemsize, what)
             if decode:
                 out[name] = torch.from_numpy(np.frombuffer(raw, dtype=_NP[dtype]).astype(
                     _NP[dtype].newbyteorder("="))).reshape(shape)
@@ -314,16 +318,16 @@ def _walk(path, data: bytes, decode: bool, exact_end: bool) -> tuple[dict, int]:
     stacks = {k: [] for k in STACK_BLOCKS}
     for s in range(LAYER_STACKS):
         off = r.pos
-        h = r.u32(f"layer stack {s}'s hash (offset {off:,})")
+        h = r.u32(f"layer stack {s}'s hash")
         if h != sh:
             dims = _stack_dims(l1, h)
-            what = (f"fc_0 {dims[0]} and fc_1 {dims[1]} outputs (SFNNv16: {FC0_OUTPUTS} and {FC1_OUTPUTS})"
-                    if dims else "another layer-stack architecture")
+            what = (f"the hash of fc_0 {dims[0]} and fc_1 {dims[1]} outputs (SFNNv16: {FC0_OUTPUTS} and "
+                    f"{FC1_OUTPUTS})" if dims else "another layer-stack architecture")
             raise NetFormatError(f"{path}: byte {off:,}: layer stack {s}'s hash 0x{h:08X} is not 0x{sh:08X}: {what}")
         for name in STACK_BLOCKS:
             dtype, shape = specs[name]
             raw = r.take(int(np.prod(shape[1:])) * _NP[dtype].itemsize,
-                         f"layer stack {s}'s {name} (offset {r.pos:,})")
+                         f"layer stack {s}'s {name}")
             if decode:
                 stacks[name].append(torch.from_numpy(np.frombuffer(raw, dtype=_NP[dtype]).astype(
                     _NP[dtype].newbyteorder("="))).reshape(shape[1:]))
