@@ -143,11 +143,11 @@ def data_segments(wasm: bytes) -> tuple[list[tuple[int, memoryview]], int]:
 
 def memory_image(segments: list[tuple[int, memoryview]]) -> bytearray:
     """The linear memory the active segments initialise (zeros between them)."""
-    top = max((o + len(s) for o, s in segments), default=0)
-    img = bytearray(top)
+    bad = [o for o, _ in segments if o < 0]
+    if bad:
+        raise WasmError(f"a data segment at negative offset {bad[0]}")
+    img = bytearray(max((o + len(s) for o, s in segments), default=0))
     for o, s in segments:
-        if o < 0:
-            raise WasmError(f"a data segment at negative offset {o}")
         img[o:o + len(s)] = s
     return img
 
