@@ -218,7 +218,7 @@ class SFNNv16IntegerNet(NetFile):
         """The engine file: Stockfish 19's ``.nnue`` layout (:mod:`nnue.inference.sfnnue19`)."""
         from .sfnnue19 import nnue_bytes
 
-        return nnue_bytes(self)
+        return nnue_bytes(file_tensors(self), self.arch.get("description", ""))
 
     def layers(self) -> list[dict]:
         """Per-layer dtypes and shifts (written into export.json)."""
@@ -235,6 +235,40 @@ class SFNNv16IntegerNet(NetFile):
             {"layer": "eval", "positional": "(fc_2 + skip) * 9600 / 16384 / 16", "psqt": "(stm - nstm) / 2 / 16",
              "cp": "round(100 * v / a(material))"},
         ]
+
+
+def file_tensors(net: SFNNv16IntegerNet) -> dict[str, torch.Tensor]:
+    """The tensors of the engine file (:func:`nnue.inference.sfnnue19.tensor_specs` names): the
+    int8 rows split into threat and pawn-pair blocks, the HalfKAv2_hm rows as ``halfka_*``."""
+    t = net.tensors()
+    return {"ft_bias": t["ft_bias"],
+            "threat_weight": t["threat_weight"][:THREAT_INPUTS], "threat_psqt": t["threat_psqt"][:THREAT_INPUTS],
+            "pp_weight": t["threat_weight"][THREAT_INPUTS:], "pp_psqt": t["threat_psqt"][THREAT_INPUTS:],
+            "halfka_weight": t["ft_weight"], "halfka_psqt": t["psqt"],
+            **{k: t[k] for k in ("fc0_bias", "fc0_weight", "fc1_bias", "fc1_weight", "fc2_bias", "fc2_weight")}}
+
+
+def read_nnue(path, data: bytes | None = None) -> SFNNv16IntegerNet:
+    """Read a Stockfish 19 ``.nnue`` file into an integer net (kind sfnnv16; the description kept
+    in ``arch["description"]``; L1 from the feature transformer's hash). Every check of the file
+    is :func:`nnue.inference.sfnnue19.parse_nnue`'s (version, hashes, sizes, LEB128 blocks, the
+    end), each a :class:`~nnue.inference.net.NetFormatError` naming the file, the block and its
+    byte offset. Raises NetFormatError for an L1 that is not a multiple of 64."""
+    from .net import NetFormatError
+    from .sfnnue19 import parse_nnue
+
+    p = parse_nnue(path, data)
+    try:
+        arch = make_sfnnv16_arch(hidden=p["l1"], description=p["description"])
+    except ValueError as e:
+        raise NetFormatError(f"{path}: {e}") from None
+    return SFNNv16IntegerNet(arch, SCHEME, p["ft_bias"],
+                             torch.cat([p["threat_weight"], p["pp_weight"]]), torch.cat([p["threat_psqt"], p["pp_psqt"]]),
+                             p["halfka_weight"], p["halfka_psqt"],
+                             *(p[k] for k in ("fc0_bias", "fc0_weight", "fc1_bias", "fc1_weight", "fc2_bias",
+                                              "fc2_weight")),
+                             provenance={"imported_from": str(p["path"]),
+                                         "stockfish_hash": f"0x{p['header_hash']:08X}"})
 
 
 # ------------------------------------------------------------------------- the evaluation
