@@ -27,14 +27,15 @@ import functools
 
 from nnue.spec.registry import registered
 
-from . import chess768, halfka_v2_hm, halfkp, kb768
+from . import chess768, full_threats, halfka_v2_hm, halfkp, kb768, pp_3wide, sfnnv16
 from .buckets import OutputBuckets, parse_output_buckets  # noqa: F401  (re-exported)
 from .spec import CFeature, FeatureSet  # noqa: F401  (re-exported)
 
 
 #: the registry's fixed names (kb768's grammar, :func:`kb768.resolve`, adds any number of others)
 _BUILTIN = (chess768.CHESS768, halfkp.HALFKP, halfka_v2_hm.HALFKAV2_HM,
-            *(kb768.make(name) for name in kb768.PRESETS))
+            *(kb768.make(name) for name in kb768.PRESETS),
+            full_threats.FULL_THREATS, pp_3wide.PP_3WIDE, sfnnv16.SFNNV16, sfnnv16.SFNNV16_LONG)
 #: name grammars: name -> FeatureSet, or None for a name outside the grammar
 _GRAMMARS = (kb768.resolve,)
 
