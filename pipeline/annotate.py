@@ -317,9 +317,9 @@ def teacher_net(teacher: str | None):
     p = Path(teacher)
     if not p.exists():
         raise ValueError(f"--teacher {teacher}: one of {', '.join(TEACHERS)}, or the path of a net (NETDIR, "
-                         "net.safetensors or a Stockfish 15.1 .nnue)")
+                         "net.safetensors or a Stockfish .nnue)")
     from nnue.inference import load
-    from nnue.inference.sfnnv5 import read_nnue
+    from nnue.inference.stockfish_files import read_nnue
 
     f = p / "net.safetensors" if p.is_dir() else p
     if not f.is_file():

@@ -1,11 +1,11 @@
-"""Load the integer net a command names: ``net.safetensors``, the NETDIR holding it, or a Stockfish 15.1
-``.nnue`` file (``nnue eval``, ``nnue export-net``)."""
+"""Load the integer net a command names: ``net.safetensors``, the NETDIR holding it, or a Stockfish
+``.nnue`` file of a version nnue-forge reads (``nnue eval``, ``nnue export-net``)."""
 from __future__ import annotations
 
 from pathlib import Path
 
 from nnue.inference import load
-from nnue.inference.sfnnv5 import read_nnue
+from nnue.inference.stockfish_files import read_nnue
 
 
 def load_any(path) -> object:

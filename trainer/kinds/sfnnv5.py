@@ -333,5 +333,16 @@ def dequantise(net: SFNNv5IntegerNet) -> dict[str, torch.Tensor]:
             "out.bias": (net.fc2_bias.double() / OUT_B).to(f).reshape(-1)}
 
 
+def imported_checkpoint(net: SFNNv5IntegerNet) -> tuple[dict[str, torch.Tensor], dict]:
+    """What ``nnue import-net`` writes as ``checkpoint.safetensors`` for an imported Stockfish
+    15.1 net: the float state dict (:func:`dequantise`) and the hparams of ``model=sfnnv5``
+    (no factoriser, QAT off, the net's description kept); ``init_weights=`` fine-tunes from it,
+    ``nnue export`` quantises it back to the same bytes."""
+    hparams = {"features": "halfkav2_hm", "output_buckets": "SFPieceCount<8>", "hidden": net.arch["hidden"],
+               "activation": "pairwise_crelu", "kind": "sfnnv5", "factoriser": False, "qat": False,
+               "quant": net.scheme.to_dict(), "sfnnv5": {"description": net.arch["description"]}}
+    return dequantise(net), hparams
+
+
 KIND = TrainerKind("sfnnv5", inference.KIND, SFNNv5Arch, SFNNv5Net, quantise, audit, calibrate,
                    layers_key="sfnnv5", features="halfkav2_hm", output_buckets="SFPieceCount<8>")
