@@ -81,8 +81,13 @@ SCHEME = QuantScheme(qa=255, qb=128, scale=400)
 PIECE_VALUES = (208, 781, 825, 1276, 2538)
 #: evaluate.cpp's range: VALUE_TB_WIN_IN_MAX_PLY − 1 (32000 − 246 − 1 − 246 − 1)
 VALUE_LIMIT = 31506
-#: the WDL model's cubics of a and b (uci.cpp ``win_rate_params``)
-_AS = (-72.32565836, 185.93832038, -144.58862193, 416.44950446)
+#: the WDL model's cubic of a (uci.cpp ``win_rate_params``) as Stockfish 19 is built: read from the
+#: f64 constants of its WebAssembly build (stockfish-web 0.5.0 ``sf_19.wasm``; master 762dd1da,
+#: before the release's refit, has -72.32565836, 185.93832038, -144.58862193, 416.44950446)
+_AS = (-142.72052667, 372.35176398, -340.71073572, 415.23490212)
+#: ``Eval::evaluate``'s blend of Stockfish 19 (the same build's i64 constants; 77,871 at master
+#: 762dd1da): v = nnue·(EVAL_BASE + material) / EVAL_BASE
+EVAL_BASE = 91000
 
 
 def _wrap(t: torch.Tensor, bits: int) -> torch.Tensor:
@@ -448,7 +453,7 @@ def final_value(psqt: int, positional: int, pawns: int, non_pawn_material: int, 
     complexity = abs(psqt - positional)
     nnue -= _tdiv_int(nnue * complexity, 18236)
     material = 534 * pawns + non_pawn_material
-    v = _tdiv_int(nnue * (77871 + material), 77871)
+    v = _tdiv_int(nnue * (EVAL_BASE + material), EVAL_BASE)
     v -= _tdiv_int(v * rule50, 199)
     return min(max(v, -VALUE_LIMIT), VALUE_LIMIT)
 
