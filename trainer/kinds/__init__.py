@@ -11,11 +11,11 @@ import torch
 
 from nnue.spec.registry import registered
 
-from . import deep, perspective, sfnnv5, tiny
+from . import deep, perspective, sfnnv5, sfnnv16, tiny
 from ..model import factor_map
 from .spec import TrainerKind
 
-KINDS: dict[str, TrainerKind] = {k.name: k for k in (perspective.KIND, deep.KIND, tiny.KIND, sfnnv5.KIND)}
+KINDS: dict[str, TrainerKind] = {k.name: k for k in (perspective.KIND, deep.KIND, tiny.KIND, sfnnv5.KIND, sfnnv16.KIND)}
 
 
 

@@ -364,5 +364,16 @@ def dequantise(net: SFNNv16IntegerNet) -> dict[str, torch.Tensor]:
             "out.bias": (net.fc2_bias.double() / OUT_B).to(f).reshape(-1)}
 
 
+def imported_checkpoint(net: SFNNv16IntegerNet) -> tuple[dict[str, torch.Tensor], dict]:
+    """What ``nnue import-net`` writes as ``checkpoint.safetensors`` for an imported Stockfish 19
+    net: the float state dict (:func:`dequantise`) and the hparams of ``model=sfnnv16`` (no
+    factoriser, QAT on: a fine-tune stays on the engine's grids, the net's description kept);
+    ``init_weights=`` fine-tunes from it, ``nnue export`` quantises it back to the same bytes."""
+    hparams = {"features": "sfnnv16", "output_buckets": "SFPieceCount<8>", "hidden": net.arch["hidden"],
+               "activation": "pairwise_crelu", "kind": "sfnnv16", "factoriser": False, "qat": True,
+               "quant": net.scheme.to_dict(), "sfnnv16": {"description": net.arch["description"]}}
+    return dequantise(net), hparams
+
+
 KIND = TrainerKind("sfnnv16", inference.KIND, SFNNv16Arch, SFNNv16Net, quantise, audit, calibrate,
                    layers_key="sfnnv16", features="sfnnv16", output_buckets="SFPieceCount<8>")
