@@ -51,14 +51,16 @@ _M = 0xFFFFFFFF
 BUILTIN_NAME = "nn-ad9b42354671.nnue"
 
 
-def _affine_hash(prev: int, outputs: int) -> int:
+def affine_hash(prev: int, outputs: int) -> int:
+    """An affine layer's hash after ``prev`` (Stockfish ``AffineTransform::get_hash_value``)."""
     h = (0xCC03DAE4 + outputs) & _M
     h ^= prev >> 1
     h ^= (prev << 31) & _M
     return h
 
 
-def _crelu_hash(prev: int) -> int:
+def crelu_hash(prev: int) -> int:
+    """A ClippedReLU's hash after ``prev`` (Stockfish ``ClippedReLU::get_hash_value``)."""
     return (0x538D24C7 + prev) & _M
 
 
@@ -70,9 +72,9 @@ def ft_hash(l1: int) -> int:
 def network_hash(l1: int) -> int:
     """The hash of one layer stack after an L1-wide feature transformer."""
     h = 0xEC42E90D ^ (2 * l1)
-    h = _crelu_hash(_affine_hash(h, FC0_OUTPUTS))
-    h = _crelu_hash(_affine_hash(h, FC1_OUTPUTS))
-    return _affine_hash(h, 1)
+    h = crelu_hash(affine_hash(h, FC0_OUTPUTS))
+    h = crelu_hash(affine_hash(h, FC1_OUTPUTS))
+    return affine_hash(h, 1)
 
 
 def file_hash(l1: int) -> int:
@@ -125,8 +127,17 @@ def check_writable(net, path: str | Path | None = None, target_l1: int = STOCKFI
                          "net instead); choose another name")
 
 
-class _Reader:
-    """Sequential little-endian reads that name the field and offset when the file ends early."""
+def read_bytes(path: Path) -> bytes:
+    """The bytes of a net file; NetFormatError naming it when it cannot be read."""
+    try:
+        return Path(path).read_bytes()
+    except OSError as e:
+        raise NetFormatError(f"{path}: cannot read: {e.strerror or e}") from None
+
+
+class Reader:
+    """Sequential little-endian reads that name the field and offset when the file ends early
+    (``data``: bytes, or a memoryview to read without copying)."""
 
     def __init__(self, path, data: bytes):
         self.path, self.data, self.pos = path, data, 0
@@ -160,11 +171,8 @@ def parse_nnue(path: str | Path, data: bytes | None = None) -> dict:
     bytes after the end."""
     path = Path(path)
     if data is None:
-        try:
-            data = path.read_bytes()
-        except OSError as e:
-            raise NetFormatError(f"{path}: cannot read: {e.strerror or e}") from None
-    r = _Reader(path, data)
+        data = read_bytes(path)
+    r = Reader(path, data)
     version = r.u32("the version (offset 0)")
     if version != VERSION:
         hint = " (a later Stockfish's network: SFNNv6+, LEB128-compressed)" if version == 0x6A448AFA else ""

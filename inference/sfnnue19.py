@@ -47,6 +47,7 @@ import numpy as np
 import torch
 
 from .net import NetFormatError
+from .sfnnue import Reader, affine_hash, crelu_hash, read_bytes
 
 VERSION = 0x6A448AFA
 #: the feature-set hashes, in the order of the feature transformer (Stockfish ``features/*.h``)
@@ -84,17 +85,6 @@ def combine_hash(hashes) -> int:
 FEATURES_HASH = combine_hash((THREAT_HASH, PP_HASH, HALFKA_HASH))
 
 
-def _affine_hash(prev: int, outputs: int) -> int:
-    h = (0xCC03DAE4 + outputs) & _M
-    h ^= prev >> 1
-    h ^= (prev << 31) & _M
-    return h
-
-
-def _crelu_hash(prev: int) -> int:
-    return (0x538D24C7 + prev) & _M
-
-
 def ft_hash(l1: int) -> int:
     """The feature transformer's hash for L1 outputs per perspective (0xCB685313 at 1,024)."""
     return FEATURES_HASH ^ (2 * l1)
@@ -103,9 +93,9 @@ def ft_hash(l1: int) -> int:
 def stack_hash(l1: int, fc0_outputs: int = FC0_OUTPUTS, fc1_outputs: int = FC1_OUTPUTS) -> int:
     """The hash of one layer stack after an L1-wide feature transformer (0x63337116 at 1,024)."""
     h = 0xEC42E90D ^ (2 * l1)
-    h = _crelu_hash(_affine_hash(h, fc0_outputs))
-    h = _crelu_hash(_affine_hash(h, fc1_outputs))
-    return _affine_hash(h, 1)
+    h = crelu_hash(affine_hash(h, fc0_outputs))
+    h = crelu_hash(affine_hash(h, fc1_outputs))
+    return affine_hash(h, 1)
 
 
 def file_hash(l1: int) -> int:
@@ -214,24 +204,6 @@ def leb128_decode(buf: np.ndarray, count: int, bits: int, where: str, offset: in
 
 
 # ------------------------------------------------------------------ reading
-class _Reader:
-    """Sequential little-endian reads that name the block and offset when the file ends early."""
-
-    def __init__(self, path, data: bytes):
-        self.path, self.data, self.pos = path, data, 0
-
-    def take(self, n: int, what: str) -> memoryview:
-        if self.pos + n > len(self.data):
-            raise NetFormatError(f"{self.path}: truncated at byte {len(self.data):,} while reading {what} "
-                                 f"(at offset {self.pos:,}, {n:,} bytes needed)")
-        b = memoryview(self.data)[self.pos:self.pos + n]
-        self.pos += n
-        return b
-
-    def u32(self, what: str) -> int:
-        return struct.unpack("<I", self.take(4, what))[0]
-
-
 def _stack_dims(l1: int, h: int) -> tuple[int, int] | None:
     """The (fc_0, fc_1) output counts whose layer-stack hash after an L1-wide feature
     transformer is ``h``, or None. The hash is not one-to-one, so the likeliest come first: one
@@ -268,7 +240,7 @@ def _check_header(path, header_hash: int, fth: int, off: int) -> int:
 def _walk(path, data: bytes, decode: bool, exact_end: bool) -> tuple[dict, int]:
     """Read the file (``decode``: the tensors too; otherwise only the layout, every count
     followed) -> (fields, end offset). Every check of :func:`parse_nnue`."""
-    r = _Reader(path, data)
+    r = Reader(path, memoryview(data))
     version = r.u32("the version")
     if version != VERSION:
         hint = {0x7AF32F20: " (Stockfish 12-18's version: a Stockfish 15.1 net is imported as sfnnv5)"}.get(version, "")
@@ -358,10 +330,7 @@ def parse_nnue(path: str | Path, data: bytes | None = None) -> dict:
     dimension: L1, the feature set, fc_0 / fc_1 outputs), bytes after the end."""
     path = Path(path)
     if data is None:
-        try:
-            data = path.read_bytes()
-        except OSError as e:
-            raise NetFormatError(f"{path}: cannot read: {e.strerror or e}") from None
+        data = read_bytes(path)
     return _walk(path, data, decode=True, exact_end=True)[0]
 
 

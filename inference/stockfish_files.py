@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from .net import NetFormatError
+from .sfnnue import read_bytes
 
 
 def _load(ref: str):
@@ -104,8 +105,5 @@ def read_nnue(path: str | Path, data: bytes | None = None):
     byte offset; or "not yet" for a version no net kind reads."""
     path = Path(path)
     if data is None:
-        try:
-            data = path.read_bytes()
-        except OSError as e:
-            raise NetFormatError(f"{path}: cannot read: {e.strerror or e}") from None
+        data = read_bytes(path)
     return format_of(path, data).read(path, data)

@@ -62,7 +62,8 @@ class WasmError(ValueError):
     """A WebAssembly module that is malformed, or holds no Stockfish 19 net."""
 
 
-def _uleb(b: bytes, p: int, what: str) -> tuple[int, int]:
+def _leb(b: bytes, p: int, what: str, signed: bool = False) -> tuple[int, int]:
+    """A LEB128 number at ``b[p]`` -> (value, the offset after it)."""
     r = shift = 0
     while True:
         if p >= len(b):
@@ -72,22 +73,7 @@ def _uleb(b: bytes, p: int, what: str) -> tuple[int, int]:
         r |= (x & 0x7F) << shift
         shift += 7
         if not x & 0x80:
-            return r, p
-        if shift > 63:
-            raise WasmError(f"byte {p:,}: {what} is not a valid LEB128 number")
-
-
-def _sleb(b: bytes, p: int, what: str) -> tuple[int, int]:
-    r = shift = 0
-    while True:
-        if p >= len(b):
-            raise WasmError(f"truncated at byte {p:,} while reading {what}")
-        x = b[p]
-        p += 1
-        r |= (x & 0x7F) << shift
-        shift += 7
-        if not x & 0x80:
-            return (r - (1 << shift) if x & 0x40 else r), p
+            return (r - (1 << shift) if signed and x & 0x40 else r), p
         if shift > 63:
             raise WasmError(f"byte {p:,}: {what} is not a valid LEB128 number")
 
@@ -103,30 +89,30 @@ def data_segments(wasm: bytes) -> tuple[list[tuple[int, memoryview]], int]:
     p, active, passive = 8, [], 0
     while p < len(wasm):
         sid = wasm[p]
-        size, q = _uleb(wasm, p + 1, f"section {sid}'s size (byte {p + 1:,})")
+        size, q = _leb(wasm, p + 1, f"section {sid}'s size (byte {p + 1:,})")
         end = q + size
         if end > len(wasm):
             raise WasmError(f"truncated: section {sid} at byte {p:,} needs {size:,} bytes, the module ends at "
                             f"byte {len(wasm):,}")
         if sid == 11:
-            count, q = _uleb(wasm, q, "the data section's segment count")
+            count, q = _leb(wasm, q, "the data section's segment count")
             for i in range(count):
-                flag, q = _uleb(wasm, q, f"data segment {i}'s flag")
+                flag, q = _leb(wasm, q, f"data segment {i}'s flag")
                 if flag not in (0, 1, 2):
                     raise WasmError(f"byte {q - 1:,}: data segment {i} has flag {flag} (0, 1 or 2)")
                 offset = None
                 if flag == 2:
-                    _, q = _uleb(wasm, q, f"data segment {i}'s memory index")
+                    _, q = _leb(wasm, q, f"data segment {i}'s memory index")
                 if flag != 1:
                     op = wasm[q] if q < len(wasm) else None
                     if op not in (0x41, 0x42):  # i32.const, i64.const
                         raise WasmError(f"byte {q:,}: data segment {i}'s offset is not a constant expression "
                                         f"(opcode {op if op is None else hex(op)})")
-                    offset, q = _sleb(wasm, q + 1, f"data segment {i}'s offset")
+                    offset, q = _leb(wasm, q + 1, f"data segment {i}'s offset", signed=True)
                     if q >= len(wasm) or wasm[q] != 0x0B:
                         raise WasmError(f"byte {q:,}: data segment {i}'s offset expression does not end")
                     q += 1
-                n, q = _uleb(wasm, q, f"data segment {i}'s size")
+                n, q = _leb(wasm, q, f"data segment {i}'s size")
                 if q + n > end:
                     raise WasmError(f"truncated: data segment {i} at byte {q:,} needs {n:,} bytes, its section "
                                     f"ends at byte {end:,}")

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import functools
 import hashlib
+import os
 import re
 import shutil
 import subprocess
@@ -46,6 +47,26 @@ def require_official_net() -> Path:
     st = p.stat()
     if st.st_size != sf19.OFFICIAL_BYTES or not _official_ok(p, st.st_size, st.st_mtime):
         pytest.skip(f"{p} is not the official net (size or SHA-256 differ): delete it and run scripts/ensure_sf19.sh")
+    return p
+
+
+def npa_net_path() -> Path:
+    """Where a net written by nnue-pytorch's serializer is looked for: ``NNUE_NPA_NET``, else
+    ``${XDG_CACHE_HOME:-~/.cache}/nnue-forge/npa/sf19-default.nnue`` (scripts/npa_sf19_net.sh
+    writes it there)."""
+    env = os.environ.get("NNUE_NPA_NET")
+    if env:
+        return Path(env)
+    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(base) / "nnue-forge" / "npa" / "sf19-default.nnue"
+
+
+def require_npa_net() -> Path:
+    """A Stockfish 19 net written by nnue-pytorch's own serializer, or skip with the reason."""
+    p = npa_net_path()
+    if not p.is_file():
+        pytest.skip(f"no net written by nnue-pytorch's serializer at {p} (NPA=DIR scripts/npa_sf19_net.sh makes one "
+                    "where nnue-pytorch is built; NNUE_NPA_NET names another)")
     return p
 
 

@@ -12,7 +12,7 @@ from nnue.inference import sfnnue19
 from nnue.selfplay import sf19
 from nnue.selfplay.sf19 import WasmError, data_segments, extract_net, memory_image
 
-from ..inference.test_sfnnue19 import random_tensors
+from ..inference.test_sfnnue19 import _ref_encode as sleb, random_tensors
 
 
 def uleb(v: int) -> bytes:
@@ -23,17 +23,6 @@ def uleb(v: int) -> bytes:
         out.append(b | (0x80 if v else 0))
         if not v:
             return bytes(out)
-
-
-def sleb(v: int) -> bytes:
-    out = bytearray()
-    while True:
-        b = v & 0x7F
-        v >>= 7
-        if (v == 0 and not b & 0x40) or (v == -1 and b & 0x40):
-            out.append(b)
-            return bytes(out)
-        out.append(b | 0x80)
 
 
 def section(sid: int, body: bytes) -> bytes:
