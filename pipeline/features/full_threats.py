@@ -50,7 +50,7 @@ import torch
 from .board_tensor import check_boards
 from .halfka_v2_hm import HALFKAV2_HM
 from .spec import CFeature, FeaturePart, FeatureSet
-from .varlist import EMPTY, NUM_IDS, chunked, compact, orientation, piece_ids, square_xor
+from .varlist import EMPTY, NUM_IDS, assemble, chunked, orientation, piece_ids, row_entries, square_xor
 
 NUM_INPUTS = 59_808
 MAX_ACTIVE = 128
@@ -226,25 +226,27 @@ def _tables(device: torch.device) -> dict[str, torch.Tensor]:
     return t
 
 
-def threat_lists(ids: torch.Tensor, occ: torch.Tensor, orient: torch.Tensor, width: int,
-                 first_row: int = 0) -> torch.Tensor:
-    """The threat lists of a batch: ids (B, 64) and occ (B,) from :func:`.varlist.piece_ids`,
-    orient (2, B) from :func:`.varlist.orientation` -> (2, B, width) int32, stm then nstm, in
-    list order (attacker square, then attacked square), −1 padded. ValueError (CPU) when a
-    board has more than ``width``."""
+def threat_entries(ids: torch.Tensor, occ: torch.Tensor, orient: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """The threats of a batch as flat entries for :func:`.varlist.assemble`: ids (B, 64) and
+    occ (B,) from :func:`.varlist.piece_ids`, orient (2, B) from :func:`.varlist.orientation`
+    -> (rows ``q·B + board``, indices), (M,) int64 each, in list order."""
     t = _tables(ids.device)
-    n, npairs = ids.shape[0], t["from"].shape[0]
-    a = ids.index_select(1, t["from"]).to(torch.int32)
-    b = ids.index_select(1, t["to"]).to(torch.int32)
-    key = t["key"] + a * NUM_IDS + b                                   # (B, pairs)
-    ok = t["valid"].index_select(0, key.view(-1)).view(n, npairs)
-    ok &= (occ.view(-1, 1) & t["between"]) == 0
-    # both members of a mutual same-type pair are candidates here: at most 2·width survive
-    cand = compact(ok, key, 2 * width, "Full_Threats", first_row)     # (B, 2·width)
-    live = cand >= 0
-    full = orient.view(2, n, 1).to(torch.int32) * (npairs * NUM_IDS * NUM_IDS) + cand.clamp(min=0)
-    idx = t["index"].index_select(0, full.view(-1)).view(2, n, -1)
-    return compact(live & (idx >= 0), idx, width, "Full_Threats", first_row)
+    n = ids.shape[0]
+    # (gather with an expanded index and logical_not: 3-5x faster on CPU than index_select
+    # along dim 1 and `== 0`, measured on torch 2.13)
+    a = torch.gather(ids, 1, t["from"].expand(n, -1)).to(torch.int32)
+    key = torch.gather(ids, 1, t["to"].expand(n, -1)).to(torch.int32).add_(t["key"]).add_(a.mul_(NUM_IDS))
+    ok = t["valid"].index_select(0, key.view(-1)).view(key.shape)
+    ok &= (occ.view(-1, 1) & t["between"]).logical_not()              # the slider's path is clear
+    board, pair = row_entries(ok)                     # both members of mutual same-type pairs
+    k = key[board, pair]
+    rows, values = [], []
+    for q in (0, 1):
+        idx = t["index"].index_select(0, orient[q, board] * (t["from"].shape[0] * NUM_IDS * NUM_IDS) + k)
+        keep = idx >= 0
+        rows.append(board[keep] + q * n)
+        values.append(idx[keep])
+    return torch.cat(rows), torch.cat(values)
 
 
 class ThreatEncoder:
@@ -260,7 +262,7 @@ class ThreatEncoder:
     def _encode(boards: torch.Tensor, first_row: int) -> torch.Tensor:
         orient = orientation(boards, first_row)
         ids, occ = piece_ids(boards)
-        return threat_lists(ids, occ, orient, MAX_ACTIVE, first_row)
+        return assemble([threat_entries(ids, occ, orient)], boards.shape[0], MAX_ACTIVE, "Full_Threats", first_row)
 
 
 def compiled_encode(boards: torch.Tensor, width: int, parts: tuple[bool, bool, bool]) -> tuple[torch.Tensor, torch.Tensor]:
@@ -287,8 +289,112 @@ SPEC = ("Full_Threats (Stockfish full_threats.cpp, hash 0x2E6B9D04): x=56p^(file
         "index=BASE[a]+(rel_colour(attacked)*SLOTS+SLOT)*N[a]+FROM[a][from^x]+#(E(a,from^x)<to^x); "
         "E: empty-board attacks, pawns on ranks 2-7; stm first; order (from, to); at most 128")
 
+# The C reference's Full_Threats, written from Stockfish's full_threats.cpp: attacks walked square
+# by square on the board, the offsets counted on an empty board at first use.
+C = CFeature(
+    enum="FS_FULL_THREATS",
+    index='die("full_threats: features are not one per piece (active_features)");\nreturn -1;',
+    support="""\
+/* Full_Threats (Stockfish 19 full_threats.cpp). Relative attacker a = 5 * colour + type (colour
+ * 0: the perspective's own, type P N B R Q = 0..4); THR_N[a]: its attack squares over all
+ * from-squares on an empty board (pawns: ranks 2-7), THR_FROM[a][s]: those of the squares below
+ * s, THR_BASE[a]: the rows of the attackers before a (2 * targets per colour * THR_N). */
+static long THR_BASE[10], THR_N[10], THR_FROM[10][64];
+static int THR_READY;
+static const int THR_SLOTS[5] = {2, 5, 4, 4, 5};
+
+/* squares attacked by type t (0..4) of colour c (0 moves towards rank 8) from s, ascending, into
+ * out; occ: occupied squares (NULL: an empty board), sliders stop at the first one */
+static int thr_attacks(int t, int c, int s, const int *occ, int *out) {
+    static const int knight[8][2] = {{1, 2}, {2, 1}, {2, -1}, {1, -2}, {-1, -2}, {-2, -1}, {-2, 1}, {-1, 2}};
+    static const int dirs[8][2] = {{1, 1}, {1, -1}, {-1, 1}, {-1, -1}, {1, 0}, {-1, 0}, {0, 1}, {0, -1}};
+    int f = s % 8, r = s / 8, mark[64] = {0}, m = 0;
+    if (t == 0) {
+        int dr = c == 0 ? 1 : -1;
+        if (r == 0 || r == 7) return 0;
+        for (int df = -1; df <= 1; df += 2)
+            if (f + df >= 0 && f + df < 8) mark[8 * (r + dr) + f + df] = 1;
+    } else if (t == 1) {
+        for (int i = 0; i < 8; i++) {
+            int ff = f + knight[i][0], rr = r + knight[i][1];
+            if (ff >= 0 && ff < 8 && rr >= 0 && rr < 8) mark[8 * rr + ff] = 1;
+        }
+    } else {
+        int d0 = t == 3 ? 4 : 0, d1 = t == 2 ? 4 : 8;
+        for (int d = d0; d < d1; d++) {
+            int ff = f + dirs[d][0], rr = r + dirs[d][1];
+            while (ff >= 0 && ff < 8 && rr >= 0 && rr < 8) {
+                mark[8 * rr + ff] = 1;
+                if (occ && occ[8 * rr + ff]) break;
+                ff += dirs[d][0];
+                rr += dirs[d][1];
+            }
+        }
+    }
+    for (int x = 0; x < 64; x++)
+        if (mark[x]) out[m++] = x;
+    return m;
+}
+
+static void thr_init(void) {
+    long total = 0;
+    int e[64];
+    for (int a = 0; a < 10; a++) {
+        long cum = 0;
+        THR_BASE[a] = total;
+        for (int s = 0; s < 64; s++) {
+            THR_FROM[a][s] = cum;
+            cum += thr_attacks(a % 5, a / 5, s, NULL, e);
+        }
+        THR_N[a] = cum;
+        total += 2L * THR_SLOTS[a % 5] * cum;
+    }
+    if (total != 59808) die("internal error: Full_Threats has 59808 inputs");
+    THR_READY = 1;
+}
+
+/* slot of an attacked type tt for attacker type t, -1: not a threat (kings never are) */
+static int thr_slot(int t, int tt) {
+    if (tt == 5) return -1;
+    if (t == 0) return tt == 1 ? 0 : tt == 3 ? 1 : -1;
+    if (t == 2 || t == 3) return tt <= 3 ? tt : -1;
+    return tt;
+}
+
+/* the Full_Threats of perspective p, at most room of them (-1: more) */
+static int threat_features(const int colour[], const int type[], const int sq[], int n, const int king[2],
+                           int p, long *out, int room) {
+    int at[64], occ[64] = {0}, e[64], eo[64], m = 0;
+    if (!THR_READY) thr_init();
+    for (int x = 0; x < 64; x++) at[x] = -1;
+    for (int i = 0; i < n; i++) {
+        at[sq[i]] = i;
+        occ[sq[i]] = 1;
+    }
+    int x = (p ? 56 : 0) ^ (king[p] % 8 >= 4 ? 7 : 0);
+    for (int i = 0; i < n; i++) {
+        int t = type[i];
+        if (t == 5) continue;
+        int ne = thr_attacks(t, colour[i], sq[i], occ, e);
+        int a = 5 * (colour[i] ^ p) + t, fo = sq[i] ^ x;
+        for (int q = 0; q < ne; q++) {
+            int j = at[e[q]];
+            if (j < 0) continue;
+            int slot = thr_slot(t, type[j]), to = e[q] ^ x;
+            if (slot < 0 || (type[j] == t && fo < to)) continue;
+            int no = thr_attacks(t, a / 5, fo, NULL, eo), below = 0;
+            for (int y = 0; y < no; y++) below += eo[y] < to;
+            if (m >= room) return -1;
+            out[m++] = THR_BASE[a] + ((colour[j] ^ p) * THR_SLOTS[t] + slot) * THR_N[a] + THR_FROM[a][fo] + below;
+        }
+    }
+    return m;
+}""",
+    active="return threat_features(colour, type, sq, n, king, p, out, 128);",
+)
+
 FULL_THREATS = FeatureSet(
     name="full_threats", num_inputs=NUM_INPUTS, max_active=MAX_ACTIVE, spec=SPEC,
-    encode=ThreatEncoder(), encode_numba=encode_numba,
+    encode=ThreatEncoder(), encode_numba=encode_numba, c=C,
     parts=(FeaturePart("full_threats", 0, NUM_INPUTS, MAX_ACTIVE, "int8", ENGINE_HASH),),
 )

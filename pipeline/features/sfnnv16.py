@@ -41,7 +41,7 @@ import torch
 from . import full_threats, halfka_v2_hm, pp_3wide
 from .full_threats import compiled_encode
 from .spec import CFeature, FeaturePart, FeatureSet
-from .varlist import compact, chunked, orientation, piece_ids
+from .varlist import assemble, chunked, orientation, piece_ids, row_entries
 
 NAME = "sfnnv16"
 #: the same set, spelled out (nnue-pytorch: Full_Threats+PP_3Wide+HalfKAv2_hm^)
@@ -113,13 +113,15 @@ class SFNNv16Encoder:
 
     @staticmethod
     def _encode(boards: torch.Tensor, first_row: int) -> torch.Tensor:
+        n = boards.shape[0]
         orient = orientation(boards, first_row)
         ids, occ = piece_ids(boards)
-        thr = full_threats.threat_lists(ids, occ, orient, MAX_ACTIVE, first_row)
-        pp = pp_3wide.pair_lists(ids, orient, pp_3wide.MAX_ACTIVE, first_row)
-        psq = torch.stack(halfka_v2_hm.HALFKAV2_HM.encode(boards))
-        lists = torch.cat((thr, torch.where(pp >= 0, pp + PP_BASE, -1), torch.where(psq >= 0, psq + PSQ_BASE, -1)), 2)
-        return compact(lists >= 0, lists, MAX_ACTIVE, NAME, first_row)
+        rows, values = full_threats.threat_entries(ids, occ, orient)
+        pp_rows, pp_values = pp_3wide.pair_entries(ids, orient)
+        psq = torch.stack(halfka_v2_hm.HALFKAV2_HM.encode(boards)).view(2 * n, halfka_v2_hm.MAX_ACTIVE)
+        psq_rows, col = row_entries(psq >= 0)
+        parts = [(rows, values), (pp_rows, pp_values + PP_BASE), (psq_rows, psq[psq_rows, col].long() + PSQ_BASE)]
+        return assemble(parts, n, MAX_ACTIVE, NAME, first_row)
 
 
 def encode_numba(boards: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
@@ -134,7 +136,15 @@ SPEC = ("SFNNv16 inputs: Full_Threats [0,59808) + PP_3Wide [59808,64368) + HalfK
         "none for threats and pawn pairs")
 _C = CFeature(
     "FS_SFNNV16",
-    'die("sfnnv16: features are not one per piece (active_features)");\nreturn -1;',
+    support="""\
+/* HalfKAv2_hm's index (Stockfish half_ka_v2_hm.h): o(x) = x ^ 56p ^ (file(k) < 4 ? 7 : 0),
+ * both kings on plane 10, KB(o(k)) = 4 (7 - rank) + (7 - file) */
+static long halfka_index(int c, int t, int s, int k, int p) {
+    int o = (p ? 56 : 0) ^ (k % 8 < 4 ? 7 : 0), ok = k ^ o;
+    int plane = t == 5 ? 10 : 2 * t + (c != p);
+    return (s ^ o) + 64 * plane + 704L * (4 * (7 - ok / 8) + (7 - ok % 8));
+}""",
+    index='die("sfnnv16: features are not one per piece (active_features)");\nreturn -1;',
     active="""\
 int m = threat_features(colour, type, sq, n, king, p, out, 288);
 if (m < 0) return -1;

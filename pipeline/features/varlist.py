@@ -1,6 +1,6 @@
 """Variable-length feature lists in torch, for the sets that are not one feature per piece
 (Full_Threats, PP_3Wide and their composition): the board as piece ids, the perspective's
-orientation, and left compaction of a masked row into a fixed-width −1-padded list.
+orientation, and the layout of flat entries (board, value) as fixed-width −1-padded lists.
 
 Torch ops only, any device, no per-position Python. On CPU an overflowing list (more active
 features than the list holds) raises ValueError naming the board; on other devices the check is
@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import torch
 
-from .board_tensor import black_to_move, decode_squares
+from .board_tensor import black_to_move, slot_keys
 from .lookup import board_kings
 
 #: piece id of an empty square in :func:`piece_ids` (0..11: colour·6 + type, P N B R Q K = 0..5)
@@ -18,17 +18,30 @@ EMPTY = 12
 NUM_IDS = 13
 
 
+_PID: dict[torch.device, torch.Tensor] = {}
+
+
+def _pid_of_code(device: torch.device) -> torch.Tensor:
+    """(16,) uint8: marlinformat nibble -> piece id (castling rook 6 -> rook; 7, 15 -> EMPTY)."""
+    t = _PID.get(device)
+    if t is None:
+        code = torch.arange(16)
+        kind = torch.where(code & 7 == 6, 3, code & 7)
+        t = _PID[device] = torch.where(kind < 6, (code >> 3) * 6 + kind, EMPTY).to(torch.uint8).to(device)
+    return t
+
+
 def piece_ids(boards: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    """(B, 32) uint8 -> (ids (B, 64) int64, occupancy (B,) int64 bitboard, a1 = bit 0).
+    """(B, 32) uint8 -> (ids (B, 64) uint8, occupancy (B,) int64 bitboard, a1 = bit 0).
 
     ids: colour·6 + type (P N B R Q K = 0..5; a rook with a castling right is a rook) on each
     square, :data:`EMPTY` where there is no piece (or an unused piece code, which the king check
     of :func:`orientation` refuses)."""
-    occupied, code, _ = decode_squares(boards)
-    t = code & 7
-    ids = torch.where(occupied & (t < 6), (code >> 3) * 6 + t, EMPTY)
+    keys = slot_keys(boards)
+    ids = torch.full((boards.shape[0], 65), EMPTY, dtype=torch.uint8, device=boards.device)
+    ids.scatter_(1, (keys >> 4).long(), _pid_of_code(boards.device)[keys & 15])  # empty slots: column 64
     occ = boards[:, :8].contiguous().view(torch.int64).view(-1)  # little-endian u64
-    return ids, occ
+    return ids[:, :64], occ
 
 
 def orientation(boards: torch.Tensor, first_row: int = 0) -> torch.Tensor:
@@ -50,21 +63,24 @@ def square_xor(o: torch.Tensor | int):
     return 56 * (o >> 1) ^ 7 * (o & 1)
 
 
-def compact(mask: torch.Tensor, values: torch.Tensor, width: int, what: str,
-            first_row: int = 0) -> torch.Tensor:
-    """Left-compact each row: (..., B, N) bool mask and int values -> (..., B, width) int32, the
-    masked values in their order, then −1. Raises ValueError (CPU; an async assert elsewhere)
-    naming the board when a row holds more than ``width``; ``what`` names the list."""
-    lead = mask.shape[:-1]
-    if mask.shape[-1] == 0:
-        return torch.full((*lead, width), -1, dtype=torch.int32, device=mask.device)
-    pos = mask.cumsum(-1, dtype=torch.int32)
-    count = pos[..., -1]
-    _check_width(count, width, what, first_row)
-    col = torch.where(mask, pos - 1, width).clamp_(max=width).long()
-    out = torch.full((*lead, width + 1), -1, dtype=torch.int32, device=mask.device)
-    out.scatter_(-1, col, torch.where(mask, values.to(torch.int32), -1))
-    return out[..., :width]
+def assemble(parts, n: int, width: int, what: str, first_row: int = 0) -> torch.Tensor:
+    """Lay out flat feature entries as fixed-width lists: parts, each ``(rows, values)`` of (M,)
+    tensors with rows ``q·n + board`` (q 0: stm, 1: nstm) ascending, entries of one row in list
+    order -> (2, n, width) int32, each row the entries of part 0, then part 1, ..., then −1.
+    Raises ValueError (CPU; an async assert elsewhere) naming the board when a row holds more
+    than ``width``; ``what`` names the lists."""
+    device = parts[0][0].device
+    out = torch.full((2 * n * width,), -1, dtype=torch.int32, device=device)
+    filled = torch.zeros(2 * n, dtype=torch.int64, device=device)
+    for rows, values in parts:
+        counts = torch.bincount(rows, minlength=2 * n)
+        start = counts.cumsum(0) - counts - filled
+        pos = torch.arange(rows.shape[0], device=device) - start[rows]
+        keep = pos < width
+        out.index_put_(((rows * width + pos)[keep],), values[keep].to(torch.int32))
+        filled += counts
+    _check_width(filled.view(2, n).amax(0), width, what, first_row)
+    return out.view(2, n, width)
 
 
 def _check_width(count: torch.Tensor, width: int, what: str, first_row: int) -> None:
@@ -76,6 +92,12 @@ def _check_width(count: torch.Tensor, width: int, what: str, first_row: int) -> 
                              f"({int(count.max())}); no chess game reaches that many")
     else:
         torch._assert_async(~bad.any(), f"a board with more than {width} active {what} features")
+
+
+def row_entries(mask: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """(B, N) bool -> (rows, columns) of the set entries, (M,) int64 each, row by row, columns
+    ascending within a row."""
+    return torch.nonzero(mask, as_tuple=True)
 
 
 def chunked(boards: torch.Tensor, width: int, chunk: int, encode) -> tuple[torch.Tensor, torch.Tensor]:

@@ -16,7 +16,8 @@ from tests.samples import selfplay
 ALL = sorted(REFERENCES)
 KING_SETS = [n for n in ALL if n != "chess768"]
 FLIP_SETS = [n for n in ALL if n != "halfkp"]          # black's view flips ranks (s ^ 56)
-MIRRORED = ["halfkav2_hm", "kb768hm4", "kb768hm16"]     # own king on e–h mirrors the board
+MIRRORED = ["halfkav2_hm", "kb768hm4", "kb768hm16",      # own king on e–h mirrors the board
+            "full_threats", "pp_3wide", "sfnnv16"]       # (threats: own king on a–d)
 
 # Pinned: a hash change means nets written before it no longer load. Change only with the indexing.
 HASHES = {
@@ -25,9 +26,13 @@ HASHES = {
     "halfkav2_hm": "1597e3c37bb1c37b",
     "kb768hm4": "9630f603fa269bcc",
     "kb768hm16": "5954ebd95aef3a5c",
+    "full_threats": "b98e2fd5e4aeeddf",
+    "pp_3wide": "8e21aab98cf1a9f7",
+    "sfnnv16": "ebc6d8f08b58a465",
 }
 SIZES = {"chess768": (768, 32), "halfkp": (41024, 30), "halfkav2_hm": (22528, 32),
-         "kb768hm4": (3072, 32), "kb768hm16": (12288, 32), KB768_RANKS_FILES_NAME: (3072, 32)}
+         "kb768hm4": (3072, 32), "kb768hm16": (12288, 32), KB768_RANKS_FILES_NAME: (3072, 32),
+         "full_threats": (59808, 128), "pp_3wide": (4560, 128), "sfnnv16": (86896, 288)}
 
 
 def packed(*fens: str) -> torch.Tensor:
