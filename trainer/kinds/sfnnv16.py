@@ -134,6 +134,13 @@ def halfka_factor_map() -> torch.Tensor:
     return torch.arange(PSQ_INPUTS) % 704
 
 
+def full_factor_map() -> torch.Tensor:
+    """The factoriser's virtual row of every row of the net, as the numba feature transformer
+    takes it: (86,896,) int64, −1 for the threat and pawn-pair rows (no virtual row), then
+    :func:`halfka_factor_map`."""
+    return torch.cat([torch.full((INT8_INPUTS,), -1, dtype=torch.int64), halfka_factor_map()])
+
+
 class SFNNv16Net(nn.Module):
     """The float SFNNv16 (see the module docstring). State dict: ``ft.weight`` (86,896, L1 + 8),
     ``ft.bias`` (L1 + 8,), [``ft.factor`` (704, L1 + 8)], ``l1`` (8·32, L1), ``l1_fact`` (32, L1),
@@ -176,6 +183,9 @@ class SFNNv16Net(nn.Module):
             self.ft.factor = nn.Parameter(torch.zeros(704, H + PSQT_BUCKETS))
         else:
             self.factor_map = None
+        #: each FT column's QAT grid: 256 for the L1 columns, 9,600 for the PSQT columns
+        self.register_buffer("ft_grids", torch.tensor([float(FT_SCALE)] * H + [float(PSQT_SCALE)] * PSQT_BUCKETS),
+                             persistent=False)
 
     def enable_qat(self, scheme) -> None:
         """Train on the export's integer grids (weights, biases and activations; straight-through)."""
@@ -206,9 +216,35 @@ class SFNNv16Net(nn.Module):
         y = torch.nn.functional.linear(x, self._q(w, ws), self._q(b, bs))
         return y.view(x.shape[0], -1, n).gather(1, bucket.view(-1, 1, 1).expand(-1, 1, n)).squeeze(1)
 
+    def _numba(self) -> bool:
+        return kernels.resolve_backend(self.backend, self.ft.weight.device) == "numba"
+
+    def _numba_args(self) -> tuple:
+        """(weight, bias, factor, factor map, qa) for :mod:`nnue.kernels.sparse_ft_numba`: the
+        weight unfolded with the factoriser's map over all rows (−1 on the int8 rows), under QAT
+        the bias's L1 columns fake-quantised here and each column's grid for the kernel."""
+        H = self.arch.hidden
+        b, qa = self.ft.bias, None
+        if self.qat is not None:
+            b, qa = torch.cat([fake_quant(b[:H], FT_SCALE), b[H:]]), self.ft_grids
+        fac = fmap = None
+        if self.factor_map is not None:
+            fac = self.ft.factor
+            fmap = getattr(self, "_full_factor_map", None)
+            if fmap is None:
+                fmap = self._full_factor_map = full_factor_map()
+        return self.ft.weight, b, fac, fmap, qa
+
     def _accumulators(self, stm: torch.Tensor, nstm: torch.Tensor) -> torch.Tensor:
         """The raw accumulators of both perspectives, (B, 2·(L1 + 8)), stm first (under QAT the
-        L1 columns on the grid of 1/256, the PSQT columns on 1/9600)."""
+        L1 columns on the grid of 1/256, the PSQT columns on 1/9600). On the numba backend
+        (:func:`nnue.kernels.sparse_ft_numba.sparse_ft_pair`) the factoriser goes to the kernel
+        unfolded and the gradient can be row-sparse; the same values bit for bit."""
+        if self._numba():
+            from nnue.kernels import sparse_ft_numba
+
+            w, b, fac, fmap, qa = self._numba_args()
+            return sparse_ft_numba.sparse_ft_pair(w, b, stm, nstm, "none", fac, fmap, self.sparse_grad, qa)
         H = self.arch.hidden
         w, b = self.folded_ft_weight(), self.ft.bias
         if self.qat is not None:
@@ -221,7 +257,17 @@ class SFNNv16Net(nn.Module):
 
     def _ft_outputs(self, stm: torch.Tensor, nstm: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """(the pairwise products of both perspectives' clamped L1/2 halves (B, L1), stm first;
-        the PSQT columns (B, 16), stm's 8 then nstm's)."""
+        the PSQT columns (B, 16), stm's 8 then nstm's). On the numba backend one fused kernel
+        pass (:func:`nnue.kernels.sparse_ft_numba.sparse_ft_pair_passthrough`: the clamp at
+        255/256, both QAT grids, the factoriser on the HalfKAv2_hm rows only; the same fp32
+        values bit for bit, ``tests/kernels/test_sparse_ft_numba_sfnnv16.py``); else from
+        :meth:`_accumulators`."""
+        if self._numba():
+            from nnue.kernels import sparse_ft_numba
+
+            w, b, fac, fmap, qa = self._numba_args()
+            return sparse_ft_numba.sparse_ft_pair_passthrough(w, b, stm, nstm, "pairwise_crelu", PSQT_BUCKETS, fac,
+                                                              fmap, self.sparse_grad, qa, FT_MAX)
         H = self.arch.hidden
         acc = self._accumulators(stm, nstm)
         W = H + PSQT_BUCKETS
@@ -262,12 +308,23 @@ class SFNNv16Net(nn.Module):
         y = self.forward(stm, nstm, bucket)
         return y, y.new_zeros((y.shape[0], 1))
 
+    def row_sparse_clamp(self, ft_clip) -> dict:
+        """The row-sparse optimiser's clamp of the rows it updates
+        (:meth:`nnue.trainer.sparse_optim.RowSparseAdamW.for_model`): the int8 rows (threats and
+        pawn pairs) within ±127/256 in every column, the HalfKAv2_hm rows not at all, as
+        :meth:`clip_weights` clamps densely (``ft_clip`` is not used: the int16 rows' range is
+        audited at export)."""
+        rows = torch.zeros(NUM_INPUTS, dtype=torch.bool)
+        rows[:INT8_INPUTS] = True
+        return {"clamp": INT8_ROW_LIMIT, "clamp_rows": rows.to(self.ft.weight.device), "clamp_offset": None}
+
     @torch.no_grad()
     def clip_weights(self, ft_limit: float, l1_limit: float, ft_weight: bool = True) -> None:
         """Keep what the engine stores as int8 on the int8 range: the threat and pawn-pair rows
-        of the feature transformer within ±127/256 (all columns, as nnue-pytorch), l1 + l1_fact
-        within ±127/128, l2 within ±127/64, out within ±127/128 (the HalfKAv2_hm rows' int16
-        range is audited at export)."""
+        of the feature transformer within ±127/256 (all columns, as nnue-pytorch; with
+        ``ft_weight=False`` left to the row-sparse optimiser, which clamps the rows it updates
+        alike: :meth:`row_sparse_clamp`), l1 + l1_fact within ±127/128, l2 within ±127/64, out
+        within ±127/128 (the HalfKAv2_hm rows' int16 range is audited at export)."""
         if ft_weight:
             self.ft.weight[:INT8_INPUTS].clamp_(-INT8_ROW_LIMIT, INT8_ROW_LIMIT)
         self.l1_fact.weight.clamp_(-L1_LIMIT, L1_LIMIT)
