@@ -6,7 +6,10 @@ skip with the reason without them):
   byte-identical (98,511,183 bytes);
 * our evaluator's trace of it equals the engine's ``eval`` output, every line from the bucket
   table to the final evaluation, on 2,000 positions of real games not in check and on Chess960
-  positions; a position in check gets the engine's "none (in check)".
+  positions; a position in check gets the engine's "none (in check)";
+* a net written by nnue-pytorch's own serializer (its default SFNNv16 after a short CPU run:
+  scripts/npa_sf19_net.sh; skipped where nnue-pytorch is not built) reads and writes back
+  byte-identical, and our trace of it equals the engine's with that net loaded through EvalFile.
 """
 from __future__ import annotations
 
@@ -17,7 +20,7 @@ from nnue.inference import sfnnv16
 
 from ..samples import selfplay
 from .positions import sample_fens
-from .sf19 import eval_traces, require_official_net, require_sf19
+from .sf19 import eval_traces, require_npa_net, require_official_net, require_sf19
 
 
 @pytest.fixture(scope="module")
@@ -79,3 +82,13 @@ def test_trace_equals_stockfish_19_on_chess960_and_in_check(engine, official_net
     ours = sfnnv16.trace(official_net, fens)
     _assert_same(fens, ours, theirs)
     assert sum(t == "Final evaluation: none (in check)\n" for t in ours) == 20
+
+
+def test_nnue_pytorch_net_imports_and_equals_stockfish_19(engine):
+    p = require_npa_net()
+    net = sfnnv16.read_nnue(p)
+    assert net.raw_bytes() == p.read_bytes()
+    fens = sample_fens(1000)
+    theirs, load = eval_traces(engine, fens, eval_file=p)
+    assert load is not None and str(p) in load
+    _assert_same(fens, sfnnv16.trace(net, fens), theirs)
