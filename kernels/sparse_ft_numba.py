@@ -23,7 +23,8 @@ thread (it stays in cache), summed over the copies; above, by feature: the pairs
 are listed by a counting sort and each touched row sums its pairs' ``grad_acc`` rows, one thread
 per row. Either way the result is the same every run for a given thread count. Above
 SORT_ABOVE_BYTES the pairs are also processed in the order of their lowest feature (forward and
-backward), which groups HalfKA positions by king bucket, so that the rows they share stay in
+backward; ``group_by="highest"``: their highest, for Stockfish 19's set whose HalfKAv2_hm rows
+come last), which groups HalfKA positions by king bucket, so that the rows they share stay in
 cache. With ``sparse_grad=True`` the weight's gradient is a coalesced sparse COO tensor of the U
 rows (what :class:`nnue.trainer.sparse_optim.RowSparseAdamW` reads), else a dense (F, H) tensor
 with zeros elsewhere (any torch optimiser). The factor's gradient is dense (V, H): each touched
@@ -41,7 +42,11 @@ layer stacks in bucket order and the malloc setting, its step fell from 1.91 to 
 QAT (``qa``): each folded row element goes through ``fake_quant`` (round to the grid of 1/qa,
 straight-through backward) before it is summed, as the torch path does on the folded matrix;
 ``qa`` is one grid for every column or one per column (a Stockfish 19 net: its L1 accumulator
-columns on 1/256, its PSQT columns on 1/9600).
+columns on 1/256, its PSQT columns on 1/9600). The rounded rows of the features the batch
+touches are made once per forward into a (U, H) matrix (:func:`_fold_quant_rows`, the indices
+renumbered into it), then gathered as plain rows: U roundings instead of one per gathered row
+(and the factor's rows not read again), the same sums bit for bit; the cost is that (U, H)
+scratch (sfnnv16 at batch 16,384: U ≈ F, ~360 MB).
 
 Stockfish 19's feature transformer (:class:`nnue.trainer.kinds.sfnnv16.SFNNv16Net`) also needs
 ``clamp_max`` (its pairwise product clamps each half at 255/256, not 1; the gradient masks
@@ -85,9 +90,8 @@ def _fq(x, qa):
 
 
 @njit(cache=True)
-def _gather_sum(acc, w, fac, fmap, idx, has_fac, qv):
-    """acc[:] = Σ over the valid slots of idx (in slot order) of the folded row of each feature;
-    QAT when qv (H,) f32 is not empty: each folded element j rounded to the grid of 1/qv[j] first.
+def _gather_sum(acc, w, fac, fmap, idx, has_fac):
+    """acc[:] = Σ over the valid slots of idx (in slot order) of the folded row of each feature.
 
     Four rows per pass over acc, added one after the other (((acc + r0) + r1) + r2) + r3: the
     reference's order exactly, with a quarter of the loads and stores of acc (1.2-1.4x the
@@ -96,19 +100,6 @@ def _gather_sum(acc, w, fac, fmap, idx, has_fac, qv):
     A = idx.shape[0]
     for j in range(H):
         acc[j] = 0.0
-    if qv.shape[0] > 0:   # QAT: each folded element rounded before it is added
-        for a in range(A):
-            f = idx[a]
-            if f < 0:
-                continue
-            if has_fac:
-                v = fmap[f]
-                for j in range(H):
-                    acc[j] += _fq(w[f, j] + fac[v, j], qv[j])
-            else:
-                for j in range(H):
-                    acc[j] += _fq(w[f, j], qv[j])
-        return
     rows = np.empty(A, np.int64)
     n = 0
     for a in range(A):
@@ -141,6 +132,34 @@ def _gather_sum(acc, w, fac, fmap, idx, has_fac, qv):
             k += 1
 
 
+@njit(parallel=True, cache=True)
+def _fold_quant_rows(w, fac, fmap, rows, qv, out):
+    """QAT: out[u] = the folded row rows[u] (``w[f] + fac[fmap[f]]``, or ``w[f]`` without a
+    factoriser: fac (0, H)), each element j on the grid of 1/qv[j] (:func:`_fq`): the values the
+    gather then sums, made once per touched row rather than once per gathered row."""
+    H = w.shape[1]
+    has_fac = fac.shape[0] > 0
+    for u in prange(rows.shape[0]):
+        f = rows[u]
+        dst = out[u]
+        if has_fac:
+            v = fmap[f]
+            for j in range(H):
+                dst[j] = _fq(w[f, j] + fac[v, j], qv[j])
+        else:
+            for j in range(H):
+                dst[j] = _fq(w[f, j], qv[j])
+
+
+@njit(parallel=True, cache=True)
+def _remap_indices(idx, remap, out):
+    """out[b, a] = remap[idx[b, a]] for the valid slots, −1 for padding (any negative value)."""
+    for b in prange(idx.shape[0]):
+        for a in range(idx.shape[1]):
+            f = idx[b, a]
+            out[b, a] = remap[f] if f >= 0 else -1
+
+
 @njit(cache=True)
 def _add_bias_activate(acc, bias, out, o0, act, L, hi):
     """acc += bias (all H columns); out[o0 : o0 + L'] = act(acc[:L]) (L' = L/2 for pairwise),
@@ -170,9 +189,10 @@ def _add_bias_raw(out_row, o0, bias):
 
 
 @njit(cache=True)
-def _pair_order(stm, nstm, F, by_lowest):
+def _pair_order(stm, nstm, F, by_lowest, highest=False):
     """(2B,) int64 processing order of the (position, perspective) pairs q = 2·b + p: by their lowest
-    valid feature (a counting sort; pairs without any come last) when ``by_lowest``, else q order."""
+    valid feature (``highest``: their highest) in a counting sort (pairs without any come last)
+    when ``by_lowest``, else q order."""
     B, A = stm.shape
     N = 2 * B
     order = np.empty(N, np.int64)
@@ -185,10 +205,18 @@ def _pair_order(stm, nstm, F, by_lowest):
     for q in range(N):
         idx = stm[q >> 1] if (q & 1) == 0 else nstm[q >> 1]
         m = F
-        for a in range(A):
-            f = idx[a]
-            if f >= 0 and f < m:
-                m = f
+        if highest:
+            m = -1
+            for a in range(A):
+                if idx[a] > m:
+                    m = idx[a]
+            if m < 0:
+                m = F
+        else:
+            for a in range(A):
+                f = idx[a]
+                if f >= 0 and f < m:
+                    m = f
         key[q] = m
         counts[m + 1] += 1
     for k in range(F + 1):
@@ -200,11 +228,11 @@ def _pair_order(stm, nstm, F, by_lowest):
 
 
 @njit(parallel=True, cache=True)
-def _ft_fwd(w, fac, fmap, bias, stm, nstm, order, act, qv, hi, out, accs, raw):
+def _ft_fwd(w, fac, fmap, bias, stm, nstm, order, act, hi, out, accs, raw):
     """Forward over the batch (module docstring). w (F, H) f32; fac (V, H) f32, V = 0 without a
     factoriser; fmap (F,) int64 in 0..V−1; bias (H,); stm/nstm (B, A) int32; order (2B,) the
-    pairs' processing order (:func:`_pair_order`); qv (H,) f32 the QAT grid of each column
-    (empty: no QAT); hi f32 the activation's upper clamp; out (B, 2·L') f32; accs (2B, H)
+    pairs' processing order (:func:`_pair_order`); hi f32 the activation's upper clamp; out
+    (B, 2·L') f32; accs (2B, H)
     f32, row i = the accumulator of pair order[i], written unless act is none (out holds them);
     raw (B, 2·P) f32: the last P = H − L columns of each accumulator, not activated (the
     pass-through columns, e.g. PSQT; P = 0: raw is (B, 0))."""
@@ -219,12 +247,12 @@ def _ft_fwd(w, fac, fmap, bias, stm, nstm, order, act, qv, hi, out, accs, raw):
         idx = stm[b] if p == 0 else nstm[b]
         if act == NONE:
             acc = out[b, p * H:(p + 1) * H]
-            _gather_sum(acc, w, fac, fmap, idx, has_fac, qv)
+            _gather_sum(acc, w, fac, fmap, idx, has_fac)
             for j in range(H):
                 acc[j] += bias[j]
         else:
             acc = accs[i]
-            _gather_sum(acc, w, fac, fmap, idx, has_fac, qv)
+            _gather_sum(acc, w, fac, fmap, idx, has_fac)
             _add_bias_activate(acc, bias, out[b], p * HO, act, L, hi)
             for j in range(P):
                 raw[b, p * P + j] = acc[L + j]
@@ -418,8 +446,10 @@ def _index_array(t: torch.Tensor, name: str, F: int) -> np.ndarray:
 
 
 def check_inputs(weight, bias, stm, nstm, activation, factor=None, factor_map=None, passthrough=0, qa=None,
-                 clamp_max=1.0):
+                 clamp_max=1.0, group_by="lowest"):
     """Raise ValueError/TypeError, naming the argument, on inputs the kernels cannot take."""
+    if group_by not in ("lowest", "highest"):
+        raise ValueError(f"sparse_ft_numba: group_by={group_by!r}: 'lowest' or 'highest'")
     if isinstance(qa, torch.Tensor):
         if qa.shape != (weight.shape[-1],) or not qa.dtype.is_floating_point or qa.device.type != "cpu":
             raise ValueError(f"sparse_ft_numba: qa {tuple(qa.shape)} {qa.dtype} must be a number or a "
@@ -468,7 +498,8 @@ def _strategy(F: int, H: int) -> tuple[bool, bool]:
 
 class _SparseFTPair(torch.autograd.Function):
     @staticmethod
-    def forward(ctx, weight, factor, bias, stm, nstm, fmap, activation, sparse_grad, qa, passthrough, clamp_max):
+    def forward(ctx, weight, factor, bias, stm, nstm, fmap, activation, sparse_grad, qa, passthrough, clamp_max,
+                group_by):
         F, H = weight.shape
         act = _CODES[activation]
         s, n = _index_array(stm, "stm", F), _index_array(nstm, "nstm", F)
@@ -485,20 +516,40 @@ class _SparseFTPair(torch.autograd.Function):
             # gather loops stay branch-free, and w + 0 is w
             fac_fwd = np.concatenate([fac, np.zeros((1, H), np.float32)])
             fm_fwd = np.where(fm < 0, fac.shape[0], fm)
-        qv = _grids(qa, H)
         by_lowest, scatter = _strategy(F, H)
-        order = _pair_order(s, n, F, by_lowest)
+        order = _pair_order(s, n, F, by_lowest, group_by == "highest")
         out = torch.empty(B, 2 * HO)
         raw = torch.empty(B, 2 * P)
         # the pre-activation accumulators, in processing order: scratch for the activation, kept
         # for the backward
         accs = np.empty((2 * B, H) if act != NONE else (0, H), np.float32)
+        w = wc = _np(weight.contiguous())
+        touched = None
+        gs, gn = s, n
+        if qa is not None and B:
+            # QAT: the touched folded rows fake-quantised once into a (U, H) matrix and the
+            # indices renumbered into it (ascending: the same processing order), then the plain
+            # gather. The values and the order of the additions are the per-element rounding's,
+            # bit for bit; the rounding runs U times instead of once per gathered row (sfnnv16 at
+            # batch 16,384: ~87,000 rows against ~3.7 million gathers a perspective pass).
+            touched = _touched_rows(s, n, F)
+            rows = touched[1]
+            w = np.empty((rows.shape[0], H), np.float32)
+            _fold_quant_rows(wc, fac_fwd, fm_fwd, rows, _grids(qa, H), w)
+            remap = np.full(F, -1, np.int32)
+            remap[rows] = np.arange(rows.shape[0], dtype=np.int32)
+            gs, gn = np.empty_like(s), np.empty_like(n)
+            _remap_indices(s, remap, gs)
+            _remap_indices(n, remap, gn)
+            fac_fwd, fm_fwd = np.empty((0, H), np.float32), np.empty(0, np.int64)
         if B:
-            _ft_fwd(_np(weight.contiguous()), fac_fwd, fm_fwd, _np(bias.contiguous()), s, n, order, act,
-                    qv, np.float32(clamp_max), _np(out), accs, _np(raw))
+            _ft_fwd(w, fac_fwd, fm_fwd, _np(bias.contiguous()), gs, gn, order, act,
+                    np.float32(clamp_max), _np(out), accs, _np(raw))
+        del w
         ctx.act, ctx.F, ctx.H, ctx.sparse_grad, ctx.scatter, ctx.P = act, F, H, sparse_grad, scatter, P
         ctx.hi = np.float32(clamp_max)
         ctx.idx = (s, n, order, by_lowest, fm, factor.shape[0] if has_fac else 0)
+        ctx.touched = touched
         ctx.accs = accs if any(ctx.needs_input_grad[:3]) else None
         return out, raw
 
@@ -519,7 +570,8 @@ class _SparseFTPair(torch.autograd.Function):
         ctx.accs = None
         grad_w = grad_fac = grad_b = None
         if ctx.needs_input_grad[0] or ctx.needs_input_grad[1]:
-            offsets, rows = _touched_rows(s, n, F)
+            offsets, rows = ctx.touched if ctx.touched is not None else _touched_rows(s, n, F)
+            ctx.touched = None
             values = np.empty((rows.shape[0], H), np.float32)
             if rows.shape[0] and ctx.scatter:
                 priv = np.empty((max(1, numba.get_num_threads()), F, H), np.float32)
@@ -544,7 +596,7 @@ class _SparseFTPair(torch.autograd.Function):
             if B:
                 _bias_grad(ga, parts)
             grad_b = torch.from_numpy(parts).sum(0) if B else torch.zeros(H)
-        return grad_w, grad_fac, grad_b, None, None, None, None, None, None, None, None
+        return grad_w, grad_fac, grad_b, None, None, None, None, None, None, None, None, None
 
 
 def _grids(qa, H: int) -> np.ndarray:
@@ -560,7 +612,7 @@ def _grids(qa, H: int) -> np.ndarray:
 def sparse_ft_pair(weight: torch.Tensor, bias: torch.Tensor, stm: torch.Tensor, nstm: torch.Tensor,
                    activation: str, factor: torch.Tensor | None = None, factor_map: torch.Tensor | None = None,
                    sparse_grad: bool = False, qa: float | torch.Tensor | None = None,
-                   clamp_max: float = 1.0) -> torch.Tensor:
+                   clamp_max: float = 1.0, group_by: str = "lowest") -> torch.Tensor:
     """Both perspectives through the feature transformer and ``activation``, concatenated, stm first.
 
     weight (F, H) float32, bias (H,) float32, stm/nstm (B, A) int32/int64, −1 = padding (any
@@ -575,19 +627,23 @@ def sparse_ft_pair(weight: torch.Tensor, bias: torch.Tensor, stm: torch.Tensor, 
     column, or an (H,) tensor of each column's grid (Stockfish 19: 256 for the L1 columns,
     9,600 for the PSQT columns); None: plain float. clamp_max: the upper end of the
     activation's clamp (1.0; Stockfish 19's pairwise product clamps at 255/256), the gradient
-    passing where 0 ≤ acc ≤ clamp_max as torch's clamp. CPU tensors only; errors:
+    passing where 0 ≤ acc ≤ clamp_max as torch's clamp. group_by: on weights above
+    SORT_ABOVE_BYTES the pairs are processed grouped by their ``"lowest"`` feature (HalfKA-only
+    sets: the king bucket) or their ``"highest"`` (Stockfish 19's set, whose HalfKAv2_hm rows come
+    last: its king bucket; 10-20 % off its forward, scratch measurement at batch 8,192); the
+    values do not depend on it, the gradients' summation order does. CPU tensors only; errors:
     :func:`check_inputs`.
     """
-    check_inputs(weight, bias, stm, nstm, activation, factor, factor_map, 0, qa, clamp_max)
+    check_inputs(weight, bias, stm, nstm, activation, factor, factor_map, 0, qa, clamp_max, group_by)
     return _SparseFTPair.apply(weight, factor, bias, stm, nstm, factor_map, activation, bool(sparse_grad), qa, 0,
-                               float(clamp_max))[0]
+                               float(clamp_max), group_by)[0]
 
 
 def sparse_ft_pair_passthrough(weight: torch.Tensor, bias: torch.Tensor, stm: torch.Tensor, nstm: torch.Tensor,
                                activation: str, passthrough: int, factor: torch.Tensor | None = None,
                                factor_map: torch.Tensor | None = None, sparse_grad: bool = False,
-                               qa: float | torch.Tensor | None = None,
-                               clamp_max: float = 1.0) -> tuple[torch.Tensor, torch.Tensor]:
+                               qa: float | torch.Tensor | None = None, clamp_max: float = 1.0,
+                               group_by: str = "lowest") -> tuple[torch.Tensor, torch.Tensor]:
     """:func:`sparse_ft_pair` on a weight whose last ``passthrough`` = P columns are not activated
     (a Stockfish-style feature transformer: L accumulator columns, then P PSQT columns, one
     matrix): returns (out (B, 2·L') float32, act(acc[:, :L]) of each perspective, stm first, L' =
@@ -597,17 +653,18 @@ def sparse_ft_pair_passthrough(weight: torch.Tensor, bias: torch.Tensor, stm: to
     (``sparse_ft_pair(..., "none")``) put through the activation in torch
     (``tests/kernels/test_sparse_ft_numba.py``). activation: crelu, screlu or pairwise_crelu;
     0 < P < H (L even for pairwise_crelu); other arguments (QAT grids per column, e.g. the L
-    accumulator columns on 1/256 and the P PSQT columns on 1/9600; the clamp's upper end) and
-    errors as :func:`sparse_ft_pair`."""
+    accumulator columns on 1/256 and the P PSQT columns on 1/9600; the clamp's upper end; the
+    pairs' grouping) and errors as :func:`sparse_ft_pair`."""
     if activation not in ACTIVATIONS or weight.dim() != 2:
         check_inputs(weight, bias, stm, nstm, activation, factor, factor_map)
     L = weight.shape[1] - int(passthrough)
     if activation == "none" or not 0 < passthrough < weight.shape[1] or (activation == "pairwise_crelu" and L % 2):
         raise ValueError(f"sparse_ft_numba: passthrough={passthrough} with activation {activation!r} on "
                          f"{weight.shape[1]} columns: needs an activation, 0 < P < H and an even L for pairwise")
-    check_inputs(weight, bias, stm, nstm, activation, factor, factor_map, int(passthrough), qa, clamp_max)
+    check_inputs(weight, bias, stm, nstm, activation, factor, factor_map, int(passthrough), qa, clamp_max,
+                 group_by)
     out, raw = _SparseFTPair.apply(weight, factor, bias, stm, nstm, factor_map, activation, bool(sparse_grad),
-                                   qa, int(passthrough), float(clamp_max))
+                                   qa, int(passthrough), float(clamp_max), group_by)
     return out, raw
 
 

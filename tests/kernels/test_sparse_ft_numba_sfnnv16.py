@@ -125,9 +125,11 @@ def test_kinks_at_clamp_max_follow_torch(activation):
 
 
 @pytest.mark.parametrize("factoriser", [False, True])
-def test_raw_accumulators_with_column_grids(factoriser, strategy):  # noqa: F811
+@pytest.mark.parametrize("group_by", ["lowest", "highest"])
+def test_raw_accumulators_with_column_grids(factoriser, group_by, strategy):  # noqa: F811
     """``none`` (the raw accumulators, :meth:`SFNNv16Net._accumulators`) with per-column QAT
-    grids and the partial factoriser == the reference, bit for bit; gradients at tolerance."""
+    grids and the partial factoriser == the reference, bit for bit, whichever grouping of the
+    pairs; gradients at tolerance."""
     gen = torch.Generator().manual_seed(7 + factoriser)
     F, L, P, B = 61, 18, 8, 6
     w, b = make_weights(F, L + P, torch.float32, gen)
@@ -138,7 +140,7 @@ def test_raw_accumulators_with_column_grids(factoriser, strategy):  # noqa: F811
         fmap = _partial_map(F, 23, 5)
         fac = (torch.randn(5, L + P, generator=gen) * 0.1).requires_grad_(True)
         leaves = (w, fac, b)
-    out = nb.sparse_ft_pair(w, b, stm, nstm, "none", fac, fmap, qa=_grids(L, P))
+    out = nb.sparse_ft_pair(w, b, stm, nstm, "none", fac, fmap, qa=_grids(L, P), group_by=group_by)
     want = reference.sparse_ft_pair(_folded(w, fac, fmap, L, True), b, stm, nstm, "none")
     assert torch.equal(out, want)
     g = torch.randn(want.shape, generator=gen)
@@ -164,6 +166,7 @@ def test_one_grid_as_a_tensor_is_the_number():
     ({"qa": torch.zeros(6)}, "grids must be > 0"),
     ({"qa": 0.0}, "qa=0.0"),
     ({"clamp_max": 0.0}, "clamp_max"),
+    ({"group_by": "first"}, "group_by"),
     ({"factor": torch.zeros(2, 6), "factor_map": torch.full((10,), -2)}, "factor_map"),
 ])
 def test_new_arguments_refused(kw, match):

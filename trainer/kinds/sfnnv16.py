@@ -244,7 +244,8 @@ class SFNNv16Net(nn.Module):
             from nnue.kernels import sparse_ft_numba
 
             w, b, fac, fmap, qa = self._numba_args()
-            return sparse_ft_numba.sparse_ft_pair(w, b, stm, nstm, "none", fac, fmap, self.sparse_grad, qa)
+            return sparse_ft_numba.sparse_ft_pair(w, b, stm, nstm, "none", fac, fmap, self.sparse_grad, qa,
+                                                  group_by="highest")
         H = self.arch.hidden
         w, b = self.folded_ft_weight(), self.ft.bias
         if self.qat is not None:
@@ -266,8 +267,9 @@ class SFNNv16Net(nn.Module):
             from nnue.kernels import sparse_ft_numba
 
             w, b, fac, fmap, qa = self._numba_args()
+            # pairs grouped by their highest feature: a HalfKAv2_hm one, so by king bucket
             return sparse_ft_numba.sparse_ft_pair_passthrough(w, b, stm, nstm, "pairwise_crelu", PSQT_BUCKETS, fac,
-                                                              fmap, self.sparse_grad, qa, FT_MAX)
+                                                              fmap, self.sparse_grad, qa, FT_MAX, "highest")
         H = self.arch.hidden
         acc = self._accumulators(stm, nstm)
         W = H + PSQT_BUCKETS
