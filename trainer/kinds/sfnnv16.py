@@ -435,4 +435,5 @@ def imported_checkpoint(net: SFNNv16IntegerNet) -> tuple[dict[str, torch.Tensor]
 
 
 KIND = TrainerKind("sfnnv16", inference.KIND, SFNNv16Arch, SFNNv16Net, quantise, audit, calibrate,
-                   layers_key="sfnnv16", features="sfnnv16", output_buckets="SFPieceCount<8>")
+                   layers_key="sfnnv16", features="sfnnv16", output_buckets="SFPieceCount<8>",
+                   partial_factoriser=True)
