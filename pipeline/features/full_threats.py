@@ -50,7 +50,7 @@ import torch
 from .board_tensor import check_boards
 from .halfka_v2_hm import HALFKAV2_HM
 from .spec import CFeature, FeaturePart, FeatureSet
-from .varlist import EMPTY, NUM_IDS, assemble, chunked, orientation, piece_ids, row_entries, square_xor
+from .varlist import EMPTY, NUM_IDS, ListEncoder, row_entries, square_xor
 
 NUM_INPUTS = 59_808
 MAX_ACTIVE = 128
@@ -249,38 +249,17 @@ def threat_entries(ids: torch.Tensor, occ: torch.Tensor, orient: torch.Tensor) -
     return torch.cat(rows), torch.cat(values)
 
 
-class ThreatEncoder:
-    """``encode(boards) -> (stm, nstm)``, (B, MAX_ACTIVE) int32 each, for Full_Threats (torch,
-    any device; see the module docstring for the order and the refusals)."""
-
-    max_active = MAX_ACTIVE
-
-    def __call__(self, boards: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        return chunked(boards, MAX_ACTIVE, CPU_CHUNK, self._encode)
-
-    @staticmethod
-    def _encode(boards: torch.Tensor, first_row: int) -> torch.Tensor:
-        orient = orientation(boards, first_row)
-        ids, occ = piece_ids(boards)
-        return assemble([threat_entries(ids, occ, orient)], boards.shape[0], MAX_ACTIVE, "Full_Threats", first_row)
-
-
 def compiled_encode(boards: torch.Tensor, width: int, parts: tuple[bool, bool, bool]) -> tuple[torch.Tensor, torch.Tensor]:
     """The compiled encoder (:func:`nnue.pipeline.compiled.threats.encode_set`, which loads
     numba) of the parts ``(threats, pawn pairs, HalfKAv2_hm)`` that are on, with this package's
-    tables: (B, 32) uint8 CPU boards -> (stm, nstm), each (B, width) int32."""
+    tables: (B, 32) uint8 CPU boards -> (stm, nstm), each (B, width) int32, the result of the
+    torch encoder of the same parts (each set's ``encode_numba``)."""
     from nnue.pipeline.compiled import threats
 
     check_boards(boards)
     part, slot = numba_tables()
     return threats.encode_set(boards, width, parts, part.numpy(), slot.numpy(),
                               HALFKAV2_HM.encode.table_cpu.numpy())
-
-
-def encode_numba(boards: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    """Full_Threats through the compiled encoder (:mod:`nnue.pipeline.compiled.threats`):
-    the result of :class:`ThreatEncoder`, CPU boards only."""
-    return compiled_encode(boards, MAX_ACTIVE, (True, False, False))
 
 
 SPEC = ("Full_Threats (Stockfish full_threats.cpp, hash 0x2E6B9D04): x=56p^(file(k)>=4?7:0); "
@@ -395,6 +374,8 @@ static int threat_features(const int colour[], const int type[], const int sq[],
 
 FULL_THREATS = FeatureSet(
     name="full_threats", num_inputs=NUM_INPUTS, max_active=MAX_ACTIVE, spec=SPEC,
-    encode=ThreatEncoder(), encode_numba=encode_numba, c=C,
+    encode=ListEncoder(lambda boards, ids, occ, orient: [threat_entries(ids, occ, orient)], MAX_ACTIVE, CPU_CHUNK,
+                       "Full_Threats"),
+    encode_numba=functools.partial(compiled_encode, width=MAX_ACTIVE, parts=(True, False, False)), c=C,
     parts=(FeaturePart("full_threats", 0, NUM_INPUTS, MAX_ACTIVE, "int8", ENGINE_HASH),),
 )

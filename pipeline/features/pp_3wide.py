@@ -25,7 +25,7 @@ import torch
 
 from .full_threats import compiled_encode
 from .spec import CFeature, FeaturePart, FeatureSet
-from .varlist import EMPTY, assemble, chunked, orientation, piece_ids, row_entries, square_xor
+from .varlist import EMPTY, ListEncoder, row_entries, square_xor
 
 NUM_INPUTS = 96 * 95 // 2   # 4,560
 MAX_ACTIVE = 128
@@ -93,28 +93,6 @@ def pair_entries(ids: torch.Tensor, orient: torch.Tensor) -> tuple[torch.Tensor,
     return rows, values
 
 
-class PairEncoder:
-    """``encode(boards) -> (stm, nstm)``, (B, MAX_ACTIVE) int32 each, for PP_3Wide (torch, any
-    device)."""
-
-    max_active = MAX_ACTIVE
-
-    def __call__(self, boards: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        return chunked(boards, MAX_ACTIVE, CPU_CHUNK, self._encode)
-
-    @staticmethod
-    def _encode(boards: torch.Tensor, first_row: int) -> torch.Tensor:
-        orient = orientation(boards, first_row)
-        ids, _ = piece_ids(boards)
-        return assemble([pair_entries(ids, orient)], boards.shape[0], MAX_ACTIVE, "PP_3Wide", first_row)
-
-
-def encode_numba(boards: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    """PP_3Wide through the compiled encoder (:mod:`nnue.pipeline.compiled.threats`): the
-    result of :class:`PairEncoder`, CPU boards only."""
-    return compiled_encode(boards, MAX_ACTIVE, (False, True, False))
-
-
 SPEC = ("PP_3Wide (Stockfish pp_3wide.cpp, hash 0x86F2B1DD): x=56p^(file(k)>=4?7:0); "
         "id=48*(c!=p)+(s^x)-8 for pawns on ranks 2-7; pairs with |file difference|<=1, any ranks; "
         "index=hi*(hi-1)/2+lo; stm first; order (lower square, higher square); at most 128")
@@ -148,6 +126,8 @@ static int pawn_pair_features(const int colour[], const int type[], const int sq
 
 PP_3WIDE = FeatureSet(
     name="pp_3wide", num_inputs=NUM_INPUTS, max_active=MAX_ACTIVE, spec=SPEC,
-    encode=PairEncoder(), encode_numba=encode_numba, c=C,
+    encode=ListEncoder(lambda boards, ids, occ, orient: [pair_entries(ids, orient)], MAX_ACTIVE, CPU_CHUNK,
+                       "PP_3Wide"),
+    encode_numba=functools.partial(compiled_encode, width=MAX_ACTIVE, parts=(False, True, False)), c=C,
     parts=(FeaturePart("pp_3wide", 0, NUM_INPUTS, MAX_ACTIVE, "int8", ENGINE_HASH),),
 )

@@ -111,3 +111,24 @@ def chunked(boards: torch.Tensor, width: int, chunk: int, encode) -> tuple[torch
         for start in range(0, n, chunk):
             out[:, start:start + chunk] = encode(boards[start:start + chunk], start)
     return out[0], out[1]
+
+
+class ListEncoder:
+    """``encode(boards) -> (stm, nstm)``, (B, width) int32 each, for a set whose lists are laid
+    out from flat entries (torch, any device; CPU boards in chunks of ``chunk``).
+
+    entries: ``(boards, ids, occ, orient) -> [(rows, values), ...]``, the parts of the list in
+    order (:func:`assemble`), from :func:`piece_ids` and :func:`orientation`. what: the name in
+    the overflow error."""
+
+    def __init__(self, entries, width: int, chunk: int, what: str):
+        self.entries, self.max_active, self.chunk, self.what = entries, width, chunk, what
+
+    def __call__(self, boards: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        return chunked(boards, self.max_active, self.chunk, self._encode)
+
+    def _encode(self, boards: torch.Tensor, first_row: int) -> torch.Tensor:
+        orient = orientation(boards, first_row)
+        ids, occ = piece_ids(boards)
+        return assemble(self.entries(boards, ids, occ, orient), boards.shape[0], self.max_active, self.what,
+                        first_row)

@@ -331,18 +331,18 @@ def test_halfka_factoriser_is_nnue_pytorchs(fixture_positions):
 def test_training_batches_use_the_compiled_path(fixture_positions):
     _, boards, _ = fixture_positions
     fs = get_feature_set("sfnnv16")
-    calls = []
+    compiled, calls = fs.encode_numba, []
 
     def spy(b):
         calls.append(b.shape[0])
-        return sfnnv16.encode_numba(b)
+        return compiled(b)
 
     object.__setattr__(fs, "encode_numba", spy)  # a frozen dataclass: restored below
     try:
         batch = {"boards": boards[:300], "score": torch.zeros(300), "result": torch.zeros(300)}
         sb = to_sparse_batch(batch, fs, parse_output_buckets("SFPieceCount<8>"))
     finally:
-        object.__setattr__(fs, "encode_numba", sfnnv16.encode_numba)
+        object.__setattr__(fs, "encode_numba", compiled)
     assert calls == [300]
     stm, nstm = fs.encode(boards[:300])
     assert torch.equal(sb.stm_indices, stm) and torch.equal(sb.nstm_indices, nstm)
