@@ -5,17 +5,18 @@
 #
 # Usage: NPA=DIR scripts/npa_sf19_net.sh [OUT.nnue]
 #   NPA    the folder nnue-pytorch was built in (shared/anchors/nnue-pytorch/setup.sh: DIR/src, DIR/venv)
-#   OUT    default ${XDG_CACHE_HOME:-~/.cache}/nnue-forge/npa/sf19-default.nnue (where the tests look;
-#          NNUE_NPA_NET points them elsewhere)
+#   OUT    default ${XDG_CACHE_HOME:-~/.cache}/nnue-forge/npa/sf19-default.nnue (sf19-l<L1>.nnue for
+#          another L1), where the tests look (every .nnue there; NNUE_NPA_NET names one file instead)
 #   DATA   training data (default ../shared/data/public/small.binpack)
 #   STEPS (20), BS (4096), L1 (1024), THREADS (nproc): the run's length and shape
 # Prints the commands, the time each took and the file written (size, SHA-256).
 set -euo pipefail
 repo="$(cd "$(dirname "$0")/.." && pwd)"
 NPA=${NPA:?set NPA to the folder nnue-pytorch was built in (its src/ and venv/)}
-OUT=${1:-${XDG_CACHE_HOME:-$HOME/.cache}/nnue-forge/npa/sf19-default.nnue}
-DATA=${DATA:-$repo/../shared/data/public/small.binpack}
 STEPS=${STEPS:-20}; BS=${BS:-4096}; L1=${L1:-1024}; THREADS=${THREADS:-$(nproc)}
+name=sf19-default.nnue; [ "$L1" = 1024 ] || name=sf19-l$L1.nnue
+OUT=${1:-${XDG_CACHE_HOME:-$HOME/.cache}/nnue-forge/npa/$name}
+DATA=${DATA:-$repo/../shared/data/public/small.binpack}
 [ -f "$NPA/src/train.py" ] && [ -x "$NPA/venv/bin/python" ] || { echo "npa_sf19_net: no nnue-pytorch build in $NPA (src/train.py, venv/)" >&2; exit 2; }
 [ -f "$DATA" ] || { echo "npa_sf19_net: no training data at $DATA (set DATA)" >&2; exit 2; }
 DATA=$(readlink -f "$DATA")

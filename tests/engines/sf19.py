@@ -50,24 +50,24 @@ def require_official_net() -> Path:
     return p
 
 
-def npa_net_path() -> Path:
-    """Where a net written by nnue-pytorch's serializer is looked for: ``NNUE_NPA_NET``, else
-    ``${XDG_CACHE_HOME:-~/.cache}/nnue-forge/npa/sf19-default.nnue`` (scripts/npa_sf19_net.sh
-    writes it there)."""
+def npa_nets() -> list[Path]:
+    """Nets written by nnue-pytorch's serializer: the file ``NNUE_NPA_NET``, else every ``.nnue``
+    in ``${XDG_CACHE_HOME:-~/.cache}/nnue-forge/npa`` (scripts/npa_sf19_net.sh writes them there)."""
     env = os.environ.get("NNUE_NPA_NET")
     if env:
-        return Path(env)
+        return [Path(env)] if Path(env).is_file() else []
     base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
-    return Path(base) / "nnue-forge" / "npa" / "sf19-default.nnue"
+    return sorted((Path(base) / "nnue-forge" / "npa").glob("*.nnue"))
 
 
-def require_npa_net() -> Path:
-    """A Stockfish 19 net written by nnue-pytorch's own serializer, or skip with the reason."""
-    p = npa_net_path()
-    if not p.is_file():
-        pytest.skip(f"no net written by nnue-pytorch's serializer at {p} (NPA=DIR scripts/npa_sf19_net.sh makes one "
-                    "where nnue-pytorch is built; NNUE_NPA_NET names another)")
-    return p
+def require_npa_nets() -> list[Path]:
+    """Stockfish 19 nets written by nnue-pytorch's own serializer (:func:`npa_nets`), or skip
+    with the reason."""
+    nets = npa_nets()
+    if not nets:
+        pytest.skip("no net written by nnue-pytorch's serializer (NPA=DIR scripts/npa_sf19_net.sh makes one where "
+                    "nnue-pytorch is built, into ~/.cache/nnue-forge/npa; NNUE_NPA_NET names another)")
+    return nets
 
 
 def run_uci(engine: str, commands: list[str], timeout: float = 600) -> subprocess.CompletedProcess:
