@@ -110,11 +110,19 @@ def run(argv=None) -> dict:
     p.add_argument("--reps", type=int, default=5, help="timed calls per path")
     p.add_argument("--out", help="also write the JSON here")
     a = p.parse_args(argv)
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        return _run(a)
+    finally:
+        torch.set_num_threads(threads)
+
+
+def _run(a) -> dict:
     from nnue.inference import sfnnv16 as sf
 
     from .bench_train_sfnnv16 import COUNTS, random_indices
 
-    torch.set_num_threads(1)
     net = random_net(a.hidden)
     gen = torch.Generator().manual_seed(1)
     stm, nstm = random_indices(a.positions, gen, **COUNTS)
