@@ -392,10 +392,39 @@ def _value(net: SFNNv16IntegerNet, a_s, p_s, a_n, p_n, bucket: torch.Tensor, ret
     return v
 
 
+def _compiled(backend: str | None, cpu: bool):
+    """:mod:`nnue.inference.compiled_sfnnv16` when ``backend`` ("auto"/None, "compiled" or
+    "torch", as :func:`nnue.inference.perspective.evaluate`) asks for the compiled path and it
+    can run here (CPU tensors, numba importable), else None (RuntimeError for "compiled" where
+    it cannot)."""
+    from .perspective import _compiled as compiled_path
+
+    if compiled_path(backend, cpu) is None:
+        return None
+    from . import compiled_sfnnv16
+
+    return compiled_sfnnv16
+
+
 def value_from_indices(net: SFNNv16IntegerNet, stm: torch.Tensor, nstm: torch.Tensor, bucket: torch.Tensor,
-                       return_parts: bool = False):
+                       return_parts: bool = False, backend: str | None = None):
     """The engine's internal value ``psqt + positional`` (steps 1–7): stm, nstm (N, A) int32
-    −1 padded ``sfnnv16`` indices, bucket (N,) int64 in 0..7 -> (N,) int64, stm POV."""
+    −1 padded ``sfnnv16`` indices, bucket (N,) int64 in 0..7 -> (N,) int64, stm POV.
+
+    Without return_parts, on CPU by default (``backend`` as :func:`values`) one compiled pass
+    per position (:func:`nnue.inference.compiled_sfnnv16.values_sfnnv16`: int16 register lanes
+    over the int8 and int16 rows, each position's own layer stack); ``backend="torch"``, or where
+    it does not apply, the torch steps. The same integers either way
+    (``tests/inference/test_compiled_sfnnv16.py``)."""
+    if not return_parts and stm.shape[0]:
+        comp = _compiled(backend, stm.device.type == "cpu")
+        if comp is not None:
+            v = comp.values_sfnnv16(net, stm, nstm, bucket)
+            if v is not None:
+                return v
+            from .perspective import _not_applicable
+
+            _not_applicable(backend)
     a_s, p_s = accumulate(net, stm)
     a_n, p_n = accumulate(net, nstm)
     return _value(net, a_s, p_s, a_n, p_n, bucket, return_parts)
@@ -406,21 +435,24 @@ def forward_int(net: SFNNv16IntegerNet, stm: torch.Tensor, nstm: torch.Tensor, b
     """Exact integer eval from feature indices, the evaluator interface of every kind: stm, nstm
     (N, A) int32 −1 padded, bucket (N,) int64 -> (N,) int64 UCI centipawns, stm POV (step 8,
     the material read from the HalfKAv2_hm indices; with return_parts, also {"value": internal
-    values, "psqt", "positional", "acc", "out", "material"})."""
-    v, parts = value_from_indices(net, stm, nstm, bucket, True)
+    values, "psqt", "positional", "acc", "out", "material"}). Without return_parts the values
+    come from the compiled path on CPU (:func:`value_from_indices`)."""
     material = material_of_indices(stm)
+    if not return_parts:
+        return to_cp(value_from_indices(net, stm, nstm, bucket), material)
+    v, parts = value_from_indices(net, stm, nstm, bucket, True)
     cp = to_cp(v, material)
-    if return_parts:
-        return cp, parts | {"value": v, "out": v, "material": material}
-    return cp
+    return cp, parts | {"value": v, "out": v, "material": material}
 
 
 def values(net: SFNNv16IntegerNet, boards: torch.Tensor, chunk: int = 4096, backend: str | None = None,
            return_material: bool = False):
     """Internal values of packed boards: (N, 32) uint8 -> (N,) int64, stm POV (with
-    return_material also the (N,) material counts). ``backend``: "auto"/None (the compiled path
-    where it applies), "compiled" or "torch". Raises ValueError for boards that are not (N, 32)
-    uint8 or that the feature set cannot encode."""
+    return_material also the (N,) material counts), ``chunk`` boards encoded a call. ``backend``
+    (as :func:`nnue.inference.perspective.evaluate`): "auto"/None (on CPU the compiled path,
+    :func:`nnue.inference.compiled_sfnnv16.values_sfnnv16`, where it applies), "compiled" (it,
+    or RuntimeError) or "torch" (the torch steps); the same integers. Raises ValueError for
+    boards that are not (N, 32) uint8 or that the feature set cannot encode."""
     from nnue.pipeline.features.board_tensor import check_boards
 
     check_boards(boards)
@@ -429,7 +461,7 @@ def values(net: SFNNv16IntegerNet, boards: torch.Tensor, chunk: int = 4096, back
     for s in range(0, boards.shape[0], chunk):
         b = boards[s:s + chunk]
         stm, nstm = fs.encode(b)
-        out.append(value_from_indices(net, stm, nstm, buckets.of(b)))
+        out.append(value_from_indices(net, stm, nstm, buckets.of(b), backend=backend))
         mat.append(material_of_indices(stm))
     v = torch.cat(out) if out else torch.zeros(0, dtype=torch.int64)
     if return_material:

@@ -83,6 +83,13 @@ _BIAS_CHUNK = 256
 # ---------------------------------------------------------------------------------------------- kernels
 
 @njit(cache=True, inline="always")
+def _fq_floor(x, g):
+    """torch's ``fake_quant(t, g, "floor")`` in fp32: ``t + (floor(t·g + 1e-3)/g − t)``."""
+    q = np.float32(np.floor(x * g + np.float32(1e-3))) / g
+    return x + np.float32(q - x)
+
+
+@njit(cache=True, inline="always")
 def _fq(x, qa):
     """torch's ``t + (round(t·qa)/qa − t)`` in fp32 (the value of fake_quant's forward)."""
     q = np.float32(np.rint(x * qa)) / qa
@@ -161,9 +168,10 @@ def _remap_indices(idx, remap, out):
 
 
 @njit(cache=True)
-def _add_bias_activate(acc, bias, out, o0, act, L, hi):
+def _add_bias_activate(acc, bias, out, o0, act, L, hi, og):
     """acc += bias (all H columns); out[o0 : o0 + L'] = act(acc[:L]) (L' = L/2 for pairwise),
-    the clamp's upper end ``hi`` (f32; 1 for every activation but Stockfish 19's 255/256)."""
+    the clamp's upper end ``hi`` (f32; 1 for every activation but Stockfish 19's 255/256); og > 0
+    (pairwise only): each product floored to the grid of 1/og (:func:`_fq_floor`)."""
     H = acc.shape[0]
     for j in range(H):
         acc[j] += bias[j]
@@ -173,6 +181,9 @@ def _add_bias_activate(acc, bias, out, o0, act, L, hi):
             a = min(max(acc[j], np.float32(0.0)), hi)
             c = min(max(acc[j + h2], np.float32(0.0)), hi)
             out[o0 + j] = a * c
+        if og > 0:
+            for j in range(h2):
+                out[o0 + j] = _fq_floor(out[o0 + j], og)
     elif act == SCRELU:
         for j in range(L):
             c = min(max(acc[j], np.float32(0.0)), hi)
@@ -228,11 +239,11 @@ def _pair_order(stm, nstm, F, by_lowest, highest=False):
 
 
 @njit(parallel=True, cache=True)
-def _ft_fwd(w, fac, fmap, bias, stm, nstm, order, act, hi, out, accs, raw):
+def _ft_fwd(w, fac, fmap, bias, stm, nstm, order, act, hi, og, out, accs, raw):
     """Forward over the batch (module docstring). w (F, H) f32; fac (V, H) f32, V = 0 without a
     factoriser; fmap (F,) int64 in 0..V−1; bias (H,); stm/nstm (B, A) int32; order (2B,) the
-    pairs' processing order (:func:`_pair_order`); hi f32 the activation's upper clamp; out
-    (B, 2·L') f32; accs (2B, H)
+    pairs' processing order (:func:`_pair_order`); hi f32 the activation's upper clamp; og f32
+    the pairwise products' floor grid (0: none); out (B, 2·L') f32; accs (2B, H)
     f32, row i = the accumulator of pair order[i], written unless act is none (out holds them);
     raw (B, 2·P) f32: the last P = H − L columns of each accumulator, not activated (the
     pass-through columns, e.g. PSQT; P = 0: raw is (B, 0))."""
@@ -253,7 +264,7 @@ def _ft_fwd(w, fac, fmap, bias, stm, nstm, order, act, hi, out, accs, raw):
         else:
             acc = accs[i]
             _gather_sum(acc, w, fac, fmap, idx, has_fac)
-            _add_bias_activate(acc, bias, out[b], p * HO, act, L, hi)
+            _add_bias_activate(acc, bias, out[b], p * HO, act, L, hi, og)
             for j in range(P):
                 raw[b, p * P + j] = acc[L + j]
 
@@ -499,7 +510,7 @@ def _strategy(F: int, H: int) -> tuple[bool, bool]:
 class _SparseFTPair(torch.autograd.Function):
     @staticmethod
     def forward(ctx, weight, factor, bias, stm, nstm, fmap, activation, sparse_grad, qa, passthrough, clamp_max,
-                group_by):
+                group_by, out_grid):
         F, H = weight.shape
         act = _CODES[activation]
         s, n = _index_array(stm, "stm", F), _index_array(nstm, "nstm", F)
@@ -544,7 +555,7 @@ class _SparseFTPair(torch.autograd.Function):
             fac_fwd, fm_fwd = np.empty((0, H), np.float32), np.empty(0, np.int64)
         if B:
             _ft_fwd(w, fac_fwd, fm_fwd, _np(bias.contiguous()), gs, gn, order, act,
-                    np.float32(clamp_max), _np(out), accs, _np(raw))
+                    np.float32(clamp_max), np.float32(out_grid or 0.0), _np(out), accs, _np(raw))
         del w
         ctx.act, ctx.F, ctx.H, ctx.sparse_grad, ctx.scatter, ctx.P = act, F, H, sparse_grad, scatter, P
         ctx.hi = np.float32(clamp_max)
@@ -596,7 +607,7 @@ class _SparseFTPair(torch.autograd.Function):
             if B:
                 _bias_grad(ga, parts)
             grad_b = torch.from_numpy(parts).sum(0) if B else torch.zeros(H)
-        return grad_w, grad_fac, grad_b, None, None, None, None, None, None, None, None, None
+        return grad_w, grad_fac, grad_b, None, None, None, None, None, None, None, None, None, None
 
 
 def _grids(qa, H: int) -> np.ndarray:
@@ -636,14 +647,15 @@ def sparse_ft_pair(weight: torch.Tensor, bias: torch.Tensor, stm: torch.Tensor, 
     """
     check_inputs(weight, bias, stm, nstm, activation, factor, factor_map, 0, qa, clamp_max, group_by)
     return _SparseFTPair.apply(weight, factor, bias, stm, nstm, factor_map, activation, bool(sparse_grad), qa, 0,
-                               float(clamp_max), group_by)[0]
+                               float(clamp_max), group_by, None)[0]
 
 
 def sparse_ft_pair_passthrough(weight: torch.Tensor, bias: torch.Tensor, stm: torch.Tensor, nstm: torch.Tensor,
                                activation: str, passthrough: int, factor: torch.Tensor | None = None,
                                factor_map: torch.Tensor | None = None, sparse_grad: bool = False,
                                qa: float | torch.Tensor | None = None, clamp_max: float = 1.0,
-                               group_by: str = "lowest") -> tuple[torch.Tensor, torch.Tensor]:
+                               group_by: str = "lowest",
+                               out_grid: float | None = None) -> tuple[torch.Tensor, torch.Tensor]:
     """:func:`sparse_ft_pair` on a weight whose last ``passthrough`` = P columns are not activated
     (a Stockfish-style feature transformer: L accumulator columns, then P PSQT columns, one
     matrix): returns (out (B, 2·L') float32, act(acc[:, :L]) of each perspective, stm first, L' =
@@ -654,7 +666,10 @@ def sparse_ft_pair_passthrough(weight: torch.Tensor, bias: torch.Tensor, stm: to
     (``tests/kernels/test_sparse_ft_numba.py``). activation: crelu, screlu or pairwise_crelu;
     0 < P < H (L even for pairwise_crelu); other arguments (QAT grids per column, e.g. the L
     accumulator columns on 1/256 and the P PSQT columns on 1/9600; the clamp's upper end; the
-    pairs' grouping) and errors as :func:`sparse_ft_pair`."""
+    pairs' grouping) and errors as :func:`sparse_ft_pair`. out_grid (pairwise_crelu only): each
+    product floored to the grid of 1/out_grid as ``nnue.trainer.model.fake_quant(out, out_grid,
+    "floor")`` does, bit for bit, with its straight-through gradient (Stockfish 19 under QAT: 128,
+    the engine's ``>> 9``), in the same pass; None: not."""
     if activation not in ACTIVATIONS or weight.dim() != 2:
         check_inputs(weight, bias, stm, nstm, activation, factor, factor_map)
     L = weight.shape[1] - int(passthrough)
@@ -663,8 +678,10 @@ def sparse_ft_pair_passthrough(weight: torch.Tensor, bias: torch.Tensor, stm: to
                          f"{weight.shape[1]} columns: needs an activation, 0 < P < H and an even L for pairwise")
     check_inputs(weight, bias, stm, nstm, activation, factor, factor_map, int(passthrough), qa, clamp_max,
                  group_by)
+    if out_grid is not None and (activation != "pairwise_crelu" or not float(out_grid) > 0):
+        raise ValueError(f"sparse_ft_numba: out_grid={out_grid} needs pairwise_crelu and a grid > 0")
     out, raw = _SparseFTPair.apply(weight, factor, bias, stm, nstm, factor_map, activation, bool(sparse_grad),
-                                   qa, int(passthrough), float(clamp_max), group_by)
+                                   qa, int(passthrough), float(clamp_max), group_by, out_grid)
     return out, raw
 
 

@@ -64,7 +64,9 @@ CASES = [("pairwise_crelu", 2, 1, 1), ("pairwise_crelu", 14, 8, 9), ("pairwise_c
 def test_passthrough_clamp_grids_partial_factoriser(activation, L, P, B, qat, factoriser, strategy):  # noqa: F811
     """sparse_ft_pair_passthrough with clamp_max 255/256, the two QAT grids and a factoriser on
     the rows ≥ 40 only == the reference's raw accumulators of the folded (fake-quantised) weight,
-    activated in torch: forward bit for bit, backward (weight, factor, bias) at fp32 tolerance."""
+    activated in torch (under QAT the pairwise products floored to 1/128 by ``out_grid``, as
+    fake_quant(·, 128, "floor")): forward bit for bit, backward (weight, factor, bias) at fp32
+    tolerance."""
     gen = torch.Generator().manual_seed(100 * L + 10 * P + 2 * qat + factoriser)
     F, H = 97, L + P
     w, b = make_weights(F, H, torch.float32, gen)
@@ -76,10 +78,15 @@ def test_passthrough_clamp_grids_partial_factoriser(activation, L, P, B, qat, fa
         fac = (torch.randn(7, H, generator=gen) * 0.1).requires_grad_(True)
         leaves = (w, fac, b)
     qa = _grids(L, P) if qat else None
-    out, raw = nb.sparse_ft_pair_passthrough(w, b, stm, nstm, activation, P, fac, fmap, qa=qa, clamp_max=HI)
+    grid = 128.0 if qat and activation == "pairwise_crelu" else None
+    out, raw = nb.sparse_ft_pair_passthrough(w, b, stm, nstm, activation, P, fac, fmap, qa=qa, clamp_max=HI,
+                                             out_grid=grid)
     acc = reference.sparse_ft_pair(_folded(w, fac, fmap, L, qat), b, stm, nstm, "none")
     a_s, a_n = acc[:, :H], acc[:, H:]
     want_out = torch.cat([_act(a_s[:, :L], activation, HI), _act(a_n[:, :L], activation, HI)], 1)
+    if grid:
+        assert not torch.equal(out, want_out)   # the floor is applied...
+        want_out = fake_quant(want_out, grid, "floor")   # ...as torch's fake_quant
     want_raw = torch.cat([a_s[:, L:], a_n[:, L:]], 1)
     assert torch.equal(out, want_out) and torch.equal(raw, want_raw)
     g_out, g_raw = torch.randn(out.shape, generator=gen), torch.randn(raw.shape, generator=gen)
@@ -167,6 +174,7 @@ def test_one_grid_as_a_tensor_is_the_number():
     ({"qa": 0.0}, "qa=0.0"),
     ({"clamp_max": 0.0}, "clamp_max"),
     ({"group_by": "first"}, "group_by"),
+    ({"out_grid": 0.0}, "out_grid"),
     ({"factor": torch.zeros(2, 6), "factor_map": torch.full((10,), -2)}, "factor_map"),
 ])
 def test_new_arguments_refused(kw, match):
@@ -174,6 +182,8 @@ def test_new_arguments_refused(kw, match):
     idx = torch.zeros(2, 3, dtype=torch.int32)
     with pytest.raises(ValueError, match=match):
         nb.sparse_ft_pair_passthrough(w, b, idx, idx, "pairwise_crelu", 2, **kw)
+    with pytest.raises(ValueError, match="out_grid"):   # the floor grid is the pairwise product's only
+        nb.sparse_ft_pair_passthrough(w, b, idx, idx, "crelu", 2, out_grid=128.0)
 
 
 # ------------------------------------------------------------------------ the model's two backends

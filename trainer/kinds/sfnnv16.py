@@ -42,7 +42,7 @@ from nnue.inference.kinds import sfnnv16 as inference
 from nnue.inference.sfnnv16 import (FC0_OUTPUTS, FC1_INPUTS, FC1_OUTPUTS, FC2_INPUTS, INT8_INPUTS, LAYER_STACKS,
                                     NUM_INPUTS, PSQ_INPUTS, PSQT_BUCKETS, PP_INPUTS, THREAT_INPUTS,
                                     SFNNv16IntegerNet, material_of_indices, win_rate_a_tensor)
-from nnue.kernels import sparse_ft_pair
+from nnue.kernels import layer_stacks, sparse_ft_pair
 
 from ..model import FeatureTransformer, fake_quant
 from ..quantise import INT8_MAX, INT16_MAX, ExportError, audit_accumulator
@@ -207,12 +207,16 @@ class SFNNv16Net(nn.Module):
         return t if self.qat is None else fake_quant(t, HIDDEN_ONE, "floor")
 
     def _stack(self, layer: nn.Linear, x: torch.Tensor, bucket: torch.Tensor, n: int, ws: float, bs: float,
-               extra: nn.Linear | None = None) -> torch.Tensor:
-        """A layer-stack layer: (B, K) -> (B, n), each position through its bucket's rows."""
+               extra: nn.Linear | None = None, offsets: list[int] | None = None) -> torch.Tensor:
+        """A layer-stack layer: (B, K) -> (B, n), each position through its bucket's rows; with
+        ``offsets`` the rows of x are in bucket order and only each bucket's own rows are
+        computed (:mod:`nnue.kernels.layer_stacks`), else every bucket's, then a gather."""
         w, b = layer.weight, layer.bias
         if extra is not None:  # the shared factoriser of l1, added to every stack
             w = (w.view(-1, n, w.shape[1]) + extra.weight).view(-1, w.shape[1])
             b = (b.view(-1, n) + extra.bias).view(-1)
+        if offsets is not None:
+            return layer_stacks.stack_linear(x, self._q(w, ws), self._q(b, bs), offsets, n)
         y = torch.nn.functional.linear(x, self._q(w, ws), self._q(b, bs))
         return y.view(x.shape[0], -1, n).gather(1, bucket.view(-1, 1, 1).expand(-1, 1, n)).squeeze(1)
 
@@ -257,10 +261,11 @@ class SFNNv16Net(nn.Module):
         return sparse_ft_pair(w, b, stm, nstm, "none", backend)
 
     def _ft_outputs(self, stm: torch.Tensor, nstm: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        """(the pairwise products of both perspectives' clamped L1/2 halves (B, L1), stm first;
-        the PSQT columns (B, 16), stm's 8 then nstm's). On the numba backend one fused kernel
-        pass (:func:`nnue.kernels.sparse_ft_numba.sparse_ft_pair_passthrough`: the clamp at
-        255/256, both QAT grids, the factoriser on the HalfKAv2_hm rows only; the same fp32
+        """(the pairwise products of both perspectives' clamped L1/2 halves (B, L1), stm first,
+        under QAT floored to the grid of 1/128; the PSQT columns (B, 16), stm's 8 then nstm's).
+        On the numba backend one fused kernel pass
+        (:func:`nnue.kernels.sparse_ft_numba.sparse_ft_pair_passthrough`: the clamp at 255/256,
+        both QAT grids, the factoriser on the HalfKAv2_hm rows only, the floor; the same fp32
         values bit for bit, ``tests/kernels/test_sparse_ft_numba_sfnnv16.py``); else from
         :meth:`_accumulators`."""
         if self._numba():
@@ -268,8 +273,9 @@ class SFNNv16Net(nn.Module):
 
             w, b, fac, fmap, qa = self._numba_args()
             # pairs grouped by their highest feature: a HalfKAv2_hm one, so by king bucket
-            return sparse_ft_numba.sparse_ft_pair_passthrough(w, b, stm, nstm, "pairwise_crelu", PSQT_BUCKETS, fac,
-                                                              fmap, self.sparse_grad, qa, FT_MAX, "highest")
+            return sparse_ft_numba.sparse_ft_pair_passthrough(
+                w, b, stm, nstm, "pairwise_crelu", PSQT_BUCKETS, fac, fmap, self.sparse_grad, qa, FT_MAX, "highest",
+                None if self.qat is None else HIDDEN_ONE)
         H = self.arch.hidden
         acc = self._accumulators(stm, nstm)
         W = H + PSQT_BUCKETS
@@ -277,28 +283,35 @@ class SFNNv16Net(nn.Module):
         for a in (acc[:, :H], acc[:, W:W + H]):
             c = a.clamp(0.0, FT_MAX)
             halves.append(c[:, :H // 2] * c[:, H // 2:])
-        return torch.cat(halves, 1), torch.cat([acc[:, H:W], acc[:, W + H:]], 1)
+        return self._act_q(torch.cat(halves, 1)), torch.cat([acc[:, H:W], acc[:, W + H:]], 1)
 
     def _activate(self, s: torch.Tensor) -> torch.Tensor:
         """SqrClippedReLU and ClippedReLU of a layer's outputs: (B, n) -> (B, 2n)."""
         return torch.cat([self._act_q(torch.pow(s, 2.0)), self._act_q(s)], 1).clamp(0.0, ACT_MAX)
 
     def forward_value(self, stm: torch.Tensor, nstm: torch.Tensor, bucket: torch.Tensor) -> torch.Tensor:
-        """(B,) float ``y``: the engine's internal value / 600."""
+        """(B,) float ``y``: the engine's internal value / 600. On the CPU the positions go
+        through the net in bucket order (:mod:`nnue.kernels.layer_stacks`: each through its own
+        stack's rows only, 1/8 of the dense layers' arithmetic), and ``y`` comes back in batch
+        order."""
+        perm = offsets = None
+        if layer_stacks.use_for(self.ft.weight):
+            perm, offsets = layer_stacks.bucket_order(bucket, self.arch.num_buckets)
+            if perm is not None:
+                stm, nstm, bucket = stm.index_select(0, perm), nstm.index_select(0, perm), bucket.index_select(0, perm)
         x0, psqt_acc = self._ft_outputs(stm, nstm)
-        x0 = self._act_q(x0)
-        s0 = self._stack(self.l1, x0, bucket, FC0_OUTPUTS, L1_W, L1_B, self.l1_fact)
+        s0 = self._stack(self.l1, x0, bucket, FC0_OUTPUTS, L1_W, L1_B, self.l1_fact, offsets)
         skip = s0[:, FC0_OUTPUTS - 2] - s0[:, FC0_OUTPUTS - 1]
         x1 = self._activate(s0)
-        s1 = self._stack(self.l2, x1, bucket, FC1_OUTPUTS, L2_W, L2_B)
+        s1 = self._stack(self.l2, x1, bucket, FC1_OUTPUTS, L2_W, L2_B, None, offsets)
         x2 = self._activate(s1)
-        o = self._stack(self.out, torch.cat([x1, x2], 1), bucket, 1, OUT_W, OUT_B)[:, 0] + skip
+        o = self._stack(self.out, torch.cat([x1, x2], 1), bucket, 1, OUT_W, OUT_B, None, offsets)[:, 0] + skip
         if self.qat is not None:  # fwd·9600/16384 truncated, as network.cpp does
             q = torch.trunc(torch.round(o * OUT_DEN) * OUT_NUM / OUT_DEN) / OUT_NUM
             o = o + (q - o).detach()
         bk = bucket.view(-1, 1)
         psqt = (psqt_acc.gather(1, bk) - psqt_acc.gather(1, bk + PSQT_BUCKETS))[:, 0] / 2
-        return o + psqt
+        return layer_stacks.unpermute(o + psqt, perm)
 
     def forward(self, stm: torch.Tensor, nstm: torch.Tensor, bucket: torch.Tensor) -> torch.Tensor:
         a = win_rate_a_tensor(material_of_indices(stm)).to(torch.float32)
