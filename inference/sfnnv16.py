@@ -502,6 +502,70 @@ def _pawns(v: int, material: int) -> str:
     return "%+.2f" % (0.01 * to_cp_int(v, material))
 
 
+_PIECE_CODES = {c: i + 1 for i, c in enumerate("PNBRQK")} | {c: i + 9 for i, c in enumerate("pnbrqk")}
+_KNIGHT_STEPS = ((1, 2), (2, 1), (2, -1), (1, -2), (-1, -2), (-2, -1), (-2, 1), (-1, 2))
+_KING_STEPS = ((1, 0), (1, 1), (0, 1), (-1, 1), (-1, 0), (-1, -1), (0, -1), (1, -1))
+
+
+def fen_facts(fen: str) -> tuple[list[int], bool, int]:
+    """A FEN's (64 piece codes, a1 = 0: 1..6 white P N B R Q K, 9..14 black; white to move; the
+    halfmove clock, 0 when absent). Raises ValueError on a malformed placement or side to move."""
+    fields = fen.split()
+    if len(fields) < 2 or fields[1] not in ("w", "b"):
+        raise ValueError(f"FEN {fen!r}: expected a placement and a side to move")
+    sq = [0] * 64
+    ranks = fields[0].split("/")
+    if len(ranks) != 8:
+        raise ValueError(f"FEN {fen!r}: {len(ranks)} ranks")
+    for r, row in enumerate(ranks):
+        f = 0
+        for ch in row:
+            if ch.isdigit():
+                f += int(ch)
+            elif ch in _PIECE_CODES and f < 8:
+                sq[(7 - r) * 8 + f] = _PIECE_CODES[ch]
+                f += 1
+            else:
+                raise ValueError(f"FEN {fen!r}: bad placement character {ch!r}")
+        if f != 8:
+            raise ValueError(f"FEN {fen!r}: rank {8 - r} has {f} files")
+    clock = int(fields[4]) if len(fields) > 4 and fields[4].isdigit() else 0
+    return sq, fields[1] == "w", clock
+
+
+def in_check(sq: list[int], white: bool) -> bool:
+    """Whether the side to move's king (white's when ``white``) is attacked on the board ``sq``
+    (:func:`fen_facts`' codes). Raises ValueError when that side has no king."""
+    own = 0 if white else 8
+    them = 8 - own
+    try:
+        k = sq.index(6 + own)
+    except ValueError:
+        raise ValueError("the side to move has no king") from None
+    kf, kr = k % 8, k // 8
+
+    def at(f, r):
+        return sq[r * 8 + f] if 0 <= f < 8 and 0 <= r < 8 else -1
+    pawn_rank = kr + (1 if white else -1)  # an enemy pawn attacks from one rank ahead of the king
+    if any(at(kf + d, pawn_rank) == 1 + them for d in (-1, 1)):
+        return True
+    if any(at(kf + df, kr + dr) == 2 + them for df, dr in _KNIGHT_STEPS):
+        return True
+    if any(at(kf + df, kr + dr) == 6 + them for df, dr in _KING_STEPS):
+        return True
+    for df, dr in _KING_STEPS:
+        sliders = (3, 5) if df and dr else (4, 5)   # bishops/queens on diagonals, rooks/queens on lines
+        f, r = kf + df, kr + dr
+        while 0 <= f < 8 and 0 <= r < 8:
+            p = sq[r * 8 + f]
+            if p:
+                if p - them in sliders and (p >> 3) == (them >> 3):
+                    return True
+                break
+            f, r = f + df, r + dr
+    return False
+
+
 def trace(net: SFNNv16IntegerNet, fens: list[str]) -> list[str]:
     """Stockfish 19's ``eval`` output for each FEN, character for character: the table of the 8
     buckets ("NNUE network contributions (Normalized, …)": Material (PSQT), Positional (Layers),
@@ -509,13 +573,13 @@ def trace(net: SFNNv16IntegerNet, fens: list[str]) -> list[str]:
     stm POV; pawns, white's point of view) and the ``Final evaluation`` line. Each text ends with a
     newline. The engine prints ``Final evaluation: none (in check)`` for a position in check: so
     does this. Raises ValueError on a malformed FEN."""
-    import chess
-
-    from .api import boards_from_fens
+    from nnue.pipeline.board import pack_fen
 
     if not fens:
         return []
-    boards = boards_from_fens(list(fens))
+    facts = [fen_facts(f) for f in fens]
+    boards = torch.from_numpy(np.frombuffer(b"".join(pack_fen(f) for f in fens), dtype=np.uint8)
+                              .reshape(-1, 32).copy())
     fs = net.features
     stm, nstm = fs.encode(boards)
     a_s, p_s = accumulate(net, stm)
@@ -529,13 +593,11 @@ def trace(net: SFNNv16IntegerNet, fens: list[str]) -> list[str]:
         psqt.append(_tdiv(psqt_value(p_s, p_n, bk), OUTPUT_SCALE).tolist())
         positional.append(_tdiv(layer_stack(net, x0, bk), OUTPUT_SCALE).tolist())
     out = []
-    for i, fen in enumerate(fens):
-        board = chess.Board(fen, chess960=True)
-        if board.is_check():
+    for i, (sq, white, clock) in enumerate(facts):
+        if in_check(sq, white):
             out.append("Final evaluation: none (in check)\n")
             continue
-        white = board.turn == chess.WHITE
-        pieces = chess.popcount(board.occupied)
+        pieces = sum(1 for p in sq if p)
         used = (pieces - 1) // 4
         m = material[i]
         lines = [f"NNUE network contributions (Normalized, {'White' if white else 'Black'} to move)",
@@ -552,10 +614,9 @@ def trace(net: SFNNv16IntegerNet, fens: list[str]) -> list[str]:
         v = psqt[used][i] + positional[used][i]
         lines.append(f"NNUE evaluation          {v:+d} (side to move, internal units)")
         lines.append(f"NNUE evaluation        {_pawns(v if white else -v, m)} (white side)")
-        pawns = chess.popcount(board.pawns)
-        npm = sum(PIECE_VALUES[t - 1] * chess.popcount(board.pieces_mask(t, chess.WHITE) | board.pieces_mask(t, chess.BLACK))
-                  for t in (chess.KNIGHT, chess.BISHOP, chess.ROOK, chess.QUEEN))
-        f = final_value(psqt[used][i], positional[used][i], pawns, npm, board.halfmove_clock)
+        pawns = sum(1 for p in sq if p & 7 == 1)
+        npm = sum(PIECE_VALUES[(p & 7) - 1] for p in sq if 2 <= (p & 7) <= 5)
+        f = final_value(psqt[used][i], positional[used][i], pawns, npm, clock)
         lines.append(f"Final evaluation      {_pawns(f if white else -f, m)} (white side) [with scaled NNUE, ...]")
         out.append("\n".join(lines) + "\n")
     return out
