@@ -55,7 +55,12 @@ def sh(cmd: list[str], log: Path, cwd: str | None = None, env: dict | None = Non
         f.write("+ " + " ".join(shlex.quote(c) for c in cmd) + "\n")
         f.flush()
         p = subprocess.Popen(cmd, cwd=cwd, stdout=f, stderr=subprocess.STDOUT, env=env)
-        _, status, ru = os.wait4(p.pid, 0)
+        try:
+            _, status, ru = os.wait4(p.pid, 0)
+        except BaseException:   # interrupted: leave no training running
+            p.kill()
+            p.wait()
+            raise
     rc = os.waitstatus_to_exitcode(status)
     if rc != 0:
         tail = "\n".join(log.read_text(errors="replace").splitlines()[-6:])
@@ -217,7 +222,7 @@ def run(argv=None) -> dict:
     p.add_argument("--batch", type=int, default=16384, help="positions per step, both")
     p.add_argument("--steps", type=int, default=200, help="optimiser steps, both (a multiple of --epoch-steps)")
     p.add_argument("--epoch-steps", type=int, default=50, help="steps per epoch, both (the lr × 0.992 after each)")
-    p.add_argument("--lr", type=float, default=LR, help="learning rate, both (nnue-pytorch's default)")
+    p.add_argument("--lr", type=float, default=LR, help="learning rate, both (default %(default)s: nnue-pytorch's)")
     p.add_argument("--seed", type=int, default=42, help="both trainers' seed")
     p.add_argument("--heldout", nargs="+", default=[str(h) for h in HELDOUT],
                    help="held-out self-play dumps (.plain with search scores and results)")
@@ -226,7 +231,8 @@ def run(argv=None) -> dict:
     p.add_argument("--npa-omp", choices=["default", "passive"], default="default",
                    help="nnue-pytorch's OMP_WAIT_POLICY (see nnue bench train_vs_npa)")
     p.add_argument("--npa-args", default="", help="more train.py arguments for nnue-pytorch")
-    p.add_argument("--phase", choices=["all", "ours", "npa", "eval"], default="all")
+    p.add_argument("--phase", choices=["all", "ours", "npa", "eval"], default="all",
+                   help="train ours, train nnue-pytorch's, evaluate both (needs both trained), or all three")
     p.add_argument("--out", help="also write the JSON here")
     a = p.parse_intermixed_args(argv)
     if a.steps % a.epoch_steps:

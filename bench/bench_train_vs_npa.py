@@ -99,7 +99,12 @@ def run_timed(cmd: list[str], cwd: str | None, clock: str, log: str, env: dict |
     t0 = time.perf_counter()
     with open(log, "w") as f:
         p = subprocess.Popen(cmd, cwd=cwd, stdout=f, stderr=subprocess.STDOUT, env=env)
-        _, status, ru = os.wait4(p.pid, 0)
+        try:
+            _, status, ru = os.wait4(p.pid, 0)
+        except BaseException:   # interrupted: leave no training running
+            p.kill()
+            p.wait()
+            raise
         p.returncode = os.waitstatus_to_exitcode(status)
     rec = {"exit_status": p.returncode, "process_wall_s": round(time.perf_counter() - t0, 1),
            "peak_rss_gib_wait4": round(ru.ru_maxrss / 2 ** 20, 3),
@@ -110,6 +115,72 @@ def run_timed(cmd: list[str], cwd: str | None, clock: str, log: str, env: dict |
         return rec
     rec.update(json.loads(Path(clock).read_text()))
     return rec
+
+
+#: the profile's groups: (name, torch.profiler event, inclusive of the ops it calls)
+PROFILE_EVENTS = (("ft_forward", "_SparseFTPair"), ("ft_backward", "_SparseFTPairBackward"),
+                  ("layer_stacks_forward", "_StackLinear"), ("layer_stacks_backward", "_StackLinearBackward"))
+PROFILE_PHASES = ("stream", "features", "forward_loss", "backward", "optimizer", "clip")
+
+
+def profile_ours(dataset: str, batch: int, steps: int, warmup: int, overrides: list[str]) -> dict:
+    """Where our step's time goes: ``steps`` steps of the same config as ``nnue train`` runs it,
+    in a plain loop (no Lightning) under ``torch.profiler``, after ``warmup`` untimed ones. Per
+    step (ms, wall time of this process as the profiler counts it): the phases (the stream's
+    next batch, the feature encoding, forward + loss, backward, optimiser step, weight clip) and
+    inside them the feature transformer's compiled kernels (forward, backward) and the layer
+    stacks' grouped matmuls (forward, backward); the rest of forward + loss and of backward is
+    the elementwise work (activations, fake quantisation, the loss, the autograd engine)."""
+    import torch
+    from torch.profiler import ProfilerActivity, profile, record_function
+
+    from nnue.pipeline.batch import to_sparse_batch
+
+    from nnue.kernels.host_memory import retain_freed_memory
+
+    from .bench_train import build, compose
+
+    retain_freed_memory()   # as nnue train does on the CPU
+    cfg = compose(["features=sfnnv16", "model=sfnnv16", *FAST, *overrides], dataset, batch, "cpu")
+    lit, dm = build(cfg)
+    opt = lit.configure_optimizers()
+    model, scheme = lit.model, lit.scheme
+    it = iter(dm.train_dataloader())
+
+    def step():
+        with record_function("phase:stream"):
+            packed = next(it)
+        with record_function("phase:features"):
+            b = to_sparse_batch(packed, lit.feature_set, lit.buckets)
+        with record_function("phase:forward_loss"):
+            _, _, loss = lit._loss(b, lit.current_lambda())
+        with record_function("phase:backward"):
+            opt.zero_grad(set_to_none=True)
+            loss.backward()
+        with record_function("phase:optimizer"):
+            opt.step()
+        with record_function("phase:clip"):
+            model.clip_weights(scheme.ft_clip, scheme.l1_clip, ft_weight=False)
+
+    for _ in range(warmup):
+        step()
+    load = os.getloadavg()
+    t0, c0 = time.perf_counter(), time.process_time()
+    with profile(activities=[ProfilerActivity.CPU]) as prof:
+        for _ in range(steps):
+            step()
+    wall, cpu = time.perf_counter() - t0, time.process_time() - c0
+    total = {e.key: e.cpu_time_total / 1e3 / steps for e in prof.key_averages()}   # µs -> ms per step
+    phases = {p: round(total.get(f"phase:{p}", 0.0), 1) for p in PROFILE_PHASES}
+    kernels = {name: round(total.get(ev, 0.0), 1) for name, ev in PROFILE_EVENTS}
+    step_ms = sum(phases.values())
+    return {"steps": steps, "warmup": warmup, "load_before": [round(x, 2) for x in load],
+            "load_after": [round(x, 2) for x in os.getloadavg()], "wall_ms_per_step_profiled": round(wall / steps * 1e3, 1),
+            "cpu_s_per_step_profiled": round(cpu / steps, 4),
+            "phases_ms_per_step": phases, "inside_ms_per_step": kernels,
+            "share_of_step": {k: round(v / step_ms, 3) for k, v in {**phases, **kernels}.items()} if step_ms else {},
+            "note": "wall time per op as torch.profiler counts it in this process (it includes waiting for a core "
+                    "on a loaded machine); the shares are the figure to read"}
 
 
 def npa_env(omp: str) -> dict:
@@ -153,6 +224,8 @@ def run(argv=None) -> dict:
                    help="nnue-pytorch's OMP_WAIT_POLICY: default (unset, as its users run it) or passive (what "
                         "nnue sets for itself)")
     p.add_argument("--npa-args", default="", help="more train.py arguments for nnue-pytorch")
+    p.add_argument("--profile-steps", type=int, default=0, help="after the runs, profile this many of our steps "
+                                                                "in a plain loop (0: no profile)")
     p.add_argument("--keep", help="keep the runs' logs and outputs in this folder (default: a temporary one)")
     p.add_argument("--out", help="also write the JSON here")
     a = p.parse_intermixed_args(argv)
@@ -193,6 +266,8 @@ def run(argv=None) -> dict:
                       + (f", FAILED: {rec['error'][-1]}" if "error" in rec else ""), file=sys.stderr, flush=True)
                 if not a.keep:   # the checkpoints are large
                     subprocess.run(["rm", "-rf", str(d / "run")], check=False)
+        prof = profile_ours(str(Path(dataset).resolve()), a.batch, a.profile_steps, 2, a.overrides) \
+            if a.profile_steps and dataset else None
     pairs = []
     for o, n in zip(runs["ours"], runs["npa"]):
         if o.get("positions_per_s") and n.get("positions_per_s"):
@@ -224,7 +299,7 @@ def run(argv=None) -> dict:
            "pairs": a.pairs, "binpack": Path(a.binpack).name, "cores": os.cpu_count(),
            "ours_overrides": FAST + a.overrides, "npa_features": NPA_FEATURES,
            "npa_commit": _git_head(src), "npa_omp_wait_policy": a.npa_omp, "commands": commands,
-           "summary": summary, "pair_ratios": pairs, "runs": runs,
+           "summary": summary, "pair_ratios": pairs, "runs": runs, "profile_ours": prof,
            "environment": environment(torch.device("cpu"))}
     emit(out, a.out)
     return out
