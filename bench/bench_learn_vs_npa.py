@@ -21,7 +21,7 @@
 Phases (``--phase``) can run apart on one ``--work`` folder (a training takes long on a shared
 machine): ``ours``, ``npa``, ``eval`` or ``all``. A finished phase is not run again.
 
-    nnue bench learn_vs_npa --npa DIR --work DIR [--steps 200] [--epoch-steps 50] [--batch 16384]
+    nnue bench learn_vs_npa --npa DIR --work DIR [--steps 160] [--epoch-steps 40] [--batch 16384]
         [--heldout PLAIN ...] [--official FILE.nnue] [--phase all] [--out FILE]
 """
 from __future__ import annotations
@@ -220,8 +220,8 @@ def run(argv=None) -> dict:
     p.add_argument("--dataset", help="the .binpack packed by 'nnue pack --score-unit sf-internal' (default: "
                                      "packed into WORK/dataset)")
     p.add_argument("--batch", type=int, default=16384, help="positions per step, both")
-    p.add_argument("--steps", type=int, default=200, help="optimiser steps, both (a multiple of --epoch-steps)")
-    p.add_argument("--epoch-steps", type=int, default=50, help="steps per epoch, both (the lr × 0.992 after each)")
+    p.add_argument("--steps", type=int, default=160, help="optimiser steps, both (a multiple of --epoch-steps)")
+    p.add_argument("--epoch-steps", type=int, default=40, help="steps per epoch, both (the lr × 0.992 after each)")
     p.add_argument("--lr", type=float, default=LR, help="learning rate, both (default %(default)s: nnue-pytorch's)")
     p.add_argument("--seed", type=int, default=42, help="both trainers' seed")
     p.add_argument("--heldout", nargs="+", default=[str(h) for h in HELDOUT],
@@ -294,9 +294,10 @@ def settings(a) -> dict:
                         "sigmoids (offset 270, scaling 340 for the net, 380 for the score, internal units), "
                         "lambda 1.0 (score only)",
                 "scores": "binpack internal units as they are",
-                "filters": "its defaults: skip captures, in check, no score; random skips by score/result "
-                           "agreement (wld_filtered), of early plies (soft, up to ply 20) and by piece count "
-                           "(towards its target distribution)",
+                "filters": "its defaults: skip captures (a piece on the target square: not en passant, not "
+                           "quiet promotions), in check, no score, a 0 placeholder after a large score in a "
+                           "decisive game; random skips by score/result agreement (wld_filtered), of early plies "
+                           "(soft, up to ply 20) and by piece count (towards its target distribution)",
                 "qat": True, "gradient_clip": "norm 2.0", "data_order": "its C++ loader, one worker"},
         "not_removed": ["optimiser: RangerLite has no counterpart here, ours is AdamW (row-sparse for the FT)",
                         "loss shape: nnue-pytorch's win-rate model loss vs our sigmoid(cp/400); same exponent, "
