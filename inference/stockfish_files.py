@@ -75,7 +75,8 @@ class NnueFormat:
 FORMATS: dict[int, NnueFormat] = {f.version: f for f in (
     NnueFormat(0x7AF32F20, "Stockfish 15.1", "SFNNv5", "sfnnv5", 1024, "nnue.inference.sfnnue",
                reader="nnue.inference.sfnnv5:read_nnue", checkpoint="nnue.trainer.kinds.sfnnv5:imported_checkpoint"),
-    NnueFormat(0x6A448AFA, "Stockfish 19", "SFNNv16", "sfnnv16", 1024, "nnue.inference.sfnnue19"),
+    NnueFormat(0x6A448AFA, "Stockfish 19", "SFNNv16", "sfnnv16", 1024, "nnue.inference.sfnnue19",
+               reader="nnue.inference.sfnnv16:read_nnue", checkpoint="nnue.trainer.kinds.sfnnv16:imported_checkpoint"),
 )}
 
 

@@ -334,7 +334,7 @@ def check_train_args(overrides: list[str]) -> str | None:
         from nnue.kernels import BACKENDS
         from nnue.pipeline.features import get_feature_set, parse_output_buckets
         from . import kinds
-        from .model import factor_map
+        from nnue.pipeline.features import factor_map
 
         m = cfg.model
         fs = get_feature_set(m.features)
@@ -381,7 +381,9 @@ def check_train_args(overrides: list[str]) -> str | None:
         if m.get("backend") == "numba" and str(cfg.trainer.get("accelerator", "cpu")) in ("gpu", "cuda"):
             return "model.backend=numba runs on the CPU; with trainer=gpu use model.backend=auto (Triton)"
         if m.get("factoriser"):
-            factor_map(m.features, fs.num_inputs)
+            from .kinds import KINDS
+            entry = KINDS.get(m.get("kind", "perspective"))
+            factor_map(m.features, fs.num_inputs, partial=bool(entry and entry.partial_factoriser))
     except Exception as e:  # Hydra/OmegaConf raise many types; all mean "bad arguments" here
         msg = " ".join(str(e.args[0] if isinstance(e, KeyError) and e.args else e).split())
         if "Missing mandatory value: data.path" in msg:

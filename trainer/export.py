@@ -115,7 +115,7 @@ def _json_object(path, meta: dict, key: str) -> dict:
 #: hparams field -> (type, required)
 _HPARAMS = {"features": (str, True), "output_buckets": (str, True), "hidden": (int, True), "activation": (str, True),
             "kind": (str, False), "deep": (dict, False), "quant": (dict, False), "factoriser": (bool, False),
-            "qat": (bool, False), "tiny": (dict, False), "sfnnv5": (dict, False), "alpha": ((int, float), False), "max_bytes": (int, False)}
+            "qat": (bool, False), "tiny": (dict, False), "sfnnv5": (dict, False), "sfnnv16": (dict, False), "alpha": ((int, float), False), "max_bytes": (int, False)}
 
 
 def _check_hparams(path, hp: dict):

@@ -52,9 +52,11 @@ class LitNNUE(pl.LightningModule):
                  scheduler=None, backend: str = "auto", factoriser: bool = False,
                  kind: str = "perspective", deep: dict | None = None, qat: bool = False,
                  act_l1: float = 0.0, lambda_schedule: dict | None = None, alpha: float = 0.5,
-                 max_bytes: int | None = None, tiny: dict | None = None, sfnnv5: dict | None = None):
+                 max_bytes: int | None = None, tiny: dict | None = None, sfnnv5: dict | None = None,
+                 sfnnv16: dict | None = None):
         super().__init__()
-        quant, loss, deep, tiny, sfnnv5 = plain(quant), plain(loss), plain(deep), plain(tiny), plain(sfnnv5)  # DictConfig -> dict: checkpoints hold plain data
+        quant, loss, deep, tiny, sfnnv5, sfnnv16 = (plain(quant), plain(loss), plain(deep), plain(tiny), plain(sfnnv5),
+                                                  plain(sfnnv16))  # DictConfig -> dict: checkpoints hold plain data
         self.save_hyperparameters(ignore=["optimizer", "scheduler", "lambda_schedule"])
         self.feature_set = get_feature_set(features)
         self.buckets = parse_output_buckets(output_buckets)
@@ -62,7 +64,7 @@ class LitNNUE(pl.LightningModule):
         self.loss_cfg = check_loss_config(loss)  # target=residual: trainer/loss.py
         self.model = kinds.build_model(kind, features, self.feature_set.num_inputs, hidden, activation,
                                        self.buckets.count, backend, factoriser,
-                                       kinds.layers_config(kind, {"deep": deep, "tiny": tiny, "sfnnv5": sfnnv5}),
+                                       kinds.layers_config(kind, {"deep": deep, "tiny": tiny, "sfnnv5": sfnnv5, "sfnnv16": sfnnv16}),
                                        product_scale=self.scheme.qa / (1 << self.scheme.l0_shift),
                                        scale=self.scheme.scale, output_buckets=self.buckets.name)
         self.arch = self.model.arch

@@ -8,10 +8,10 @@ from __future__ import annotations
 
 from nnue.spec.registry import registered
 
-from . import deep, perspective, sfnnv5, tiny
+from . import deep, perspective, sfnnv5, sfnnv16, tiny
 from .spec import InferenceKind
 
-KINDS: dict[str, InferenceKind] = {k.name: k for k in (perspective.KIND, deep.KIND, tiny.KIND, sfnnv5.KIND)}
+KINDS: dict[str, InferenceKind] = {k.name: k for k in (perspective.KIND, deep.KIND, tiny.KIND, sfnnv5.KIND, sfnnv16.KIND)}
 
 
 

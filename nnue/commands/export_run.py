@@ -23,6 +23,8 @@ def run(args) -> int:
     arch = r["architecture"]
     layers = (" -> 8 layer stacks: 16 -> SqrCReLU|CReLU 30 -> 32 -> 1, skip, 8 PSQT (Stockfish 15.1 SFNNv5)"
               if arch.get("kind") == "sfnnv5" else
+              " -> 8 layer stacks: 32 -> SqrCReLU|CReLU 64 -> 32 -> SqrCReLU|CReLU 64 + 64 -> 1, skip, 8 PSQT "
+              "(Stockfish 19 SFNNv16)" if arch.get("kind") == "sfnnv16" else
               f" -> {arch['l1_outputs']} {arch['hidden_activation']} -> {arch['l2_outputs']} "
               f"{arch.get('l2_activation') or arch['hidden_activation']} -> 1" if "l2_outputs" in arch else
               f" -> {arch['l1_outputs']} {arch['hidden_activation']} -> 1" if "l1_outputs" in arch else "")
@@ -30,11 +32,12 @@ def run(args) -> int:
           f"{arch['output_buckets']}")
     if r.get("residual"):
         print(f"  residual net: eval = {r['residual']['base']} + {r['residual']['alpha']:g}·net")
-    if arch.get("kind") == "sfnnv5":
+    engine = {"sfnnv5": "Stockfish 15.1", "sfnnv16": "Stockfish 19"}.get(arch.get("kind"))
+    if engine:
         if arch["hidden"] == 1024:
-            print(f"  Stockfish 15.1: setoption name EvalFile value {Path(r['bin']).resolve()}")
+            print(f"  {engine}: setoption name EvalFile value {Path(r['bin']).resolve()}")
         else:
-            print(f"  note: net.nnue has L1 {arch['hidden']}: Stockfish 15.1 loads only 1024 (nnue eval and "
+            print(f"  note: net.nnue has L1 {arch['hidden']}: {engine} loads only 1024 (nnue eval and "
                   "nnue import-net read it)", file=sys.stderr)
     print(f"  {r['bytes']['net.safetensors']:,} bytes" + (f" (model.max_bytes {r['bytes']['max_bytes']:,})"
                                                          if r["bytes"]["max_bytes"] else ""))

@@ -11,11 +11,11 @@ import torch
 
 from nnue.spec.registry import registered
 
-from . import deep, perspective, sfnnv5, tiny
-from ..model import factor_map
+from . import deep, perspective, sfnnv5, sfnnv16, tiny
+from nnue.pipeline import features
 from .spec import TrainerKind
 
-KINDS: dict[str, TrainerKind] = {k.name: k for k in (perspective.KIND, deep.KIND, tiny.KIND, sfnnv5.KIND)}
+KINDS: dict[str, TrainerKind] = {k.name: k for k in (perspective.KIND, deep.KIND, tiny.KIND, sfnnv5.KIND, sfnnv16.KIND)}
 
 
 
@@ -62,7 +62,8 @@ def build_model(kind: str, feature_set: str, num_inputs: int, hidden: int, activ
     entry = get(kind)
     if output_buckets is not None:
         check_kind_inputs(kind, feature_set, output_buckets)
-    factors = factor_map(feature_set, num_inputs) if factoriser else None
+    factors = (features.factor_map(feature_set, num_inputs, partial=entry.partial_factoriser) if factoriser
+               else None)
     arch = entry.float_arch.from_config(num_inputs, hidden, activation, num_buckets, layers or {}, product_scale,
                                         scale=scale)
     return entry.float_model(arch, backend, factors)

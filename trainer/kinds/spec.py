@@ -19,7 +19,9 @@ class TrainerKind:
     * ``audit(q, arch, scheme, max_active, clip)``: (tensors, report), ExportError on overflow;
     * ``calibrate(model, q, net, scheme, stm, nstm, bucket)``: (tensors to replace, report);
     * ``layers_key``: the ``model.`` config group holding the sizes after L0 (None: none);
-    * ``features`` / ``output_buckets``: what the kind requires (None: any).
+    * ``features`` / ``output_buckets``: what the kind requires (None: any);
+    * ``partial_factoriser``: the float model takes a factoriser map with −1 on rows that have no
+      virtual row (sfnnv16: only its HalfKAv2_hm rows are factorised).
     """
 
     name: str
@@ -32,3 +34,4 @@ class TrainerKind:
     layers_key: str | None = None
     features: str | None = None
     output_buckets: str | None = None
+    partial_factoriser: bool = False
