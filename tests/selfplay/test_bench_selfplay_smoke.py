@@ -49,7 +49,8 @@ def test_bench_selfplay_refuses_a_missing_net(tmp_path, capsys):
 def test_bench_selfplay_sfnnv5_batch_only(tmp_path, monkeypatch):
     """An sfnnv5 net: the incremental mode, the batched one and ``batch-only`` (every leaf
     through sfnnv5's batch evaluator, no one-position path) play the same games."""
-    from nnue.inference import api, sfnnv5
+    from nnue.inference import api
+    from nnue.inference.kinds import sfnnv5
     from tests.engines.test_sfnnv5 import random_int_net
 
     net = tmp_path / "net.safetensors"

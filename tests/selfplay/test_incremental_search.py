@@ -183,9 +183,9 @@ def test_faster_tree_walk_plays_the_same_games(priors, monkeypatch):
 
 def test_sfnnv5_games_equal_with_the_batch_evaluator(monkeypatch):
     """sfnnv5 self-play: the incremental search plays byte for byte the games of a search whose
-    every leaf goes through the kind's batch evaluator (``nnue.inference.sfnnv5.evaluate``: the
+    every leaf goes through the kind's batch evaluator (``nnue.inference.kinds.sfnnv5.evaluate``: the
     one-position path of small calls switched off), 4 games in flight."""
-    from nnue.inference import sfnnv5
+    from nnue.inference.kinds import sfnnv5
 
     torch.set_num_threads(1)
     net = NETS["sfnnv5 l1=32"]()
@@ -226,7 +226,7 @@ def test_nets_without_incremental_support_are_batched(monkeypatch):
 def test_stockfish_builtin_net_plays_the_same_games(tmp_path, monkeypatch):
     """Stockfish 15.1's own net (L1 1,024, from its ``export_net``): one self-play game with
     incremental leaf evals equals the game with every leaf through the batch evaluator."""
-    from nnue.inference import sfnnv5
+    from nnue.inference.kinds import sfnnv5
     from tests.engines.stockfish import export_builtin, require_stockfish_15_1
 
     torch.set_num_threads(1)
