@@ -448,7 +448,7 @@ def report_sfnnv5(a, games) -> dict:
         "one_position_from_scratch": one,
         "notes": notes_sfnnv5(inc) + (
             f" One position from scratch through nnue.inference.evaluate (sfnnv5.evaluate_small: the compiled "
-            f"kernel of inference/compiled.py, as the batch evaluator's default on CPU; without numba "
+            f"kernel of inference/kinds/sfnnv5/compiled.py, as the batch evaluator's default on CPU; without numba "
             f"incremental.evaluate_one): {one['one_position_us_cpu']} us of CPU against "
             f"{one['batch_evaluator_one_position_us_cpu']} us for the batch evaluator on one position and "
             f"{one['batch_4096_ms_cpu']} ms for a 4,096-position call ({100 * one['one_position_over_4096_call']:.2f} %); "

@@ -240,7 +240,7 @@ def main(argv=None) -> int:
                   "else int64; int32 checks and floor shifts; where the net's weights and biases prove "
                   "every sum of a layer within int32, no int64 sums and no check, L1 over the nonzero "
                   "input pairs only and the output layer as one padded block of 16); the float path is "
-                  "trainer.model.DeepNet's forward."),
+                  "trainer.kinds.deep.DeepNet's forward."),
     }
     if a.profile and a.no_neutral:
         report["profile"] = _profile(net, model, boards, a.runs)

@@ -274,7 +274,7 @@ class IncrementalAccumulator:
     def accumulators(self) -> torch.Tensor:
         """(2, H) int32: the side to move's accumulator first, as ``forward_int`` orders them
         (sfnnv5: H = L1 + 8, the FT sums before their int16 wrap, then the PSQT sums; see
-        :func:`nnue.inference.sfnnv5.split_accumulator`)."""
+        :func:`nnue.inference.kinds.sfnnv5.split_accumulator`)."""
         a = self._accs[len(self._undo)]
         return torch.from_numpy((a if self.stm == 0 else a[::-1]).copy())
 

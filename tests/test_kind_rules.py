@@ -103,7 +103,8 @@ def test_every_kind_has_its_model_config():
         assert f"kind: {name}" in text, name
 
 
-def _compose(overrides: list[str]):
+def compose_train(overrides: list[str]):
+    """The training config ``nnue train`` composes from ``overrides`` (Hydra, in process)."""
     from hydra import compose, initialize_config_module
     from hydra.core.global_hydra import GlobalHydra
 
@@ -122,13 +123,13 @@ def test_a_kind_brings_its_feature_set():
     from nnue.trainer import kinds
 
     for name, k in kinds.KINDS.items():
-        cfg = _compose([f"model={name}", "data.path=x"])
+        cfg = compose_train([f"model={name}", "data.path=x"])
         assert cfg.model.kind == name
         if k.features is not None:
             assert cfg.features.name == cfg.model.features == k.features, name
         else:
             assert cfg.features.name == "chess768", name
-    cfg = _compose(["model=sfnnv5", "features=chess768", "data.path=x"])
+    cfg = compose_train(["model=sfnnv5", "features=chess768", "data.path=x"])
     assert cfg.features.name == "chess768"  # the command line wins: refused by the check below
 
 

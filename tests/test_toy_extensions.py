@@ -37,6 +37,7 @@ from nnue.pipeline import formats
 from nnue.pipeline import manifest as mf
 from tests.cref import compile_c_eval, run_c
 from tests.formats.test_toy_format import TOY as TOY_FORMAT, _positions
+from tests.test_kind_rules import compose_train
 from tests.toy_kind import inference as toy_inference, trainer as toy_trainer
 
 QA, SHIFT = 255, 8
@@ -176,21 +177,13 @@ def _train_config(dataset, out):
     """The composed ``nnue train`` config of the toy kind: ``model.kind=toy`` and its own group
     ``model.toy`` (a real kind: ``model=toy``, its conf/model/toy.yaml), the toy feature set and
     activation; 4 epochs of 20 steps of 512 positions."""
-    from hydra import compose, initialize_config_module
-    from hydra.core.global_hydra import GlobalHydra
-
-    overrides = [f"data.path={dataset}", f"paths.output_dir={out}", "features.name=toy_kb2", "model.kind=toy",
-                 "model.hidden=32", "model.activation=screlu", "model.factoriser=true", "model.backend=torch",
-                 "+model.toy.l1_outputs=16", "+model.toy.hidden_activation=toy_leaky", "data.batch_size=512",
-                 "data.val_fraction=0.5", "data.val_batch_size=4096", "data.positions_per_epoch=10240",
-                 "trainer.max_epochs=4", "trainer.log_every_n_steps=1", "trainer.enable_progress_bar=false",
-                 "optimizer.lr=0.002"]
-    GlobalHydra.instance().clear()
-    try:
-        with initialize_config_module(config_module="nnue.conf", version_base="1.3"):
-            return compose("train", overrides=overrides)
-    finally:
-        GlobalHydra.instance().clear()
+    return compose_train([
+        f"data.path={dataset}", f"paths.output_dir={out}", "features.name=toy_kb2", "model.kind=toy",
+        "model.hidden=32", "model.activation=screlu", "model.factoriser=true", "model.backend=torch",
+        "+model.toy.l1_outputs=16", "+model.toy.hidden_activation=toy_leaky", "data.batch_size=512",
+        "data.val_fraction=0.5", "data.val_batch_size=4096", "data.positions_per_epoch=10240",
+        "trainer.max_epochs=4", "trainer.log_every_n_steps=1", "trainer.enable_progress_bar=false",
+        "optimizer.lr=0.002"])
 
 
 def _train_losses(out) -> list[float]:

@@ -102,6 +102,9 @@ class FTNet(nn.Module):
     plain float."""
 
     qat = None
+    #: the state-dict keys (prefixes) of the model's factorisers: a warm start from a file without
+    #: them starts them at zero (:func:`nnue.trainer.registry.load_weights`)
+    FACTORISERS = ("ft.factor",)
 
     def enable_qat(self, scheme) -> None:
         """Train on fake-quantised weights (and, in deep nets, activations) of ``scheme``."""

@@ -114,6 +114,9 @@ class SFNNv5Net(nn.Module):
     bucket (B,) int64 -> (B,) float eval / SCALE."""
 
     qat = None
+    #: its factorisers (the virtual HalfKA rows and l1's shared stack): zero when warm-started from
+    #: a file without them (nnue import-net's checkpoint)
+    FACTORISERS = ("ft.factor", "l1_fact.")
     #: the trainer sets it with optimizer.sparse_ft=true: on the numba backend the feature
     #: transformer's gradient then holds only the rows a batch touched (RowSparseAdamW)
     sparse_grad = False

@@ -31,7 +31,7 @@ from ...exact import cached
 @njit(cache=True, nogil=True, inline="always")
 def _l1_sum(acc0, acc1, w, act, qa):
     """Σ_k x_k·w[k] in int64, x the perspective L1 input of the stm accumulator acc0 then the
-    nstm accumulator acc1 (:mod:`nnue.inference.perspective`): crelu v, screlu v², pairwise
+    nstm accumulator acc1 (:mod:`nnue.inference.kinds.perspective.net`): crelu v, screlu v², pairwise
     v[j]·v[j + H/2]; v = clamp(acc, 0, qa)."""
     h = acc0.shape[0]
     tot = np.int64(0)
