@@ -84,7 +84,8 @@ def _weights(net, block: int, dtype: torch.dtype) -> torch.Tensor:
 def l1_sum(net, x: torch.Tensor, bucket: torch.Tensor, block: int = 4,
            method: str = "gather") -> torch.Tensor:
     """The L1 sum before the division, skipping all-zero blocks: x (N, 2, L) int32 L1 inputs
-    (the kind's activations, e.g. :func:`nnue.inference.kinds.perspective.activations`), bucket (N,) int64 -> (N,) int64, exact."""
+    (the kind's activations, e.g. :func:`nnue.inference.kinds.perspective.activations`), bucket
+    (N,) int64 -> (N,) int64, exact."""
     if method not in METHODS:
         raise ValueError(f"method {method!r}: expected one of {', '.join(METHODS)}")
     n = x.shape[0]
@@ -113,7 +114,8 @@ def l1_sum(net, x: torch.Tensor, bucket: torch.Tensor, block: int = 4,
 
 
 def _stack_weights(net, block: int) -> torch.Tensor:
-    """A layer-stack net's L1 weights (deep, tiny: l1w (B, N1, L1)) as (B, 2·nb, N1, block) int64 blocks matching :func:`blocks`."""
+    """A layer-stack net's L1 weights (deep, tiny: l1w (B, N1, L1)) as (B, 2·nb, N1, block) int64
+    blocks matching :func:`blocks`."""
     cache = net.__dict__.setdefault("_sparse_l1_cache", {})
     key = ("stacks", block)
     hit = cache.get(key)

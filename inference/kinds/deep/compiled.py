@@ -286,8 +286,8 @@ def output_sums(net, boards: torch.Tensor, l2_act: str):
     centipawn scaling, :func:`nnue.inference.exact.to_centipawns`) of each packed board (N, 32)
     uint8 (CPU) and its output bucket (``l2_act``: the activation after L2,
     :func:`nnue.inference.kinds.deep.l2_activation`); None when :func:`applicable` or
-    :func:`table_of` says no. Raises what :func:`nnue.inference.compiled.raise_status` raises, OverflowError for an L0 activation
-    above u8 and for an L1, L2 or output sum outside int32 (naming which, as
+    :func:`table_of` says no. Raises what :func:`nnue.inference.compiled.raise_status` raises,
+    OverflowError for an L0 activation above u8 and for an L1, L2 or output sum outside int32 (naming which, as
     :func:`nnue.inference.kinds.deep.dense_int` does)."""
     prep = prepared(net, l2_act)
     if prep is None:

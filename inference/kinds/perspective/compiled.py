@@ -58,8 +58,8 @@ def _l1_sum(acc0, acc1, w, act, qa):
 
 @njit(cache=True, nogil=True)
 def _eval_boards(words, table, king_rel, bucket_of, l0w, l0b, l1w, act, qa, check, acc, out, bucket, status, upto):
-    """Steps 1–4 (:mod:`nnue.inference.compiled`, then this module's docstring) for every board: out[i] = the L1 sum of board i,
-    bucket[i] its output bucket.
+    """Steps 1–4 (:mod:`nnue.inference.compiled`, then this module's docstring) for every board:
+    out[i] = the L1 sum of board i, bucket[i] its output bucket.
 
     words (N, 4) uint64: the packed boards (N, 32) uint8 read as little-endian words (word 0 the
     occupancy, words 1–2 the 32 piece nibbles, low nibble first, byte 24 = the low byte of word

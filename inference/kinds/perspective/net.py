@@ -35,9 +35,10 @@ kernels only where a bound proves them exact (each function states its bound):
 3. the position's own bucket, the int32 checks and the truncating divisions, in int64.
 
 On CPU, :func:`forward_int` and :func:`evaluate` run steps 1–2 as one compiled pass per position
-(:mod:`nnue.inference.kinds.perspective.compiled`, numba: int16 rows summed in SIMD registers, the L1 sum of the
-position's own bucket in int64) whenever that module applies (``backend="auto"``); the torch
-steps above are the fallback (``backend="torch"``, or numba missing). Both give the same
+(:mod:`nnue.inference.kinds.perspective.compiled`, numba: int16 rows summed in SIMD registers,
+the L1 sum of the position's own bucket in int64) whenever that module applies
+(``backend="auto"``); the torch steps above are the fallback (``backend="torch"``, or numba
+missing). Both give the same
 integers (tests/inference/test_forward_int_paths.py, test_compiled.py).
 """
 from __future__ import annotations
@@ -54,7 +55,7 @@ from nnue.spec.quant import QuantScheme
 from ... import backends, exact, sparse_sums
 from ...net import NetFile
 from ...exact import (STEP, acc_int16_proven, cached, check_acc_int16, check_indices, check_int32, embedding_sum,
-                    ft_table, make_bags, sorted_steps, to_centipawns, trunc_div, weight_digits)
+                      ft_table, make_bags, sorted_steps, to_centipawns, trunc_div, weight_digits)
 
 # XOR with this int16 (bytes 0x80, 0x80) subtracts 128 from both bytes of a uint16 modulo 256:
 # each byte b becomes the int8 b − 128.
@@ -365,7 +366,8 @@ def evaluate_small(net, boards: torch.Tensor) -> list[int] | None:
 def evaluate(net, boards: torch.Tensor, chunk: int = 1024, backend: str | None = None) -> torch.Tensor:
     """Integer evals of packed boards: (N, 32) uint8 -> (N,) int64 centipawns, stm POV.
 
-    On CPU by default (``backend``, :data:`nnue.inference.backends.BACKENDS`; None: its ``DEFAULT_BACKEND``) one compiled pass per board
+    On CPU by default (``backend``, :data:`nnue.inference.backends.BACKENDS`; None: its
+    ``DEFAULT_BACKEND``) one compiled pass per board
     (:func:`nnue.inference.kinds.perspective.compiled.l1_sums_boards`: decode, the feature set's table, the int16
     rows summed in registers, the own bucket's L1 sum), then :func:`output`; in input order, no
     sort. The torch path (``backend="torch"``, or where the kernels do not apply) gives the

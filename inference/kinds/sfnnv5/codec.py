@@ -155,7 +155,8 @@ def import_facts(net) -> dict:
     """What ``nnue import-net`` records about a Stockfish 15.1 ``.nnue`` besides its kind: the
     description, L1, the header's hash and whether Stockfish 15.1 loads it (L1 1,024)."""
     return {"description": net.arch.get("description", ""), "l1": net.arch["hidden"],
-            "stockfish_hash": net.provenance.get("stockfish_hash"), "stockfish_loadable": net.arch["hidden"] == STOCKFISH_L1}
+            "stockfish_hash": net.provenance.get("stockfish_hash"),
+            "stockfish_loadable": net.arch["hidden"] == STOCKFISH_L1}
 
 
 class _Reader:
