@@ -18,7 +18,7 @@ import torch
 from nnue.spec import activations as acts
 
 from . import exact
-from .exact import cached, check_acc_int16, check_int32, weight_digits
+from .exact import accumulators_f32, cached, check_acc_int16, check_int32, sorted_steps, weight_digits
 
 
 def _fresh(t: torch.Tensor) -> torch.Tensor:
@@ -126,3 +126,40 @@ def accumulator_eval(net, acc: np.ndarray, stm: int, bucket: int, forward_from_a
     check_acc_int16(acc)
     a = torch.from_numpy(acc)
     return int(forward_from_accumulators(net, a[stm:stm + 1], a[1 - stm:2 - stm], torch.tensor([bucket]))[0])
+
+
+def forward_int(net, stm: torch.Tensor, nstm: torch.Tensor, bucket: torch.Tensor, return_parts: bool,
+                forward_from_accumulators):
+    """A layer-stack kind's ``forward_int`` (deep, tiny): both perspectives' accumulators (the
+    exact float32 ``embedding_bag`` of :func:`~nnue.inference.exact.accumulators_f32`,
+    range-checked against int16), then the kind's ``forward_from_accumulators``. stm, nstm (N, A)
+    int32 −1-padded, bucket (N,) int64 -> (N,) int64 centipawns, stm POV (with return_parts, also
+    the kind's sums and ``acc`` (N, 2, H) int32). Raises OverflowError."""
+    accs = []
+    for idx in (stm, nstm):
+        acc = accumulators_f32(net, idx)  # exact integers in float32
+        check_acc_int16(acc)
+        accs.append(acc.to(torch.int32))
+    res = forward_from_accumulators(net, accs[0], accs[1], bucket, return_parts)
+    if return_parts:
+        ev, parts = res
+        return ev, parts | {"acc": torch.stack(accs, 1)}
+    return res
+
+
+def evaluate_sorted(net, boards: torch.Tensor, chunk: int, forward_from_accumulators) -> torch.Tensor:
+    """A layer-stack kind's torch batch path (deep, tiny): the feature transformer of
+    :func:`~nnue.inference.exact.sorted_steps` (positions sorted by piece count, steps of 512,
+    bags from the lookup keys), then the kind's ``forward_from_accumulators`` on each step's
+    accumulators with its bucket range; (N, 32) uint8 -> (N,) int64 centipawns, stm POV, in input
+    order."""
+    n = boards.shape[0]
+    if n == 0:
+        sorted_steps(net, boards, chunk)  # validates shape and dtype
+        return torch.zeros(0, dtype=torch.int64)
+    order, bucket, _, steps = sorted_steps(net, boards, chunk)
+    ev = torch.empty(n, dtype=torch.int64)
+    for s, e, acc, b_lo, b_hi in steps:
+        acc = acc.view(e - s, 2, -1).to(torch.int32)
+        ev[s:e] = forward_from_accumulators(net, acc[:, 0], acc[:, 1], bucket[s:e], bucket_range=(b_lo, b_hi))
+    return torch.empty_like(ev).index_copy_(0, order, ev)

@@ -36,9 +36,9 @@ from nnue.pipeline.features import get_feature_set, parse_output_buckets
 from nnue.spec import activations as acts
 from nnue.spec.quant import QuantScheme
 
-from .. import sparse_sums
+from .. import dense, sparse_sums
 from ..dense import accumulator_eval, dense_int, l0_activations, layer_plan
-from ..exact import accumulators_f32, check_acc_int16, l0_rows, sorted_steps, to_centipawns
+from ..exact import l0_rows, to_centipawns
 from ..net import NetFile
 from .spec import InferenceKind
 
@@ -146,32 +146,16 @@ def forward_int(net: TinyIntegerNet, stm: torch.Tensor, nstm: torch.Tensor, buck
                 return_parts: bool = False):
     """Exact integer eval from feature indices: stm, nstm (N, A) int32 −1-padded, bucket (N,)
     int64 -> (N,) int64 centipawns, stm POV (with return_parts, also the sums and ``acc``
-    (N, 2, H) int32). Raises OverflowError when an accumulator leaves int16 or a sum int32."""
-    accs = []
-    for idx in (stm, nstm):
-        acc = accumulators_f32(net, idx)
-        check_acc_int16(acc)
-        accs.append(acc.to(torch.int32))
-    res = forward_from_accumulators(net, accs[0], accs[1], bucket, return_parts)
-    if return_parts:
-        ev, parts = res
-        return ev, parts | {"acc": torch.stack(accs, 1)}
-    return res
+    (N, 2, H) int32; :func:`nnue.inference.dense.forward_int`). Raises OverflowError when an
+    accumulator leaves int16 or a sum int32."""
+    return dense.forward_int(net, stm, nstm, bucket, return_parts, forward_from_accumulators)
 
 
 def evaluate(net: TinyIntegerNet, boards: torch.Tensor, chunk: int = 1024) -> torch.Tensor:
     """Integer evals of packed boards: (N, 32) uint8 -> (N,) int64 centipawns, stm POV (the
-    net's own eval; a residual net's base is added by :func:`nnue.inference.api.evaluate`)."""
-    n = boards.shape[0]
-    if n == 0:
-        sorted_steps(net, boards, chunk)  # validates shape and dtype
-        return torch.zeros(0, dtype=torch.int64)
-    order, bucket, _, steps = sorted_steps(net, boards, chunk)
-    ev = torch.empty(n, dtype=torch.int64)
-    for s, e, acc, b_lo, b_hi in steps:
-        acc = acc.view(e - s, 2, -1).to(torch.int32)
-        ev[s:e] = forward_from_accumulators(net, acc[:, 0], acc[:, 1], bucket[s:e], bucket_range=(b_lo, b_hi))
-    return torch.empty_like(ev).index_copy_(0, order, ev)
+    net's own eval; a residual net's base is added by :func:`nnue.inference.api.evaluate`;
+    :func:`nnue.inference.dense.evaluate_sorted`)."""
+    return dense.evaluate_sorted(net, boards, chunk, forward_from_accumulators)
 
 
 def summary(arch: dict) -> str:

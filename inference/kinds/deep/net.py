@@ -52,9 +52,9 @@ from nnue.pipeline.features import get_feature_set, parse_output_buckets
 from nnue.spec import activations as acts
 from nnue.spec.quant import QuantScheme
 
-from ... import backends, sparse_sums
+from ... import backends, dense, sparse_sums
 from ...dense import accumulator_eval, dense_int, l0_activations, layer_plan
-from ...exact import accumulators_f32, check_acc_int16, sorted_steps, to_centipawns
+from ...exact import to_centipawns
 from ...net import NetFile
 
 HIDDEN_ACTIVATIONS = acts.allowed("l1")
@@ -200,18 +200,10 @@ def forward_int(net: DeepIntegerNet, stm: torch.Tensor, nstm: torch.Tensor, buck
 
     stm, nstm: (N, A) int32 −1-padded; bucket: (N,) int64. Returns (N,) int64 centipawns, stm
     POV (with return_parts, also the dict of :func:`forward_from_accumulators` plus ``acc``
-    (N, 2, H) int32). Raises OverflowError when an accumulator leaves int16 or a sum int32.
+    (N, 2, H) int32; :func:`nnue.inference.dense.forward_int`). Raises OverflowError when an
+    accumulator leaves int16 or a sum int32.
     """
-    accs = []
-    for idx in (stm, nstm):
-        acc = accumulators_f32(net, idx)  # exact integers in float32
-        check_acc_int16(acc)
-        accs.append(acc.to(torch.int32))
-    res = forward_from_accumulators(net, accs[0], accs[1], bucket, return_parts)
-    if return_parts:
-        ev, parts = res
-        return ev, parts | {"acc": torch.stack(accs, 1)}
-    return res
+    return dense.forward_int(net, stm, nstm, bucket, return_parts, forward_from_accumulators)
 
 
 def _load_kernels():
@@ -246,7 +238,7 @@ def evaluate(net: DeepIntegerNet, boards: torch.Tensor, chunk: int = 1024, backe
     int32 checks) where it applies (crelu/screlu after L1 and L2), then the centipawn scaling.
     Otherwise (``backend="torch"``) the feature transformer runs as in
     :func:`nnue.inference.kinds.perspective.evaluate` (positions sorted by piece count, steps of 512,
-    bags from the lookup keys; :func:`nnue.inference.exact.sorted_steps`), then steps 2–6 on
+    bags from the lookup keys: :func:`nnue.inference.dense.evaluate_sorted`), then steps 2–6 on
     each step's accumulators; the evals go back to input order. Same integers either way."""
     from nnue.pipeline.features.board_tensor import check_boards
 
@@ -257,16 +249,7 @@ def evaluate(net: DeepIntegerNet, boards: torch.Tensor, chunk: int = 1024, backe
         if res is not None:
             return to_centipawns(res[0], net.scheme)
         backends.not_applicable(backend)
-    n = boards.shape[0]
-    if n == 0:
-        sorted_steps(net, boards, chunk)  # validates shape and dtype
-        return torch.zeros(0, dtype=torch.int64)
-    order, bucket, _, steps = sorted_steps(net, boards, chunk)
-    ev = torch.empty(n, dtype=torch.int64)
-    for s, e, acc, b_lo, b_hi in steps:
-        acc = acc.view(e - s, 2, -1).to(torch.int32)
-        ev[s:e] = forward_from_accumulators(net, acc[:, 0], acc[:, 1], bucket[s:e], bucket_range=(b_lo, b_hi))
-    return torch.empty_like(ev).index_copy_(0, order, ev)
+    return dense.evaluate_sorted(net, boards, chunk, forward_from_accumulators)
 
 
 def summary(arch: dict) -> str:
