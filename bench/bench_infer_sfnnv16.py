@@ -1,7 +1,7 @@
 """Batch evaluation of Stockfish 19's net (sfnnv16) on one CPU thread: the compiled evaluator against the torch path, from feature indices; prints JSON.
 
 Both compute the engine's internal values of the same positions
-(:func:`nnue.inference.sfnnv16.value_from_indices` with ``backend="compiled"`` and
+(:func:`nnue.inference.kinds.sfnnv16.value_from_indices` with ``backend="compiled"`` and
 ``backend="torch"``; the bench checks that they are equal), side by side in one process, in
 alternating order over ``--reps`` repetitions, one torch thread (the compiled kernel is serial).
 Reported: median wall and CPU seconds per call (on a loaded machine the CPU seconds are the
@@ -33,9 +33,9 @@ from nnue.bench import emit, parser
 
 
 def random_net(hidden: int, seed: int = 0):
-    """An :class:`~nnue.inference.sfnnv16.SFNNv16IntegerNet` of L1 ``hidden`` with trained-like
+    """An :class:`~nnue.inference.kinds.sfnnv16.SFNNv16IntegerNet` of L1 ``hidden`` with trained-like
     magnitudes (module docstring)."""
-    from nnue.inference import sfnnv16 as sf
+    from nnue.inference.kinds import sfnnv16 as sf
 
     gen = torch.Generator().manual_seed(seed)
     S = sf.LAYER_STACKS
@@ -63,7 +63,7 @@ def random_net(hidden: int, seed: int = 0):
 def hot(t: torch.Tensor) -> torch.Tensor:
     """The same indices folded onto 1/64 of each range's rows (threats, pawn pairs, one king
     bucket of HalfKAv2_hm), whose weights stay in cache: the other end from uniform rows."""
-    from nnue.inference.sfnnv16 import INT8_INPUTS, THREAT_INPUTS
+    from nnue.inference.kinds.sfnnv16 import INT8_INPUTS, THREAT_INPUTS
 
     t = t.clone()
     for lo, hi, keep in ((0, THREAT_INPUTS, THREAT_INPUTS // 64), (THREAT_INPUTS, INT8_INPUTS, 70),
@@ -76,7 +76,7 @@ def hot(t: torch.Tensor) -> torch.Tensor:
 def time_case(net, stm, nstm, bucket, reps: int) -> dict:
     """Both paths on one set of positions, alternating, after a warm-up call that also checks
     that they agree: per path median wall and CPU seconds and evaluations per second of each."""
-    from nnue.inference import sfnnv16 as sf
+    from nnue.inference.kinds import sfnnv16 as sf
 
     paths = ("compiled", "torch")
     first = {k: sf.value_from_indices(net, stm, nstm, bucket, backend=k) for k in paths}
@@ -119,7 +119,7 @@ def run(argv=None) -> dict:
 
 
 def _run(a) -> dict:
-    from nnue.inference import sfnnv16 as sf
+    from nnue.inference.kinds import sfnnv16 as sf
 
     from .bench_train_sfnnv16 import COUNTS, random_indices
 

@@ -77,7 +77,7 @@ def random_indices(B: int, gen: torch.Generator, halfka: int, threats: int, pawn
 def make_variant(name: str, hidden: int, qat: bool, factoriser: bool, lr: float, seed: int):
     """(model, optimiser, step(stm, nstm, bucket, target) -> phase seconds) of variant ``name``."""
     from nnue.trainer.kinds import sfnnv16 as sf
-    from nnue.inference.sfnnv16 import SCHEME
+    from nnue.inference.kinds.sfnnv16 import SCHEME
     from nnue.trainer.sparse_optim import RowSparseAdamW
 
     torch.manual_seed(seed)

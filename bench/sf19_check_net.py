@@ -4,7 +4,7 @@ step of ``bench/sf19_finetune.sh``).
 ``python -m bench.sf19_check_net NET.nnue [--positions N] [--work W] [--run RUN] [--out FILE]``:
 Stockfish 19 (``scripts/sf19-uci``, the net given with ``setoption name EvalFile``) evaluates N
 positions of real games not in check (the bundled sample, ``data/sample``), and our trace of the
-same net (:func:`nnue.inference.sfnnv16.trace`) is compared with the engine's, every line from
+same net (:func:`nnue.inference.kinds.sfnnv16.trace`) is compared with the engine's, every line from
 the bucket table to the final evaluation. Prints one JSON object: the engine's load line, the
 traces equal, the float-vs-integer gap ``nnue export`` measured (``NET/../export.json``), and,
 with ``--run``/``--work``, the training run's settings and metrics beside the official net's own
@@ -62,7 +62,7 @@ def main(argv: list[str] | None = None) -> int:
     args = p.parse_args(argv)
 
     sys.path.insert(0, str(REPO))
-    from nnue.inference import sfnnv16
+    from nnue.inference.kinds import sfnnv16
     from tests.engines.positions import sample_fens
     from tests.engines.sf19 import FRONT_END, eval_traces
 

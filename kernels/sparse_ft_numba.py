@@ -11,7 +11,7 @@ with act one of ``crelu`` (clamp(x, 0, 1)), ``screlu`` (crelu²), ``pairwise_cre
 (crelu(acc[:H/2])·crelu(acc[H/2:]), H' = H/2) or ``none`` (the raw accumulator, H' = H: a net that
 applies its own products, e.g. a Stockfish-style net whose FT matrix also holds PSQT columns). The
 definitions are those of :func:`nnue.kernels.reference.sparse_ft_pair` on the folded weight
-``weight + factor[factor_map]`` (:meth:`nnue.trainer.model.PerspectiveNet.folded_ft_weight`), the
+``weight + factor[factor_map]`` (:meth:`nnue.trainer.model.FTNet.folded_ft_weight`), the
 spec this is tested against (``tests/kernels/test_sparse_ft_numba.py``); the folded (F, H) matrix
 is never built, so a factoriser costs one more (small, cache-resident) row per gathered row, not a
 dense pass over the whole matrix every step.

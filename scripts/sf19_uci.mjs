@@ -46,7 +46,7 @@ if (!fs.existsSync(enginePath)) {
 // ------------------------------------------------------------------ the net check
 // SFNNv16 at L1 = 1,024, the only net this build loads (Stockfish src/nnue/: network.cpp,
 // nnue_feature_transformer.h, nnue_common.h, layers/affine_transform*.h; the Python codec
-// nnue.inference.sfnnue19 documents the layout).
+// nnue.inference.kinds.sfnnv16.codec documents the layout).
 const VERSION = 0x6A448AFA;
 const FILE_HASH = 0xA85B2205;
 const FT_HASH = 0xCB685313;

@@ -16,7 +16,7 @@ byte, a u32 LEB128 size and its contents; the data section, id 11, is a vector o
 flag 0 = active in memory 0 at a constant offset expression, 1 = passive, 2 = active with a memory
 index) is all it needs. Python rather than Node, so that the parser is tested with the rest
 (tests/selfplay/test_sf19_wasm.py, on modules built byte by byte) and finds the net's end with
-the codec's own layout walk (:func:`nnue.inference.sfnnue19.net_extent`).
+the codec's own layout walk (:func:`nnue.inference.kinds.sfnnv16.codec.net_extent`).
 """
 from __future__ import annotations
 
@@ -141,9 +141,9 @@ def memory_image(segments: list[tuple[int, memoryview]]) -> bytearray:
 def extract_net(wasm: bytes) -> bytes:
     """The Stockfish 19 net held in the active data segments of ``wasm``: the memory image cut
     from a version field 0x6A448AFA to the end of the net's 8th layer stack (found by walking
-    its layout: :func:`nnue.inference.sfnnue19.net_extent`). Raises WasmError when there is none."""
+    its layout: :func:`nnue.inference.kinds.sfnnv16.codec.net_extent`). Raises WasmError when there is none."""
     from nnue.inference.net import NetFormatError
-    from nnue.inference.sfnnue19 import net_extent
+    from nnue.inference.kinds.sfnnv16.codec import net_extent
 
     segments, passive = data_segments(wasm)
     img = memory_image(segments)

@@ -32,11 +32,11 @@ the rounding.
 limits, ``inf`` for a column not clamped, e.g. a Stockfish-style net's PSQT columns) and
 ``clamp_offset`` ((offset (V, H), map (F,))): after its update, each touched row r is clamped so that ``p[r] + clamp(offset[map[r]],
 ±c)`` lies within ±c: the folded feature-transformer weight (``ft.weight + ft.factor[factor_map]``)
-stays quantisable (:meth:`nnue.trainer.model.PerspectiveNet.clip_weights`, which clamps the factor
+stays quantisable (:meth:`nnue.trainer.model.FTNet.clip_ft`, which clamps the factor
 to ±c after the step) without a dense pass. ``clamp_rows`` ((F,) bool, or None: every row) limits
 the clamp to some rows: a Stockfish 19 net keeps only its int8 rows (threats, pawn pairs) within
-±127/256 (:meth:`nnue.trainer.kinds.sfnnv16.SFNNv16Net.row_sparse_clamp`). Rows not touched are
-clamped at :meth:`flush` by the trainer's dense clip.
+±127/256 (:meth:`nnue.trainer.kinds.sfnnv16.SFNNv16Net.row_sparse_clamp`). Rows not touched are clamped at :meth:`flush` by the
+trainer's dense clip.
 
 CPU tensors use a numba kernel, parallel over the touched rows; other devices the same rule in
 torch index ops. State per row-sparse parameter: ``exp_avg``, ``exp_avg_sq`` (F, H) as AdamW's,
@@ -183,7 +183,7 @@ class RowSparseAdamW(torch.optim.Optimizer):
 
     @classmethod
     def for_model(cls, model, ft_clip: float | None = None, **adamw) -> "RowSparseAdamW":
-        """The optimiser of a :class:`~nnue.trainer.model.PerspectiveNet` (or a subclass): its
+        """The optimiser of a :class:`~nnue.trainer.model.FTNet` (any kind built on it): its
         ``ft.weight`` row-sparse, clamped so that the folded weight stays within ±ft_clip (a
         number, an (H,) tensor of per-column limits with inf for unclamped columns, or None: no
         clamp; a model may instead define ``ft_clip_limits(ft_clip)`` returning that, or

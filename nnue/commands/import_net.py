@@ -12,7 +12,8 @@ def add_parser(sub) -> None:
                        "NETDIR/checkpoint.safetensors (dequantised float weights: init_weights= to fine-tune) and "
                        "NETDIR/import.json. Stockfish 15.1 writes its built-in net with the UCI command "
                        "'export_net FILE'; scripts/ensure_sf19.sh fetches Stockfish 19's official net.")
-    s.add_argument("file", metavar="FILE.nnue", help="a Stockfish network file")
+    s.add_argument("file", metavar="FILE.nnue", help="an engine's network file that a net kind reads (a Stockfish "
+                   "15.1 .nnue: kind sfnnv5; a Stockfish 19 .nnue: kind sfnnv16)")
     s.add_argument("-o", "--output", required=True, metavar="NETDIR", help="output folder (created)")
     s.add_argument("--json", action="store_true", help="print import.json as one line (default: text)")
     s.set_defaults(func=run)

@@ -25,7 +25,7 @@ from pathlib import Path
 
 import pytest
 
-from nnue.inference import sfnnue19
+from nnue.inference.kinds.sfnnv16 import codec as sfnnue19
 
 from ..inference.test_sfnnue19 import random_tensors
 from .positions import sample_fens

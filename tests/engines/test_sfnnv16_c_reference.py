@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from nnue.inference import sfnnv16
+from nnue.inference.kinds import sfnnv16
 from nnue.inference.api import boards_from_fens
 
 from ..samples import selfplay

@@ -16,7 +16,7 @@ from __future__ import annotations
 import chess
 import pytest
 
-from nnue.inference import sfnnv16
+from nnue.inference.kinds import sfnnv16
 
 from ..samples import selfplay
 from .positions import sample_fens

@@ -1,5 +1,5 @@
-"""The compiled Stockfish 19 evaluator (:mod:`nnue.inference.compiled_sfnnv16`) against the torch
-path of :mod:`nnue.inference.sfnnv16` (``backend="torch"``): the same integers (``torch.equal``)
+"""The compiled Stockfish 19 evaluator (:mod:`nnue.inference.kinds.sfnnv16.compiled`) against the torch
+path of :mod:`nnue.inference.kinds.sfnnv16` (``backend="torch"``): the same integers (``torch.equal``)
 on random nets of several L1, every layer stack, padding anywhere, and nets built so that the
 int16 accumulators, the int32 PSQT sums and the int32 layer sums wrap; for each of those, the
 torch path with that wrap left out gives other values, so the comparison does test the wraps."""
@@ -8,11 +8,11 @@ from __future__ import annotations
 import pytest
 import torch
 
-from nnue.inference import sfnnv16 as sf16
-from nnue.inference.sfnnv16 import (FC0_OUTPUTS, FC1_INPUTS, FC1_OUTPUTS, FC2_INPUTS, INT8_INPUTS, LAYER_STACKS,
+from nnue.inference.kinds import sfnnv16 as sf16
+from nnue.inference.kinds.sfnnv16 import (FC0_OUTPUTS, FC1_INPUTS, FC1_OUTPUTS, FC2_INPUTS, INT8_INPUTS, LAYER_STACKS,
                                     NUM_INPUTS, PSQ_INPUTS, PSQT_BUCKETS, SCHEME, SFNNv16IntegerNet, THREAT_INPUTS)
 
-compiled = pytest.importorskip("nnue.inference.compiled_sfnnv16", reason="numba is not installed")
+compiled = pytest.importorskip("nnue.inference.kinds.sfnnv16.compiled", reason="numba is not installed")
 
 I32 = 2 ** 31
 

@@ -11,7 +11,7 @@ import pytest
 import torch
 
 from nnue.inference import NetFormatError
-from nnue.inference import sfnnue19 as c
+from nnue.inference.kinds.sfnnv16 import codec as c
 
 
 def test_hashes_are_stockfish_19s():

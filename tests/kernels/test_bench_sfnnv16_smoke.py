@@ -7,7 +7,7 @@ import json
 import torch
 
 from nnue.bench import bench_infer_sfnnv16, bench_train_sfnnv16
-from nnue.inference.sfnnv16 import INT8_INPUTS, NUM_INPUTS, THREAT_INPUTS
+from nnue.inference.kinds.sfnnv16 import INT8_INPUTS, NUM_INPUTS, THREAT_INPUTS
 
 
 def test_random_indices_counts_and_ranges():

@@ -8,7 +8,7 @@ import struct
 
 import pytest
 
-from nnue.inference import sfnnue19
+from nnue.inference.kinds.sfnnv16 import codec as sfnnue19
 from nnue.selfplay import sf19
 from nnue.selfplay.sf19 import WasmError, data_segments, extract_net, memory_image
 

@@ -3,13 +3,14 @@ quantisation, audit, and the dequantisation of an imported ``.nnue``.
 
 The float graph is nnue-pytorch's default model at 9f72946 (``model/model.py``,
 ``modules/layer_stacks.py``, ``modules/feature_transformer``, ``quantize.py``), which mirrors the
-integer one of :mod:`nnue.inference.sfnnv16`; activations at scale 1.0 ≙ 128:
+integer one of :mod:`nnue.inference.kinds.sfnnv16`; activations at scale 1.0 ≙ 128:
 
 * feature transformer (86,896, L1 + 8): L1 accumulator columns and 8 PSQT columns, one weight
   matrix and bias; rows 0..64,367 are the int8 rows of the engine (Full_Threats, PP_3Wide: kept
   within ±127/256 by :meth:`SFNNv16Net.clip_weights`, PSQT columns included, as nnue-pytorch does),
-  rows 64,368.. the int16 HalfKAv2_hm rows; with the factoriser, 704 virtual HalfKA rows
-  (``(i − 64,368) % 704``) folded in at export;
+  rows 64,368.. the int16 HalfKAv2_hm rows; with the factoriser, the 768 virtual rows of
+  nnue-pytorch's HalfKAv2_hm^ (the feature set's map, :func:`nnue.pipeline.features.factor_map`
+  with ``partial=True``: piece-square rows shared by every king bucket) folded in at export;
 * per perspective ``clamp(a, 0, 255/256)·clamp(b, 0, 255/256)`` for the two L1/2 halves, stm
   first (under QAT floored to the grid of 1/128: the engine's ``>> 9``);
 * per layer stack b = (pieces − 1) / 4: ``l1`` (L1 → 32) plus a shared factoriser ``l1_fact``
@@ -19,7 +20,7 @@ integer one of :mod:`nnue.inference.sfnnv16`; activations at scale 1.0 ≙ 128:
   ``l1[30] − l1[31]``;
 * ``y = out + skip + (psqt_stm[b] − psqt_nstm[b]) / 2``: the engine's internal value is 600·y;
   ``forward`` returns centipawns / SCALE as every kind does, centipawns as Stockfish 19 converts
-  (``100·v / a(material)``, :func:`nnue.inference.sfnnv16.win_rate_a`, the material read from
+  (``100·v / a(material)``, :func:`nnue.inference.kinds.sfnnv16.win_rate_a`, the material read from
   the position's HalfKAv2_hm features).
 
 Quantisation (nnue-pytorch ``quantize.py``; ``shared/SF19.md``): FT weights and bias ×256 →
@@ -39,7 +40,7 @@ from torch import nn
 from nnue import kernels
 from nnue.inference import api as inference_api
 from nnue.inference.kinds import sfnnv16 as inference
-from nnue.inference.sfnnv16 import (FC0_OUTPUTS, FC1_INPUTS, FC1_OUTPUTS, FC2_INPUTS, INT8_INPUTS, LAYER_STACKS,
+from nnue.inference.kinds.sfnnv16 import (FC0_OUTPUTS, FC1_INPUTS, FC1_OUTPUTS, FC2_INPUTS, INT8_INPUTS, LAYER_STACKS,
                                     NUM_INPUTS, PSQ_INPUTS, PSQT_BUCKETS, PP_INPUTS, THREAT_INPUTS,
                                     SFNNv16IntegerNet, material_of_indices, win_rate_a_tensor)
 from nnue.kernels import layer_stacks, sparse_ft_pair
@@ -129,21 +130,9 @@ def psqt_init() -> torch.Tensor:
     return out
 
 
-def halfka_factor_map() -> torch.Tensor:
-    """The factoriser's virtual row of each HalfKAv2_hm row of the net: (22,528,) int64, ``i % 704``."""
-    return torch.arange(PSQ_INPUTS) % 704
-
-
-def full_factor_map() -> torch.Tensor:
-    """The factoriser's virtual row of every row of the net, as the numba feature transformer
-    takes it: (86,896,) int64, −1 for the threat and pawn-pair rows (no virtual row), then
-    :func:`halfka_factor_map`."""
-    return torch.cat([torch.full((INT8_INPUTS,), -1, dtype=torch.int64), halfka_factor_map()])
-
-
 class SFNNv16Net(nn.Module):
     """The float SFNNv16 (see the module docstring). State dict: ``ft.weight`` (86,896, L1 + 8),
-    ``ft.bias`` (L1 + 8,), [``ft.factor`` (704, L1 + 8)], ``l1`` (8·32, L1), ``l1_fact`` (32, L1),
+    ``ft.bias`` (L1 + 8,), [``ft.factor`` (768, L1 + 8)], ``l1`` (8·32, L1), ``l1_fact`` (32, L1),
     ``l2`` (8·32, 64), ``out`` (8, 128). forward: stm, nstm (B, A) int32 −1 padded ``sfnnv16``
     indices, bucket (B,) int64 -> (B,) float eval / SCALE."""
 
@@ -178,11 +167,17 @@ class SFNNv16Net(nn.Module):
             self.out.bias.zero_()
             self.l1_fact.weight.zero_()
             self.l1_fact.bias.zero_()
-        if factors is not None:
-            self.register_buffer("factor_map", halfka_factor_map(), persistent=False)
-            self.ft.factor = nn.Parameter(torch.zeros(704, H + PSQT_BUCKETS))
+        if factors is not None:  # the feature set's HalfKAv2_hm^ map: −1 on the int8 rows
+            if factors.shape != (NUM_INPUTS,) or bool((factors[:INT8_INPUTS] >= 0).any()) \
+                    or bool((factors[INT8_INPUTS:] < 0).any()):
+                raise ValueError("sfnnv16's factoriser map: (86,896,) with −1 on the threat and pawn-pair rows and a "
+                                 "virtual row for each HalfKAv2_hm row (nnue.pipeline.features.factor_map(..., "
+                                 "partial=True))")
+            self.register_buffer("full_factor_map", factors.to(torch.int64).clone(), persistent=False)
+            self.register_buffer("factor_map", self.full_factor_map[INT8_INPUTS:].clone(), persistent=False)
+            self.ft.factor = nn.Parameter(torch.zeros(int(factors.max()) + 1, H + PSQT_BUCKETS))
         else:
-            self.factor_map = None
+            self.factor_map = self.full_factor_map = None
         #: each FT column's QAT grid: 256 for the L1 columns, 9,600 for the PSQT columns
         self.register_buffer("ft_grids", torch.tensor([float(FT_SCALE)] * H + [float(PSQT_SCALE)] * PSQT_BUCKETS),
                              persistent=False)
@@ -233,10 +228,7 @@ class SFNNv16Net(nn.Module):
             b, qa = torch.cat([fake_quant(b[:H], FT_SCALE), b[H:]]), self.ft_grids
         fac = fmap = None
         if self.factor_map is not None:
-            fac = self.ft.factor
-            fmap = getattr(self, "_full_factor_map", None)
-            if fmap is None:
-                fmap = self._full_factor_map = full_factor_map()
+            fac, fmap = self.ft.factor, self.full_factor_map
         return self.ft.weight, b, fac, fmap, qa
 
     def _accumulators(self, stm: torch.Tensor, nstm: torch.Tensor) -> torch.Tensor:
@@ -436,17 +428,17 @@ def dequantise(net: SFNNv16IntegerNet) -> dict[str, torch.Tensor]:
             "out.bias": (net.fc2_bias.double() / OUT_B).to(f).reshape(-1)}
 
 
-def imported_checkpoint(net: SFNNv16IntegerNet) -> tuple[dict[str, torch.Tensor], dict]:
-    """What ``nnue import-net`` writes as ``checkpoint.safetensors`` for an imported Stockfish 19
-    net: the float state dict (:func:`dequantise`) and the hparams of ``model=sfnnv16`` (no
-    factoriser, QAT on: a fine-tune stays on the engine's grids, the net's description kept);
-    ``init_weights=`` fine-tunes from it, ``nnue export`` quantises it back to the same bytes."""
-    hparams = {"features": "sfnnv16", "output_buckets": "SFPieceCount<8>", "hidden": net.arch["hidden"],
-               "activation": "pairwise_crelu", "kind": "sfnnv16", "factoriser": False, "qat": True,
-               "quant": net.scheme.to_dict(), "sfnnv16": {"description": net.arch["description"]}}
+def import_checkpoint(net: SFNNv16IntegerNet) -> tuple[dict[str, torch.Tensor], dict]:
+    """``nnue import-net``'s float checkpoint of a Stockfish 19 net: (:func:`dequantise`, the
+    hparams of ``model=sfnnv16`` at the net's L1: no factoriser, QAT on, so that a fine-tune stays
+    on the engine's grids, the net's description kept). ``init_weights=`` fine-tunes from it;
+    ``nnue export`` quantises it back to the same bytes."""
+    hparams = {"features": KIND.features, "output_buckets": KIND.output_buckets, "hidden": net.arch["hidden"],
+               "activation": "pairwise_crelu", "kind": KIND.name, "factoriser": False, "qat": True,
+               "quant": net.scheme.to_dict(), KIND.layers_key: {"description": net.arch["description"]}}
     return dequantise(net), hparams
 
 
 KIND = TrainerKind("sfnnv16", inference.KIND, SFNNv16Arch, SFNNv16Net, quantise, audit, calibrate,
                    layers_key="sfnnv16", features="sfnnv16", output_buckets="SFPieceCount<8>",
-                   partial_factoriser=True)
+                   import_checkpoint=import_checkpoint, partial_factoriser=True)

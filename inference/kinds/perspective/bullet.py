@@ -1,5 +1,5 @@
-"""bullet's raw net layout (``quantised.bin``) for our perspective nets, and the target table of
-``nnue export-net``.
+"""bullet's raw net layout (``quantised.bin``) for our perspective nets: the ``bullet`` target of
+``nnue export-net`` (the perspective kind's ``targets``).
 
 Source: jw1912/bullet at commit cebc78a0 (2026-06-22): ``docs/4-saved-networks.md``,
 ``crates/trainer/src/model/weights.rs`` (``SavedFormat``, ``to_quantised_buffer``),
@@ -18,14 +18,14 @@ at QA·QB; all ``i16``, rounded), little-endian, no header::
     "bulletbullet..."   the ASCII bytes of "bullet", repeated, up to a multiple of 64 bytes
                         (none when the tensors end on one)
 
-These are the tensors of :class:`~nnue.inference.net.IntegerNet` in their order and row-major
+These are the tensors of :class:`~nnue.inference.kinds.perspective.IntegerNet` in their order and row-major
 shapes; ``net.bin`` differs from this file only in its padding bytes (zeros there).
 
 The engine side (bullet's ``examples/simple.rs`` inference, integer, C/Rust semantics, division
 truncating toward zero): ``acc = l0b + Σ l0w[f]`` (i16); ``v = clamp(acc, 0, QA)``; crelu:
 ``out = l1b[b] + Σ v·l1w[b]``; screlu: ``out = (Σ v²·l1w[b]) / QA + l1b[b]``; both perspectives,
 stm first; ``eval = out·SCALE / (QA·QB)`` (i32), centipawns, side to move's POV. That is the
-integer rule of :mod:`nnue.inference.perspective` for crelu and screlu, so a bullet-style engine
+integer rule of :mod:`nnue.inference.kinds.perspective` for crelu and screlu, so a bullet-style engine
 computes what ``nnue eval`` prints (tested with ``tests/c/bullet_eval.c``).
 
 Standalone like the rest of :mod:`nnue.inference`: torch, the feature-set registry, atomic writes.
@@ -38,7 +38,7 @@ import torch
 
 from nnue.pipeline.atomic import atomic_write_bytes
 
-from .net import NetFormatError
+from ...net import NetFormatError
 
 #: what bullet pads ``quantised.bin`` with (``to_quantised_buffer(.., pad = true)``), cycled
 PAD_BYTES = b"bullet"

@@ -1,4 +1,5 @@
-"""Stockfish 15.1's network (SFNNv5) as an integer net, evaluated exactly as the engine does.
+"""The sfnnv5 kind's integer net: Stockfish 15.1's network (SFNNv5), evaluated exactly as the engine
+does.
 
 Architecture and arithmetic (Stockfish source at tag ``sf_15.1``: ``nnue_architecture.h``,
 ``nnue_feature_transformer.h``, ``evaluate_nnue.cpp``, ``layers/affine_transform.h``,
@@ -33,7 +34,8 @@ Tensors (``net.safetensors``, names as in the engine's file, layer stacks bucket
 (8, 16), ``fc0_weight`` int8 (8, 16, L1), ``fc1_bias`` int32 (8, 32), ``fc1_weight`` int8
 (8, 32, 32) (input columns 30 and 31 are the engine's padding: kept, never used), ``fc2_bias``
 int32 (8, 1), ``fc2_weight`` int8 (8, 1, 32). The engine file (``.nnue``) is
-:mod:`nnue.inference.sfnnue`.
+:mod:`nnue.inference.kinds.sfnnv5.codec`; the engine's eval trace
+:mod:`nnue.inference.kinds.sfnnv5.trace`.
 """
 from __future__ import annotations
 
@@ -43,13 +45,13 @@ import numpy as np
 import torch
 
 from nnue.pipeline.features import get_feature_set, parse_output_buckets
-from nnue.pipeline.features.halfka_v2_hm import KING_BUCKETS, PLANES
 from nnue.spec.quant import QuantScheme
 
-from .exact import cached
-from .net import NetFile
+from ... import backends
+from ...exact import cached
+from ...net import NetFile
 # Stockfish 15.1's fixed sizes are facts of its file format: one copy, in the codec
-from .sfnnue import (FC0_OUTPUTS, FC1_OUTPUTS, FC1_PADDED, LAYER_STACKS, PSQT_BUCKETS, STOCKFISH_L1, nnue_bytes,
+from .codec import (FC0_OUTPUTS, FC1_OUTPUTS, FC1_PADDED, LAYER_STACKS, PSQT_BUCKETS, STOCKFISH_L1, nnue_bytes,
                      parse_nnue)
 
 FC1_INPUTS = 30         # 15 SqrClippedReLU + 15 ClippedReLU
@@ -112,7 +114,6 @@ class SFNNv5IntegerNet(NetFile):
     provenance: dict = field(default_factory=dict)
 
     kind = "sfnnv5"
-    ENGINE_FILE = "net.nnue"
     ARCH_FIELDS = {"kind": str, "feature_set": str, "feature_hash": str, "num_inputs": int, "hidden": int,
                    "output_buckets": str, "num_buckets": int, "l1_outputs": int, "l2_outputs": int,
                    "psqt_buckets": int, "description": str}
@@ -134,10 +135,10 @@ class SFNNv5IntegerNet(NetFile):
 
     @staticmethod
     def raw_layout() -> str:
-        return "Stockfish 15.1 .nnue (SFNNv5): see nnue.inference.sfnnue"
+        return "Stockfish 15.1 .nnue (SFNNv5): see nnue.inference.kinds.sfnnv5.codec"
 
     def raw_bytes(self) -> bytes:
-        """The engine file: Stockfish 15.1's ``.nnue`` layout (:func:`nnue.inference.sfnnue.nnue_bytes`)."""
+        """The engine file: Stockfish 15.1's ``.nnue`` layout (:func:`nnue.inference.kinds.sfnnv5.codec.nnue_bytes`)."""
         return nnue_bytes(self)
 
     def layers(self) -> list[dict]:
@@ -156,7 +157,7 @@ class SFNNv5IntegerNet(NetFile):
 def read_nnue(path, data: bytes | None = None) -> SFNNv5IntegerNet:
     """Read a Stockfish 15.1 ``.nnue`` file into an integer net (kind sfnnv5; the description
     kept in ``arch["description"]``; L1 taken from the feature transformer's hash). The file's
-    checks are :func:`nnue.inference.sfnnue.parse_nnue`'s: version, every hash, the sizes and the
+    checks are :func:`nnue.inference.kinds.sfnnv5.codec.parse_nnue`'s: version, every hash, the sizes and the
     end of the file, each a :class:`~nnue.inference.net.NetFormatError` naming the file, the field
     and its byte offset."""
     p = parse_nnue(path, data)
@@ -166,42 +167,6 @@ def read_nnue(path, data: bytes | None = None) -> SFNNv5IntegerNet:
                                              "fc2_weight")),
                             provenance={"imported_from": str(p["path"]),
                                         "stockfish_hash": f"0x{p['header_hash']:08X}"})
-
-
-# ------------------------------------------------------------------ features of piece lists
-def halfka_indices(board: np.ndarray, stm_white: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """HalfKAv2_hm features of positions given as square arrays (Stockfish ``half_ka_v2_hm.cpp``).
-
-    board: (N, 64) int8, a1 = 0, 0 = empty, 1..6 white P N B R Q K, 9..14 black (the piece codes
-    of Stockfish: type + 8·colour); stm_white: (N,) bool. Returns (stm, nstm) (N, 32) int32
-    indices, −1 padded (the same features as the ``halfkav2_hm`` feature set on packed boards;
-    tests/inference/test_sfnnv5.py checks it). Raises ValueError when a side has no king or
-    more than 32 pieces stand on a board.
-    """
-    board = np.asarray(board, dtype=np.int16)
-    kb = np.asarray(KING_BUCKETS, dtype=np.int64)
-    occupied = board > 0
-    if (occupied.sum(1) > 32).any():
-        raise ValueError("more than 32 pieces on a board")
-    out = []
-    sq = np.arange(64)
-    for persp_is_stm in (True, False):
-        persp_white = stm_white if persp_is_stm else ~stm_white
-        king_code = np.where(persp_white, 6, 14)
-        has_king = board == king_code[:, None]
-        if not has_king.any(1).all():
-            raise ValueError("a side has no king")
-        ksq = has_king.argmax(1)
-        orient = np.where(ksq % 8 < 4, 7, 0) ^ np.where(persp_white, 0, 56)
-        ptype = (board & 7) - 1                                   # 0..5
-        own = (board >> 3) == np.where(persp_white, 0, 1)[:, None]
-        p_idx = np.where(ptype == 5, 10, 2 * ptype + (~own))
-        idx = (sq[None, :] ^ orient[:, None]) + 64 * p_idx + PLANES * kb[ksq ^ orient][:, None]
-        idx = np.where(occupied, idx, -1)
-        # pack the active ones to the front (ascending square), 32 wide
-        order = np.argsort(~occupied, axis=1, kind="stable")
-        out.append(np.take_along_axis(idx, order, 1)[:, :32].astype(np.int32))
-    return out[0], out[1]
 
 
 # ------------------------------------------------------------------------- the evaluation
@@ -414,6 +379,12 @@ def accumulator_layers(net: SFNNv5IntegerNet) -> list[tuple]:
                                   net.fc2_bias), build)
 
 
+def tdiv_int(a: int, b: int) -> int:
+    """C's ``a / b`` on Python ints (truncating toward zero)."""
+    q = abs(a) // abs(b)
+    return q if (a >= 0) == (b > 0) else -q
+
+
 def _wrap_int(v: int, bits: int) -> int:
     half = 1 << (bits - 1)
     return ((v + half) & ((1 << bits) - 1)) - half
@@ -459,19 +430,31 @@ def evaluate_accumulator(net: SFNNv5IntegerNet, acc: np.ndarray, stm: int, bucke
         s1 = _wrap32_np(s1)
     x2 = np.minimum(np.maximum(s1 >> WEIGHT_SCALE_BITS, 0), 127).astype(np.float64)
     s2 = _wrap_int(int(w2 @ x2) + b2, 32)
-    fwd = _tdiv_int(_wrap_int(int(s0[FC0_OUTPUTS - 1]) * SKIP_NUM, 32), SKIP_DEN)
+    fwd = tdiv_int(_wrap_int(int(s0[FC0_OUTPUTS - 1]) * SKIP_NUM, 32), SKIP_DEN)
     positional = _wrap_int(s2 + fwd, 32)
-    psqt = _tdiv_int(_wrap_int(int(acc[stm, L1 + bucket]) - int(acc[1 - stm, L1 + bucket]), 32), 2)
-    v = _tdiv_int(_wrap_int(psqt + positional, 32), OUTPUT_SCALE)
-    return _tdiv_int(v * 100, NORMALIZE_TO_PAWN)
+    psqt = tdiv_int(_wrap_int(int(acc[stm, L1 + bucket]) - int(acc[1 - stm, L1 + bucket]), 32), 2)
+    v = tdiv_int(_wrap_int(psqt + positional, 32), OUTPUT_SCALE)
+    return tdiv_int(v * 100, NORMALIZE_TO_PAWN)
+
+
+def _load_kernels():
+    from . import compiled  # numba: imported on first use only
+
+    return compiled
+
+
+def _kernels(backend: str | None, cpu: bool):
+    """The compiled kernel (:mod:`nnue.inference.kinds.sfnnv5.compiled`) when ``backend`` asks for
+    it and it can run here, else None (:func:`nnue.inference.backends.kernels`)."""
+    return backends.kernels(backend, cpu, _load_kernels)
 
 
 def values(net: SFNNv5IntegerNet, boards: torch.Tensor, chunk: int = 4096, backend: str | None = None) -> torch.Tensor:
     """Internal values of packed boards: (N, 32) uint8 -> (N,) int64, stm POV.
 
-    On CPU by default (``backend`` as :func:`nnue.inference.perspective.evaluate`: "auto",
+    On CPU by default (``backend``: :data:`nnue.inference.backends.BACKENDS`, "auto",
     "compiled" or "torch"; None: its ``DEFAULT_BACKEND``) steps 1–7 run in one compiled pass
-    per board (:func:`nnue.inference.compiled.values_sfnnv5`: int16 register lanes with
+    per board (:func:`nnue.inference.kinds.sfnnv5.compiled.values`: int16 register lanes with
     wrapping adds for the feature transformer, int32 lanes for the layers, each position's own
     layer stack; ~8× the torch path, ``bench/results/infer_sfnnv5_cpu.json``); otherwise, or
     where it does not apply, the torch steps (:func:`value_from_indices`, ``chunk`` positions a
@@ -479,15 +462,13 @@ def values(net: SFNNv5IntegerNet, boards: torch.Tensor, chunk: int = 4096, backe
     ValueError for boards that are not (N, 32) uint8 or that HalfKAv2_hm cannot encode."""
     from nnue.pipeline.features.board_tensor import check_boards
 
-    from .perspective import _compiled, _not_applicable
-
     check_boards(boards)
-    comp = _compiled(backend, boards.device.type == "cpu")
+    comp = _kernels(backend, boards.device.type == "cpu")
     if comp is not None and boards.shape[0]:
-        res = comp.values_sfnnv5(net, boards)
+        res = comp.values(net, boards)
         if res is not None:
             return res[0]
-        _not_applicable(backend)
+        backends.not_applicable(backend)
     fs, buckets = net.features, net.buckets
     out = []
     for s in range(0, boards.shape[0], chunk):
@@ -501,172 +482,14 @@ def evaluate_small(net: SFNNv5IntegerNet, boards: torch.Tensor) -> list[int] | N
     """A few positions without the batch machinery (:func:`nnue.inference.api.evaluate_net`
     sends calls of at most ``SMALL_BATCH`` CPU boards here first): (N, 32) uint8 -> N Python
     ints, UCI centipawns, stm POV, the values of :func:`evaluate`, from
-    :func:`nnue.inference.compiled.values_sfnnv5`; None when the compiled kernel cannot run
+    :func:`nnue.inference.kinds.sfnnv5.compiled.values`; None when the compiled kernel cannot run
     (the API then evaluates one by one from scratch, :func:`nnue.inference.incremental.evaluate_one`)."""
-    from .perspective import _compiled
-
-    comp = _compiled(None, boards.device.type == "cpu")
-    res = None if comp is None else comp.values_sfnnv5(net, boards)
-    return None if res is None else [_tdiv_int(v * 100, NORMALIZE_TO_PAWN) for v in res[0].tolist()]
+    comp = _kernels(None, boards.device.type == "cpu")
+    res = None if comp is None else comp.values(net, boards)
+    return None if res is None else [tdiv_int(v * 100, NORMALIZE_TO_PAWN) for v in res[0].tolist()]
 
 
 def evaluate(net: SFNNv5IntegerNet, boards: torch.Tensor, chunk: int = 4096, backend: str | None = None) -> torch.Tensor:
     """Integer evals of packed boards: (N, 32) uint8 -> (N,) int64 UCI centipawns, stm POV
     (:func:`values`, then :func:`to_cp`; ``backend`` as :func:`values`)."""
     return to_cp(values(net, boards, chunk, backend))
-
-
-# ------------------------------------------------------------------ the engine's eval trace
-_PIECE_CODES = {c: i + 1 for i, c in enumerate("PNBRQK")} | {c: i + 9 for i, c in enumerate("pnbrqk")}
-_PIECE_CHARS = " PNBRQK  pnbrqk"  # Stockfish's PieceToChar, indexed by piece code
-
-
-def squares_from_fen(fen: str) -> tuple[np.ndarray, bool]:
-    """A FEN's piece placement and side to move: ((64,) int8 piece codes, a1 = 0, as
-    :func:`halfka_indices` takes them; white to move). Raises ValueError on a malformed placement."""
-    fields = fen.split()
-    if len(fields) < 2 or fields[1] not in ("w", "b"):
-        raise ValueError(f"FEN {fen!r}: expected a placement and a side to move")
-    sq = np.zeros(64, dtype=np.int8)
-    ranks = fields[0].split("/")
-    if len(ranks) != 8:
-        raise ValueError(f"FEN {fen!r}: {len(ranks)} ranks")
-    for r, row in enumerate(ranks):
-        f = 0
-        for ch in row:
-            if ch.isdigit():
-                f += int(ch)
-            elif ch in _PIECE_CODES and f < 8:
-                sq[(7 - r) * 8 + f] = _PIECE_CODES[ch]
-                f += 1
-            else:
-                raise ValueError(f"FEN {fen!r}: bad placement character {ch!r}")
-        if f != 8:
-            raise ValueError(f"FEN {fen!r}: rank {8 - r} has {f} files")
-    return sq, fields[1] == "w"
-
-
-def values_of_squares(net: SFNNv5IntegerNet, board: np.ndarray, stm_white: np.ndarray,
-                      all_buckets: bool = False, chunk: int = 4096):
-    """Internal values of positions given as (N, 64) piece codes and (N,) side to move (see
-    :func:`halfka_indices`): (N,) int64, stm POV. With all_buckets, instead (psqt, positional),
-    each (N, 8) int64: what every layer stack and PSQT column gives (the trace's bucket table)."""
-    out = []
-    for s in range(0, board.shape[0], chunk):
-        b, w = board[s:s + chunk], stm_white[s:s + chunk]
-        stm, nstm = (torch.from_numpy(t) for t in halfka_indices(b, w))
-        pieces = torch.from_numpy((b > 0).sum(1).astype(np.int64))
-        if not all_buckets:
-            out.append(value_from_indices(net, stm, nstm, torch.div(pieces - 1, 4, rounding_mode="floor")))
-            continue
-        a_s, p_s = accumulate(net, stm)
-        a_n, p_n = accumulate(net, nstm)
-        x0 = transform(a_s, a_n)
-        ps, pos = [], []
-        for k in range(LAYER_STACKS):
-            bk = torch.full((b.shape[0],), k, dtype=torch.int64)
-            ps.append(psqt_value(p_s, p_n, bk))
-            pos.append(layer_stack(net, x0, bk))
-        out.append((torch.stack(ps, 1), torch.stack(pos, 1)))
-    if not all_buckets:
-        return torch.cat(out) if out else torch.zeros(0, dtype=torch.int64)
-    return torch.cat([o[0] for o in out]), torch.cat([o[1] for o in out])
-
-
-def _compact(v: int) -> str:
-    """Stockfish's ``format_cp_compact``: 5 characters."""
-    sign = "-" if v < 0 else "+" if v > 0 else " "
-    cp = abs(int(100 * v / NORMALIZE_TO_PAWN))  # C division truncates toward zero
-    if cp >= 10000:
-        return f"{sign}{cp // 10000}{cp % 10000 // 1000}{cp % 1000 // 100} "
-    if cp >= 1000:
-        return f"{sign}{cp // 1000}{cp % 1000 // 100}.{cp % 100 // 10}"
-    return f"{sign}{cp // 100}.{cp % 100 // 10}{cp % 10}"
-
-
-def _aligned(v: int) -> str:
-    """Stockfish's ``format_cp_aligned_dot``: sign and ``%6.2f`` of |v| / 361."""
-    sign = "-" if v < 0 else "+" if v > 0 else " "
-    return sign + "%6.2f" % (abs(v) / NORMALIZE_TO_PAWN)
-
-
-def _tdiv_int(a: int, b: int) -> int:
-    q = abs(a) // abs(b)
-    return q if (a >= 0) == (b > 0) else -q
-
-
-def _empty_grid() -> list[list[str]]:
-    """The trace's board drawing with no piece and no value: 25 rows of 65 characters."""
-    grid = [[" "] * 65 for _ in range(25)]
-    for x in range(0, 64, 8):
-        for y in range(0, 24, 3):
-            for k in range(1, 8):
-                grid[y][x + k] = grid[y + 3][x + k] = "-"
-            for k in (1, 2):
-                grid[y + k][x] = grid[y + k][x + 8] = "|"
-            grid[y][x] = grid[y][x + 8] = grid[y + 3][x + 8] = grid[y + 3][x] = "+"
-    return grid
-
-
-_EMPTY_GRID = _empty_grid()
-
-
-def trace(net: SFNNv5IntegerNet, fens: list[str]) -> list[str]:
-    """Stockfish 15.1's NNUE part of the ``eval`` command's output for each FEN, character for
-    character: the derived piece values board (each non-king piece's value is the eval with it
-    minus the eval without it, white's point of view), the table of the 8 buckets (Material
-    (PSQT), Positional (Layers), Total, stm POV), and the ``NNUE evaluation`` line (pawns,
-    white's point of view). Each text ends with a newline. The engine prints nothing of this
-    for a position in check (``Final evaluation: none (in check)``): the caller decides.
-    Raises ValueError on a malformed FEN."""
-    boards, stms, owners = [], [], []  # every position and every one-piece-removed variant
-    parsed = [squares_from_fen(f) for f in fens]
-    for i, (sq, w) in enumerate(parsed):
-        boards.append(sq)
-        stms.append(w)
-        owners.append((i, -1))
-        for s in range(64):
-            if sq[s] and sq[s] & 7 != 6:
-                b = sq.copy()
-                b[s] = 0
-                boards.append(b)
-                stms.append(w)
-                owners.append((i, s))
-    if not boards:
-        return []
-    v = values_of_squares(net, np.stack(boards), np.array(stms, dtype=bool)).tolist()
-    psqt, positional = values_of_squares(net, np.stack([p[0] for p in parsed]),
-                                         np.array([p[1] for p in parsed], dtype=bool), all_buckets=True)
-    base: dict[int, int] = {}
-    removed: dict[tuple[int, int], int] = {}
-    for (i, s), val in zip(owners, v):
-        white_pov = val if parsed[i][1] else -val
-        if s < 0:
-            base[i] = white_pov
-        else:
-            removed[(i, s)] = white_pov
-    out = []
-    for i, (sq, white) in enumerate(parsed):
-        grid = [row[:] for row in _EMPTY_GRID]
-        for s in np.flatnonzero(sq).tolist():
-            x, y = (s % 8) * 8, (7 - s // 8) * 3
-            grid[y + 1][x + 4] = _PIECE_CHARS[sq[s]]
-            if (i, s) in removed:
-                grid[y + 2][x + 2:x + 7] = list(_compact(base[i] - removed[(i, s)]))
-        lines = [" NNUE derived piece values:"] + ["".join(row) for row in grid] + [""]
-        lines.append(f" NNUE network contributions ({'White' if white else 'Black'} to move)")
-        lines += ["+------------+------------+------------+------------+",
-                  "|   Bucket   |  Material  | Positional |   Total    |",
-                  "|            |   (PSQT)   |  (Layers)  |            |",
-                  "+------------+------------+------------+------------+"]
-        used = (int((sq > 0).sum()) - 1) // 4
-        for k in range(LAYER_STACKS):
-            p = _tdiv_int(int(psqt[i, k]), OUTPUT_SCALE)
-            q = _tdiv_int(int(positional[i, k]), OUTPUT_SCALE)
-            line = f"|  {k}         |  {_aligned(p)}   |  {_aligned(q)}   |  {_aligned(p + q)}   |"
-            lines.append(line + (" <-- this bucket is used" if k == used else ""))
-        lines.append("+------------+------------+------------+------------+")
-        lines.append("")
-        lines.append(f"NNUE evaluation        {base[i] / NORMALIZE_TO_PAWN:+.2f} (white side)")
-        out.append("\n".join(lines) + "\n")
-    return out

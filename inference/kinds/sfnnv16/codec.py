@@ -46,8 +46,8 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from .net import NetFormatError
-from .sfnnue import Reader, affine_hash, crelu_hash, read_bytes
+from ...net import NetFormatError
+from ..sfnnv5.codec import Reader, affine_hash, crelu_hash, read_bytes
 
 VERSION = 0x6A448AFA
 #: the feature-set hashes, in the order of the feature transformer (Stockfish ``features/*.h``)

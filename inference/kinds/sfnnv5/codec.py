@@ -1,7 +1,9 @@
 """Stockfish 15.1 ``.nnue`` files, the codec: decode one into the tensors of an
-:class:`~nnue.inference.sfnnv5.SFNNv5IntegerNet` (:func:`parse_nnue`; :func:`nnue.inference.sfnnv5.read_nnue`
-builds the net) and write one from such a net (:func:`nnue_bytes`), byte for byte as the engine
-writes them (``export_net``). It imports nothing of :mod:`nnue.inference.sfnnv5`, which imports it.
+:class:`~nnue.inference.kinds.sfnnv5.SFNNv5IntegerNet` (:func:`parse_nnue`;
+:func:`nnue.inference.kinds.sfnnv5.read_nnue` builds the net) and write one from such a net
+(:func:`nnue_bytes`; :func:`write_stockfish`, ``nnue export-net --to stockfish-15.1``), byte for
+byte as the engine writes them. It imports nothing of :mod:`nnue.inference.kinds.sfnnv5.net`,
+which imports it.
 
 Layout (little-endian, uncompressed; Stockfish ``evaluate_nnue.cpp`` read/write_parameters,
 ``nnue_feature_transformer.h``, ``layers/affine_transform.h``; ``shared/SF15.md``):
@@ -31,11 +33,12 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from nnue.pipeline.atomic import atomic_write_bytes
 from nnue.pipeline.features import get_feature_set
 
-from .net import NetFormatError
+from ...net import NetFormatError
 
-#: Stockfish 15.1's fixed sizes (its file format; :mod:`nnue.inference.sfnnv5` imports them)
+#: Stockfish 15.1's fixed sizes (its file format; :mod:`nnue.inference.kinds.sfnnv5.net` imports them)
 FC0_OUTPUTS = 16        # FC_0_OUTPUTS + 1: 15 go on, the 16th is the skip to the output
 FC1_PADDED = 32         # fc_1's input dimension in the file (ceil to 32)
 FC1_OUTPUTS = 32
@@ -93,7 +96,7 @@ def file_size(l1: int, description_bytes: int, num_inputs: int = 22528) -> int:
 
 
 def nnue_bytes(net) -> bytes:
-    """The ``.nnue`` file of ``net`` (an :class:`~nnue.inference.sfnnv5.SFNNv5IntegerNet`; its
+    """The ``.nnue`` file of ``net`` (an :class:`~nnue.inference.kinds.sfnnv5.SFNNv5IntegerNet`; its
     description from ``arch["description"]``)."""
     l1 = net.arch["hidden"]
     desc = net.arch.get("description", "").encode("utf-8")
@@ -125,6 +128,37 @@ def check_writable(net, path: str | Path | None = None, target_l1: int = STOCKFI
     if path is not None and Path(path).name == BUILTIN_NAME:
         raise ValueError(f"{path}: Stockfish never reads a file named {BUILTIN_NAME} (it uses its built-in "
                          "net instead); choose another name")
+
+
+def write_stockfish(net, path) -> dict:
+    """``nnue export-net --to stockfish-15.1``: the ``.nnue`` file (refused in one line, naming the
+    dimension or field, for a net Stockfish 15.1 cannot load: :func:`check_writable`), written
+    atomically. Returns what ``--json`` prints."""
+    path = Path(path)
+    check_writable(net, path)
+    data = nnue_bytes(net)
+    atomic_write_bytes(path, data)
+    return {"target": "stockfish-15.1", "file": str(path), "bytes": len(data),
+            "layout": "Stockfish 15.1 .nnue (SFNNv5): header, feature transformer, 8 layer stacks",
+            "hash": f"0x{file_hash(net.arch['hidden']):08X}", "description": net.arch.get("description", ""),
+            "notes": [f"load it with: setoption name EvalFile value {path}"]}
+
+
+def engine_notes(arch: dict, path: Path) -> list[tuple[str, bool]]:
+    """What ``nnue export`` says about the ``net.nnue`` it wrote at ``path``: how Stockfish 15.1
+    loads it (L1 1,024), or that no engine does (another L1), as ``(line, to_stderr)``."""
+    if arch["hidden"] == STOCKFISH_L1:
+        return [(f"Stockfish 15.1: setoption name EvalFile value {Path(path).resolve()}", False)]
+    return [(f"note: net.nnue has L1 {arch['hidden']}: Stockfish 15.1 loads only {STOCKFISH_L1} (nnue eval and "
+             "nnue import-net read it)", True)]
+
+
+def import_facts(net) -> dict:
+    """What ``nnue import-net`` records about a Stockfish 15.1 ``.nnue`` besides its kind: the
+    description, L1, the header's hash and whether Stockfish 15.1 loads it (L1 1,024)."""
+    return {"description": net.arch.get("description", ""), "l1": net.arch["hidden"],
+            "stockfish_hash": net.provenance.get("stockfish_hash"),
+            "stockfish_loadable": net.arch["hidden"] == STOCKFISH_L1}
 
 
 def read_bytes(path: Path) -> bytes:
@@ -162,8 +196,8 @@ class Reader:
 def parse_nnue(path: str | Path, data: bytes | None = None) -> dict:
     """Decode a Stockfish 15.1 ``.nnue`` file (``data``, or read from ``path``): a dict with
     ``path``, ``l1`` (from the feature transformer's hash), ``description``, ``header_hash`` and
-    the tensors, named and shaped as :class:`~nnue.inference.sfnnv5.SFNNv5IntegerNet` holds them
-    (:func:`nnue.inference.sfnnv5.read_nnue` builds the net).
+    the tensors, named and shaped as :class:`~nnue.inference.kinds.sfnnv5.SFNNv5IntegerNet` holds them
+    (:func:`nnue.inference.kinds.sfnnv5.read_nnue` builds the net).
 
     Checks the version, every hash, the sizes and the end of the file. Raises
     :class:`~nnue.inference.net.NetFormatError` naming the file, the field and its byte offset:

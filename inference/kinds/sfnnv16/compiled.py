@@ -1,7 +1,7 @@
 """Compiled (numba) exact evaluation of Stockfish 19's net (sfnnv16): one pass per position from
 its feature indices to the engine's internal value, wraps included.
 
-The steps and their arithmetic are those of :mod:`nnue.inference.sfnnv16` (1–7), per position in
+The steps and their arithmetic are those of :mod:`nnue.inference.kinds.sfnnv16` (1–7), per position in
 :func:`_eval_lists_sf16`:
 
 1. each perspective's valid indices split into the int8 rows (Full_Threats and PP_3Wide, below
@@ -12,10 +12,10 @@ The steps and their arithmetic are those of :mod:`nnue.inference.sfnnv16` (1–7
    position's own bucket in int64;
 2. ``x0[j] = clamp(a[j], 0, 255)·clamp(a[j + L1/2], 0, 255) >> 9``, stm first, with the list of
    its nonzero input pairs;
-3. fc_0 of the position's layer stack over those pairs only (:func:`nnue.inference.compiled._gemv_pairs_nz`:
+3. fc_0 of the position's layer stack over those pairs only (:func:`nnue.inference.compiled.gemv_pairs_nz`:
    int32 lanes, pairs of inputs against pair-interleaved int8 weights), ``s0 = wrap32(bias + dots)``;
    ``x1 = [min(127, s0² >> 21)] ++ [clamp(s0 >> 7, 0, 127)]``;
-4. fc_1 (:func:`nnue.inference.compiled._gemv_pairs`), ``x2 = [min(127, s1² >> 19)] ++
+4. fc_1 (:func:`nnue.inference.compiled.gemv_pairs`), ``x2 = [min(127, s1² >> 19)] ++
    [clamp(s1 >> 6, 0, 127)]``;
 5. fc_2 over ``x1 ++ x2`` (128 inputs) in int64, ``fwd = wrap32(wrap32(s2) + s0[30] − s0[31])``,
    ``positional = fwd·9,600 / 16,384`` (int64, truncating);
@@ -35,7 +35,7 @@ weight rows that are mostly not in cache; one register block a pass over the row
 one.
 
 A serial kernel (one thread, ``nogil``, scratch allocated per call: threads may call it at once).
-numba is imported when this module is; :mod:`nnue.inference.sfnnv16` imports it on first use and
+numba is imported when this module is; :mod:`nnue.inference.kinds.sfnnv16` imports it on first use and
 keeps its torch path for ``backend="torch"``, where numba is missing or :func:`applicable` says
 no. Compiled on first use and cached by numba (``cache=True``).
 """
@@ -48,8 +48,8 @@ from numba import njit, types
 from numba.core import cgutils
 from numba.extending import intrinsic
 
-from .compiled import _aligned64, _gemv_pairs, _gemv_pairs_nz, _tdiv, _wrap32
-from .exact import cached
+from ...compiled import aligned64, gemv_pairs, gemv_pairs_nz, tdiv, wrap32
+from ...exact import cached
 
 _LANES = 32         # int16 lanes of one 512-bit register
 _INT8_INPUTS = 64368
@@ -175,15 +175,15 @@ def _eval_lists_sf16(stm, nstm, bucket, w8, w16, ftb, p8, p16, t0, b0, t1, b1, w
                 pidx[cnt] = q
                 cnt += 1
         # step 3: fc_0 and its two activations at WeightScaleBits + 1 = 7
-        _gemv_pairs_nz(x0, t0[b], dots, pidx, cnt)
+        gemv_pairs_nz(x0, t0[b], dots, pidx, cnt)
         for k in range(32):
-            s0[k] = _wrap32(b0[b, k] + np.int64(dots[k]))
+            s0[k] = wrap32(b0[b, k] + np.int64(dots[k]))
             x1[k] = _sqr_clipped(s0[k], 7)
             x1[32 + k] = min(max(s0[k] >> 7, 0), 127)
         # step 4: fc_1 and its two activations at WeightScaleBits = 6
-        _gemv_pairs(x1, t1[b], dots)
+        gemv_pairs(x1, t1[b], dots)
         for k in range(32):
-            s1[k] = _wrap32(b1[b, k] + np.int64(dots[k]))
+            s1[k] = wrap32(b1[b, k] + np.int64(dots[k]))
         # step 5: fc_2 over both activated layers, the skip, the output scaling
         for k in range(64):
             xs[k] = x1[k]
@@ -193,16 +193,16 @@ def _eval_lists_sf16(stm, nstm, bucket, w8, w16, ftb, p8, p16, t0, b0, t1, b1, w
         t = b2[b]
         for k in range(128):
             t += w2[b, k] * xs[k]
-        fwd = _wrap32(_wrap32(t) + s0[30] - s0[31])
-        positional = _tdiv(fwd * 9600, 16384)
+        fwd = wrap32(wrap32(t) + s0[30] - s0[31])
+        positional = tdiv(fwd * 9600, 16384)
         # step 6: the PSQT difference of the bucket's column; each part divided by OutputScale
-        psqt = _tdiv(_wrap32(ps), 2)
-        out[i] = _tdiv(psqt, 16) + _tdiv(positional, 16)
+        psqt = tdiv(wrap32(ps), 2)
+        out[i] = tdiv(psqt, 16) + tdiv(positional, 16)
 
 
 def applicable(net) -> bool:
     """Whether :func:`_eval_lists_sf16` evaluates ``net``: an sfnnv16 net whose tensors have the
-    dtypes and shapes of :meth:`~nnue.inference.sfnnv16.SFNNv16IntegerNet.tensor_specs`, an L1
+    dtypes and shapes of :meth:`~nnue.inference.kinds.sfnnv16.SFNNv16IntegerNet.tensor_specs`, an L1
     that is a multiple of 32 (register blocks; the arch asks for a multiple of 64), fc_0 32 ×
     L1, fc_1 32 × 64, fc_2 1 × 128, 8 PSQT columns and layer stacks, 86,896 inputs, on a
     little-endian machine."""
@@ -221,7 +221,7 @@ def applicable(net) -> bool:
 
 
 def _pairs(t: torch.Tensor) -> np.ndarray:
-    """(S, M, K) -> (S, K // 2, M, 2) int16: a layer's weights in input pairs (:func:`_gemv_pairs`)."""
+    """(S, M, K) -> (S, K // 2, M, 2) int16: a layer's weights in input pairs (:func:`gemv_pairs`)."""
     s, m, k = t.shape
     return np.ascontiguousarray(t.reshape(s, m, k // 2, 2).permute(0, 2, 1, 3).numpy().astype(np.int16))
 
@@ -233,7 +233,7 @@ def _prepared(net):
         if not applicable(net):
             return None
         i64 = lambda t: np.ascontiguousarray(t.numpy().astype(np.int64))  # noqa: E731
-        return (_aligned64(w8.numpy()), _aligned64(w16.numpy()), _aligned64(ftb.numpy()),
+        return (aligned64(w8.numpy()), aligned64(w16.numpy()), aligned64(ftb.numpy()),
                 np.ascontiguousarray(p8.numpy()), np.ascontiguousarray(p16.numpy()),
                 _pairs(w0), i64(bb0), _pairs(w1), i64(bb1), i64(ww2[:, 0]), i64(bb2[:, 0]))
     return cached(net, "compiled_sf16", (net.threat_weight, net.ft_weight, net.ft_bias, net.threat_psqt, net.psqt,
@@ -243,7 +243,7 @@ def _prepared(net):
 
 def values_sfnnv16(net, stm: torch.Tensor, nstm: torch.Tensor, bucket: torch.Tensor) -> torch.Tensor | None:
     """Stockfish 19's internal values ``psqt + positional`` (stm POV; the integers of
-    :func:`nnue.inference.sfnnv16.value_from_indices`) of feature indices: stm, nstm (N, A)
+    :func:`nnue.inference.kinds.sfnnv16.value_from_indices`) of feature indices: stm, nstm (N, A)
     int32/int64 CPU tensors, −1 (any negative value) = padding, bucket (N,) integer layer stacks
     0..7 -> (N,) int64. None when :func:`applicable` says no. Raises ValueError for an index
     beyond the 86,896 inputs, a bucket outside 0..7 or shapes that disagree. Never raises on

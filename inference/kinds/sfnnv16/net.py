@@ -50,8 +50,9 @@ import torch
 from nnue.pipeline.features import get_feature_set, parse_output_buckets
 from nnue.spec.quant import QuantScheme
 
-from .exact import cached
-from .net import NetFile
+from ... import backends
+from ...exact import cached
+from ...net import NetFile
 
 #: the inputs of SFNNv16, per perspective, in the order of the file and of the feature set
 THREAT_INPUTS = 59808
@@ -194,7 +195,6 @@ class SFNNv16IntegerNet(NetFile):
     provenance: dict = field(default_factory=dict)
 
     kind = "sfnnv16"
-    ENGINE_FILE = "net.nnue"
     ARCH_FIELDS = {"kind": str, "feature_set": str, "feature_hash": str, "num_inputs": int, "hidden": int,
                    "output_buckets": str, "num_buckets": int, "l1_outputs": int, "l2_outputs": int,
                    "psqt_buckets": int, "description": str}
@@ -220,8 +220,8 @@ class SFNNv16IntegerNet(NetFile):
         return "Stockfish 19 .nnue (SFNNv16)"
 
     def raw_bytes(self) -> bytes:
-        """The engine file: Stockfish 19's ``.nnue`` layout (:mod:`nnue.inference.sfnnue19`)."""
-        from .sfnnue19 import nnue_bytes
+        """The engine file: Stockfish 19's ``.nnue`` layout (:mod:`nnue.inference.kinds.sfnnv16.codec`)."""
+        from .codec import nnue_bytes
 
         return nnue_bytes(file_tensors(self), self.arch.get("description", ""))
 
@@ -243,7 +243,7 @@ class SFNNv16IntegerNet(NetFile):
 
 
 def file_tensors(net: SFNNv16IntegerNet) -> dict[str, torch.Tensor]:
-    """The tensors of the engine file (:func:`nnue.inference.sfnnue19.tensor_specs` names): the
+    """The tensors of the engine file (:func:`nnue.inference.kinds.sfnnv16.codec.tensor_specs` names): the
     int8 rows split into threat and pawn-pair blocks, the HalfKAv2_hm rows as ``halfka_*``."""
     t = net.tensors()
     return {"ft_bias": t["ft_bias"],
@@ -256,11 +256,11 @@ def file_tensors(net: SFNNv16IntegerNet) -> dict[str, torch.Tensor]:
 def read_nnue(path, data: bytes | None = None) -> SFNNv16IntegerNet:
     """Read a Stockfish 19 ``.nnue`` file into an integer net (kind sfnnv16; the description kept
     in ``arch["description"]``; L1 from the feature transformer's hash). Every check of the file
-    is :func:`nnue.inference.sfnnue19.parse_nnue`'s (version, hashes, sizes, LEB128 blocks, the
+    is :func:`nnue.inference.kinds.sfnnv16.codec.parse_nnue`'s (version, hashes, sizes, LEB128 blocks, the
     end), each a :class:`~nnue.inference.net.NetFormatError` naming the file, the block and its
     byte offset. Raises NetFormatError for an L1 that is not a multiple of 64."""
-    from .net import NetFormatError
-    from .sfnnue19 import parse_nnue
+    from ...net import NetFormatError
+    from .codec import parse_nnue
 
     p = parse_nnue(path, data)
     try:
@@ -392,18 +392,16 @@ def _value(net: SFNNv16IntegerNet, a_s, p_s, a_n, p_n, bucket: torch.Tensor, ret
     return v
 
 
+def _load_kernels():
+    from . import compiled
+
+    return compiled
+
+
 def _compiled(backend: str | None, cpu: bool):
-    """:mod:`nnue.inference.compiled_sfnnv16` when ``backend`` ("auto"/None, "compiled" or
-    "torch", as :func:`nnue.inference.perspective.evaluate`) asks for the compiled path and it
-    can run here (CPU tensors, numba importable), else None (RuntimeError for "compiled" where
-    it cannot)."""
-    from .perspective import _compiled as compiled_path
-
-    if compiled_path(backend, cpu) is None:
-        return None
-    from . import compiled_sfnnv16
-
-    return compiled_sfnnv16
+    """:mod:`nnue.inference.kinds.sfnnv16.compiled` when ``backend`` asks for it and it can run
+    here, else None (:func:`nnue.inference.backends.kernels`)."""
+    return backends.kernels(backend, cpu, _load_kernels)
 
 
 def value_from_indices(net: SFNNv16IntegerNet, stm: torch.Tensor, nstm: torch.Tensor, bucket: torch.Tensor,
@@ -412,7 +410,7 @@ def value_from_indices(net: SFNNv16IntegerNet, stm: torch.Tensor, nstm: torch.Te
     −1 padded ``sfnnv16`` indices, bucket (N,) int64 in 0..7 -> (N,) int64, stm POV.
 
     Without return_parts, on CPU by default (``backend`` as :func:`values`) one compiled pass
-    per position (:func:`nnue.inference.compiled_sfnnv16.values_sfnnv16`: int16 register lanes
+    per position (:func:`nnue.inference.kinds.sfnnv16.compiled.values_sfnnv16`: int16 register lanes
     over the int8 and int16 rows, each position's own layer stack); ``backend="torch"``, or where
     it does not apply, the torch steps. The same integers either way
     (``tests/inference/test_compiled_sfnnv16.py``)."""
@@ -422,9 +420,7 @@ def value_from_indices(net: SFNNv16IntegerNet, stm: torch.Tensor, nstm: torch.Te
             v = comp.values_sfnnv16(net, stm, nstm, bucket)
             if v is not None:
                 return v
-            from .perspective import _not_applicable
-
-            _not_applicable(backend)
+            backends.not_applicable(backend)
     a_s, p_s = accumulate(net, stm)
     a_n, p_n = accumulate(net, nstm)
     return _value(net, a_s, p_s, a_n, p_n, bucket, return_parts)
@@ -449,8 +445,8 @@ def values(net: SFNNv16IntegerNet, boards: torch.Tensor, chunk: int = 4096, back
            return_material: bool = False):
     """Internal values of packed boards: (N, 32) uint8 -> (N,) int64, stm POV (with
     return_material also the (N,) material counts), ``chunk`` boards encoded a call. ``backend``
-    (as :func:`nnue.inference.perspective.evaluate`): "auto"/None (on CPU the compiled path,
-    :func:`nnue.inference.compiled_sfnnv16.values_sfnnv16`, where it applies), "compiled" (it,
+    (as :func:`nnue.inference.kinds.perspective.evaluate`): "auto"/None (on CPU the compiled path,
+    :func:`nnue.inference.kinds.sfnnv16.compiled.values_sfnnv16`, where it applies), "compiled" (it,
     or RuntimeError) or "torch" (the torch steps); the same integers. Raises ValueError for
     boards that are not (N, 32) uint8 or that the feature set cannot encode."""
     from nnue.pipeline.features.board_tensor import check_boards

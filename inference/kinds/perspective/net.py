@@ -1,4 +1,9 @@
-"""Exact integer evaluation of perspective nets (:class:`nnue.inference.net.IntegerNet`).
+"""The perspective kind's integer net (:class:`IntegerNet`, bullet-style: feature transformer →
+activation → output buckets) and its exact integer evaluation.
+
+Files: ``net.safetensors`` holds ``l0w`` (F, H), ``l0b`` (H,), ``l1w`` (B, L1), ``l1b`` (B,),
+all int16 (:class:`IntegerNet`; the header of :mod:`nnue.inference.net`), and ``net.bin`` the
+same tensors in the raw little-endian layout (:meth:`IntegerNet.raw_layout`).
 
 Integer formula (all integers, C semantics, division truncates toward 0; the L0 rules are the
 ``perspective`` rules of :mod:`nnue.spec.activations`):
@@ -30,21 +35,27 @@ kernels only where a bound proves them exact (each function states its bound):
 3. the position's own bucket, the int32 checks and the truncating divisions, in int64.
 
 On CPU, :func:`forward_int` and :func:`evaluate` run steps 1–2 as one compiled pass per position
-(:mod:`nnue.inference.compiled`, numba: int16 rows summed in SIMD registers, the L1 sum of the
-position's own bucket in int64) whenever that module applies (``backend="auto"``); the torch
-steps above are the fallback (``backend="torch"``, or numba missing). Both give the same
+(:mod:`nnue.inference.kinds.perspective.compiled`, numba: int16 rows summed in SIMD registers,
+the L1 sum of the position's own bucket in int64) whenever that module applies
+(``backend="auto"``); the torch steps above are the fallback (``backend="torch"``, or numba
+missing). Both give the same
 integers (tests/inference/test_forward_int_paths.py, test_compiled.py).
 """
 from __future__ import annotations
 
+from dataclasses import dataclass, field
+
 import numpy as np
 import torch
 
+from nnue.pipeline.features import get_feature_set, parse_output_buckets
 from nnue.spec import activations as acts
+from nnue.spec.quant import QuantScheme
 
-from . import exact
-from .exact import (STEP, acc_int16_proven, cached, check_acc_int16, check_indices, check_int32, embedding_sum,
-                    ft_table, make_bags, sorted_steps, to_centipawns, trunc_div, weight_digits)
+from ... import backends, exact, sparse_sums
+from ...net import NetFile
+from ...exact import (STEP, acc_int16_proven, cached, check_acc_int16, check_indices, check_int32, embedding_sum,
+                      ft_table, make_bags, sorted_steps, to_centipawns, trunc_div, weight_digits)
 
 # XOR with this int16 (bytes 0x80, 0x80) subtracts 128 from both bytes of a uint16 modulo 256:
 # each byte b becomes the int8 b − 128.
@@ -53,6 +64,58 @@ _XOR_8080 = 0x8080 - 0x10000
 # when it needs at most this many, else one product with every column: measured here (oneDNN,
 # AVX-512 VNNI, K' = 1024, 512 rows) 14 µs for one column against 70 µs for 2 to 16.
 _GEMV_MAX_COLS = 4
+
+
+@dataclass
+class IntegerNet(NetFile):
+    """An exported integer perspective net.
+
+    arch: {"kind": "perspective", "feature_set", "feature_hash", "num_inputs", "hidden",
+    "activation", "output_buckets", "num_buckets", "l1_inputs"}. l0w: (F, H) int16; l0b: (H,)
+    int16; l1w: (B, L1) int16 (first L1/2 weigh the stm half); l1b: (B,) int16.
+    """
+
+    arch: dict
+    scheme: QuantScheme
+    l0w: torch.Tensor
+    l0b: torch.Tensor
+    l1w: torch.Tensor
+    l1b: torch.Tensor
+    provenance: dict = field(default_factory=dict)
+
+    kind = "perspective"
+
+    def tensors(self) -> dict[str, torch.Tensor]:
+        return {"l0w": self.l0w, "l0b": self.l0b, "l1w": self.l1w, "l1b": self.l1b}
+
+    @staticmethod
+    def raw_layout() -> str:
+        return "l0w int16[F][H] | l0b int16[H] | l1w int16[B][L1] | l1b int16[B] | zeros to a multiple of 64 B"
+
+    @staticmethod
+    def tensor_specs(arch: dict) -> dict[str, tuple[torch.dtype, tuple]]:
+        """name -> (dtype, shape) of every tensor a net of ``arch`` holds."""
+        return {"l0w": (torch.int16, (arch["num_inputs"], arch["hidden"])),
+                "l0b": (torch.int16, (arch["hidden"],)),
+                "l1w": (torch.int16, (arch["num_buckets"], arch["l1_inputs"])),
+                "l1b": (torch.int16, (arch["num_buckets"],))}
+
+
+def make_arch(feature_set: str, hidden: int, activation: str, output_buckets: str) -> dict:
+    """The ``arch`` dict of an :class:`IntegerNet` (written into the header) for a perspective
+    net: feature set by name (its hash and input count looked up), H per perspective, the
+    activation and the output-bucket spec (e.g. "MaterialCount<8>"). Raises KeyError/ValueError
+    for unknown names."""
+    fs = get_feature_set(feature_set)
+    buckets = parse_output_buckets(output_buckets)
+    return {"kind": "perspective", "feature_set": fs.name, "feature_hash": fs.hash, "num_inputs": fs.num_inputs,
+            "hidden": hidden, "activation": activation, "output_buckets": buckets.name,
+            "num_buckets": buckets.count, "l1_inputs": acts.l1_inputs(activation, hidden)}
+
+
+def summary(arch: dict) -> str:
+    """The architecture in one line: ``chess768 -> 256x2 screlu -> MaterialCount<8>``."""
+    return f"{arch['feature_set']} -> {arch['hidden']}x2 {arch['activation']} -> {arch['output_buckets']}"
 
 def l1_plan(net) -> dict:
     """How this net's L1 sums are computed: ``mode`` "int8" (preferred) or "f64".
@@ -214,43 +277,16 @@ def _finish(net, total: torch.Tensor, bucket: torch.Tensor) -> torch.Tensor:
     return output(net.arch["activation"], net.scheme, total, l1b_int64(net)[bucket])
 
 
-#: ``backend`` values of :func:`forward_int` and :func:`evaluate`: "auto" (the compiled kernels
-#: of :mod:`nnue.inference.compiled` where they apply, else torch), "compiled" (those kernels or
-#: RuntimeError), "torch" (the torch steps of the module docstring)
-BACKENDS = ("auto", "compiled", "torch")
-#: the backend used when a call gives none (tests set it to run every path through the API)
-DEFAULT_BACKEND = "auto"
+def _load_kernels():
+    from . import compiled  # numba: imported on first use only
+
+    return compiled
 
 
-_COMPILED: dict = {}  # "mod": the imported module, or None when numba is missing
-
-
-def _compiled(backend: str | None, cpu: bool):
-    """The :mod:`nnue.inference.compiled` module when ``backend`` asks for it and it can run here
-    (CPU tensors, numba importable), else None (RuntimeError for "compiled")."""
-    backend = backend or DEFAULT_BACKEND
-    if backend not in BACKENDS:
-        raise ValueError(f"backend {backend!r}: one of {', '.join(BACKENDS)}")
-    if backend == "torch":
-        return None
-    mod = None
-    if cpu:
-        mod = _COMPILED.get("mod", False)
-        if mod is False:
-            try:
-                from . import compiled as mod
-            except ImportError:  # numba missing: the torch path
-                mod = None
-            _COMPILED["mod"] = mod
-    if mod is None and backend == "compiled":
-        raise RuntimeError("the compiled integer path needs numba and CPU tensors")
-    return mod
-
-
-def _not_applicable(backend: str | None):
-    if (backend or DEFAULT_BACKEND) == "compiled":
-        raise RuntimeError("the compiled integer path does not apply to this net "
-                           "(nnue.inference.compiled.applicable / table_of)")
+def _kernels(backend: str | None, cpu: bool):
+    """The compiled kernels (:mod:`nnue.inference.kinds.perspective.compiled`) when ``backend``
+    (:data:`nnue.inference.backends.BACKENDS`) asks for them and they can run here, else None."""
+    return backends.kernels(backend, cpu, _load_kernels)
 
 
 def forward_int(net, stm: torch.Tensor, nstm: torch.Tensor, bucket: torch.Tensor,
@@ -273,8 +309,8 @@ def forward_int(net, stm: torch.Tensor, nstm: torch.Tensor, bucket: torch.Tensor
       (products < 2^31, sums < 2^53);
     * each position's own bucket, then the int32 checks and truncating divisions in int64.
 
-    ``backend`` (:data:`BACKENDS`; None: :data:`DEFAULT_BACKEND`): on CPU by default the
-    accumulators and L1 sums come from :func:`nnue.inference.compiled.l1_sums_lists` (int16 or
+    ``backend`` (:data:`nnue.inference.backends.BACKENDS`; None: its ``DEFAULT_BACKEND``): on CPU by default the
+    accumulators and L1 sums come from :func:`nnue.inference.kinds.perspective.compiled.l1_sums_lists` (int16 or
     int32 register sums of the int16 rows, the own bucket's L1 sum in int64; same integers),
     the steps above otherwise.
 
@@ -288,14 +324,14 @@ def forward_int(net, stm: torch.Tensor, nstm: torch.Tensor, bucket: torch.Tensor
     n = stm.shape[0]
     stm, nstm = (torch.nn.functional.pad(t.clamp(min=-1), (0, width - t.shape[1]), value=-1)
                  for t in (stm, nstm))
-    comp = _compiled(backend, stm.device.type == "cpu")
+    comp = _kernels(backend, stm.device.type == "cpu")
     if comp is not None and n:
         res = comp.l1_sums_lists(net, stm, nstm, bucket, return_parts)
         if res is not None:
             total, accs = res if return_parts else (res, None)
             ev = _finish(net, total, bucket)
             return (ev, {"acc": accs, "sum": total}) if return_parts else ev
-        _not_applicable(backend)
+        backends.not_applicable(backend)
     table = ft_table(net)
     proven = acc_int16_proven(net, width)
     l1 = _L1(net, n)
@@ -321,17 +357,18 @@ def evaluate_small(net, boards: torch.Tensor) -> list[int] | None:
     """A few positions without the batch machinery (:func:`nnue.inference.api.evaluate_net` sends
     calls of at most ``SMALL_BATCH`` CPU boards here first): (N, 32) uint8 -> N Python ints,
     centipawns, stm POV, the values of :func:`evaluate`, from
-    :func:`nnue.inference.compiled.evaluate_small`; None when the compiled kernels cannot run
+    :func:`nnue.inference.kinds.perspective.compiled.evaluate_small`; None when the compiled kernels cannot run
     (the caller then takes another path)."""
-    comp = _compiled(None, boards.device.type == "cpu")
+    comp = _kernels(None, boards.device.type == "cpu")
     return None if comp is None else comp.evaluate_small(net, boards, output)
 
 
 def evaluate(net, boards: torch.Tensor, chunk: int = 1024, backend: str | None = None) -> torch.Tensor:
     """Integer evals of packed boards: (N, 32) uint8 -> (N,) int64 centipawns, stm POV.
 
-    On CPU by default (``backend``, :data:`BACKENDS`; None: :data:`DEFAULT_BACKEND`) one compiled pass per board
-    (:func:`nnue.inference.compiled.l1_sums_boards`: decode, the feature set's table, the int16
+    On CPU by default (``backend``, :data:`nnue.inference.backends.BACKENDS`; None: its
+    ``DEFAULT_BACKEND``) one compiled pass per board
+    (:func:`nnue.inference.kinds.perspective.compiled.l1_sums_boards`: decode, the feature set's table, the int16
     rows summed in registers, the own bucket's L1 sum), then :func:`output`; in input order, no
     sort. The torch path (``backend="torch"``, or where the kernels do not apply) gives the
     values of :func:`forward_int` on the encoded boards (the same steps, the same exactness
@@ -357,12 +394,12 @@ def evaluate(net, boards: torch.Tensor, chunk: int = 1024, backend: str | None =
     from nnue.pipeline.features.board_tensor import check_boards
 
     check_boards(boards)
-    comp = _compiled(backend, boards.device.type == "cpu")
+    comp = _kernels(backend, boards.device.type == "cpu")
     if comp is not None and boards.shape[0]:
         res = comp.l1_sums_boards(net, boards)
         if res is not None:
             return _finish(net, *res)
-        _not_applicable(backend)
+        backends.not_applicable(backend)
     if boards.shape[0] == 0:
         sorted_steps(net, boards, chunk)  # validates shape and dtype
         return torch.zeros(0, dtype=torch.int64)
@@ -374,3 +411,49 @@ def evaluate(net, boards: torch.Tensor, chunk: int = 1024, backend: str | None =
     return torch.empty_like(ev).index_copy_(0, order, ev)
 
 
+# ------------------------------------------------------------- from incremental accumulators
+def accumulator_layers(net) -> tuple[list, list[int]]:
+    """What :func:`evaluate_accumulator` takes as ``layers``, made once per net (again when
+    ``l1w`` or ``l1b`` is replaced or changed in place): per bucket, its L1 weights as int64
+    NumPy arrays in (white, black) order for white to move and swapped for black, so that the
+    activations of the white-first accumulators dot them without a reorder; the biases as
+    Python ints."""
+    def build(l1w, l1b):
+        l1 = l1w.numpy().astype(np.int64)
+        half = l1.shape[1] // 2
+        swapped = np.concatenate((l1[:, half:], l1[:, :half]), axis=1)
+        return ([[np.ascontiguousarray(l1[i]), np.ascontiguousarray(swapped[i])] for i in range(l1.shape[0])],
+                l1b.numpy().astype(np.int64).tolist())
+    return cached(net, "incremental_l1", (net.l1w, net.l1b), build)
+
+
+def evaluate_accumulator(net, acc: np.ndarray, stm: int, bucket: int, layers=None) -> int:
+    """One position's integer eval (centipawns, stm POV) from its (2, H) int32 accumulators,
+    white's perspective in row 0 (:func:`nnue.inference.exact.l0_rows` summed): the formula of
+    :func:`forward_int` on NumPy arrays and Python ints (:func:`l1_input`, one dot product in
+    int64, :func:`output`). ``layers``: :func:`accumulator_layers`, when the caller keeps them.
+    Raises OverflowError where :func:`forward_int` does."""
+    l1, l1b = layers or accumulator_layers(net)
+    s, act = net.scheme, net.arch["activation"]
+    check_acc_int16(acc)
+    # int64, as the batch path: a screlu square or pairwise product times L1 weights
+    v = l1_input(act, s.qa, acc, out=np.empty(acc.shape, dtype=np.int64))
+    total = int(v.reshape(-1).dot(l1[bucket][stm]))
+    return output(act, s, total, l1b[bucket])
+
+
+# ------------------------------------------------------------------------ block-sparse L1
+def activations(net, acc: torch.Tensor) -> torch.Tensor:
+    """(N, 2, H) accumulators (stm, nstm; integers in any dtype) -> (N, 2, L) int32 L1 inputs
+    per perspective (L = H, or H/2 for pairwise_crelu), after the activation."""
+    return l1_input(net.arch["activation"], net.scheme.qa, acc.to(torch.int32))
+
+
+def sparse_forward(net, accs: list[torch.Tensor], bucket: torch.Tensor, block: int, method: str):
+    """The block-sparse path (:mod:`nnue.inference.sparse_l1`) after the accumulators: accs, the
+    (N, H) float32 accumulators of stm and nstm (exact integers, range-checked), -> (evals (N,)
+    int64, the L1 inputs (N, 2, L) int32), the L1 sum over nonzero blocks only
+    (:func:`nnue.inference.sparse_sums.l1_sum`), then :func:`output`."""
+    x = activations(net, torch.stack(accs, 1))
+    total = sparse_sums.l1_sum(net, x, bucket, block, method)
+    return output(net.arch["activation"], net.scheme, total, l1b_int64(net)[bucket]), x
