@@ -138,12 +138,15 @@ def _setoption(name: str, value) -> str:
 
 def _net_files(cmd: str, argv: list[str], user: dict) -> dict[str, dict]:
     """Check every ``EvalFile*`` value the user gave that names a ``.nnue`` file with our own
-    reader (:func:`nnue.inference.nnue_codecs.check_nnue_file`), before the engine starts. A
+    reader, before the engine starts: the net kind whose engine reader takes the file's version
+    (:func:`nnue.inference.kinds.engine_reader_of`) reads it whole, with every check it makes. A
     relative path is looked up where the engine will look first: the working folder, then the
-    engine program's folder. Returns {value: the check's answer}; ValueError, one line, for a
-    missing file or one our reader refuses."""
+    engine program's folder. Returns {value: {"version": int, "reader": EngineFile or None (a
+    version no kind reads: passed on to the engine, which may read it)}}; ValueError, one line,
+    for a missing or unreadable file or one our reader refuses (truncated, damaged: the byte and
+    field)."""
+    from nnue.inference import kinds
     from nnue.inference.net import NetFormatError
-    from nnue.inference.nnue_codecs import check_nnue_file
 
     out = {}
     for k, v in user.items():
@@ -158,27 +161,40 @@ def _net_files(cmd: str, argv: list[str], user: dict) -> dict[str, dict]:
             looked = "" if p.is_absolute() else f" (looked in {Path.cwd()} and in the engine's folder {where[1].parent})"
             raise ValueError(f"engine {cmd!r}: option {k}={value}: no such file{looked}")
         try:
-            out[value] = check_nnue_file(found)
+            if found.is_dir():
+                raise NetFormatError(f"{found}: a folder, not a .nnue file")
+            try:
+                data = found.read_bytes()
+            except OSError as e:
+                raise NetFormatError(f"{found}: cannot read: {e.strerror or e}") from None
+            if len(data) < 4:
+                raise NetFormatError(f"{found}: {len(data)} byte(s), too short for a .nnue file (a 4-byte version "
+                                     f"first; we read {kinds.engine_versions('.nnue')})")
+            reader = kinds.engine_reader_of(found, data)
+            if reader is not None:
+                reader.read(found, data)
         except NetFormatError as e:
             raise ValueError(f"engine {cmd!r}: option {k}={value}: not a net we can read: {e}") from None
+        out[value] = {"version": int.from_bytes(data[:4], "little"), "reader": reader}
     return out
 
 
-def _reason(lines: list[str], values: list[str]) -> list[str]:
-    """An engine's error lines cut to the reason: the ``info string`` / ``ERROR:`` prefixes off,
-    the lines that name one of the option ``values`` (a net file) first, at most two lines of at
-    most 200 characters."""
-    def bare(x: str) -> str:
-        x = x.strip()
-        for pre in ("info string ", "ERROR: ", "ERROR ", "error: "):
-            if x.startswith(pre):
-                x = x[len(pre):].strip()
-        return x
+#: Stockfish's fixed lines around a net it could not load (``Network::verify``): they say nothing
+#: of the file, so a refusal quotes the lines between them (the file, and the reason where the
+#: engine gives one)
+_BOILERPLATE = ("compatible with the engine must be available", "might need to specify the full path",
+                "can be downloaded from", "will be terminated now")
 
-    cut = [bare(x) for x in lines if bare(x)]
-    named = [x for x in cut if any(v and v in x for v in values)]
-    picked = list(dict.fromkeys(named or cut))[:2]
-    return [x if len(x) <= 200 else x[:197] + "..." for x in picked]
+
+def _reason(lines: list[str], values: list[str]) -> list[str]:
+    """An engine's error lines cut to the reason: Stockfish's fixed lines left out (all of them
+    kept when nothing else is left), the lines that name one of the option ``values`` (a net
+    file) first, at most two lines of at most 300 characters."""
+    cut = [x.strip() for x in lines if x.strip()]
+    kept = [x for x in cut if not any(b in x for b in _BOILERPLATE)] or cut
+    named = [x for x in kept if any(v and v in x for v in values)]
+    picked = list(dict.fromkeys(named or kept))[:2]
+    return [x if len(x) <= 300 else x[:297] + "..." for x in picked]
 
 
 def probe_engine(cmd: str, options: dict | None = None, user: dict | None = None,
@@ -294,9 +310,11 @@ def probe_engine(cmd: str, options: dict | None = None, user: dict | None = None
             values = [v for v in merged.values() if isinstance(v, str) and len(v) > 3]  # paths, not "16"
             what = _reason(errors, values) if errors else \
                 [x for x in said if x.strip() and not x.startswith("info depth")][-2:]
-            how = "reported errors" if errors else f"exited (status {code})"
+            gone = f"exited (status {code})" if code is not None else ""
+            how = ("reported errors" + (f" and {gone}" if gone else "")) if errors else gone
             note = "".join(f"; {v} is a .nnue of version 0x{r['version']:08X}, none we read (we read "
-                           f"{_versions()})" for v, r in nets.items() if r["codec"] is None)
+                           f"{_versions()})" if r["reader"] is None else f"; our reader reads {v} as a {r['reader'].name}"
+                           for v, r in nets.items())
             shown = {k: v for k, v in merged.items() if k not in ("Threads", "Hash")}
             raise ValueError(f"engine {cmd!r} refused its settings {shown or merged}: it {how}"
                              + (f": {quote(what)}" if what else "") + note)
@@ -317,9 +335,9 @@ def probe_engine(cmd: str, options: dict | None = None, user: dict | None = None
 
 
 def _versions() -> str:
-    from nnue.inference.nnue_codecs import versions_read
+    from nnue.inference.kinds import engine_versions
 
-    return versions_read()
+    return engine_versions(".nnue")
 
 
 def open_engine(cmd: str, options: dict | None = None, timeout: float = START_TIMEOUT) -> chess.engine.SimpleEngine:

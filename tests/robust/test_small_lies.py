@@ -19,7 +19,9 @@ QUIET = "rnbqkbnr/pppppppp/8/8/4P3/8/PPPP1PPP/RNBQKBNR b KQkq - 0 1"
 
 
 def test_eval_prints_none_in_check_for_a_stockfish_kind_net(tmp_path):
-    from nnue.inference.sfnnue import nnue_bytes
+    from nnue.inference.kinds.sfnnv5.codec import nnue_bytes
+    from nnue.inference.kinds.sfnnv16.codec import nnue_bytes as nnue_bytes19
+    from tests.inference.test_sfnnue19 import random_tensors
     from tests.engines.test_sfnnv5 import random_int_net
     from tests.netfiles import make_int_net
 
@@ -35,6 +37,12 @@ def test_eval_prints_none_in_check_for_a_stockfish_kind_net(tmp_path):
     assert first.lstrip("-").isdigit() and second == "none"  # Stockfish: "Final evaluation: none (in check)"
     r = subprocess.run([*NNUE, "eval", str(sf), "--fen", IN_CHECK], capture_output=True, text=True)
     assert r.stdout.strip() == "none", r.stderr
+    sf19 = tmp_path / "sf19.nnue"  # Stockfish 19 prints none in check too
+    sf19.write_bytes(nnue_bytes19(random_tensors(64)))
+    r = subprocess.run([*NNUE, "eval", str(sf19), "--fens", str(fens)], capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    first, second = r.stdout.split()
+    assert first.lstrip("-").isdigit() and second == "none"
     # our own kinds give every position a number (they have no engine that refuses)
     r = subprocess.run([*NNUE, "eval", str(ours), "--fens", str(fens)], capture_output=True, text=True)
     assert r.returncode == 0 and all(x.lstrip("-").isdigit() for x in r.stdout.split()), r.stdout

@@ -11,8 +11,8 @@ FILE``: misbehave only if FILE does not exist yet at that moment, creating it, s
 first process of a run that reaches its N-th ``go`` misbehaves and its restarted successors play
 normally. ``--uciok-delay S`` / ``--readyok-delay S``: a slow engine, S seconds before each
 ``uciok`` / ``readyok`` (a big net, a WASM build). Without ``--engine`` it declares the options
-``Threads``, ``Hash``, ``MultiPV`` and ``Ponder`` (no ``UCI_Chess960``) and accepts any
-``setoption``.
+``Threads``, ``Hash``, ``MultiPV``, ``Ponder`` and ``EvalFile`` (no ``UCI_Chess960``; it loads no
+net) and accepts any ``setoption``.
 """
 from __future__ import annotations
 
@@ -91,7 +91,8 @@ def main() -> None:
             say("id name misbehave\noption name Threads type spin default 1 min 1 max 512\n"
                 "option name Hash type spin default 16 min 1 max 1024\n"
                 "option name MultiPV type spin default 1 min 1 max 500\n"
-                "option name Ponder type check default false\nuciok")
+                "option name Ponder type check default false\n"
+                "option name EvalFile type string default <empty>\nuciok")
         elif cmd == "isready":
             say("readyok")
         elif cmd.startswith("position"):
