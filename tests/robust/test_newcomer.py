@@ -6,7 +6,10 @@ says what it needs.
   now run on the repo's ``data/demo`` when the full self-play is not beside the clone, say so,
   and refuse to overwrite the tracked results with other data;
 - the docs cited files a clone does not have and the project's internal history;
-- ``nnue train`` with no arguments took seconds to say that ``data.path`` is required.
+- ``nnue train`` with no arguments took seconds to say that ``data.path`` is required;
+- the run line called the batch size the epoch's positions; an sfnnv5 run reported
+  ``val_l0_density: 0.0``; a 100-step sfnnv5 run wrote 1.6 GB of checkpoints; the first
+  ``scripts/demo.sh`` was silent for minutes; 213 Hydra deprecation warnings in a test run.
 """
 from __future__ import annotations
 
@@ -39,11 +42,12 @@ def _source(clone: Path, **env) -> subprocess.CompletedProcess:
                           cwd=clone, capture_output=True, text=True, env=e)
 
 
-@pytest.mark.parametrize("script", ["quality_selfplay.sh", "teacher_quality.sh", "engine_strength.sh"])
+@pytest.mark.parametrize("script", ["quality_selfplay.sh", "teacher_quality.sh", "engine_strength.sh",
+                                    "residual_selfplay.sh", "sf19_finetune.sh"])
 def test_bench_scripts_take_their_data_from_the_helper(script):
     text = (REPO / "bench" / script).read_text()
-    assert "source bench/selfplay_data.sh" in text and '"${SP_FILES[@]}"' in text
-    assert "SP=../shared" not in text
+    assert "source bench/selfplay_data.sh" in text and '"${SP_FILES[@]' in text
+    assert "SP=../shared" not in text and "$SP\"/*.plain" not in text
 
 
 def test_without_the_shared_selfplay_the_demo_data_is_used_and_said(tmp_path):
@@ -125,7 +129,7 @@ def test_sfnnv5_reports_its_real_activation_density(backend):
     assert torch.equal(y, net(b.stm_indices, b.nstm_indices, b.bucket))
 
 
-def test_a_run_keeps_what_a_user_needs_by_default(sample_dataset, tmp_path):
+def test_a_run_keeps_what_a_user_needs_by_default(sample_dataset, tmp_path, caplog):
     """A 100-step sfnnv5 run wrote 1.6 GB: a 93 MB weights file every epoch and two 277 MB
     checkpoints. By default now: last.ckpt (resume), weights-last.safetensors (export) and a
     best checkpoint of weights only (export reads it); ``checkpoints.weights_every_n_epochs=N``
@@ -135,8 +139,14 @@ def test_a_run_keeps_what_a_user_needs_by_default(sample_dataset, tmp_path):
     from nnue.trainer.export import load_checkpoint
     from tests.trainer.test_train_runs import train
 
+    import logging
+
     out = tmp_path / "out"
+    caplog.set_level(logging.INFO, logger="nnue.trainer")
     train(sample_dataset, out, **{"trainer.max_epochs": 3})
+    # the run line called the batch size the epoch's positions ("8 steps per epoch of 256 positions")
+    line = next(r.getMessage() for r in caplog.records if r.getMessage().startswith("run: "))
+    assert re.match(r"run: 24 steps of 256 positions, (exactly|about) 8 batches per epoch", line), line
     names = sorted(p.name for p in (out / "checkpoints").iterdir())
     assert names[0].startswith("best-epoch") and names[1:] == ["last.ckpt", "weights-last.safetensors"], names
     best = next((out / "checkpoints").glob("best-epoch*.ckpt"))
