@@ -313,7 +313,7 @@ def probe_engine(cmd: str, options: dict | None = None, user: dict | None = None
             gone = f"exited (status {code})" if code is not None else ""
             how = ("reported errors" + (f" and {gone}" if gone else "")) if errors else gone
             note = "".join(f"; {v} is a .nnue of version 0x{r['version']:08X}, none we read (we read "
-                           f"{_versions()})" if r["reader"] is None else f"; our reader reads {v} as a {r['reader'].name}"
+                           f"{_versions()})" if r["reader"] is None else f"; {v} is a {r['reader'].name} (our reader reads it whole)"
                            for v, r in nets.items())
             shown = {k: v for k, v in merged.items() if k not in ("Threads", "Hash")}
             raise ValueError(f"engine {cmd!r} refused its settings {shown or merged}: it {how}"

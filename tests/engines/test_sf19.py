@@ -134,7 +134,7 @@ def test_nnue_match_refuses_a_net_the_engine_rejects_in_one_line(engine, tmp_pat
     assert r.returncode == 2 and r.stderr.count("\n") == 1, r.stderr
     assert "refused its settings" in r.stderr and "exited (status 1)" in r.stderr
     assert f"'info string ERROR: {bad}: byte " in r.stderr and "L1 64, this engine is built for L1 1024" in r.stderr
-    assert f"our reader reads {bad} as a Stockfish 19 .nnue" in r.stderr
+    assert f"{bad} is a Stockfish 19 .nnue (our reader reads it whole)" in r.stderr
     assert "will be terminated now" not in r.stderr  # shortened to the reason
     assert not (tmp_path / "m").exists()
 

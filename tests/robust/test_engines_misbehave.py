@@ -191,3 +191,13 @@ def test_evalfile_nets_stockfish_rejects_are_one_short_line(tmp_path):
     assert "downloaded from" not in se and "terminated" not in se
     assert len(se.replace(str(later), "F")) < 400, se  # 768 characters before, besides the paths
     assert not out.exists()
+    # a net of the other Stockfish: our reader reads it whole, and says what it is
+    from nnue.inference.kinds.sfnnv16.codec import nnue_bytes as nnue_bytes19
+    from tests.inference.test_sfnnue19 import random_tensors
+
+    sf19 = tmp_path / "sf19.nnue"
+    sf19.write_bytes(nnue_bytes19(random_tensors(64)))
+    rc, _, se = nnue("match", "--engine", STOCKFISH, "--engine", STOCKFISH, "--engine-option", f"EvalFile={sf19}",
+                     "--nodes", "100", "-o", out)
+    _one_line(rc, se, f"{sf19} is a Stockfish 19 .nnue (our reader reads it whole)")
+    assert not out.exists()
