@@ -391,8 +391,8 @@ def check_train_args(overrides: list[str]) -> str | None:
         if m.get("backend") == "numba" and str(cfg.trainer.get("accelerator", "cpu")) in ("gpu", "cuda"):
             return "model.backend=numba runs on the CPU; with trainer=gpu use model.backend=auto (Triton)"
         if m.get("factoriser"):
-            from .kinds import KINDS
-            entry = KINDS.get(m.get("kind", "perspective"))
+            from . import kinds
+            entry = kinds.KINDS.get(kinds.kind_of(m))
             factor_map(m.features, fs.num_inputs, partial=bool(entry and entry.partial_factoriser))
     except Exception as e:  # Hydra/OmegaConf raise many types; all mean "bad arguments" here
         msg = " ".join(str(e.args[0] if isinstance(e, KeyError) and e.args else e).split())
