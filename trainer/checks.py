@@ -361,8 +361,8 @@ def check_train_args(overrides: list[str]) -> str | None:
         # the kind's arch checks activations (where each is allowed) and sizes
         kinds.check_kind_inputs(kind, fs.name, buckets.name, features_given=_given(overrides, "features"))
         kinds.get(kind).float_arch.from_config(fs.num_inputs, hidden, m.activation, buckets.count, d, 1.0)
-        if not isinstance(m.get("qat", False), bool):
-            return f"model.qat={m.qat}: true or false"
+        if not isinstance(m.get("qat", False), bool) and m.get("qat") != "auto":
+            return f"model.qat={m.qat}: true, false or auto"
         from nnue.inference.residual import header as residual_header
         try:
             residual_header("material", m.get("alpha", 0.5))  # α: a multiple of 1/256 in (0, 4]
