@@ -35,7 +35,7 @@ from nnue.bench import emit, parser
 def random_net(hidden: int, seed: int = 0):
     """An :class:`~nnue.inference.kinds.sfnnv16.SFNNv16IntegerNet` of L1 ``hidden`` with trained-like
     magnitudes (module docstring)."""
-    from nnue.inference.kinds import sfnnv16 as sf
+    from nnue.inference.kinds.sfnnv16 import net as sf
 
     gen = torch.Generator().manual_seed(seed)
     S = sf.LAYER_STACKS
@@ -76,7 +76,7 @@ def hot(t: torch.Tensor) -> torch.Tensor:
 def time_case(net, stm, nstm, bucket, reps: int) -> dict:
     """Both paths on one set of positions, alternating, after a warm-up call that also checks
     that they agree: per path median wall and CPU seconds and evaluations per second of each."""
-    from nnue.inference.kinds import sfnnv16 as sf
+    from nnue.inference.kinds.sfnnv16 import net as sf
 
     paths = ("compiled", "torch")
     first = {k: sf.value_from_indices(net, stm, nstm, bucket, backend=k) for k in paths}
@@ -119,7 +119,7 @@ def run(argv=None) -> dict:
 
 
 def _run(a) -> dict:
-    from nnue.inference.kinds import sfnnv16 as sf
+    from nnue.inference.kinds.sfnnv16 import net as sf
 
     from .bench_train_sfnnv16 import COUNTS, random_indices
 

@@ -78,11 +78,12 @@ def make_variant(name: str, hidden: int, qat: bool, factoriser: bool, lr: float,
     """(model, optimiser, step(stm, nstm, bucket, target) -> phase seconds) of variant ``name``."""
     from nnue.trainer.kinds import sfnnv16 as sf
     from nnue.inference.kinds.sfnnv16 import SCHEME
+    from nnue.pipeline.features import factor_map
     from nnue.trainer.sparse_optim import RowSparseAdamW
 
     torch.manual_seed(seed)
     model = sf.SFNNv16Net(sf.SFNNv16Arch(sf.NUM_INPUTS, hidden), "torch" if name == "torch" else "numba",
-                          torch.zeros(1) if factoriser else None)
+                          factor_map("sfnnv16", sf.NUM_INPUTS, partial=True) if factoriser else None)
     if qat:
         model.enable_qat(SCHEME)
     if name == "torch":

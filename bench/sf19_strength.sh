@@ -10,7 +10,7 @@
 # (a larger budget only repeats games and shrinks the error bars falsely). A book of more lines:
 #   python -m nnue.selfplay.book -o RAW -n 1500 --seed 19 --pick-depth 6 --depth 10 --max-cp 35
 #   python -m nnue.selfplay.book --recheck RAW --depth 12 --max-cp 40 -o BOOK
-# (Stockfish 15.1, as the shipped book was made; bench/results/sf19_strength/book.txt is the one used.)
+# (Stockfish 15.1, as the shipped book was made; bench/results/sf19_strength/book1314.txt is the one used.)
 # Writes WORK/m_sf19[_NAME]/match.json and match.pgn (NAME: the book file's stem when BOOK is given);
 # SAVE=1 copies match.json (and the book) to bench/results/sf19_strength/.
 # Usage: [NODES=2000] [BOOK=FILE] [GAMES=2*lines] [ELO0=-10] [ELO1=0] [CONCURRENCY=2] [SAVE=1] \
@@ -40,6 +40,8 @@ nnue match --engine "$SF" --engine-option "EvalFile=$NET" --engine "$SF" "${BOOK
 if [ "${SAVE:-0}" = 1 ]; then
   mkdir -p bench/results/sf19_strength
   cp "$OUT/match.json" "bench/results/sf19_strength/$(basename "$OUT").json"
-  if [ -n "$BOOK" ]; then cp "$BOOK" bench/results/sf19_strength/; fi
+  if [ -n "$BOOK" ] && ! [ "$BOOK" -ef "bench/results/sf19_strength/$(basename "$BOOK")" ]; then
+    cp "$BOOK" bench/results/sf19_strength/
+  fi
 fi
 exit $rc

@@ -29,6 +29,9 @@ EXEMPT = {
     "nnue.spec": "activation places",
     # a benchmark picks the kinds it measures (its --arch / --kind options build those nets)
     "nnue.bench": "benchmarks choose their kinds",
+    # the feature set Stockfish 19 reads is named like the kind that brings it (nnue-pytorch's
+    # Full_Threats+PP_3Wide+HalfKAv2_hm^): its registry name, not a dispatch on a net kind
+    "nnue.pipeline.features.sfnnv16": "the feature set's own name",
 }
 
 

@@ -377,8 +377,8 @@ def check_train_args(overrides: list[str]) -> str | None:
         # the kind's arch checks activations (where each is allowed) and sizes
         kinds.check_kind_inputs(kind, fs.name, buckets.name, features_given=_given(overrides, "features"))
         kinds.get(kind).float_arch.from_config(fs.num_inputs, hidden, m.activation, buckets.count, d, 1.0)
-        if not isinstance(m.get("qat", False), bool):
-            return f"model.qat={m.qat}: true or false"
+        if not isinstance(m.get("qat", False), bool) and m.get("qat") != "auto":
+            return f"model.qat={m.qat}: true, false or auto"
         from nnue.inference.residual import header as residual_header
         try:
             residual_header("material", m.get("alpha", 0.5))  # α: a multiple of 1/256 in (0, 4]
@@ -407,8 +407,8 @@ def check_train_args(overrides: list[str]) -> str | None:
         if m.get("backend") == "numba" and str(cfg.trainer.get("accelerator", "cpu")) in ("gpu", "cuda"):
             return "model.backend=numba runs on the CPU; with trainer=gpu use model.backend=auto (Triton)"
         if m.get("factoriser"):
-            from .kinds import KINDS
-            entry = KINDS.get(m.get("kind", "perspective"))
+            from . import kinds
+            entry = kinds.KINDS.get(kinds.kind_of(m))
             factor_map(m.features, fs.num_inputs, partial=bool(entry and entry.partial_factoriser))
     except Exception as e:  # Hydra/OmegaConf raise many types; all mean "bad arguments" here
         msg = " ".join(str(e.args[0] if isinstance(e, KeyError) and e.args else e).split())

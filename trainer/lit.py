@@ -44,7 +44,9 @@ class LitNNUE(pl.LightningModule):
     They are saved flat in the checkpoint's hparams, as the config has them, so that export
     rebuilds the same net.
 
-    qat: train quantisation-aware (:func:`~nnue.trainer.model.fake_quant` on the scheme's grids).
+    qat: train quantisation-aware (:func:`~nnue.trainer.model.fake_quant` on the scheme's grids);
+    "auto" (the config's default) is resolved by ``nnue train`` (:func:`resolve_qat`) and means
+    off anywhere else, so the checkpoint's hparams always hold a bool.
     act_l1: weight of the L1 penalty on the L0 activations (``act_l1 · mean(x0)``, x0 in [0, 1])
     that pushes them to zero, for the block-sparse L1 path of inference; logged with
     ``l0_density`` (fraction of nonzero activations) and ``val_block_sparsity`` (fraction of
@@ -52,9 +54,10 @@ class LitNNUE(pl.LightningModule):
     byte budget of net.safetensors, both read by ``nnue export`` from the hparams."""
 
     def __init__(self, features: str, output_buckets: str, quant: dict | None = None, loss: dict | None = None,
-                 optimizer=None, scheduler=None, qat: bool = False, act_l1: float = 0.0,
+                 optimizer=None, scheduler=None, qat: bool | str = False, act_l1: float = 0.0,
                  lambda_schedule: dict | None = None, alpha: float = 0.5, max_bytes: int | None = None, **net):
         super().__init__()
+        qat = qat is True  # "auto" unresolved: off (the hparams saved below hold the bool)
         quant, loss = plain(quant), plain(loss)  # DictConfig -> dict: checkpoints hold plain data
         net = {k: plain(v) for k, v in net.items()}
         self.save_hyperparameters(ignore=["optimizer", "scheduler", "lambda_schedule"])
@@ -334,3 +337,21 @@ class LitNNUE(pl.LightningModule):
         if opt is not None:
             opt.flush()
             self.model.clip_weights(self.scheme.ft_clip, self.scheme.l1_clip)
+
+
+def resolve_qat(model_cfg, init_weights) -> tuple[bool, str | None]:
+    """``model.qat``'s value for a run: true or false as given; "auto" is on for a warm start
+    (``init_weights=``) of a kind whose nets an engine loads (its inference record has an
+    ``engine_reader``: sfnnv5, sfnnv16), whose imported weights sit on the engine's integer grids
+    and drift off them without QAT (a fine-tune of Stockfish 15.1's net exported 52 cp from its
+    float net, of Stockfish 19's 35 cp), else off. Returns (qat, the log line saying why, or None
+    when it was given)."""
+    qat = model_cfg.get("qat", False)
+    if qat != "auto":
+        return bool(qat), None
+    entry = kinds.get(kinds.kind_of(model_cfg))
+    engine = entry.inference.engine_reader is not None
+    on = bool(init_weights) and engine
+    why = ("a warm start (init_weights=) of an engine's net kind" if on else
+           "not a warm start" if engine else "the kind has no engine file")
+    return on, f"model.qat=auto: QAT {'on' if on else 'off'} ({why}; set model.qat=true or false to choose)"

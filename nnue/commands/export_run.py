@@ -45,4 +45,6 @@ def run(args) -> int:
         print(f"  float vs int on {c['positions']:,} validation positions: mean |Δ| "
               f"{c['mean_abs_diff_cp']:.2f} cp, max |Δ| {c['max_abs_diff_cp']:.1f} cp, mean Δ "
               f"{c['mean_signed_diff_cp']:+.2f} cp")
+    if c.get("warning"):
+        print(f"  warning: {c['warning']}", file=sys.stderr)
     return 0

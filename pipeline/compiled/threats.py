@@ -191,7 +191,7 @@ def encode_set(boards: torch.Tensor, width: int, parts: tuple[bool, bool, bool],
         if code == BAD_KINGS:
             raise ValueError(f"board {row}: a king-relative feature set needs exactly one king of "
                              f"each colour and valid piece codes")
-        raise ValueError(f"board {row}: more than {width} active {_NAMES.get(parts, 'sfnnv16')} features; "
+        raise ValueError(f"board {row}: more than {width} active {_NAMES.get(parts, 'Full_Threats+PP_3Wide+HalfKAv2_hm')} features; "
                          f"no chess game reaches that many")
     t = torch.from_numpy(out)
     return t[0], t[1]

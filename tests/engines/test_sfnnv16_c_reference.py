@@ -118,6 +118,6 @@ def test_breaking_a_wrap_is_caught(c_sfnnv16, tmp_path):
 
     def saturated(idx):
         return unwrapped_sums(net, idx).clamp(-32768, 32767).float()
-    _, parts = sfnnv16._value(net, saturated(stm), p_s, saturated(nstm), p_n, net.buckets.of(boards), True)
+    _, parts = sfnnv16.net._value(net, saturated(stm), p_s, saturated(nstm), p_n, net.buckets.of(boards), True)
     wrong = torch.stack([parts["psqt"], parts["positional"]], 1)
     assert not torch.equal(wrong, c_parts(c_sfnnv16, p, fens))

@@ -98,3 +98,42 @@ def test_nnue_pytorch_net_imports_and_equals_stockfish_19(engine):
         theirs, load = eval_traces(engine, fens, eval_file=p)
         assert load is not None and str(p) in load
         _assert_same(fens, sfnnv16.trace(net, fens), theirs)
+
+
+def test_net_trained_by_nnue_forge_equals_stockfish_19(engine, official, sample_dataset, tmp_path):
+    """An L1-1,024 net trained here: the official net imported (``nnue import-net``), fine-tuned
+    a few steps with ``nnue train model=sfnnv16 init_weights=…`` (QAT, the fast CPU path, a large
+    learning rate so that the weights move), exported (``nnue export`` → ``net.nnue``); Stockfish
+    19 loads it through EvalFile and its ``eval`` equals our trace on 2,000 positions."""
+    import argparse
+
+    from hydra import compose, initialize_config_module
+    from hydra.core.global_hydra import GlobalHydra
+
+    from nnue.commands import import_net_run
+    from nnue.trainer.export import export
+    from nnue.trainer.train import run
+
+    imp = tmp_path / "imp"
+    assert import_net_run.run(argparse.Namespace(file=str(official), output=str(imp), json=False)) == 0
+    GlobalHydra.instance().clear()
+    with initialize_config_module(config_module="nnue.conf", version_base="1.3"):
+        cfg = compose("train", overrides=[
+            "model=sfnnv16", "model.factoriser=false", f"init_weights={imp / 'checkpoint.safetensors'}",
+            f"data.path={sample_dataset}", f"paths.output_dir={tmp_path / 'run'}", "data.val_fraction=0.2",
+            "data.batch_size=1024", "data.positions_per_epoch=3072", "trainer.max_epochs=1",
+            "trainer.enable_progress_bar=false", "optimizer.lr=3e-3", "model.backend=numba",
+            "optimizer.sparse_ft=true"])
+    run(cfg)
+    r = export(tmp_path / "run" / "checkpoints" / "last.ckpt", tmp_path / "net", data_path=str(sample_dataset))
+    assert r["cross_check"]["mean_abs_diff_cp"] < 2.0, r["cross_check"]  # QAT: the exported net is the trained one
+    ours_file = tmp_path / "net" / "net.nnue"
+    net = sfnnv16.read_nnue(ours_file)
+    official_net = sfnnv16.read_nnue(official)
+    moved = {k: int((a != b).sum()) for (k, a), b in zip(net.tensors().items(), official_net.tensors().values())}
+    assert moved["ft_weight"] > 1000 and moved["threat_weight"] > 1000 and moved["fc0_weight"] > 100, moved
+    assert net.raw_bytes() == ours_file.read_bytes()
+    fens = sample_fens(2000)
+    theirs, load = eval_traces(engine, fens, eval_file=ours_file)
+    assert load is not None and str(ours_file) in load
+    _assert_same(fens, sfnnv16.trace(net, fens), theirs)

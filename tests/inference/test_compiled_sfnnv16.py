@@ -8,7 +8,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from nnue.inference.kinds import sfnnv16 as sf16
+from nnue.inference.kinds.sfnnv16 import net as sf16
 from nnue.inference.kinds.sfnnv16 import (FC0_OUTPUTS, FC1_INPUTS, FC1_OUTPUTS, FC2_INPUTS, INT8_INPUTS, LAYER_STACKS,
                                     NUM_INPUTS, PSQ_INPUTS, PSQT_BUCKETS, SCHEME, SFNNv16IntegerNet, THREAT_INPUTS)
 

@@ -15,6 +15,7 @@ from tests.kernels.kernel_testing import make_indices, make_weights
 from tests.kernels.test_sparse_ft_numba import strategy  # noqa: F401  (the weight-gradient strategies)
 
 from nnue.kernels import reference, sparse_ft_numba as nb
+from nnue.pipeline.features import factor_map
 from nnue.trainer.kinds import sfnnv16 as sf
 from nnue.trainer.model import fake_quant
 from nnue.trainer.sparse_optim import RowSparseAdamW
@@ -211,7 +212,7 @@ def sfnnv16_indices(B: int, gen: torch.Generator, counts=(40, 12, 20), width: in
 def _nets(hidden: int, factoriser: bool, qat: bool, seed: int = 0):
     torch.manual_seed(seed)
     arch = sf.SFNNv16Arch(sf.NUM_INPUTS, hidden)
-    nets = [sf.SFNNv16Net(arch, backend, torch.zeros(1) if factoriser else None) for backend in ("torch", "numba")]
+    nets = [sf.SFNNv16Net(arch, backend, factor_map("sfnnv16", sf.NUM_INPUTS, partial=True) if factoriser else None) for backend in ("torch", "numba")]
     with torch.no_grad():   # nonzero factor, l1_fact and out rows: every path carries signal
         if factoriser:
             nets[0].ft.factor.normal_(0, 0.05)
