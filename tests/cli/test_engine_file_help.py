@@ -18,7 +18,7 @@ def _help(command: str) -> str:
     raise AssertionError("nnue has no sub-commands")
 
 
-@pytest.mark.parametrize("command", ["eval", "annotate"])
+@pytest.mark.parametrize("command", ["eval", "annotate", "import-net"])
 def test_help_names_every_engine_file_a_kind_reads(command):
     readers = sorted({k.engine_reader.name for k in kinds.KINDS.values() if k.engine_reader})
     assert len(readers) >= 2, readers  # Stockfish 15.1 and 19
