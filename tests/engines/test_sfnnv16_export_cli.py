@@ -19,6 +19,8 @@ def test_export_of_an_sfnnv16_checkpoint_prints_its_summary(tmp_path, capsys):
                                       for k in ("threat_weight", "fc0_weight", "fc1_weight", "fc2_weight")})
     (tmp_path / "r.nnue").write_bytes(net.raw_bytes())
     assert main(["import-net", str(tmp_path / "r.nnue"), "-o", str(tmp_path / "imp")]) == 0
+    hint = next(l for l in capsys.readouterr().out.splitlines() if "fine-tune:" in l)
+    assert "init_weights=" in hint and "docs/engines.md" in hint, hint  # where the fine-tune's settings are
     assert main(["pack", str(SAMPLE), "-o", str(tmp_path / "ds"), "--no-progress"]) == 0
     capsys.readouterr()
     rc = main(["export", str(tmp_path / "imp" / "checkpoint.safetensors"), "--data", str(tmp_path / "ds"),
