@@ -1,6 +1,6 @@
 """A real UCI engine process that misbehaves on purpose, for the robustness tests.
 
-    python uci_misbehave.py [--engine CMD] (--hang-at N | --exit-at N) [--once FILE]
+    python uci_misbehave.py [--engine CMD] [--hang-at N | --exit-at N] [--once FILE] [--option NAME ...]
 
 Without ``--engine`` it plays a seeded random legal move (python-chess) and reports
 ``info depth 1 score cp 0``; with ``--engine CMD`` it passes every line to that engine (a real
@@ -8,7 +8,8 @@ Stockfish) and its answers back. At its N-th ``go`` (counted per process) it eit
 nothing more, answers nothing, sleeps until killed) or exits at once with status 3. ``--once
 FILE``: misbehave only if FILE does not exist yet at that moment, creating it, so that only the
 first process of a run that reaches its N-th ``go`` misbehaves and its restarted successors play
-normally.
+normally. Without ``--hang-at`` or ``--exit-at`` it plays every game. ``--option NAME`` (repeatable,
+without ``--engine``): it declares a string option NAME (``EvalFile``) and accepts ``setoption``.
 """
 from __future__ import annotations
 
@@ -25,10 +26,11 @@ import time
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--engine")
-    g = ap.add_mutually_exclusive_group(required=True)
+    g = ap.add_mutually_exclusive_group()
     g.add_argument("--hang-at", type=int)
     g.add_argument("--exit-at", type=int)
     ap.add_argument("--once")
+    ap.add_argument("--option", action="append", default=[])
     a = ap.parse_args()
     def armed() -> bool:
         if not a.once:
@@ -78,7 +80,8 @@ def main() -> None:
                 return
             continue
         if cmd == "uci":
-            say("id name misbehave\nuciok")
+            say("\n".join(["id name misbehave", *(f"option name {o} type string default <empty>" for o in a.option),
+                           "uciok"]))
         elif cmd == "isready":
             say("readyok")
         elif cmd.startswith("position"):

@@ -391,8 +391,10 @@ def audit(q: dict[str, torch.Tensor], arch, scheme, max_active: int, clip: bool 
     acc_notes: list[str] = []
     worst = audit_accumulator(q, "ft_weight", "ft_bias", 32, False, acc_notes, {}, "ft (HalfKAv2_hm rows)")
     int8_worst = int(q["threat_weight"].abs().topk(min(256, INT8_INPUTS), dim=0).values.sum(0).max())
+    note = ("on paper only, not enforced: the engine's int16 adds wrap and the integer evaluator wraps "
+            "alike; the official net's bound is over too") if worst > INT16_MAX else None
     return q, {"accumulator_worst_case": worst, "accumulator_worst_case_int8_rows": int8_worst,
-               "accumulator_limit": INT16_MAX, "accumulator_notes": acc_notes,
+               "accumulator_limit": INT16_MAX, "accumulator_notes": acc_notes, "accumulator_note": note,
                "clipped": clipped, "problems": problems}
 
 
