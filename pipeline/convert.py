@@ -17,7 +17,6 @@ from pathlib import Path
 from typing import Iterator
 
 import numpy as np
-import pyarrow.parquet as pq
 
 from . import manifest as mf
 from .atomic import atomic_writer
@@ -86,16 +85,19 @@ class Columns:
         return best
 
 
-def _row_groups(dataset: Path):
-    """(arrow table of ``_COLS``, manifest entry) per row group, in dataset order."""
+def _row_groups(dataset: Path, columns=_COLS):
+    """(arrow table of ``columns``, manifest entry) per row group, in dataset order (either
+    layout: :mod:`nnue.pipeline.parts`)."""
+    from .parts import open_part, read_group
+
     m = mf.load(dataset)
     for entry in sorted(m["files"].values(), key=mf.entry_key):
         if not entry["packed"]:
             continue
         for name in mf.entry_parts(entry):
-            pf = pq.ParquetFile(dataset / name)
+            pf = open_part(dataset / name)
             for rg in range(pf.metadata.num_row_groups):
-                yield pf.read_row_group(rg, columns=_COLS), entry
+                yield read_group(pf, rg, columns), entry
 
 
 def _compiled_chunk(table, entry: dict, spec) -> tuple[bytes | memoryview, int]:

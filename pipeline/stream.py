@@ -54,20 +54,20 @@ from typing import Iterator, Sequence
 import json
 import os
 
+import sys
+
 import numpy as np
-import pyarrow.compute as pc
 import pyarrow.parquet as pq
 import torch
 
 from . import manifest as mf
-from .board import boards_from_bytes
-from .schema import FLAG_SCORE_MATE, FLAG_SCORE_NONE
+from .parts import ChainError, layout, open_part, read_arrays
+from .schema import ANNOTATION_COLUMNS, FLAG_SCORE_MATE, FLAG_SCORE_NONE
 
 # Stockfish's generator writes internal units; nnue-pytorch converts with cp = 100·score/208.
 SF_INTERNAL_PER_PAWN = 208
-#: Optional columns written by ``nnue annotate`` (:mod:`nnue.pipeline.annotate`): carried into
-#: the batch as float32 centipawns (stm POV, NaN where null: in check) when every part has them.
-ANNOTATION_COLUMNS = ("base_eval", "teacher_eval")
+# ANNOTATION_COLUMNS: optional columns written by ``nnue annotate`` (:mod:`nnue.pipeline.annotate`):
+# carried into the batch as float32 centipawns (stm POV, NaN where null: in check) when every part has them.
 
 
 @dataclass(frozen=True)
@@ -247,7 +247,8 @@ class PackedStream(torch.utils.data.IterableDataset):
         for d, part, scale in listing:
             if (d, part) in known:
                 continue
-            pfile = pq.ParquetFile(part)
+            pfile = open_part(part)
+            layout(pfile)  # a part of a layout this build does not read: one line, before any epoch
             meta = pfile.metadata
             self.extra_columns = [c for c in self.extra_columns if c in pfile.schema_arrow.names]
             fi = len(self.parts)
@@ -372,7 +373,7 @@ class PackedStream(torch.utils.data.IterableDataset):
     def _parquet(self, fi: int) -> pq.ParquetFile:
         files = self.__dict__.setdefault("_files", {})  # per process: dropped when pickled
         if fi not in files:
-            files[fi] = pq.ParquetFile(self.parts[fi][0])
+            files[fi] = open_part(self.parts[fi][0])
         return files[fi]
 
     def __getstate__(self):
@@ -381,21 +382,26 @@ class PackedStream(torch.utils.data.IterableDataset):
         return state
 
     def _read_columns(self, unit: Unit, with_board: bool = False):
-        """One row group's columns as numpy arrays (board: pyarrow) and its scores in cp."""
+        """One row group's columns as numpy arrays (board: (n, 32) uint8, decoded from its chains
+        in a chained part; nullable bools: null as False; annotation columns: float32, null as
+        NaN) and its scores in cp. A row group that does not decode (:class:`ChainError`) is
+        skipped whole: one line on stderr naming it, its rows counted under ``damaged``."""
         scale = self.parts[unit.file][1]
         wanted = self._columns() + (["board"] + self.extra_columns if with_board else [])
-        table = self._parquet(unit.file).read_row_group(unit.row_group, columns=wanted, use_threads=False)
-        cols = {}
-        for c in wanted:
-            col = table.column(c)
-            if c == "board":
-                cols[c] = col
-            elif c in ("in_check", "best_move_is_capture"):  # nullable bools: null -> False
-                cols[c] = pc.fill_null(col, False).to_numpy(zero_copy_only=False)
-            elif c in ANNOTATION_COLUMNS:  # nullable int16 -> float32, null -> NaN
-                cols[c] = col.cast("float32").to_numpy(zero_copy_only=False).astype(np.float32)
-            else:
-                cols[c] = col.to_numpy()
+        try:
+            cols = read_arrays(self._parquet(unit.file), unit.row_group, wanted)
+        except ChainError as e:
+            seen = self.__dict__.setdefault("_damaged", set())
+            if (unit.file, unit.row_group) not in seen:
+                seen.add((unit.file, unit.row_group))
+                print(f"nnue stream: skipped a damaged row group ({unit.rows:,} rows): {e}", file=sys.stderr)
+            if with_board:
+                self.counts["damaged"] += unit.rows
+            cols = {c: np.zeros((0, 32) if c == "board" else 0, np.uint8 if c == "board" else np.int64)
+                    for c in wanted}
+            for c in ("in_check", "best_move_is_capture"):
+                if c in cols:
+                    cols[c] = cols[c].astype(bool)
         score_cp = cols["score"].astype(np.float32) * np.float32(scale)
         return cols, score_cp
 
@@ -411,7 +417,7 @@ class PackedStream(torch.utils.data.IterableDataset):
         else:
             keep = np.ones(n, bool)
         keep = filter_mask(cols, self.filters, self.counts, rng, score_cp, keep)
-        boards = boards_from_bytes(cols["board"])
+        boards = cols["board"]
         result = cols["result"]
         extra = [cols[c] for c in self.extra_columns]
         if not keep.all():

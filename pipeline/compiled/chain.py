@@ -1,0 +1,387 @@
+"""Compiled move chains: encode a run of packed boards as chain starts and move indices, and decode them back.
+
+The chained dataset layout (:mod:`nnue.pipeline.chained`) stores a position that follows the row
+before it by that row's move as nothing but the move's index (below) and its own score and
+result; the first row of a chain stores its whole 32-byte packed board. Both directions carry the
+same board state (:mod:`.chesscore`: ``bb``, ``pc``, ``st``), so what the decoder rebuilds is what
+the encoder compared:
+
+* a chain start loads its state from its packed board (marlinformat layout,
+  :mod:`nnue.pipeline.board`): pieces and castling rooks, side to move, the en-passant square
+  (which a packed board holds only when an en-passant capture is legal), halfmove clock,
+  fullmove number;
+* a row that continues plays the row before's move on that state (:func:`.chesscore.push`, which
+  also plays Chess960's king-takes-rook castling), keeps the en-passant square only when a capture
+  onto it is legal (:func:`.chesscore.legal_ep`, as the packer does) and writes the packed board
+  with its eval (white POV) and wdl taken from its own score and result (stm POV), as the packer
+  writes every board (:func:`.chesscore.write_board`; counters clamped to u8/u16 there).
+
+The encoder makes a row a continuation only when that rebuilt board equals the row's packed board
+in all 32 bytes and the move's index gives back the row before's packed move exactly; otherwise it
+is a chain start. Nothing is lost whatever the rows are (shuffled dumps, EPD: every row a start).
+
+**Move index** of a move in a position: the mover's pieces are taken in ascending square order,
+each with its destinations in ascending square order (a pawn's pushes, captures and the
+en-passant square when a capture onto it is legal, four entries each, N B R Q, on its promotion
+rank; a king's attacked squares without its own pieces, plus the squares of its own rooks that
+carry a castling right, which is how castling is stored; any other piece's attacks without its
+own pieces); the index is the move's place in that list. Like binpack's movetext (a piece index
+then a destination index) it needs no legality test, only each piece's attacks; unlike it the
+index is one number per row in a byte-aligned column that zstd compresses (``uint16``; a few
+hundred entries at most). A packed move whose index gives back a different packed move (or none)
+is kept whole instead (``raw``).
+"""
+from __future__ import annotations
+
+import numpy as np
+from numba import njit
+
+from .bits import lsb, popcount
+from .chesscore import CASTLE, KING, OCC, PAWN, PAWN_ATT, KING_ATT, RANK_MASK, SQ, U64, legal_ep, move_code, \
+    piece_attacks, push, write_board, attackers
+from .fixed import _marlin
+
+NO_MOVE = -1
+
+
+@njit(cache=True)
+def load(boards, r, bb, pc, st):
+    """State of packed board ``boards[r]`` into bb/pc/st (st: side to move, en-passant square or
+    −1, halfmove clock, fullmove number). False for a board that does not decode."""
+    if not _marlin(boards, r, bb, pc):
+        return False
+    st[0] = boards[r, 24] >> 7
+    ep = np.int64(boards[r, 24] & 0x7F)
+    st[1] = -1 if ep == 64 else ep
+    st[2] = boards[r, 25]
+    st[3] = np.int64(boards[r, 26]) | (np.int64(boards[r, 27]) << 8)
+    return True
+
+
+@njit(cache=True, inline="always")
+def _pawn_dests(us, ep, frm, own, enemy):
+    """(destination mask, entries per destination) of a pawn of side ``us`` on ``frm``."""
+    occ = own | enemy
+    targets = enemy
+    if ep >= 0:
+        targets |= SQ[ep]
+    dest = PAWN_ATT[us, frm] & targets
+    if us == 0:
+        fwd = frm + 8
+        if fwd < 64 and not occ & SQ[fwd]:
+            dest |= SQ[fwd]
+            if (frm >> 3) == 1 and not occ & SQ[fwd + 8]:
+                dest |= SQ[fwd + 8]
+        return dest, 4 if (frm >> 3) == 6 else 1
+    fwd = frm - 8
+    if fwd >= 0 and not occ & SQ[fwd]:
+        dest |= SQ[fwd]
+        if (frm >> 3) == 6 and not occ & SQ[fwd - 8]:
+            dest |= SQ[fwd - 8]
+    return dest, 4 if (frm >> 3) == 1 else 1
+
+
+@njit(cache=True, inline="always")
+def _piece_dests(bb, us, t, frm, own, occ):
+    """Destination mask of a knight, bishop, rook, queen or king (with its castling rooks)."""
+    if t == KING:
+        return (KING_ATT[frm] & ~own) | (bb[CASTLE] & own & RANK_MASK[us])
+    return piece_attacks(t, frm, occ) & ~own
+
+
+@njit(cache=True)
+def move_index(bb, pc, us, ep, frm, to, promo):
+    """Index of the move frm→to (promo 0, or 1..4 = N B R Q) in the list of the module
+    docstring, or −1 when it is not in it."""
+    if frm < 0 or frm > 63 or to < 0 or to > 63 or pc[frm] < 0 or (pc[frm] >> 3) != us:
+        return NO_MOVE
+    own = bb[OCC + us]
+    enemy = bb[OCC + 1 - us]
+    occ = own | enemy
+    mt = pc[frm] & 7
+    base = 0
+    m = bb[8 * us + PAWN]
+    if mt != PAWN:
+        while m:
+            s = lsb(m)
+            m &= m - U64(1)
+            d, k = _pawn_dests(us, ep, s, own, enemy)
+            base += popcount(d) * k
+        for t in range(1, mt):
+            m = bb[8 * us + t]
+            while m:
+                s = lsb(m)
+                m &= m - U64(1)
+                base += popcount(_piece_dests(bb, us, t, s, own, occ))
+        d = _piece_dests(bb, us, mt, frm, own, occ)
+        k = 1
+    else:
+        m &= SQ[frm] - U64(1)
+        while m:
+            s = lsb(m)
+            m &= m - U64(1)
+            d, k = _pawn_dests(us, ep, s, own, enemy)
+            base += popcount(d) * k
+        d, k = _pawn_dests(us, ep, frm, own, enemy)
+    m = bb[8 * us + mt] & (SQ[frm] - U64(1))
+    if mt != PAWN:
+        while m:
+            s = lsb(m)
+            m &= m - U64(1)
+            base += popcount(_piece_dests(bb, us, mt, s, own, occ))
+    if not d & SQ[to]:
+        return NO_MOVE
+    if (k == 4) != (promo != 0):
+        return NO_MOVE
+    before = popcount(d & (SQ[to] - U64(1)))
+    return base + before * k + (promo - 1 if k == 4 else 0)
+
+
+@njit(cache=True)
+def index_move(bb, pc, us, ep, idx):
+    """(ok, from, to, promo) of the move at ``idx`` of the list; ok False when there is none."""
+    own = bb[OCC + us]
+    enemy = bb[OCC + 1 - us]
+    occ = own | enemy
+    m = bb[8 * us + PAWN]
+    while m:
+        s = lsb(m)
+        m &= m - U64(1)
+        d, k = _pawn_dests(us, ep, s, own, enemy)
+        n = popcount(d) * k
+        if idx < n:
+            for _ in range(idx // k):
+                d &= d - U64(1)
+            return True, s, lsb(d), (idx % k + 1 if k == 4 else 0)
+        idx -= n
+    for t in range(1, 6):
+        m = bb[8 * us + t]
+        while m:
+            s = lsb(m)
+            m &= m - U64(1)
+            d = _piece_dests(bb, us, t, s, own, occ)
+            n = popcount(d)
+            if idx < n:
+                for _ in range(idx):
+                    d &= d - U64(1)
+                return True, s, lsb(d), 0
+            idx -= n
+    return False, 0, 0, 0
+
+
+@njit(cache=True, inline="always")
+def _unpack_move(best):
+    """(from, to, promo) of a packed move (viriformat layout: promo 1..4 when flag 3)."""
+    return best & 63, (best >> 6) & 63, ((best >> 12) & 3) + 1 if (best >> 14) == 3 else 0
+
+
+@njit(cache=True)
+def _advance(bb, pc, st, frm, to, promo):
+    """Play a move and keep the en-passant square only when a capture onto it is legal."""
+    push(bb, pc, st, frm, to, promo)
+    if st[1] >= 0:
+        st[1] = legal_ep(bb, pc, st[0], st[1])
+
+
+@njit(cache=True)
+def encode(boards, best, score, result, group, o_start, o_index, o_raw):
+    """Chain a run of rows. boards (n, 32) uint8 packed boards; best (n,) int64 packed move or
+    −1 for none; score, result (n,) int64 stm POV (score 0 where there is none, as the board's eval
+    holds it); group: a row whose position in the run is a multiple of it starts a chain (row
+    groups hold whole chains). Writes o_start (n,) bool (a chain starts here: its board is
+    stored), o_index (n,) int64 the move's index (−1: no move, or kept whole), o_raw (n,) bool the
+    move is kept whole. Returns the number of chain starts."""
+    n = boards.shape[0]
+    bb = np.zeros(16, np.uint64)
+    pc = np.full(64, -1, np.int8)
+    st = np.zeros(4, np.int64)
+    bb2 = np.zeros(16, np.uint64)
+    pc2 = np.full(64, -1, np.int8)
+    st2 = np.zeros(4, np.int64)
+    row = np.zeros((1, 32), np.uint8)
+    ok = False  # the state holds row r - 1's position
+    starts = 0
+    pf = 0
+    pt = 0
+    pp = 0
+    have = False  # row r - 1's move, found in the list
+    for r in range(n):
+        cont = False
+        if ok and have and r % group != 0:
+            bb2[:] = bb
+            pc2[:] = pc
+            st2[:] = st
+            _advance(bb2, pc2, st2, pf, pt, pp)
+            us = st2[0]
+            sc = score[r] if us == 0 else -score[r]
+            wdl = (result[r] if us == 0 else -result[r]) + 1
+            if -32768 <= sc <= 32767 and 0 <= wdl <= 2:
+                write_board(row, 0, bb2, pc2, us, st2[1], st2[2], st2[3], sc, wdl)
+                cont = True
+                for i in range(32):
+                    if row[0, i] != boards[r, i]:
+                        cont = False
+                        break
+        if cont:
+            bb[:] = bb2
+            pc[:] = pc2
+            st[:] = st2
+        else:
+            starts += 1
+            ok = load(boards, r, bb, pc, st)
+        o_start[r] = not cont
+        o_index[r] = NO_MOVE
+        o_raw[r] = False
+        have = False
+        if best[r] >= 0:
+            o_raw[r] = True
+            if ok:
+                f, t, p = _unpack_move(best[r])
+                idx = move_index(bb, pc, st[0], st[1], f, t, p)
+                if idx >= 0:
+                    code, _cap = move_code(bb, pc, st[0], st[1], f, t, p)
+                    if code == best[r]:
+                        o_index[r] = idx
+                        o_raw[r] = False
+                        have = True
+                        pf, pt, pp = f, t, p
+    return starts
+
+
+@njit(cache=True, inline="always")
+def _continue(bb, pc, st, pf, pt, pp, score, result, o_board, r):
+    """Play the move above and write row r's board; False when its score or result is out of
+    range for a packed board."""
+    _advance(bb, pc, st, pf, pt, pp)
+    us = st[0]
+    sc = np.int64(score[r]) if us == 0 else -np.int64(score[r])
+    wdl = (np.int64(result[r]) if us == 0 else -np.int64(result[r])) + 1
+    if sc < -32768 or sc > 32767 or wdl < 0 or wdl > 2:
+        return False
+    write_board(o_board, r, bb, pc, us, st[1], st[2], st[3], sc, wdl)
+    return True
+
+
+@njit(cache=True)
+def decode(start, stems, index, has, raw, has_raw, score, result, o_board, o_best):
+    """Rebuild the packed boards and moves of one row group of chained rows. start (n,) bool:
+    the row's board is ``stems[k]``, k its rank among the starts (stems (starts, 32) uint8);
+    index (n,) uint16 the move's index where ``has``; raw (n,) uint16 a packed move kept whole
+    where ``has_raw``; score (n,) int16, result (n,) int8 stm POV. Writes o_board (n, 32) uint8
+    and o_best (n,) int64 (−1: no move). Returns −1, or the first row that does not decode
+    (:func:`why` says why); the rows from there on are not written."""
+    n = start.shape[0]
+    bb = np.zeros(16, np.uint64)
+    pc = np.full(64, -1, np.int8)
+    st = np.zeros(4, np.int64)
+    k = 0
+    have = False
+    pf = 0
+    pt = 0
+    pp = 0
+    for r in range(n):
+        if start[r]:
+            if k >= stems.shape[0] or not load(stems, k, bb, pc, st):
+                return r
+            for i in range(32):
+                o_board[r, i] = stems[k, i]
+            k += 1
+        elif not have or not _continue(bb, pc, st, pf, pt, pp, score, result, o_board, r):
+            return r
+        have = False
+        o_best[r] = np.int64(raw[r]) if has_raw[r] else -1
+        if has[r]:
+            ok, pf, pt, pp = index_move(bb, pc, st[0], st[1], np.int64(index[r]))
+            if not ok:
+                return r
+            code, _cap = move_code(bb, pc, st[0], st[1], pf, pt, pp)
+            o_best[r] = code
+            have = True
+    return -1
+
+
+@njit(cache=True)
+def decode_boards(start, stems, index, has, score, result, o_board):
+    """:func:`decode` for the stream: the packed boards only (moves kept whole never continue a
+    chain, so they are not needed). Same arguments and return value."""
+    n = start.shape[0]
+    bb = np.zeros(16, np.uint64)
+    pc = np.full(64, -1, np.int8)
+    st = np.zeros(4, np.int64)
+    k = 0
+    have = False
+    pf = 0
+    pt = 0
+    pp = 0
+    for r in range(n):
+        if start[r]:
+            if k >= stems.shape[0] or not load(stems, k, bb, pc, st):
+                return r
+            for i in range(32):
+                o_board[r, i] = stems[k, i]
+            k += 1
+        elif not have or not _continue(bb, pc, st, pf, pt, pp, score, result, o_board, r):
+            return r
+        have = False
+        if has[r]:
+            ok, pf, pt, pp = index_move(bb, pc, st[0], st[1], np.int64(index[r]))
+            if not ok:
+                return r
+            have = True
+    return -1
+
+
+def why(start, index, has, row: int) -> str:
+    """Why row ``row`` did not decode (for a message)."""
+    if start[row]:
+        return "the chain's first board does not decode"
+    if row == 0 or not has[row - 1]:
+        return "the row continues a chain but the row above has no move (or one kept whole)"
+    return (f"the move above (index {int(index[row - 1])}) is no move of its position, or this row's score or "
+            f"result does not fit a packed board") if has[row - 1] else "does not decode"
+
+
+@njit(cache=True)
+def undelta_scores(start, delta, o_score):
+    """Scores from ``score_delta`` (n,) uint32: zigzag of the score at a chain start, of the score
+    plus the score above after. Writes o_score (n,) int16; returns −1 or the first row whose score
+    falls outside int16."""
+    prev = 0
+    for r in range(start.shape[0]):
+        z = np.int64(delta[r])
+        d = (z >> 1) ^ -(z & 1)
+        s = d if start[r] else d - prev
+        if s < -32768 or s > 32767:
+            return r
+        o_score[r] = s
+        prev = s
+    return -1
+
+
+@njit(cache=True)
+def fill_ply(keep, values):
+    """Plies from ``ply_reset``: the value where kept (a chain start or a ply that does not follow),
+    else the ply above plus one. (n,) bool, (n,) uint16 -> (n,) uint16."""
+    n = keep.shape[0]
+    out = np.empty(n, np.uint16)
+    prev = 0
+    for r in range(n):
+        prev = np.int64(values[r]) if keep[r] else prev + 1
+        out[r] = prev
+    return out
+
+
+@njit(cache=True)
+def fill_piece_count(keep, values, capture):
+    """Piece counts from ``piece_count_reset``: the value where kept, else the count above less
+    one when the move above captured. (n,) bool, (n,) uint8, (n,) bool -> (n,) uint8."""
+    n = keep.shape[0]
+    out = np.empty(n, np.uint8)
+    prev = 0
+    for r in range(n):
+        if keep[r]:
+            prev = np.int64(values[r])
+        elif r and capture[r - 1]:
+            prev -= 1
+        out[r] = prev
+    return out
