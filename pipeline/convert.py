@@ -139,6 +139,8 @@ def convert(dataset: str | Path, to: str, out: str | Path, progress: bool = Fals
     spec = get_format(to) if to in writer_names() else None
     if spec is None:
         raise ValueError(f"cannot write {to!r}; targets: {', '.join(writer_names())}")
+    if spec.write_stream is not None:
+        return _convert_chained(Path(dataset), spec, Path(out), progress)
     dataset = Path(dataset)
     out = Path(out)
     out.parent.mkdir(parents=True, exist_ok=True)
@@ -174,3 +176,34 @@ def convert(dataset: str | Path, to: str, out: str | Path, progress: bool = Fals
         if bar is not None:
             bar.close()
     return {"rows": n, "format": to, "path": str(out), "ply_unknown": unknown, "python_chess_rows": slow}
+
+
+def _convert_chained(dataset: Path, spec, out: Path, progress: bool) -> dict:
+    """:func:`convert` to a format that chains a game's positions (``spec.write_stream``:
+    binpack, viriformat). Returns {"rows" (written), "format", "path", "chains", "not_written":
+    {reason: rows}, "notes": {what: rows}, "ply_unknown"}."""
+    out.parent.mkdir(parents=True, exist_ok=True)
+    bar = None
+    if progress:
+        import sys
+
+        from tqdm import tqdm
+
+        total = sum(e["packed"] for e in mf.load(dataset)["files"].values())
+        bar = tqdm(total=total, unit=" pos", unit_scale=True, file=sys.stderr, desc=f"convert to {spec.name}",
+                   dynamic_ncols=True, disable=None)
+    w = spec.write_stream()
+    unknown = 0
+    try:
+        with atomic_writer(out) as f:
+            for table, entry in _row_groups(dataset):
+                unknown += int(((table.column("flags").to_numpy() & FLAG_PLY_UNKNOWN) != 0).sum())
+                f.write(w.rows(Columns(table, entry)))
+                if bar is not None:
+                    bar.update(table.num_rows)
+            f.write(w.finish())
+    finally:
+        if bar is not None:
+            bar.close()
+    return {"rows": w.written, "format": spec.name, "path": str(out), "chains": w.chain_count,
+            "not_written": dict(w.not_written), "notes": dict(w.notes), "ply_unknown": unknown}
