@@ -257,13 +257,13 @@ def _decode(pf, rg: int, t: pa.Table, want: Sequence[str]) -> dict[str, np.ndarr
         if "best_move" in want:
             raw = t.column("move_raw").combine_chunks()
             best = np.empty(n, np.int64)
-            bad = chain.decode(start, stems, index, has, _values(raw, np.uint16), _valid(raw), score, result,
-                               boards, best)
+            bad, why = chain.decode(start, stems, index, has, _values(raw, np.uint16), _valid(raw), score, result,
+                                    boards, best)
             out["best_move"] = best
         else:
-            bad = chain.decode_boards(start, stems, index, has, score, result, boards)
+            bad, why = chain.decode_boards(start, stems, index, has, score, result, boards)
         if bad >= 0:
-            raise ChainError(f"{_where(pf, rg, bad)}: {chain.why(start, index, has, bad)}")
+            raise ChainError(f"{_where(pf, rg, bad)}: {chain.WHY[why]}")
         out["board"] = boards
     return out
 

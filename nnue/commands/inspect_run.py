@@ -53,7 +53,8 @@ def run(args) -> int:
         part_bytes += p.stat().st_size
         last_game = None  # games are contiguous runs of one game id within a part file
         for rg in range(pf.metadata.num_row_groups):
-            t = read_group(pf, rg, cols + (["board"] if len(fens) < args.fens else []))
+            # a chained part's boards are decoded whole: inspect checks every chain (parts.ChainError)
+            t = read_group(pf, rg, cols + (["board", "best_move"] if len(fens) < args.fens or name == "chained" else []))
             a = {c: t.column(c).to_numpy(zero_copy_only=False) for c in cols}
             flags = a["flags"].astype(np.int64)
             scored = (flags & (FLAG_SCORE_NONE | FLAG_SCORE_MATE)) == 0

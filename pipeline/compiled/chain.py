@@ -42,6 +42,7 @@ from .chesscore import CASTLE, KING, OCC, PAWN, PAWN_ATT, KING_ATT, RANK_MASK, S
 from .fixed import _marlin
 
 NO_MOVE = -1
+BAD_STEM, NO_MOVE_ABOVE, BAD_FIELDS, BAD_INDEX = 1, 2, 3, 4  # why decode stops (WHY below)
 
 
 @njit(cache=True)
@@ -268,8 +269,8 @@ def decode(start, stems, index, has, raw, has_raw, score, result, o_board, o_bes
     the row's board is ``stems[k]``, k its rank among the starts (stems (starts, 32) uint8);
     index (n,) uint16 the move's index where ``has``; raw (n,) uint16 a packed move kept whole
     where ``has_raw``; score (n,) int16, result (n,) int8 stm POV. Writes o_board (n, 32) uint8
-    and o_best (n,) int64 (−1: no move). Returns −1, or the first row that does not decode
-    (:func:`why` says why); the rows from there on are not written."""
+    and o_best (n,) int64 (−1: no move). Returns (−1, 0), or (the first row that does not
+    decode, why: :data:`WHY` index); the rows from there on are not written."""
     n = start.shape[0]
     bb = np.zeros(16, np.uint64)
     pc = np.full(64, -1, np.int8)
@@ -282,22 +283,24 @@ def decode(start, stems, index, has, raw, has_raw, score, result, o_board, o_bes
     for r in range(n):
         if start[r]:
             if k >= stems.shape[0] or not load(stems, k, bb, pc, st):
-                return r
+                return r, BAD_STEM
             for i in range(32):
                 o_board[r, i] = stems[k, i]
             k += 1
-        elif not have or not _continue(bb, pc, st, pf, pt, pp, score, result, o_board, r):
-            return r
+        elif not have:
+            return r, NO_MOVE_ABOVE
+        elif not _continue(bb, pc, st, pf, pt, pp, score, result, o_board, r):
+            return r, BAD_FIELDS
         have = False
         o_best[r] = np.int64(raw[r]) if has_raw[r] else -1
         if has[r]:
             ok, pf, pt, pp = index_move(bb, pc, st[0], st[1], np.int64(index[r]))
             if not ok:
-                return r
+                return r, BAD_INDEX
             code, _cap = move_code(bb, pc, st[0], st[1], pf, pt, pp)
             o_best[r] = code
             have = True
-    return -1
+    return -1, 0
 
 
 @njit(cache=True)
@@ -316,29 +319,28 @@ def decode_boards(start, stems, index, has, score, result, o_board):
     for r in range(n):
         if start[r]:
             if k >= stems.shape[0] or not load(stems, k, bb, pc, st):
-                return r
+                return r, BAD_STEM
             for i in range(32):
                 o_board[r, i] = stems[k, i]
             k += 1
-        elif not have or not _continue(bb, pc, st, pf, pt, pp, score, result, o_board, r):
-            return r
+        elif not have:
+            return r, NO_MOVE_ABOVE
+        elif not _continue(bb, pc, st, pf, pt, pp, score, result, o_board, r):
+            return r, BAD_FIELDS
         have = False
         if has[r]:
             ok, pf, pt, pp = index_move(bb, pc, st[0], st[1], np.int64(index[r]))
             if not ok:
-                return r
+                return r, BAD_INDEX
             have = True
-    return -1
+    return -1, 0
 
 
-def why(start, index, has, row: int) -> str:
-    """Why row ``row`` did not decode (for a message)."""
-    if start[row]:
-        return "the chain's first board does not decode"
-    if row == 0 or not has[row - 1]:
-        return "the row continues a chain but the row above has no move (or one kept whole)"
-    return (f"the move above (index {int(index[row - 1])}) is no move of its position, or this row's score or "
-            f"result does not fit a packed board") if has[row - 1] else "does not decode"
+BAD_STEM, NO_MOVE_ABOVE, BAD_FIELDS, BAD_INDEX = 1, 2, 3, 4
+WHY = {BAD_STEM: "the chain's first board does not decode",
+       NO_MOVE_ABOVE: "the row continues a chain, but the row above has no move (or one kept whole)",
+       BAD_FIELDS: "its score or result does not fit a packed board",
+       BAD_INDEX: "its move index is no move of its position"}
 
 
 @njit(cache=True)
