@@ -261,7 +261,7 @@ def _decode(pf, rg: int, t: pa.Table, want: Sequence[str]) -> dict[str, np.ndarr
                                     boards, best)
             out["best_move"] = best
         else:
-            bad, why = chain.decode_boards(start, stems, index, has, score, result, boards)
+            bad, why = chain.decode_fast(start, stems, index, has, score, result, np.arange(n), boards.view(np.uint64))
         if bad >= 0:
             raise ChainError(f"{_where(pf, rg, bad)}: {chain.WHY[why]}")
         out["board"] = boards
@@ -301,29 +301,71 @@ def read_group(pf: pq.ParquetFile, rg: int, columns: Sequence[str] | None = None
     return pa.Table.from_arrays(arrays, schema=pa.schema(fields))
 
 
+class Group:
+    """One row group of a part as NumPy arrays, for the stream: ``g[c]`` a logical column (not
+    ``board``): ``in_check`` / ``best_move_is_capture`` bool (null as False), annotation columns
+    float32 (null as NaN), the rest as stored (SCHEMA's dtypes); :meth:`boards` the packed boards
+    of the rows asked for, decoded from the chains only then (a chained part decodes every row,
+    but writes only those). ``with_board``: the boards will be asked for. Raises ChainError
+    (here or in :meth:`boards`)."""
+
+    def __init__(self, pf: pq.ParquetFile, rg: int, columns: Sequence[str], with_board: bool = False):
+        self.pf, self.rg = pf, rg
+        self.chained = layout(pf) == CHAINED
+        cols = [c for c in columns if c != "board"]
+        want = cols + (["board"] if with_board else [])
+        t = pf.read_row_group(rg, columns=_physical(want) if self.chained else want, use_threads=False)
+        self.n = t.num_rows
+        self.t = t
+        self.cols: dict[str, np.ndarray] = {}
+        if self.chained:
+            self.cols.update(_decode(pf, rg, t, [c for c in cols if c in _NEEDS]))
+        for c in cols:
+            if c in self.cols:
+                continue
+            col = t.column(c)
+            if c in ("in_check", "best_move_is_capture"):
+                self.cols[c] = pc.fill_null(col, False).to_numpy(zero_copy_only=False)
+            elif c in ANNOTATION_COLUMNS:
+                self.cols[c] = col.cast("float32").to_numpy(zero_copy_only=False).astype(np.float32)
+            else:
+                self.cols[c] = col.to_numpy()
+
+    def __getitem__(self, c: str) -> np.ndarray:
+        return self.cols[c]
+
+    def boards(self, rows: np.ndarray | None = None) -> np.ndarray:
+        """(k, 32) uint8 packed boards of ``rows`` (increasing row indices; None: every row)."""
+        if not self.chained:
+            b = _boards(self.t.column("board"))
+            return b if rows is None else np.take(b, rows, axis=0)
+        from .compiled import chain
+
+        t = self.t
+        stem = t.column("stem").combine_chunks()
+        start = _valid(stem)
+        stems = _boards(stem.filter(pa.array(start))) if self.n else np.zeros((0, 32), np.uint8)
+        mv = t.column("move").combine_chunks()
+        score = self.cols.get("score")
+        if score is None:
+            score = np.empty(self.n, np.int16)
+            chain.undelta_scores(start, _values(t.column("score_delta"), np.uint32), score)
+        dest = np.arange(self.n) if rows is None else np.full(self.n, -1, np.int64)
+        if rows is not None:
+            dest[rows] = np.arange(len(rows))
+        out = np.empty((self.n if rows is None else len(rows), 32), np.uint8)
+        bad, why = chain.decode_fast(start, stems, _values(mv, np.uint16), _valid(mv), score,
+                                     t.column("result").to_numpy(), dest, out.view(np.uint64))
+        if bad >= 0:
+            raise ChainError(f"{_where(self.pf, self.rg, bad)}: {chain.WHY[why]}")
+        return out
+
+
 def read_arrays(pf: pq.ParquetFile, rg: int, columns: Sequence[str]) -> dict[str, np.ndarray]:
-    """Row group ``rg`` as NumPy arrays (the stream's fast path): ``board`` (n, 32) uint8;
-    ``in_check`` / ``best_move_is_capture`` bool (null as False); annotation columns float32
-    (null as NaN); the rest as stored (SCHEMA's dtypes). Raises ChainError."""
-    chained = layout(pf) == CHAINED
-    phys = _physical(columns) if chained else list(columns)
-    t = pf.read_row_group(rg, columns=phys, use_threads=False)
-    dec = _decode(pf, rg, t, [c for c in columns if c in _NEEDS]) if chained else {}
-    out = {}
-    for c in columns:
-        if c in dec:
-            out[c] = dec[c]
-            continue
-        col = t.column(c)
-        if c == "board":
-            out[c] = _boards(col)
-        elif c in ("in_check", "best_move_is_capture"):
-            out[c] = pc.fill_null(col, False).to_numpy(zero_copy_only=False)
-        elif c in ANNOTATION_COLUMNS:
-            out[c] = col.cast("float32").to_numpy(zero_copy_only=False).astype(np.float32)
-        else:
-            out[c] = col.to_numpy()
-    return out
+    """Row group ``rg`` as NumPy arrays (:class:`Group`'s dtypes; ``board`` (n, 32) uint8).
+    Raises ChainError."""
+    g = Group(pf, rg, columns, with_board="board" in columns)
+    return {c: g.boards() if c == "board" else g[c] for c in columns}
 
 
 def row_group_boards(pf: pq.ParquetFile, rg: int, t: pa.Table) -> np.ndarray:

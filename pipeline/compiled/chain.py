@@ -20,8 +20,9 @@ The encoder makes a row a continuation only when that rebuilt board equals the r
 in all 32 bytes and the move's index gives back the row before's packed move exactly; otherwise it
 is a chain start. Nothing is lost whatever the rows are (shuffled dumps, EPD: every row a start).
 
-**Move index** of a move in a position: the mover's pieces are taken in ascending square order,
-each with its destinations in ascending square order (a pawn's pushes, captures and the
+**Move index** of a move in a position: the mover's pieces are taken by type (king, pawns,
+knights, bishops, rooks, queens: :data:`ORDER`) and within a type in ascending square order, each
+with its destinations in ascending square order (a pawn's pushes, captures and the
 en-passant square when a capture onto it is legal, four entries each, N B R Q, on its promotion
 rank; a king's attacked squares without its own pieces, plus the squares of its own rooks that
 carry a castling right, which is how castling is stored; any other piece's attacks without its
@@ -37,11 +38,16 @@ import numpy as np
 from numba import njit
 
 from .bits import lsb, popcount
-from .chesscore import CASTLE, KING, OCC, PAWN, PAWN_ATT, KING_ATT, RANK_MASK, SQ, U64, legal_ep, move_code, \
+from .chesscore import CASTLE, KING, OCC, PAWN, PAWN_ATT, KING_ATT, RANK_MASK, ROOK, SQ, U64, legal_ep, move_code, \
     piece_attacks, push, write_board, attackers
+from .chesscore import KNIGHT_ATT, bishop_att, rook_att
 from .fixed import _marlin
 
 NO_MOVE = -1
+# the order of piece types in the move list: the king, pawns and knights first (their entries are
+# counted without sliding attacks, and they make more than half the moves of real games), then
+# the sliders; bench/results/chained_cpu.json has what it saves in the stream's decoder
+ORDER = np.array([5, 0, 1, 2, 3, 4], np.int64)
 BAD_STEM, NO_MOVE_ABOVE, BAD_FIELDS, BAD_INDEX = 1, 2, 3, 4  # why decode stops (WHY below)
 
 
@@ -90,46 +96,40 @@ def _piece_dests(bb, us, t, frm, own, occ):
     return piece_attacks(t, frm, occ) & ~own
 
 
+@njit(cache=True, inline="always")
+def _count(bb, pc, us, ep, t, s, own, enemy):
+    """Entries of the piece of type t on s in the list: destinations, four each for a pawn on
+    its promotion rank."""
+    if t == PAWN:
+        d, k = _pawn_dests(us, ep, s, own, enemy)
+        return popcount(d) * k
+    return popcount(_piece_dests(bb, us, t, s, own, own | enemy))
+
+
 @njit(cache=True)
 def move_index(bb, pc, us, ep, frm, to, promo):
     """Index of the move frm→to (promo 0, or 1..4 = N B R Q) in the list of the module
-    docstring, or −1 when it is not in it."""
+    docstring (pieces by type in the order of ORDER, then by square), or −1 when it is not in it."""
     if frm < 0 or frm > 63 or to < 0 or to > 63 or pc[frm] < 0 or (pc[frm] >> 3) != us:
         return NO_MOVE
     own = bb[OCC + us]
     enemy = bb[OCC + 1 - us]
-    occ = own | enemy
     mt = pc[frm] & 7
     base = 0
-    m = bb[8 * us + PAWN]
-    if mt != PAWN:
+    for t in ORDER:
+        m = bb[8 * us + t]
+        if t == mt:
+            m &= SQ[frm] - U64(1)
         while m:
             s = lsb(m)
             m &= m - U64(1)
-            d, k = _pawn_dests(us, ep, s, own, enemy)
-            base += popcount(d) * k
-        for t in range(1, mt):
-            m = bb[8 * us + t]
-            while m:
-                s = lsb(m)
-                m &= m - U64(1)
-                base += popcount(_piece_dests(bb, us, t, s, own, occ))
-        d = _piece_dests(bb, us, mt, frm, own, occ)
-        k = 1
-    else:
-        m &= SQ[frm] - U64(1)
-        while m:
-            s = lsb(m)
-            m &= m - U64(1)
-            d, k = _pawn_dests(us, ep, s, own, enemy)
-            base += popcount(d) * k
+            base += _count(bb, pc, us, ep, t, s, own, enemy)
+        if t == mt:
+            break
+    if mt == PAWN:
         d, k = _pawn_dests(us, ep, frm, own, enemy)
-    m = bb[8 * us + mt] & (SQ[frm] - U64(1))
-    if mt != PAWN:
-        while m:
-            s = lsb(m)
-            m &= m - U64(1)
-            base += popcount(_piece_dests(bb, us, mt, s, own, occ))
+    else:
+        d, k = _piece_dests(bb, us, mt, frm, own, own | enemy), 1
     if not d & SQ[to]:
         return NO_MOVE
     if (k == 4) != (promo != 0):
@@ -143,29 +143,20 @@ def index_move(bb, pc, us, ep, idx):
     """(ok, from, to, promo) of the move at ``idx`` of the list; ok False when there is none."""
     own = bb[OCC + us]
     enemy = bb[OCC + 1 - us]
-    occ = own | enemy
-    m = bb[8 * us + PAWN]
-    while m:
-        s = lsb(m)
-        m &= m - U64(1)
-        d, k = _pawn_dests(us, ep, s, own, enemy)
-        n = popcount(d) * k
-        if idx < n:
-            for _ in range(idx // k):
-                d &= d - U64(1)
-            return True, s, lsb(d), (idx % k + 1 if k == 4 else 0)
-        idx -= n
-    for t in range(1, 6):
+    for t in ORDER:
         m = bb[8 * us + t]
         while m:
             s = lsb(m)
             m &= m - U64(1)
-            d = _piece_dests(bb, us, t, s, own, occ)
-            n = popcount(d)
+            if t == PAWN:
+                d, k = _pawn_dests(us, ep, s, own, enemy)
+            else:
+                d, k = _piece_dests(bb, us, t, s, own, own | enemy), 1
+            n = popcount(d) * k
             if idx < n:
-                for _ in range(idx):
+                for _ in range(idx // k):
                     d &= d - U64(1)
-                return True, s, lsb(d), 0
+                return True, s, lsb(d), (idx % k + 1 if k == 4 else 0)
             idx -= n
     return False, 0, 0, 0
 
@@ -303,39 +294,6 @@ def decode(start, stems, index, has, raw, has_raw, score, result, o_board, o_bes
     return -1, 0
 
 
-@njit(cache=True)
-def decode_boards(start, stems, index, has, score, result, o_board):
-    """:func:`decode` for the stream: the packed boards only (moves kept whole never continue a
-    chain, so they are not needed). Same arguments and return value."""
-    n = start.shape[0]
-    bb = np.zeros(16, np.uint64)
-    pc = np.full(64, -1, np.int8)
-    st = np.zeros(4, np.int64)
-    k = 0
-    have = False
-    pf = 0
-    pt = 0
-    pp = 0
-    for r in range(n):
-        if start[r]:
-            if k >= stems.shape[0] or not load(stems, k, bb, pc, st):
-                return r, BAD_STEM
-            for i in range(32):
-                o_board[r, i] = stems[k, i]
-            k += 1
-        elif not have:
-            return r, NO_MOVE_ABOVE
-        elif not _continue(bb, pc, st, pf, pt, pp, score, result, o_board, r):
-            return r, BAD_FIELDS
-        have = False
-        if has[r]:
-            ok, pf, pt, pp = index_move(bb, pc, st[0], st[1], np.int64(index[r]))
-            if not ok:
-                return r, BAD_INDEX
-            have = True
-    return -1, 0
-
-
 BAD_STEM, NO_MOVE_ABOVE, BAD_FIELDS, BAD_INDEX = 1, 2, 3, 4
 WHY = {BAD_STEM: "the chain's first board does not decode",
        NO_MOVE_ABOVE: "the row continues a chain, but the row above has no move (or one kept whole)",
@@ -387,3 +345,283 @@ def fill_piece_count(keep, values, capture):
             prev -= 1
         out[r] = prev
     return out
+
+
+# ============================================================================ the stream's decoder
+# the boards alone (what the stream reads), decoded fast (bench/results/chained_cpu.json): the packed board
+# is kept as four words (occupancy, the two words of nibbles, the tail) and updated by each move
+# (a nibble removed or inserted where its square ranks among the occupied ones) instead of being
+# rebuilt, the move is played with the state in place, and the pawns' share of the move list is
+# counted for all pawns at once. Same state, same boards (tested against decode).
+FILE_A = U64(0x0101010101010101)
+FILE_H = U64(0x8080808080808080)
+RANK_3 = U64(0x0000000000FF0000)
+RANK_6 = U64(0x0000FF0000000000)
+RANK_1 = U64(0x00000000000000FF)
+RANK_8 = U64(0xFF00000000000000)
+M64 = U64(0xFFFFFFFFFFFFFFFF)
+
+
+@njit(cache=True, inline="always")
+def _low(n):
+    """The mask of the n lowest bits (n in 0..64)."""
+    return M64 if n >= 64 else (U64(1) << U64(n)) - U64(1)
+
+
+@njit(cache=True, inline="always")
+def _nib_del(lo, hi, i):
+    """The 128-bit nibble string (lo, hi) without nibble i (the ones above move down)."""
+    if i < 16:
+        m = _low(4 * i)
+        lo = (lo & m) | ((lo >> U64(4)) & ~m) | ((hi & U64(15)) << U64(60))
+        hi = hi >> U64(4)
+    else:
+        m = _low(4 * (i - 16))
+        hi = (hi & m) | ((hi >> U64(4)) & ~m)
+    return lo, hi
+
+
+@njit(cache=True, inline="always")
+def _nib_ins(lo, hi, i, code):
+    """The 128-bit nibble string (lo, hi) with ``code`` inserted as nibble i (the ones from i up
+    move up; the top nibble falls off, there being at most 32)."""
+    c = U64(code)
+    if i < 16:
+        m = _low(4 * i)
+        hi = (hi << U64(4)) | (lo >> U64(60))
+        lo = (lo & m) | ((lo << U64(4)) & ~m & ~(U64(15) << U64(4 * i))) | (c << U64(4 * i))
+    else:
+        j = i - 16
+        m = _low(4 * j)
+        hi = (hi & m) | ((hi << U64(4)) & ~m & ~(U64(15) << U64(4 * j))) | (c << U64(4 * j))
+    return lo, hi
+
+
+@njit(cache=True, inline="always")
+def _rank(occ, sq):
+    return popcount(occ & (SQ[sq] - U64(1)))
+
+
+@njit(cache=True, inline="always")
+def _take_sq(bb, pc, occ, lo, hi, sq):
+    """Remove the piece on sq from the state and the nibbles; returns (occ, lo, hi, its code)."""
+    code = pc[sq]
+    lo, hi = _nib_del(lo, hi, _rank(occ, sq))
+    occ &= ~SQ[sq]
+    pc[sq] = -1
+    bb[code] &= ~SQ[sq]
+    bb[OCC + (code >> 3)] &= ~SQ[sq]
+    return occ, lo, hi, code
+
+
+@njit(cache=True, inline="always")
+def _put_sq(bb, pc, occ, lo, hi, sq, code):
+    lo, hi = _nib_ins(lo, hi, _rank(occ, sq), code)
+    occ |= SQ[sq]
+    pc[sq] = code
+    bb[code] |= SQ[sq]
+    bb[OCC + (code >> 3)] |= SQ[sq]
+    return occ, lo, hi
+
+
+@njit(cache=True, inline="always")
+def _play(bb, pc, st, occ, lo, hi, frm, to, promo):
+    """:func:`.chesscore.push` (then the en-passant square kept only when a capture onto it is
+    legal, as :func:`_advance`), keeping the nibbles in step; returns (occ, lo, hi)."""
+    us = st[0]
+    ep_old = st[1]
+    st[1] = -1
+    st[2] += 1
+    if us == 1:
+        st[3] += 1
+    p = pc[frm]
+    t = p & 7
+    own = bb[OCC + us]
+    if t == PAWN or (bb[OCC + 1 - us] & (SQ[frm] | SQ[to])):
+        st[2] = 0
+    before = bb[CASTLE]
+    cr = before & ~SQ[to] & ~SQ[frm]
+    if t == KING:
+        cr &= ~RANK_MASK[us]
+    bb[CASTLE] = cr
+    if t == KING and own & SQ[to]:
+        home = 56 * us
+        occ, lo, hi, _c = _take_sq(bb, pc, occ, lo, hi, frm)
+        occ, lo, hi, _c = _take_sq(bb, pc, occ, lo, hi, to)
+        if to < frm:
+            occ, lo, hi = _put_sq(bb, pc, occ, lo, hi, home + 2, 8 * us + KING)
+            occ, lo, hi = _put_sq(bb, pc, occ, lo, hi, home + 3, 8 * us + ROOK)
+        else:
+            occ, lo, hi = _put_sq(bb, pc, occ, lo, hi, home + 6, 8 * us + KING)
+            occ, lo, hi = _put_sq(bb, pc, occ, lo, hi, home + 5, 8 * us + ROOK)
+    else:
+        occ, lo, hi, _c = _take_sq(bb, pc, occ, lo, hi, frm)
+        captured = -1
+        if occ & SQ[to]:
+            occ, lo, hi, captured = _take_sq(bb, pc, occ, lo, hi, to)
+        if t == PAWN:
+            diff = to - frm
+            if diff == 16 and (frm >> 3) == 1:
+                st[1] = frm + 8
+            elif diff == -16 and (frm >> 3) == 6:
+                st[1] = frm - 8
+            elif to == ep_old and (diff == 7 or diff == 9 or diff == -7 or diff == -9) and captured < 0:
+                occ, lo, hi, _c = _take_sq(bb, pc, occ, lo, hi, ep_old + (-8 if us == 0 else 8))
+        if promo != 0:
+            t = promo
+        occ, lo, hi = _put_sq(bb, pc, occ, lo, hi, to, 8 * us + t)
+    st[0] = 1 - us
+    # rooks still standing that lost their right: code 6 -> 3 (not the moved piece, nor one now on a square that lost one)
+    lost = before & ~cr & occ & ~(SQ[to] | SQ[frm])
+    while lost:
+        s = lsb(lost)
+        lost &= lost - U64(1)
+        i = _rank(occ, s)
+        if i < 16:
+            lo ^= U64(5) << U64(4 * i)
+        else:
+            hi ^= U64(5) << U64(4 * (i - 16))
+    if st[1] >= 0:
+        st[1] = legal_ep(bb, pc, st[0], st[1])
+    return occ, lo, hi
+
+
+@njit(cache=True, inline="always")
+def _index_fast(bb, pc, us, ep, idx):
+    """:func:`index_move`, with the pawns' entries counted for all pawns at once and a loop per
+    piece type (no branch on the type per piece). Magic-multiplication slider attacks were tried
+    here and saved 3 % of the decoder's time: not kept."""
+    own = bb[OCC + us]
+    enemy = bb[OCC + 1 - us]
+    occ = own | enemy
+    ksq = lsb(bb[8 * us + KING])
+    kd = (KING_ATT[ksq] & ~own) | (bb[CASTLE] & own & RANK_MASK[us])
+    nk = popcount(kd)
+    if idx < nk:
+        for _ in range(idx):
+            kd &= kd - U64(1)
+        return True, ksq, lsb(kd), 0
+    idx -= nk
+    empty = ~occ
+    pawns = bb[8 * us + PAWN]
+    targets = enemy
+    if ep >= 0:
+        targets |= SQ[ep]
+    if us == 0:
+        p1 = (pawns << U64(8)) & empty
+        p2 = ((p1 & RANK_3) << U64(8)) & empty
+        cw = ((pawns & ~FILE_A) << U64(7)) & targets
+        ce = ((pawns & ~FILE_H) << U64(9)) & targets
+        last = RANK_8
+    else:
+        p1 = (pawns >> U64(8)) & empty
+        p2 = ((p1 & RANK_6) >> U64(8)) & empty
+        cw = ((pawns & ~FILE_A) >> U64(9)) & targets
+        ce = ((pawns & ~FILE_H) >> U64(7)) & targets
+        last = RANK_1
+    n = popcount(p1) + popcount(p2) + popcount(cw) + popcount(ce) + \
+        3 * (popcount(p1 & last) + popcount(cw & last) + popcount(ce & last))
+    if idx < n:
+        m = pawns
+        while m:
+            s = lsb(m)
+            m &= m - U64(1)
+            d, k = _pawn_dests(us, ep, s, own, enemy)
+            c = popcount(d) * k
+            if idx < c:
+                for _ in range(idx // k):
+                    d &= d - U64(1)
+                return True, s, lsb(d), (idx % k + 1 if k == 4 else 0)
+            idx -= c
+        return False, 0, 0, 0
+    idx -= n
+    for t in range(1, 5):
+        m = bb[8 * us + t]
+        while m:
+            s = lsb(m)
+            m &= m - U64(1)
+            if t == 1:
+                d = KNIGHT_ATT[s] & ~own
+            elif t == 2:
+                d = bishop_att(s, occ) & ~own
+            elif t == 3:
+                d = rook_att(s, occ) & ~own
+            else:
+                d = (rook_att(s, occ) | bishop_att(s, occ)) & ~own
+            c = popcount(d)
+            if idx < c:
+                for _ in range(idx):
+                    d &= d - U64(1)
+                return True, s, lsb(d), 0
+            idx -= c
+    return False, 0, 0, 0
+
+
+@njit(cache=True)
+def decode_fast(start, stems, index, has, score, result, dest, o_board):
+    """:func:`decode` for the stream: the packed boards only (moves kept whole never continue a
+    chain, so they are not needed), the same other arguments, but the boards go to
+    ``o_board[dest[r]]`` ((m, 4) uint64: a (m, 32) uint8 array viewed as words), and rows with
+    ``dest[r] < 0`` are played but not written (the split and filters dropped them). Returns
+    (−1, 0) or (row, why) as :func:`decode`."""
+    n = start.shape[0]
+    bb = np.zeros(16, np.uint64)
+    pc = np.full(64, -1, np.int8)
+    st = np.zeros(4, np.int64)
+    k = 0
+    have = False
+    pf = 0
+    pt = 0
+    pp = 0
+    occ = U64(0)
+    lo = U64(0)
+    hi = U64(0)
+    for r in range(n):
+        if start[r]:
+            if k >= stems.shape[0] or not load(stems, k, bb, pc, st):
+                return r, BAD_STEM
+            occ = U64(0)
+            lo = U64(0)
+            hi = U64(0)
+            for i in range(8):
+                occ |= U64(stems[k, i]) << U64(8 * i)
+                lo |= U64(stems[k, 8 + i]) << U64(8 * i)
+                hi |= U64(stems[k, 16 + i]) << U64(8 * i)
+            k += 1
+            d = dest[r]
+            if d >= 0:
+                tail = U64(0)
+                for i in range(8):
+                    tail |= U64(stems[k - 1, 24 + i]) << U64(8 * i)
+                o_board[d, 0] = occ
+                o_board[d, 1] = lo
+                o_board[d, 2] = hi
+                o_board[d, 3] = tail
+        else:
+            if not have:
+                return r, NO_MOVE_ABOVE
+            occ, lo, hi = _play(bb, pc, st, occ, lo, hi, pf, pt, pp)
+            us = st[0]
+            sc = np.int64(score[r]) if us == 0 else -np.int64(score[r])
+            wdl = (np.int64(result[r]) if us == 0 else -np.int64(result[r])) + 1
+            if sc < -32768 or sc > 32767 or wdl < 0 or wdl > 2:
+                return r, BAD_FIELDS
+            d = dest[r]
+            if d >= 0:
+                ep = st[1]
+                tail = U64((128 if us == 1 else 0) | (64 if ep < 0 else ep))
+                tail |= U64(min(max(st[2], 0), 255)) << U64(8)
+                tail |= U64(min(max(st[3], 0), 65535)) << U64(16)
+                tail |= U64(sc & 0xFFFF) << U64(32)
+                tail |= U64(wdl) << U64(48)
+                o_board[d, 0] = occ
+                o_board[d, 1] = lo
+                o_board[d, 2] = hi
+                o_board[d, 3] = tail
+        have = False
+        if has[r]:
+            ok, pf, pt, pp = _index_fast(bb, pc, st[0], st[1], np.int64(index[r]))
+            if not ok:
+                return r, BAD_INDEX
+            have = True
+    return -1, 0

@@ -428,3 +428,18 @@ def test_nnue_pytorch_reads_our_binpack(tmp_path):
     assert Counter(theirs) == Counter(ours)
     assert len({x[3] for x in theirs}) > 500  # the scores are real, not a constant
     np.testing.assert_array_equal(sorted(x[2] for x in theirs), sorted(1.0 - (b[24] >> 7) for b in t["board"]))
+
+
+@pytest.mark.parametrize("name", [f"{CUT}.plain", f"{XFEN960}.plain", f"{XFEN960}.pgn"])
+def test_the_streams_decoder_equals_the_reference(name, tmp_path):
+    """The stream's decoder (boards kept as words and updated move by move, castling rights
+    patched, only the rows asked for written) gives the boards of the reference decoder, also for
+    Chess960 castling; on every row and on a random subset."""
+    ds = tmp_path / "ds"
+    pack([selfplay(name)], ds, progress=False)
+    pf = parts.open_part(next(ds.glob("part-*.parquet")))
+    ref = parts._boards(parts.read_group(pf, 0, ["board", "best_move"]).column("board"))
+    g = parts.Group(pf, 0, ["score"], with_board=True)
+    assert np.array_equal(g.boards(), ref)
+    rows = np.sort(np.random.default_rng(5).choice(len(ref), len(ref) // 3, replace=False))
+    assert np.array_equal(g.boards(rows), ref[rows])
