@@ -133,40 +133,33 @@ def _boards(col) -> np.ndarray:
 def encode(table: pa.Table, group: int) -> pa.Table:
     """Flat rows (SCHEMA's columns, annotation columns after them) as a chained table: rows in
     the same order, a chain start at least every ``group`` rows (write it in row groups of
-    ``group``). Raises ValueError for a table that is not flat rows."""
+    ``group``). The columns are made in one compiled pass (:func:`nnue.pipeline.compiled.chain.encode`)."""
     from .compiled import chain
 
     n = table.num_rows
     boards = _boards(table.column("board"))
-    best = _int64(table.column("best_move"))
-    score = table.column("score").to_numpy().astype(np.int64)
-    result = table.column("result").to_numpy().astype(np.int64)
-    start = np.zeros(n, np.bool_)
-    index = np.zeros(n, np.int64)
-    raw = np.zeros(n, np.bool_)
-    chain.encode(boards, best, score, result, group, start, index, raw)
-    above = np.empty(n, np.int64)  # the score of the row above in the chain (0 at a start)
-    above[0] = 0
-    above[1:] = score[:-1]
-    above[start] = 0
-    d = score + above
-    ply = table.column("ply").to_numpy().astype(np.int64)
-    pcount = table.column("piece_count").to_numpy().astype(np.int64)
-    cap = _bools(table.column("best_move_is_capture").combine_chunks()).astype(np.int64)
-    ply_keep = start.copy()
-    ply_keep[1:] |= ply[1:] != ply[:-1] + 1
-    pc_keep = start.copy()
-    pc_keep[1:] |= pcount[1:] != pcount[:-1] - cap[:-1]
+    bm = table.column("best_move").combine_chunks()
+    best = _values(bm, np.uint16) if bm.buffers()[1] is not None else np.zeros(n, np.uint16)
+    best_valid = _valid(bm)
+    cap = _bools(table.column("best_move_is_capture").combine_chunks())
+    start, move_valid, raw_valid, ply_keep, pc_keep = (np.empty(n, np.bool_) for _ in range(5))
+    move = np.empty(n, np.uint16)
+    delta = np.empty(n, np.uint32)
+    ply = _values(table.column("ply").combine_chunks(), np.uint16)
+    pcount = _values(table.column("piece_count").combine_chunks(), np.uint8)
+    chain.encode(boards, best, best_valid, _values(table.column("score").combine_chunks(), np.int16),
+                 _values(table.column("result").combine_chunks(), np.int8), ply, pcount, cap, group,
+                 start, move, move_valid, raw_valid, delta, ply_keep, pc_keep)
     stem_buf = np.zeros((n, 32), np.uint8)
     stem_buf[start] = boards[start]
     cols = {
         "stem": pa.FixedSizeBinaryArray.from_buffers(pa.binary(32), n, [_mask_buffer(start), pa.py_buffer(stem_buf)]),
-        "move": pa.array(np.where(index >= 0, index, 0).astype(np.uint16), pa.uint16(), mask=index < 0),
-        "move_raw": pa.array(np.where(raw, best, 0).astype(np.uint16), pa.uint16(), mask=~raw),
-        "score_delta": pa.array(np.where(d >= 0, 2 * d, -2 * d - 1).astype(np.uint32), pa.uint32()),
+        "move": _nullable(move, move_valid, pa.uint16()),
+        "move_raw": _nullable(best, raw_valid, pa.uint16()),
+        "score_delta": pa.Array.from_buffers(pa.uint32(), n, [None, pa.py_buffer(delta)]),
         "result": table.column("result"),
-        "ply_reset": pa.array(ply.astype(np.uint16), pa.uint16(), mask=~ply_keep),
-        "piece_count_reset": pa.array(pcount.astype(np.uint8), pa.uint8(), mask=~pc_keep),
+        "ply_reset": _nullable(ply, ply_keep, pa.uint16()),
+        "piece_count_reset": _nullable(pcount, pc_keep, pa.uint8()),
     }
     for c in ("in_check", "best_move_is_capture", "game_id", "source", "flags"):
         cols[c] = table.column(c)
@@ -175,6 +168,12 @@ def encode(table: pa.Table, group: int) -> pa.Table:
     for f in extra:
         cols[f.name] = table.column(f.name)
     return pa.table([cols[name] for name in schema.names], schema=schema)
+
+
+def _nullable(values: np.ndarray, valid: np.ndarray, type_: pa.DataType) -> pa.Array:
+    """A nullable Arrow array of ``values`` (whatever sits under the nulls) where ``valid``."""
+    return pa.Array.from_buffers(type_, len(values), [_mask_buffer(valid), pa.py_buffer(np.ascontiguousarray(values))],
+                                 null_count=int(len(valid) - np.count_nonzero(valid)))
 
 
 def _mask_buffer(valid: np.ndarray) -> pa.Buffer:

@@ -176,64 +176,71 @@ def _advance(bb, pc, st, frm, to, promo):
 
 
 @njit(cache=True)
-def encode(boards, best, score, result, group, o_start, o_index, o_raw):
-    """Chain a run of rows. boards (n, 32) uint8 packed boards; best (n,) int64 packed move or
-    −1 for none; score, result (n,) int64 stm POV (score 0 where there is none, as the board's eval
-    holds it); group: a row whose position in the run is a multiple of it starts a chain (row
-    groups hold whole chains). Writes o_start (n,) bool (a chain starts here: its board is
-    stored), o_index (n,) int64 the move's index (−1: no move, or kept whole), o_raw (n,) bool the
-    move is kept whole. Returns the number of chain starts."""
+def encode(boards, best, has_best, score, result, ply, pcount, capture, group, o_start, o_move, o_has_move,
+           o_raw, o_delta, o_ply_keep, o_pc_keep):
+    """Chain a run of flat rows into the chained layout's columns (:mod:`nnue.pipeline.parts`).
+    boards (n, 32) uint8 packed boards (C-contiguous); best (n,) uint16 packed moves where
+    has_best; score (n,) int16, result (n,) int8 stm POV (score 0 where there is none, as the
+    board's eval holds it); ply (n,) uint16, pcount (n,) uint8, capture (n,) bool (null as
+    False); group: a row whose position in the run is a multiple of it starts a chain (row groups
+    hold whole chains). Writes o_start (a chain starts here: its board is stored), o_move /
+    o_has_move (the move's index), o_raw (the move is kept whole: ``move_raw``), o_delta (uint32
+    zigzag of the score at a start, of score + score above after), o_ply_keep / o_pc_keep (the
+    ply / piece count does not follow from the row above). Returns the number of chain starts.
+    The position after a move is made by the stream's own step (:func:`_play`, the board kept as
+    words) and compared with the row's board word by word, so what is chained is what the
+    decoders rebuild."""
     n = boards.shape[0]
+    words = boards.view(np.uint64)
     bb = np.zeros(16, np.uint64)
     pc = np.full(64, -1, np.int8)
     st = np.zeros(4, np.int64)
-    bb2 = np.zeros(16, np.uint64)
-    pc2 = np.full(64, -1, np.int8)
-    st2 = np.zeros(4, np.int64)
-    row = np.zeros((1, 32), np.uint8)
     ok = False  # the state holds row r - 1's position
     starts = 0
     pf = 0
     pt = 0
     pp = 0
+    occ = U64(0)
+    lo = U64(0)
+    hi = U64(0)
     have = False  # row r - 1's move, found in the list
     for r in range(n):
         cont = False
         if ok and have and r % group != 0:
-            bb2[:] = bb
-            pc2[:] = pc
-            st2[:] = st
-            _advance(bb2, pc2, st2, pf, pt, pp)
-            us = st2[0]
-            sc = score[r] if us == 0 else -score[r]
-            wdl = (result[r] if us == 0 else -result[r]) + 1
-            if -32768 <= sc <= 32767 and 0 <= wdl <= 2:
-                write_board(row, 0, bb2, pc2, us, st2[1], st2[2], st2[3], sc, wdl)
-                cont = True
-                for i in range(32):
-                    if row[0, i] != boards[r, i]:
-                        cont = False
-                        break
-        if cont:
-            bb[:] = bb2
-            pc[:] = pc2
-            st[:] = st2
-        else:
+            occ, lo, hi = _play(bb, pc, st, occ, lo, hi, pf, pt, pp)
+            us = st[0]
+            sc = np.int64(score[r]) if us == 0 else -np.int64(score[r])
+            wdl = (np.int64(result[r]) if us == 0 else -np.int64(result[r])) + 1
+            if -32768 <= sc <= 32767 and 0 <= wdl <= 2 and occ == words[r, 0] and lo == words[r, 1] \
+                    and hi == words[r, 2]:
+                cont = words[r, 3] == _tail(st, us, sc, wdl)
+        if not cont:
             starts += 1
             ok = load(boards, r, bb, pc, st)
+            occ = words[r, 0]
+            lo = words[r, 1]
+            hi = words[r, 2]
         o_start[r] = not cont
-        o_index[r] = NO_MOVE
+        s = np.int64(score[r])
+        d = s if not cont else s + np.int64(score[r - 1])
+        o_delta[r] = 2 * d if d >= 0 else -2 * d - 1
+        o_ply_keep[r] = not cont or np.int64(ply[r]) != np.int64(ply[r - 1]) + 1
+        o_pc_keep[r] = not cont or np.int64(pcount[r]) != np.int64(pcount[r - 1]) - (1 if capture[r - 1] else 0)
+        o_move[r] = 0
+        o_has_move[r] = False
         o_raw[r] = False
         have = False
-        if best[r] >= 0:
+        if has_best[r]:
             o_raw[r] = True
+            b = np.int64(best[r])
             if ok:
-                f, t, p = _unpack_move(best[r])
-                idx = move_index(bb, pc, st[0], st[1], f, t, p)
+                f, t, p = _unpack_move(b)
+                idx = _move_index_fast(bb, pc, st[0], st[1], f, t, p)
                 if idx >= 0:
                     code, _cap = move_code(bb, pc, st[0], st[1], f, t, p)
-                    if code == best[r]:
-                        o_index[r] = idx
+                    if code == b:
+                        o_move[r] = idx
+                        o_has_move[r] = True
                         o_raw[r] = False
                         have = True
                         pf, pt, pp = f, t, p
@@ -487,23 +494,9 @@ def _play(bb, pc, st, occ, lo, hi, frm, to, promo):
 
 
 @njit(cache=True, inline="always")
-def _index_fast(bb, pc, us, ep, idx):
-    """:func:`index_move`, with the pawns' entries counted for all pawns at once and a loop per
-    piece type (no branch on the type per piece). Magic-multiplication slider attacks were tried
-    here and saved 3 % of the decoder's time: not kept."""
-    own = bb[OCC + us]
-    enemy = bb[OCC + 1 - us]
-    occ = own | enemy
-    ksq = lsb(bb[8 * us + KING])
-    kd = (KING_ATT[ksq] & ~own) | (bb[CASTLE] & own & RANK_MASK[us])
-    nk = popcount(kd)
-    if idx < nk:
-        for _ in range(idx):
-            kd &= kd - U64(1)
-        return True, ksq, lsb(kd), 0
-    idx -= nk
-    empty = ~occ
-    pawns = bb[8 * us + PAWN]
+def _pawn_total(us, ep, pawns, own, enemy):
+    """Entries of the pawns ``pawns`` of side us in the list, counted for all of them at once."""
+    empty = ~(own | enemy)
     targets = enemy
     if ep >= 0:
         targets |= SQ[ep]
@@ -519,8 +512,39 @@ def _index_fast(bb, pc, us, ep, idx):
         cw = ((pawns & ~FILE_A) >> U64(9)) & targets
         ce = ((pawns & ~FILE_H) >> U64(7)) & targets
         last = RANK_1
-    n = popcount(p1) + popcount(p2) + popcount(cw) + popcount(ce) + \
+    return popcount(p1) + popcount(p2) + popcount(cw) + popcount(ce) + \
         3 * (popcount(p1 & last) + popcount(cw & last) + popcount(ce & last))
+
+
+@njit(cache=True, inline="always")
+def _slider_dests(t, s, occ, own):
+    if t == 1:
+        return KNIGHT_ATT[s] & ~own
+    if t == 2:
+        return bishop_att(s, occ) & ~own
+    if t == 3:
+        return rook_att(s, occ) & ~own
+    return (rook_att(s, occ) | bishop_att(s, occ)) & ~own
+
+
+@njit(cache=True, inline="always")
+def _index_fast(bb, pc, us, ep, idx):
+    """:func:`index_move`, with the pawns' entries counted for all pawns at once and a loop per
+    piece type. (Magic-multiplication slider attacks were tried here and saved 3 % of the
+    decoder's time: not kept.)"""
+    own = bb[OCC + us]
+    enemy = bb[OCC + 1 - us]
+    occ = own | enemy
+    ksq = lsb(bb[8 * us + KING])
+    kd = (KING_ATT[ksq] & ~own) | (bb[CASTLE] & own & RANK_MASK[us])
+    nk = popcount(kd)
+    if idx < nk:
+        for _ in range(idx):
+            kd &= kd - U64(1)
+        return True, ksq, lsb(kd), 0
+    idx -= nk
+    pawns = bb[8 * us + PAWN]
+    n = _pawn_total(us, ep, pawns, own, enemy)
     if idx < n:
         m = pawns
         while m:
@@ -540,14 +564,7 @@ def _index_fast(bb, pc, us, ep, idx):
         while m:
             s = lsb(m)
             m &= m - U64(1)
-            if t == 1:
-                d = KNIGHT_ATT[s] & ~own
-            elif t == 2:
-                d = bishop_att(s, occ) & ~own
-            elif t == 3:
-                d = rook_att(s, occ) & ~own
-            else:
-                d = (rook_att(s, occ) | bishop_att(s, occ)) & ~own
+            d = _slider_dests(t, s, occ, own)
             c = popcount(d)
             if idx < c:
                 for _ in range(idx):
@@ -555,6 +572,56 @@ def _index_fast(bb, pc, us, ep, idx):
                 return True, s, lsb(d), 0
             idx -= c
     return False, 0, 0, 0
+
+
+@njit(cache=True, inline="always")
+def _move_index_fast(bb, pc, us, ep, frm, to, promo):
+    """:func:`move_index`, counted as :func:`_index_fast` decodes (the pawns at once)."""
+    if frm < 0 or frm > 63 or to < 0 or to > 63 or pc[frm] < 0 or (pc[frm] >> 3) != us:
+        return NO_MOVE
+    own = bb[OCC + us]
+    enemy = bb[OCC + 1 - us]
+    occ = own | enemy
+    mt = pc[frm] & 7
+    k = 1
+    if mt == KING:
+        base = 0
+        d = (KING_ATT[frm] & ~own) | (bb[CASTLE] & own & RANK_MASK[us])
+    else:
+        base = popcount((KING_ATT[lsb(bb[8 * us + KING])] & ~own) | (bb[CASTLE] & own & RANK_MASK[us]))
+        pawns = bb[8 * us + PAWN]
+        if mt == PAWN:
+            base += _pawn_total(us, ep, pawns & (SQ[frm] - U64(1)), own, enemy)
+            d, k = _pawn_dests(us, ep, frm, own, enemy)
+        else:
+            base += _pawn_total(us, ep, pawns, own, enemy)
+            for t in range(1, mt + 1):
+                m = bb[8 * us + t]
+                if t == mt:
+                    m &= SQ[frm] - U64(1)
+                while m:
+                    s = lsb(m)
+                    m &= m - U64(1)
+                    base += popcount(_slider_dests(t, s, occ, own))
+            d = _slider_dests(mt, frm, occ, own)
+    if not d & SQ[to]:
+        return NO_MOVE
+    if (k == 4) != (promo != 0):
+        return NO_MOVE
+    return base + popcount(d & (SQ[to] - U64(1))) * k + (promo - 1 if k == 4 else 0)
+
+
+@njit(cache=True, inline="always")
+def _tail(st, us, sc, wdl):
+    """The packed board's last word: stm/ep, halfmove clock, fullmove number, eval, wdl (as
+    :func:`.chesscore.write_board` writes them)."""
+    ep = st[1]
+    tail = U64((128 if us == 1 else 0) | (64 if ep < 0 else ep))
+    tail |= U64(min(max(st[2], 0), 255)) << U64(8)
+    tail |= U64(min(max(st[3], 0), 65535)) << U64(16)
+    tail |= U64(sc & 0xFFFF) << U64(32)
+    tail |= U64(wdl) << U64(48)
+    return tail
 
 
 @njit(cache=True)
@@ -608,16 +675,10 @@ def decode_fast(start, stems, index, has, score, result, dest, o_board):
                 return r, BAD_FIELDS
             d = dest[r]
             if d >= 0:
-                ep = st[1]
-                tail = U64((128 if us == 1 else 0) | (64 if ep < 0 else ep))
-                tail |= U64(min(max(st[2], 0), 255)) << U64(8)
-                tail |= U64(min(max(st[3], 0), 65535)) << U64(16)
-                tail |= U64(sc & 0xFFFF) << U64(32)
-                tail |= U64(wdl) << U64(48)
                 o_board[d, 0] = occ
                 o_board[d, 1] = lo
                 o_board[d, 2] = hi
-                o_board[d, 3] = tail
+                o_board[d, 3] = _tail(st, us, sc, wdl)
         have = False
         if has[r]:
             ok, pf, pt, pp = _index_fast(bb, pc, st[0], st[1], np.int64(index[r]))
