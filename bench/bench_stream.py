@@ -14,6 +14,11 @@ Each rate is the median over runs per second of wall time (``pos_per_s``) and pe
 process's CPU time (``pos_per_cpu_s``, the per-core figure that other load on a shared machine
 disturbs least), plus the best run's CPU-time rate (``best_pos_per_cpu_s``).
 
+Layouts (``--layouts``, default ``chained,flat``): the dump is packed in each part layout
+(:mod:`nnue.pipeline.parts`) and the stream and end-to-end runs alternate between them run by run,
+reported per layout (``stream_by_layout``, ``end_to_end_cpu_by_layout``, ``chained_vs_flat``: CPU
+time ratios); the top-level figures are the first layout's.
+
 Data: ``../shared/data/selfplay/sf15-n2000-s11.plain`` (224,965 positions) packed into a
 temporary dataset, or ``--dataset DIR``. Run as ``nnue bench stream [--json]`` or as a script;
 prints one JSON object (``--out FILE`` also writes it).
