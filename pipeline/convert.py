@@ -121,6 +121,17 @@ def _compiled_chunk(table, entry: dict, spec) -> tuple[bytes | memoryview, int]:
     return b"".join(pieces), nfb
 
 
+def _bar(dataset: Path, to: str):
+    """A tqdm bar of the dataset's positions on stderr (none when stderr is not a terminal)."""
+    import sys
+
+    from tqdm import tqdm
+
+    total = sum(e["packed"] for e in mf.load(dataset)["files"].values())
+    return tqdm(total=total, unit=" pos", unit_scale=True, file=sys.stderr, desc=f"convert to {to}",
+                dynamic_ncols=True, disable=None)
+
+
 def convert(dataset: str | Path, to: str, out: str | Path, progress: bool = False, fast: bool = True) -> dict:
     """Write every row of ``dataset`` to ``out`` in format ``to``, in dataset order.
 
@@ -144,15 +155,7 @@ def convert(dataset: str | Path, to: str, out: str | Path, progress: bool = Fals
     dataset = Path(dataset)
     out = Path(out)
     out.parent.mkdir(parents=True, exist_ok=True)
-    bar = None
-    if progress:
-        import sys
-
-        from tqdm import tqdm
-
-        total = sum(e["packed"] for e in mf.load(dataset)["files"].values())
-        bar = tqdm(total=total, unit=" pos", unit_scale=True, file=sys.stderr, desc=f"convert to {to}",
-                   dynamic_ncols=True, disable=None)
+    bar = _bar(dataset, to) if progress else None
     n = unknown = slow = 0
     try:
         with atomic_writer(out) as f:
@@ -183,15 +186,7 @@ def _convert_chained(dataset: Path, spec, out: Path, progress: bool) -> dict:
     binpack, viriformat). Returns {"rows" (written), "format", "path", "chains", "not_written":
     {reason: rows}, "notes": {what: rows}, "ply_unknown"}."""
     out.parent.mkdir(parents=True, exist_ok=True)
-    bar = None
-    if progress:
-        import sys
-
-        from tqdm import tqdm
-
-        total = sum(e["packed"] for e in mf.load(dataset)["files"].values())
-        bar = tqdm(total=total, unit=" pos", unit_scale=True, file=sys.stderr, desc=f"convert to {spec.name}",
-                   dynamic_ncols=True, disable=None)
+    bar = _bar(dataset, spec.name) if progress else None
     w = spec.write_stream()
     unknown = 0
     try:

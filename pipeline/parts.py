@@ -255,12 +255,13 @@ def _decode(pf, rg: int, t: pa.Table, want: Sequence[str]) -> dict[str, np.ndarr
         boards = np.empty((n, 32), np.uint8)
         if "best_move" in want:
             raw = t.column("move_raw").combine_chunks()
+            raw_values, raw_valid = _values(raw, np.uint16), _valid(raw)
             best = np.empty(n, np.int64)
-            bad, why = chain.decode(start, stems, index, has, _values(raw, np.uint16), _valid(raw), score, result,
-                                    boards, best)
             out["best_move"] = best
         else:
-            bad, why = chain.decode_fast(start, stems, index, has, score, result, np.arange(n), boards.view(np.uint64))
+            raw_values, raw_valid, best = index, has, np.zeros(0, np.int64)
+        bad, why = chain.decode(start, stems, index, has, raw_values, raw_valid, score, result, np.arange(n),
+                                boards.view(np.uint64), best)
         if bad >= 0:
             raise ChainError(f"{_where(pf, rg, bad)}: {chain.WHY[why]}")
         out["board"] = boards
@@ -353,8 +354,9 @@ class Group:
         if rows is not None:
             dest[rows] = np.arange(len(rows))
         out = np.empty((self.n if rows is None else len(rows), 32), np.uint8)
-        bad, why = chain.decode_fast(start, stems, _values(mv, np.uint16), _valid(mv), score,
-                                     t.column("result").to_numpy(), dest, out.view(np.uint64))
+        index, has = _values(mv, np.uint16), _valid(mv)
+        bad, why = chain.decode(start, stems, index, has, index, has, score, t.column("result").to_numpy(), dest,
+                                out.view(np.uint64), np.zeros(0, np.int64))
         if bad >= 0:
             raise ChainError(f"{_where(self.pf, self.rg, bad)}: {chain.WHY[why]}")
         return out

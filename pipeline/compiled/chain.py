@@ -1,6 +1,6 @@
 """Compiled move chains: encode a run of packed boards as chain starts and move indices, and decode them back.
 
-The chained dataset layout (:mod:`nnue.pipeline.chained`) stores a position that follows the row
+The chained dataset layout (:mod:`nnue.pipeline.parts`) stores a position that follows the row
 before it by that row's move as nothing but the move's index (below) and its own score and
 result; the first row of a chain stores its whole 32-byte packed board. Both directions carry the
 same board state (:mod:`.chesscore`: ``bb``, ``pc``, ``st``), so what the decoder rebuilds is what
@@ -10,15 +10,16 @@ the encoder compared:
   :mod:`nnue.pipeline.board`): pieces and castling rooks, side to move, the en-passant square
   (which a packed board holds only when an en-passant capture is legal), halfmove clock,
   fullmove number;
-* a row that continues plays the row before's move on that state (:func:`.chesscore.push`, which
-  also plays Chess960's king-takes-rook castling), keeps the en-passant square only when a capture
-  onto it is legal (:func:`.chesscore.legal_ep`, as the packer does) and writes the packed board
-  with its eval (white POV) and wdl taken from its own score and result (stm POV), as the packer
-  writes every board (:func:`.chesscore.write_board`; counters clamped to u8/u16 there).
+* a row that continues plays the row before's move on that state (:func:`_play`: what
+  :func:`.chesscore.push` does, Chess960's king-takes-rook castling too, with the packed board kept
+  as four 64-bit words and updated move by move), keeps the en-passant square only when a capture
+  onto it is legal (:func:`.chesscore.legal_ep`, as the packer does), and takes the board's eval
+  (white POV) and wdl from its own score and result (stm POV), as the packer writes every board
+  (:func:`.chesscore.write_board`; counters clamped to u8/u16 there).
 
-The encoder makes a row a continuation only when that rebuilt board equals the row's packed board
-in all 32 bytes and the move's index gives back the row before's packed move exactly; otherwise it
-is a chain start. Nothing is lost whatever the rows are (shuffled dumps, EPD: every row a start).
+The encoder (:func:`encode`) makes a row a continuation only when that rebuilt board equals the
+row's packed board in all 32 bytes and the move's index gives back the row before's packed move
+exactly; otherwise it is a chain start; :func:`decode` rebuilds the rows with the same functions. Nothing is lost whatever the rows are (shuffled dumps, EPD: every row a start).
 
 **Move index** of a move in a position: the mover's pieces are taken by type (king, pawns,
 knights, bishops, rooks, queens: :data:`ORDER`) and within a type in ascending square order, each
@@ -30,7 +31,9 @@ own pieces); the index is the move's place in that list. Like binpack's movetext
 then a destination index) it needs no legality test, only each piece's attacks; unlike it the
 index is one number per row in a byte-aligned column that zstd compresses (``uint16``; a few
 hundred entries at most). A packed move whose index gives back a different packed move (or none)
-is kept whole instead (``raw``).
+is kept whole instead (``raw``). :func:`move_index` / :func:`index_move` define the list (the
+reference); the hot paths use :func:`_move_index_fast` / :func:`_index_fast`, which count the
+pawns' entries for all pawns at once (tested equal).
 """
 from __future__ import annotations
 
@@ -247,60 +250,6 @@ def encode(boards, best, has_best, score, result, ply, pcount, capture, group, o
     return starts
 
 
-@njit(cache=True, inline="always")
-def _continue(bb, pc, st, pf, pt, pp, score, result, o_board, r):
-    """Play the move above and write row r's board; False when its score or result is out of
-    range for a packed board."""
-    _advance(bb, pc, st, pf, pt, pp)
-    us = st[0]
-    sc = np.int64(score[r]) if us == 0 else -np.int64(score[r])
-    wdl = (np.int64(result[r]) if us == 0 else -np.int64(result[r])) + 1
-    if sc < -32768 or sc > 32767 or wdl < 0 or wdl > 2:
-        return False
-    write_board(o_board, r, bb, pc, us, st[1], st[2], st[3], sc, wdl)
-    return True
-
-
-@njit(cache=True)
-def decode(start, stems, index, has, raw, has_raw, score, result, o_board, o_best):
-    """Rebuild the packed boards and moves of one row group of chained rows. start (n,) bool:
-    the row's board is ``stems[k]``, k its rank among the starts (stems (starts, 32) uint8);
-    index (n,) uint16 the move's index where ``has``; raw (n,) uint16 a packed move kept whole
-    where ``has_raw``; score (n,) int16, result (n,) int8 stm POV. Writes o_board (n, 32) uint8
-    and o_best (n,) int64 (−1: no move). Returns (−1, 0), or (the first row that does not
-    decode, why: :data:`WHY` index); the rows from there on are not written."""
-    n = start.shape[0]
-    bb = np.zeros(16, np.uint64)
-    pc = np.full(64, -1, np.int8)
-    st = np.zeros(4, np.int64)
-    k = 0
-    have = False
-    pf = 0
-    pt = 0
-    pp = 0
-    for r in range(n):
-        if start[r]:
-            if k >= stems.shape[0] or not load(stems, k, bb, pc, st):
-                return r, BAD_STEM
-            for i in range(32):
-                o_board[r, i] = stems[k, i]
-            k += 1
-        elif not have:
-            return r, NO_MOVE_ABOVE
-        elif not _continue(bb, pc, st, pf, pt, pp, score, result, o_board, r):
-            return r, BAD_FIELDS
-        have = False
-        o_best[r] = np.int64(raw[r]) if has_raw[r] else -1
-        if has[r]:
-            ok, pf, pt, pp = index_move(bb, pc, st[0], st[1], np.int64(index[r]))
-            if not ok:
-                return r, BAD_INDEX
-            code, _cap = move_code(bb, pc, st[0], st[1], pf, pt, pp)
-            o_best[r] = code
-            have = True
-    return -1, 0
-
-
 BAD_STEM, NO_MOVE_ABOVE, BAD_FIELDS, BAD_INDEX = 1, 2, 3, 4
 WHY = {BAD_STEM: "the chain's first board does not decode",
        NO_MOVE_ABOVE: "the row continues a chain, but the row above has no move (or one kept whole)",
@@ -355,11 +304,11 @@ def fill_piece_count(keep, values, capture):
 
 
 # ============================================================================ the stream's decoder
-# the boards alone (what the stream reads), decoded fast (bench/results/chained_cpu.json): the packed board
+# decoding (bench/results/chained_cpu.json): the packed board
 # is kept as four words (occupancy, the two words of nibbles, the tail) and updated by each move
 # (a nibble removed or inserted where its square ranks among the occupied ones) instead of being
 # rebuilt, the move is played with the state in place, and the pawns' share of the move list is
-# counted for all pawns at once. Same state, same boards (tested against decode).
+# counted for all pawns at once. The encoder steps with the same functions.
 FILE_A = U64(0x0101010101010101)
 FILE_H = U64(0x8080808080808080)
 RANK_3 = U64(0x0000000000FF0000)
@@ -625,13 +574,18 @@ def _tail(st, us, sc, wdl):
 
 
 @njit(cache=True)
-def decode_fast(start, stems, index, has, score, result, dest, o_board):
-    """:func:`decode` for the stream: the packed boards only (moves kept whole never continue a
-    chain, so they are not needed), the same other arguments, but the boards go to
-    ``o_board[dest[r]]`` ((m, 4) uint64: a (m, 32) uint8 array viewed as words), and rows with
-    ``dest[r] < 0`` are played but not written (the split and filters dropped them). Returns
-    (−1, 0) or (row, why) as :func:`decode`."""
+def decode(start, stems, index, has, raw, has_raw, score, result, dest, o_board, o_best):
+    """Rebuild the packed boards (and moves) of one row group of chained rows. start (n,) bool:
+    the row's board is ``stems[k]``, k its rank among the starts (stems (starts, 32) uint8);
+    index (n,) uint16 the move's index where ``has``; raw (n,) uint16 a packed move kept whole
+    where ``has_raw``; score (n,) int16, result (n,) int8 stm POV. Writes the board of row r to
+    ``o_board[dest[r]]`` ((m, 4) uint64: an (m, 32) uint8 array viewed as words), not at all
+    where ``dest[r] < 0`` (the row is still played: the stream's split and filters dropped it);
+    o_best: (n,) int64 packed moves (−1: none), or a zero-length array for none (the stream: moves
+    kept whole never continue a chain). Returns (−1, 0), or (the first row that does not decode,
+    why: :data:`WHY` index); the rows from there on are not written."""
     n = start.shape[0]
+    best = o_best.shape[0] > 0
     bb = np.zeros(16, np.uint64)
     pc = np.full(64, -1, np.int8)
     st = np.zeros(4, np.int64)
@@ -650,20 +604,13 @@ def decode_fast(start, stems, index, has, score, result, dest, o_board):
             occ = U64(0)
             lo = U64(0)
             hi = U64(0)
+            tail = U64(0)
             for i in range(8):
                 occ |= U64(stems[k, i]) << U64(8 * i)
                 lo |= U64(stems[k, 8 + i]) << U64(8 * i)
                 hi |= U64(stems[k, 16 + i]) << U64(8 * i)
+                tail |= U64(stems[k, 24 + i]) << U64(8 * i)
             k += 1
-            d = dest[r]
-            if d >= 0:
-                tail = U64(0)
-                for i in range(8):
-                    tail |= U64(stems[k - 1, 24 + i]) << U64(8 * i)
-                o_board[d, 0] = occ
-                o_board[d, 1] = lo
-                o_board[d, 2] = hi
-                o_board[d, 3] = tail
         else:
             if not have:
                 return r, NO_MOVE_ABOVE
@@ -673,16 +620,22 @@ def decode_fast(start, stems, index, has, score, result, dest, o_board):
             wdl = (np.int64(result[r]) if us == 0 else -np.int64(result[r])) + 1
             if sc < -32768 or sc > 32767 or wdl < 0 or wdl > 2:
                 return r, BAD_FIELDS
-            d = dest[r]
-            if d >= 0:
-                o_board[d, 0] = occ
-                o_board[d, 1] = lo
-                o_board[d, 2] = hi
-                o_board[d, 3] = _tail(st, us, sc, wdl)
+            tail = _tail(st, us, sc, wdl)
+        d = dest[r]
+        if d >= 0:
+            o_board[d, 0] = occ
+            o_board[d, 1] = lo
+            o_board[d, 2] = hi
+            o_board[d, 3] = tail
         have = False
+        if best:
+            o_best[r] = np.int64(raw[r]) if has_raw[r] else -1
         if has[r]:
             ok, pf, pt, pp = _index_fast(bb, pc, st[0], st[1], np.int64(index[r]))
             if not ok:
                 return r, BAD_INDEX
+            if best:
+                code, _cap = move_code(bb, pc, st[0], st[1], pf, pt, pp)
+                o_best[r] = code
             have = True
     return -1, 0

@@ -216,6 +216,15 @@ def _vle(out, bp, v):
             return bp
 
 
+@njit(cache=True, inline="always")
+def _chain_end(cont, r, hi):
+    """The row after the chain that starts at row r (chains end at hi)."""
+    e = r + 1
+    while e < hi and cont[e]:
+        e += 1
+    return e
+
+
 @njit(cache=True)
 def binpack_chains(boards, best, score, result, ply, cont, kind, lo, hi, out, ends):
     """Write the chains of rows lo..hi−1 (a chain starts at lo, and none continues past hi) into
@@ -232,9 +241,7 @@ def binpack_chains(boards, best, score, result, ply, cont, kind, lo, hi, out, en
         if kind[r] != 0:
             r += 1
             continue
-        e = r + 1
-        while e < hi and cont[e]:
-            e += 1
+        e = _chain_end(cont, r, hi)
         load(boards, r, bb, pc, st)
         _stem(out, p, boards, r, bb, pc, st, best, score, result, ply)
         _be16(out, p + 32, e - r - 1)
@@ -286,9 +293,7 @@ def viri_games(boards, best, score, none, result, cont, kind, lo, hi, out, ends)
         if kind[r] != 0:
             r += 1
             continue
-        e = r + 1
-        while e < hi and cont[e]:
-            e += 1
+        e = _chain_end(cont, r, hi)
         us = boards[r, 24] >> 7
         for i in range(28):
             out[p + i] = boards[r, i]

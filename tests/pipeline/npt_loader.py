@@ -103,21 +103,8 @@ def read(lib: Path, binpack: Path, batch: int = 4096) -> tuple[list[str], list[f
             dll.destroy_fen_batch(b)
     finally:
         dll.destroy_fen_batch_stream(s)
-    score, outcome, white = [], [], []
-    s = dll.create_sparse_batch_stream(b"HalfKAv2_hm", 1, 1, names, batch, False, skip, ddp)
-    try:
-        while True:
-            b = dll.fetch_next_sparse_batch(s)
-            if not b:
-                break
-            n = b.contents.size
-            score += [b.contents.score[i] for i in range(n)]
-            outcome += [b.contents.outcome[i] for i in range(n)]
-            white += [b.contents.is_white[i] for i in range(n)]
-            dll.destroy_sparse_batch(b)
-    finally:
-        dll.destroy_sparse_batch_stream(s)
-    return fens, score, outcome, white
+    rows = stream_tuples(lib, binpack, batch)
+    return fens, [r[3] for r in rows], [r[4] for r in rows], [r[2] for r in rows]
 
 
 def _tuples(b) -> list[tuple]:

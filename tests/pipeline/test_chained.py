@@ -443,3 +443,34 @@ def test_the_streams_decoder_equals_the_reference(name, tmp_path):
     assert np.array_equal(g.boards(), ref)
     rows = np.sort(np.random.default_rng(5).choice(len(ref), len(ref) // 3, replace=False))
     assert np.array_equal(g.boards(rows), ref[rows])
+
+
+def test_fast_move_index_equals_the_reference(tmp_path):
+    """The hot paths' move index (pawns counted at once) is the reference list's, both ways, for
+    every legal move of positions of standard and Chess960 games."""
+    import chess
+
+    from nnue.pipeline.board import unpack_fen
+    from nnue.pipeline.compiled import chain
+
+    ds = tmp_path / "ds"
+    pack([selfplay(f"{CUT}.plain"), selfplay(f"{XFEN960}.plain")], ds, progress=False)
+    boards = _rows(ds).column("board").to_pylist()
+    arr = np.frombuffer(b"".join(boards), np.uint8).reshape(-1, 32)
+    bb, pc, st = np.zeros(16, np.uint64), np.full(64, -1, np.int8), np.zeros(4, np.int64)
+    checked = 0
+    for r in range(0, len(boards), 13):
+        assert chain.load(arr, r, bb, pc, st)
+        board = chess.Board(unpack_fen(boards[r]), chess960=True)
+        idxs = set()
+        for m in board.legal_moves:
+            promo = 0 if m.promotion is None else m.promotion - 1
+            ref = chain.move_index(bb, pc, int(st[0]), int(st[1]), m.from_square, m.to_square, promo)
+            assert ref >= 0 and chain._move_index_fast(bb, pc, int(st[0]), int(st[1]), m.from_square, m.to_square,
+                                                       promo) == ref
+            idxs.add(ref)
+        for i in range(max(idxs) + 2):
+            assert tuple(chain._index_fast(bb, pc, int(st[0]), int(st[1]), i)) == \
+                tuple(chain.index_move(bb, pc, int(st[0]), int(st[1]), i))
+        checked += 1
+    assert checked > 1000
