@@ -143,6 +143,44 @@ def test_fixed_epochs_continue_through_the_data(two_sources):
     assert set(_boards(s)) == seen[1]  # deterministic per epoch
 
 
+def test_a_resumed_stream_replays_its_epochs_exactly(two_sources):
+    """A stream built afresh and set to epoch e (what a resume does) yields, batch for batch, what
+    the first stream yielded in its epoch e (one-pass and fixed-length epochs, both layouts)."""
+    a, *_ = two_sources
+    for kw in ({}, {"positions_per_epoch": 1280}):
+        def batches(s):
+            return [(b["boards"].numpy().tobytes(), b["score"].numpy().tobytes(), b["result"].numpy().tobytes())
+                    for b in s]
+
+        first = PackedStream([a], 128, shuffle_buffer=512, seed=4, **kw)
+        epochs = []
+        for e in range(3):
+            first.set_epoch(e)
+            epochs.append(batches(first))
+        resumed = PackedStream([a], 128, shuffle_buffer=512, seed=4, **kw)
+        resumed.set_epoch(2)
+        assert batches(resumed) == epochs[2] and epochs[2] != epochs[1] and len(epochs[2]) >= 5
+
+
+def test_refresh_takes_in_new_parts_between_epochs(tmp_path, layout):
+    """Parts packed into the dataset after the stream was built join it at refresh, in the
+    dataset's own layout; the parts known before keep their units."""
+    from nnue.pipeline.pack import pack
+    from nnue.pipeline.parts import LAYOUT_NAMES, layout as part_layout, open_part
+
+    ds = tmp_path / "ds"
+    pack([SAMPLE], ds, progress=False, layout=layout)
+    s = PackedStream([ds], 256, shuffle_buffer=1024, split="all", filters=NO_FILTERS, drop_last=False)
+    before = sum(len(b["score"]) for b in s)
+    units = list(s.units)
+    pack([selfplay("sf15-960-xfen-s2.plain")], ds, progress=False)
+    assert {LAYOUT_NAMES[part_layout(open_part(p))] for p in ds.glob("part-*.parquet")} == {layout}
+    got = s.refresh()
+    assert got["new_parts"] == 1 and got["new_positions"] == 4586 and s.units[:len(units)] == units
+    s.set_epoch(1)
+    assert sum(len(b["score"]) for b in s) == before + 4586
+
+
 # --- DataModule ---------------------------------------------------------------------------
 
 def test_datamodule_superbatches_and_epoch_reshuffle(sample_dataset):
