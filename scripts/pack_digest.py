@@ -17,8 +17,6 @@ import shutil
 import sys
 from pathlib import Path
 
-
-
 import nnue.pipeline.formats as formats
 from nnue.pipeline import manifest as mf
 from nnue.pipeline.convert import convert
