@@ -58,7 +58,6 @@ LAYOUT_NAMES = {FLAT: "flat", CHAINED: "chained"}
 _NEEDS = {"board": ("move", "score_delta", "result"), "best_move": ("move", "move_raw", "score_delta", "result"),
           "score": ("score_delta",), "ply": ("ply_reset",),
           "piece_count": ("piece_count_reset", "best_move_is_capture")}
-_DIRECT = ("result", "in_check", "best_move_is_capture", "game_id", "source", "flags") + ANNOTATION_COLUMNS
 
 
 class ChainError(ValueError):
@@ -112,16 +111,6 @@ def writer(path: str | Path, schema: pa.Schema = CHAINED_SCHEMA) -> pq.ParquetWr
     # no min/max statistics for board (32 opaque bytes: a fifth of the write time, never used)
     return pq.ParquetWriter(path, schema, compression="zstd", use_dictionary=[c for c in ("source", "flags") if c in names_],
                             write_statistics=[c for c in names_ if c != "board"])
-
-
-def _int64(col: pa.ChunkedArray | pa.Array, none: int = -1) -> np.ndarray:
-    """A nullable integer column as int64 with ``none`` for null."""
-    if isinstance(col, pa.ChunkedArray):
-        col = col.combine_chunks()
-    if col.null_count == 0:
-        return col.to_numpy().astype(np.int64)
-    return pc.fill_null(col, none).to_numpy().astype(np.int64) if none >= 0 else \
-        np.where(col.is_valid().to_numpy(zero_copy_only=False), col.fill_null(0).to_numpy().astype(np.int64), none)
 
 
 def _boards(col) -> np.ndarray:
