@@ -2,8 +2,8 @@
 Python binding drives it, to read a ``.binpack`` the way Stockfish's trainer does (tests only).
 
 Where the library is: the setting ``NNUE_PYTORCH_LOADER`` (its path), else ``$NPA/src/`` (the
-folder ``../shared/anchors/nnue-pytorch/setup.sh`` builds it in), else the cache path
-``~/.cache/nnue-forge/nnue-pytorch/libtraining_data_loader.so``. :func:`find` returns None when
+folder ``../shared/anchors/nnue-pytorch/setup.sh`` builds it in), else ``../npa/src/`` beside the
+repository, else the cache path ``~/.cache/nnue-forge/nnue-pytorch/libtraining_data_loader.so``. :func:`find` returns None when
 none holds it, and the tests skip, saying so.
 """
 from __future__ import annotations
@@ -13,6 +13,7 @@ import os
 from pathlib import Path
 
 NAME = "libtraining_data_loader.so"
+REPO = Path(__file__).resolve().parents[2]
 CACHE = Path.home() / ".cache" / "nnue-forge" / "nnue-pytorch" / NAME
 
 
@@ -22,7 +23,7 @@ def candidates() -> list[Path]:
         out.append(Path(os.environ["NNUE_PYTORCH_LOADER"]))
     if os.environ.get("NPA"):
         out.append(Path(os.environ["NPA"]) / "src" / NAME)
-    out.append(CACHE)
+    out += [REPO.parent / "npa" / "src" / NAME, CACHE]
     return out
 
 
@@ -32,7 +33,7 @@ def find() -> Path | None:
 
 def why_absent() -> str:
     return ("nnue-pytorch's C++ data loader is not built here: set NNUE_PYTORCH_LOADER to its "
-            f"{NAME}, or NPA to the folder ../shared/anchors/nnue-pytorch/setup.sh built it in, or put it at {CACHE}")
+            f"{NAME}, or NPA to the folder ../shared/anchors/nnue-pytorch/setup.sh built it in, or build it in ../npa, or put it at {CACHE}")
 
 
 class _Skip(ctypes.Structure):  # DataloaderSkipConfig, every filter off
