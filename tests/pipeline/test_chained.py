@@ -20,11 +20,12 @@ from tests.pipeline import npt_loader
 from tests.samples import CUT, SAMPLE, XFEN960, public, selfplay
 
 
-def _rows(ds: Path) -> pa.Table:
-    """Every row of a dataset, in dataset order, as logical columns (source dropped)."""
+def _rows(ds: Path, only: Path | None = None) -> pa.Table:
+    """Every row of a dataset (or of its entry for the input ``only``), in dataset order, as
+    logical columns (source dropped)."""
     m = mf.load(ds)
     ts = [parts.read_part(ds / name) for e in sorted(m["files"].values(), key=mf.entry_key) if e["packed"]
-          for name in mf.entry_parts(e)]
+          and (only is None or Path(e["path"]).name == only.name) for name in mf.entry_parts(e)]
     return pa.concat_tables(ts).drop_columns(["source"]) if ts else None
 
 
@@ -147,6 +148,27 @@ def test_pack_appends_take_the_dataset_layout(tmp_path):
     assert {parts.layout(parts.open_part(p)) for p in f.glob("part-*.parquet")} == {parts.FLAT}
     r = _cli("pack", selfplay(f"{CUT}.plain"), "-o", f, "--layout", "chained")
     assert r.returncode == 2 and r.stderr.count("\n") == 1 and "flat parts" in r.stderr
+
+
+def test_watch_and_shards_append_in_the_dataset_layout(tmp_path):
+    """`pack --watch` and `pack-shards` into a flat dataset write flat parts (and into a new one,
+    chained); every row reads back."""
+    f, folder = tmp_path / "flat", tmp_path / "dumps"
+    pack([SAMPLE], f, progress=False, layout="flat")
+    folder.mkdir()
+    (folder / "a.plain").write_bytes(selfplay(f"{XFEN960}.plain").read_bytes())
+    r = _cli("pack", "--watch", folder, "-o", f, "--once", "--settle", "0")
+    assert r.returncode == 0, r.stderr
+    ins = f"inputs=[{selfplay(f'{CUT}.plain')}]"
+    for ds in (f, tmp_path / "new"):
+        r = subprocess.run([sys.executable, "-m", "nnue.cli", "pack-shards", ins, f"output={ds}", "shards=2"],
+                           capture_output=True, text=True, cwd=tmp_path)
+        assert r.returncode == 0, r.stderr
+    assert len(mf.load(f)["files"]) == 3 and mf.load(f)["schema_version"] == 1
+    assert {parts.layout(parts.open_part(p)) for p in f.glob("part-*.parquet")} == {parts.FLAT}
+    assert {parts.layout(parts.open_part(p)) for p in (tmp_path / "new").glob("part-*.parquet")} == {parts.CHAINED}
+    assert _rows(f).num_rows == mf.totals(mf.load(f))["packed"] == 4_015 + 4_586 + 12_678
+    assert _rows(tmp_path / "new").equals(_rows(f, only=selfplay(f"{CUT}.plain")))
 
 
 def test_merge_refuses_shards_of_another_layout(tmp_path):
