@@ -51,7 +51,7 @@ NO_MOVE = -1
 # counted without sliding attacks, and they make more than half the moves of real games), then
 # the sliders; bench/results/chained_cpu.json has what it saves in the stream's decoder
 ORDER = np.array([5, 0, 1, 2, 3, 4], np.int64)
-BAD_STEM, NO_MOVE_ABOVE, BAD_FIELDS, BAD_INDEX = 1, 2, 3, 4  # why decode stops (WHY below)
+BAD_STEM, NO_MOVE_ABOVE, BAD_FIELDS, BAD_INDEX, ILLEGAL = 1, 2, 3, 4, 5  # why decode stops (WHY below)
 
 
 @njit(cache=True)
@@ -178,6 +178,16 @@ def _advance(bb, pc, st, frm, to, promo):
         st[1] = legal_ep(bb, pc, st[0], st[1])
 
 
+@njit(cache=True, inline="always")
+def _mover_safe(bb, st, occ):
+    """After a move (st[0] the side to move now): the side that moved has not left its king in
+    check. The move list holds every piece's attacks (pseudo-legal moves), so this is what makes
+    a decoded move a legal one (castling's path is not checked)."""
+    them = st[0]
+    k = bb[8 * (1 - them) + KING]
+    return k == 0 or attackers(bb, them, lsb(k), occ, U64(0)) == 0
+
+
 @njit(cache=True)
 def encode(boards, best, has_best, score, result, ply, pcount, capture, group, o_start, o_move, o_has_move,
            o_raw, o_delta, o_ply_keep, o_pc_keep):
@@ -215,7 +225,7 @@ def encode(boards, best, has_best, score, result, ply, pcount, capture, group, o
             sc = np.int64(score[r]) if us == 0 else -np.int64(score[r])
             wdl = (np.int64(result[r]) if us == 0 else -np.int64(result[r])) + 1
             if -32768 <= sc <= 32767 and 0 <= wdl <= 2 and occ == words[r, 0] and lo == words[r, 1] \
-                    and hi == words[r, 2]:
+                    and hi == words[r, 2] and _mover_safe(bb, st, occ):
                 cont = words[r, 3] == _tail(st, us, sc, wdl)
         if not cont:
             starts += 1
@@ -250,11 +260,11 @@ def encode(boards, best, has_best, score, result, ply, pcount, capture, group, o
     return starts
 
 
-BAD_STEM, NO_MOVE_ABOVE, BAD_FIELDS, BAD_INDEX = 1, 2, 3, 4
 WHY = {BAD_STEM: "the chain's first board does not decode",
        NO_MOVE_ABOVE: "the row continues a chain, but the row above has no move (or one kept whole)",
        BAD_FIELDS: "its score or result does not fit a packed board",
-       BAD_INDEX: "its move index is no move of its position"}
+       BAD_INDEX: "its move index is no move of its position",
+       ILLEGAL: "its move is illegal in its position (it leaves its own king in check)"}
 
 
 @njit(cache=True)
@@ -583,7 +593,8 @@ def decode(start, stems, index, has, raw, has_raw, score, result, dest, o_board,
     where ``dest[r] < 0`` (the row is still played: the stream's split and filters dropped it);
     o_best: (n,) int64 packed moves (−1: none), or a zero-length array for none (the stream: moves
     kept whole never continue a chain). Returns (−1, 0), or (the first row that does not decode,
-    why: :data:`WHY` index); the rows from there on are not written."""
+    why: :data:`WHY` index; for :data:`ILLEGAL` the row whose move it is); the rows after it are
+    not written."""
     n = start.shape[0]
     best = o_best.shape[0] > 0
     bb = np.zeros(16, np.uint64)
@@ -615,6 +626,8 @@ def decode(start, stems, index, has, raw, has_raw, score, result, dest, o_board,
             if not have:
                 return r, NO_MOVE_ABOVE
             occ, lo, hi = _play(bb, pc, st, occ, lo, hi, pf, pt, pp)
+            if not _mover_safe(bb, st, occ):
+                return r - 1, ILLEGAL
             us = st[0]
             sc = np.int64(score[r]) if us == 0 else -np.int64(score[r])
             wdl = (np.int64(result[r]) if us == 0 else -np.int64(result[r])) + 1

@@ -324,6 +324,48 @@ def test_a_damaged_chain_is_named_and_the_rest_reads(two_groups, column, row, va
     assert got == 2048 and s.counts["damaged"] == n - 2048
 
 
+def _illegal_index(pf, rg: int) -> tuple[int, int]:
+    """A row of row group ``rg`` that a continuation follows, and the index of a move of its
+    position that is in the move list (a pseudo-legal move) but leaves its own king in check."""
+    import chess
+
+    from nnue.pipeline.board import unpack_fen
+    from nnue.pipeline.compiled import chain
+
+    t = parts.read_group(pf, rg, ["board"])
+    stem = pf.read_row_group(rg, columns=["stem"]).column("stem")
+    arr = np.frombuffer(b"".join(t.column("board").to_pylist()), np.uint8).reshape(-1, 32)
+    bb, pcs, st = np.zeros(16, np.uint64), np.full(64, -1, np.int8), np.zeros(4, np.int64)
+    for r in range(t.num_rows - 1):
+        if stem[r + 1].is_valid:
+            continue
+        board = chess.Board(unpack_fen(t.column("board")[r].as_py()))
+        for m in board.generate_pseudo_legal_moves():
+            if board.is_castling(m) or board.is_legal(m):
+                continue
+            assert chain.load(arr, r, bb, pcs, st)
+            idx = chain.move_index(bb, pcs, int(st[0]), int(st[1]), m.from_square, m.to_square,
+                                   0 if m.promotion is None else m.promotion - 1)
+            if idx >= 0:
+                return r, idx
+    raise AssertionError("no position with an illegal pseudo-legal move")
+
+
+def test_an_illegal_move_in_a_chain_is_named(two_groups):
+    """A move index that names a move of the list (a piece's attack) that is illegal in its
+    position: the row holding it is named, status 2; the other row group still reads."""
+    ds = two_groups
+    part = next(ds.glob("part-*.parquet"))
+    row, idx = _illegal_index(parts.open_part(part), 1)
+    _damage(part, "move", row, idx, rg=1)
+    r = _cli("inspect", ds)
+    assert r.returncode == 2 and r.stderr.count("\n") == 1, r.stderr
+    assert f"{part}: row group 1, row {row}: its move is illegal in its position" in r.stderr
+    with pytest.raises(parts.ChainError, match=f"row group 1, row {row}:"):
+        parts.Group(parts.open_part(part), 1, ["score"], with_board=True).boards()
+    assert parts.read_group(parts.open_part(part), 0).num_rows == 2048
+
+
 def test_a_manifest_of_a_layout_this_build_does_not_read(tmp_path):
     pack([SAMPLE], tmp_path / "ds", progress=False)
     m = json.loads((tmp_path / "ds" / "manifest.json").read_text())
