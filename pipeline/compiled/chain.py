@@ -40,10 +40,10 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from .bits import lsb, popcount
+from .bits import lsb, msb, popcount
 from .chesscore import CASTLE, KING, OCC, PAWN, PAWN_ATT, KING_ATT, RANK_MASK, ROOK, SQ, U64, legal_ep, move_code, \
     piece_attacks, push, write_board, attackers
-from .chesscore import KNIGHT_ATT, bishop_att, rook_att
+from .chesscore import KNIGHT_ATT, RAYS, bishop_att, rook_att
 from .fixed import _marlin
 
 NO_MOVE = -1
@@ -180,12 +180,29 @@ def _advance(bb, pc, st, frm, to, promo):
 
 @njit(cache=True, inline="always")
 def _mover_safe(bb, st, occ):
-    """After a move (st[0] the side to move now): the side that moved has not left its king in
-    check. The move list holds every piece's attacks (pseudo-legal moves), so this is what makes
-    a decoded move a legal one (castling's path is not checked)."""
+    """After a move (st[0] the side to move now, occ every piece): the side that moved has not
+    left its king in check. The move list holds every piece's attacks (pseudo-legal moves), so
+    this is what makes a decoded move a legal one (castling's path is not checked). A ray from
+    the king is walked only where a slider of the right kind stands on it."""
     them = st[0]
     k = bb[8 * (1 - them) + KING]
-    return k == 0 or attackers(bb, them, lsb(k), occ, U64(0)) == 0
+    if k == 0:
+        return True
+    ksq = lsb(k)
+    b = 8 * them
+    if (KNIGHT_ATT[ksq] & bb[b + 1]) | (KING_ATT[ksq] & bb[b + 5]) | (PAWN_ATT[1 - them, ksq] & bb[b]):
+        return False
+    rq = bb[b + 3] | bb[b + 4]
+    bq = bb[b + 2] | bb[b + 4]
+    for d in range(8):
+        cand = rq if d == 0 or d == 1 or d == 4 or d == 5 else bq
+        ray = RAYS[d, ksq]
+        if ray & cand:
+            block = ray & occ
+            first = lsb(block) if d < 4 else msb(block)
+            if SQ[first] & cand:
+                return False
+    return True
 
 
 @njit(cache=True)
