@@ -35,8 +35,9 @@ Every row group starts a chain (a chain never crosses row groups), so any row gr
 alone. Encodings (chosen by measurement, ``bench/results/chained_cpu.json``): ``score_delta`` and
 ``move`` BYTE_STREAM_SPLIT (their high bytes are nearly all zero), ``result``, ``flags`` and
 ``source`` dictionary, ``game_id`` plain (zstd finds its runs), everything zstd. A chain that does
-not decode (a move index that is no move, a continuation with no move above it, a score delta
-that overflows int16, a chain that crosses row groups) raises :class:`ChainError` naming the
+not decode (a move index that is no move, a move that leaves its own king in check, a
+continuation with no move above it, a score delta that overflows int16, a chain that crosses
+row groups) raises :class:`ChainError` naming the
 file, row group and row.
 """
 from __future__ import annotations

@@ -141,6 +141,15 @@ def move_index(bb, pc, us, ep, frm, to, promo):
     return base + before * k + (promo - 1 if k == 4 else 0)
 
 
+@njit(cache=True, inline="always")
+def _pick(s, d, k, idx):
+    """(True, from, to, promo) of entry ``idx`` of the piece on s with destinations d, k entries
+    a destination (4: a pawn's promotions N B R Q)."""
+    for _ in range(idx // k):
+        d &= d - U64(1)
+    return True, s, lsb(d), (idx % k + 1 if k == 4 else 0)
+
+
 @njit(cache=True)
 def index_move(bb, pc, us, ep, idx):
     """(ok, from, to, promo) of the move at ``idx`` of the list; ok False when there is none."""
@@ -157,9 +166,7 @@ def index_move(bb, pc, us, ep, idx):
                 d, k = _piece_dests(bb, us, t, s, own, own | enemy), 1
             n = popcount(d) * k
             if idx < n:
-                for _ in range(idx // k):
-                    d &= d - U64(1)
-                return True, s, lsb(d), (idx % k + 1 if k == 4 else 0)
+                return _pick(s, d, k, idx)
             idx -= n
     return False, 0, 0, 0
 
@@ -515,9 +522,7 @@ def _index_fast(bb, pc, us, ep, idx):
     kd = (KING_ATT[ksq] & ~own) | (bb[CASTLE] & own & RANK_MASK[us])
     nk = popcount(kd)
     if idx < nk:
-        for _ in range(idx):
-            kd &= kd - U64(1)
-        return True, ksq, lsb(kd), 0
+        return _pick(ksq, kd, 1, idx)
     idx -= nk
     pawns = bb[8 * us + PAWN]
     n = _pawn_total(us, ep, pawns, own, enemy)
@@ -529,9 +534,7 @@ def _index_fast(bb, pc, us, ep, idx):
             d, k = _pawn_dests(us, ep, s, own, enemy)
             c = popcount(d) * k
             if idx < c:
-                for _ in range(idx // k):
-                    d &= d - U64(1)
-                return True, s, lsb(d), (idx % k + 1 if k == 4 else 0)
+                return _pick(s, d, k, idx)
             idx -= c
         return False, 0, 0, 0
     idx -= n
@@ -543,9 +546,7 @@ def _index_fast(bb, pc, us, ep, idx):
             d = _slider_dests(t, s, occ, own)
             c = popcount(d)
             if idx < c:
-                for _ in range(idx):
-                    d &= d - U64(1)
-                return True, s, lsb(d), 0
+                return _pick(s, d, 1, idx)
             idx -= c
     return False, 0, 0, 0
 

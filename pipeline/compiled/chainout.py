@@ -217,12 +217,15 @@ def _vle(out, bp, v):
 
 
 @njit(cache=True, inline="always")
-def _chain_end(cont, r, hi):
-    """The row after the chain that starts at row r (chains end at hi)."""
+def _next_chain(kind, cont, r, hi):
+    """(first row, row after the last) of the next chain from row r on: rows of a kind other
+    than 0 (not written) are passed over; (hi, hi) when none is left (chains end at hi)."""
+    while r < hi and kind[r] != 0:
+        r += 1
     e = r + 1
     while e < hi and cont[e]:
         e += 1
-    return e
+    return r, min(e, hi)
 
 
 @njit(cache=True)
@@ -236,12 +239,8 @@ def binpack_chains(boards, best, score, result, ply, cont, kind, lo, hi, out, en
     st = np.zeros(4, np.int64)
     p = 0
     k = 0
-    r = lo
+    r, e = _next_chain(kind, cont, lo, hi)
     while r < hi:
-        if kind[r] != 0:
-            r += 1
-            continue
-        e = _chain_end(cont, r, hi)
         load(boards, r, bb, pc, st)
         _stem(out, p, boards, r, bb, pc, st, best, score, result, ply)
         _be16(out, p + 32, e - r - 1)
@@ -257,7 +256,7 @@ def binpack_chains(boards, best, score, result, ply, cont, kind, lo, hi, out, en
         p = (bp + 7) >> 3
         ends[k] = p
         k += 1
-        r = e
+        r, e = _next_chain(kind, cont, e, hi)
     return k
 
 
@@ -288,12 +287,8 @@ def viri_games(boards, best, score, none, result, cont, kind, lo, hi, out, ends)
     VALUE_NONE). Returns the number of games."""
     p = 0
     k = 0
-    r = lo
+    r, e = _next_chain(kind, cont, lo, hi)
     while r < hi:
-        if kind[r] != 0:
-            r += 1
-            continue
-        e = _chain_end(cont, r, hi)
         us = boards[r, 24] >> 7
         for i in range(28):
             out[p + i] = boards[r, i]
@@ -316,5 +311,5 @@ def viri_games(boards, best, score, none, result, cont, kind, lo, hi, out, ends)
         p += 4
         ends[k] = p
         k += 1
-        r = e
+        r, e = _next_chain(kind, cont, e, hi)
     return k
