@@ -3,37 +3,31 @@ Python binding drives it, to read a ``.binpack`` the way Stockfish's trainer doe
 
 Where the library is: the setting ``NNUE_PYTORCH_LOADER`` (its path), else ``$NPA/src/`` (the
 folder ``../shared/anchors/nnue-pytorch/setup.sh`` builds it in), else ``../npa/src/`` beside the
-repository, else the cache path ``~/.cache/nnue-forge/nnue-pytorch/libtraining_data_loader.so``. :func:`find` returns None when
-none holds it, and the tests skip, saying so.
+repository, else the cache path ``~/.cache/nnue-forge/nnue-pytorch/libtraining_data_loader.so``.
+:func:`find` returns None when none holds it, and the tests skip, saying so.
 """
 from __future__ import annotations
 
 import ctypes
-import os
 from pathlib import Path
 
+from tests.features.npt_loader import _SparseBatch as _Sparse
+from tests.features.npt_loader import loader_path
+
 NAME = "libtraining_data_loader.so"
-REPO = Path(__file__).resolve().parents[2]
 CACHE = Path.home() / ".cache" / "nnue-forge" / "nnue-pytorch" / NAME
 
 
-def candidates() -> list[Path]:
-    out = []
-    if os.environ.get("NNUE_PYTORCH_LOADER"):
-        out.append(Path(os.environ["NNUE_PYTORCH_LOADER"]))
-    if os.environ.get("NPA"):
-        out.append(Path(os.environ["NPA"]) / "src" / NAME)
-    out += [REPO.parent / "npa" / "src" / NAME, CACHE]
-    return out
-
-
 def find() -> Path | None:
-    return next((p for p in candidates() if p.is_file()), None)
+    """The loader: where tests/features/npt_loader.py looks (``NNUE_PYTORCH_LOADER``,
+    ``$NPA/src``, ``../npa/src``), else the cache path; None when none holds it."""
+    return loader_path() or (CACHE if CACHE.is_file() else None)
 
 
 def why_absent() -> str:
     return ("nnue-pytorch's C++ data loader is not built here: set NNUE_PYTORCH_LOADER to its "
-            f"{NAME}, or NPA to the folder ../shared/anchors/nnue-pytorch/setup.sh built it in, or build it in ../npa, or put it at {CACHE}")
+            f"{NAME}, or NPA to the folder ../shared/anchors/nnue-pytorch/setup.sh built it in, or build it in "
+            f"../npa, or put it at {CACHE}")
 
 
 class _Skip(ctypes.Structure):  # DataloaderSkipConfig, every filter off
@@ -54,14 +48,6 @@ class _Fen(ctypes.Structure):
 
 class _FenBatch(ctypes.Structure):
     _fields_ = [("size", ctypes.c_int), ("fens", ctypes.POINTER(_Fen))]
-
-
-class _Sparse(ctypes.Structure):
-    _fields_ = [("num_inputs", ctypes.c_int), ("size", ctypes.c_int), ("is_white", ctypes.POINTER(ctypes.c_float)),
-                ("outcome", ctypes.POINTER(ctypes.c_float)), ("score", ctypes.POINTER(ctypes.c_float)),
-                ("num_active_white_features", ctypes.c_int), ("num_active_black_features", ctypes.c_int),
-                ("max_active_features", ctypes.c_int), ("white", ctypes.POINTER(ctypes.c_int)),
-                ("black", ctypes.POINTER(ctypes.c_int)), ("piece_count", ctypes.POINTER(ctypes.c_int))]
 
 
 def _lib(path: Path):
