@@ -157,7 +157,8 @@ def test_registry_choices_are_read_only_for_their_help(cmd):
     probe = _probe([[cmd, "--help"]])
     (r,) = probe["runs"]
     assert r["rc"] == 0 and r["out"].startswith(f"usage: nnue {cmd}")
-    names = ["auto", *formats.names()] if cmd == "pack" else formats.writer_names()
+    # convert: "chained" (the in-place upgrade), then the writers
+    names = ["auto", *formats.names()] if cmd == "pack" else ["chained", *formats.writer_names()]
     assert "{" + ",".join(names) + "}" in r["out"].replace("\n", "").replace(" ", "")
     if cmd == "pack":
         assert ", ".join(sorted(formats.EXTENSIONS)) in " ".join(r["out"].split())
