@@ -9,6 +9,11 @@ OUT=${1:-demo-out}
 rm -rf "$OUT"
 export PATH="$PWD/.venv/bin:$PATH"
 
+first=.venv/.nnue-demo-ran  # written at the end of a demo that ran through
+if [ ! -f "$first" ]; then
+  echo "(first run: numba compiles the pack, evaluation and training kernels as they are first used and" \
+       "caches them; this adds a few minutes, once: later runs start in seconds)"
+fi
 echo "== pack data/demo -> $OUT/dataset"
 nnue pack data/demo -o "$OUT/dataset"
 nnue inspect "$OUT/dataset" --fens 2
@@ -29,3 +34,4 @@ printf '%s\n' \
 paste -d ' ' <(nnue eval "$OUT/net/net.safetensors" --fens "$OUT/fens.txt") "$OUT/fens.txt"
 
 nnue report "$OUT/run" --net "$OUT/net"
+touch "$first"

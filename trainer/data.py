@@ -35,8 +35,8 @@ class EpochLoader(DataLoader):
         self._skip = 0
 
     def __iter__(self):
-        if self._refresh is not None:  # epoch boundary: take in part files packed since
-            self._refresh(self.dataset)
+        if self._refresh is not None and not self._skip:  # epoch boundary: take in part files packed since
+            self._refresh(self.dataset)  # (not at a mid-epoch resume: that epoch replays the parts it had)
         self.dataset.set_epoch(self._epoch())
         it = super().__iter__()
         skip, self._skip = self._skip, 0
@@ -102,6 +102,7 @@ class NNUEDataModule(pl.LightningDataModule):
         # run's start, so that val_loss and the best checkpoint compare one set across epochs)
         self.refresh_manifest, self.parts_log, self.refresh_val = refresh_manifest, parts_log, refresh_val
         self.wait_for_data_s = wait_for_data_s  # nnue train: wait this long for a first part (wait_for_first_part)
+        self.replay_parts: list | None = None  # a mid-epoch resume over grown data (trainer/resume.py)
         self.train_set: PackedStream | None = None
         self.probe: PackedStream | None = None
         self.val_set: PackedStream | None = None
@@ -131,8 +132,17 @@ class NNUEDataModule(pl.LightningDataModule):
         self.train_set = PackedStream(self.paths, self.batch_size, self.shuffle_buffer, "train",
                                       drop_last=True, weights=self.weights,
                                       positions_per_epoch=self.train_positions_per_epoch(world), **common)
-        # validation: every held-out game of every dataset, once (pooled, not weighted)
-        self.val_set = PackedStream(self.paths, self.val_batch_size, 0, "val", drop_last=False, **common)
+        if self.replay_parts is not None:  # the interrupted epoch on its own parts; new ones at the next epoch
+            self.train_set.restrict_to(self.replay_parts)
+            if rank == 0:
+                log.info("resuming mid-epoch: the epoch is replayed on its %d part file(s); the %d packed since "
+                         "join at the next epoch", len(self.train_set.parts),
+                         len(self.train_set.list_parts()) - len(self.train_set.parts))
+        # validation: every held-out row of every dataset exactly once (pooled, not weighted), whatever
+        # the world size: each rank reads its own row groups once, its final batch partial (no equal
+        # batch counts: the metrics are summed over ranks at the epoch's end, trainer/val_metrics.py)
+        self.val_set = PackedStream(self.paths, self.val_batch_size, 0, "val", drop_last=False, even_batches=False,
+                                    **common)
         if self.refresh_manifest and rank == 0 and stage in (None, "fit"):
             n = len(self.val_set.parts)
             if self.refresh_val:

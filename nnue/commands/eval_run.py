@@ -87,6 +87,8 @@ def run(args) -> int:
             except OverflowError as one:
                 raise OverflowError(f"{label} ({fen}): {one}") from None
         raise e
+    if not kinds.of(net).eval_in_check:  # as the engine: no eval in check (Stockfish prints none)
+        evals = [None if chess.Board(f).is_check() else v for f, v in zip(fens, evals)]
     for v in evals:
         print("none" if v is None else v)
     return 0

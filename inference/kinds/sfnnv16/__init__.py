@@ -90,4 +90,5 @@ def eval_trace(net: SFNNv16IntegerNet, fens: list[str], in_check: list[bool]) ->
 KIND = InferenceKind("sfnnv16", SFNNv16IntegerNet, make_sfnnv16_arch, forward_int, evaluate, summary,
                      c_args=c_args, engine_file="net.nnue", engine_notes=engine_notes, trace=eval_trace,
                      trace_name="Stockfish 19's eval output", targets={"stockfish-19": write_stockfish19},
-                     engine_reader=EngineFile("Stockfish 19 .nnue", ".nnue", VERSION, read_nnue, import_facts))
+                     engine_reader=EngineFile("Stockfish 19 .nnue", ".nnue", VERSION, read_nnue, import_facts),
+                     eval_in_check=False)  # Stockfish: "Final evaluation: none (in check)"
