@@ -91,10 +91,18 @@ def compose(overrides: list[str], data: str, batch: int, device: str):
                 f"trainer={'gpu' if device == 'cuda' else 'cpu'}"]
     import warnings
 
+    from nnue.trainer.fast_path import resolve
+
     GlobalHydra.instance().clear()
     with warnings.catch_warnings(), initialize_config_module(config_module="nnue.conf", version_base="1.3"):
         warnings.simplefilter("ignore", UserWarning)   # Hydra's schema-matching deprecation note
-        return hydra_compose("train", overrides=defaults + list(overrides))
+        cfg = hydra_compose("train", overrides=defaults + list(overrides))
+    from omegaconf import open_dict
+
+    note = resolve(cfg)  # model.backend=auto, optimizer.sparse_ft=auto: as nnue train decides them
+    with open_dict(cfg):
+        cfg.fast_path_note = note  # the line nnue train logs (describe())
+    return cfg
 
 
 def build(cfg):
@@ -345,7 +353,8 @@ def describe(cfg) -> dict:
     return {"features": m.features, "kind": m.kind, "hidden": m.hidden, "activation": m.activation,
             "output_buckets": m.output_buckets, "factoriser": bool(m.factoriser), "backend": m.backend,
             "backend_resolved": K.resolve_backend(m.backend, dev),
-            "sparse_ft": bool(cfg.optimizer.get("sparse_ft", False)), "batch_size": cfg.data.batch_size,
+            "sparse_ft": cfg.optimizer.get("sparse_ft", False) is True, "batch_size": cfg.data.batch_size,
+            "fast_path": cfg.get("fast_path_note"),
             "deep": dict(m.deep) if m.get("deep") else None}
 
 

@@ -309,7 +309,7 @@ class LitNNUE(pl.LightningModule):
             return factory(self.parameters())
         sparse = kw.pop("sparse_ft")
         func, args = factory.func, factory.args
-        if not sparse:
+        if sparse is not True:  # false, or an "auto" nnue.trainer.fast_path.resolve did not decide: dense
             return func(self.parameters(), *args, **kw)
         from .sparse_optim import RowSparseAdamW, adamw_settings
 

@@ -94,6 +94,11 @@ def run(cfg: DictConfig) -> dict:
             return _json.loads(old.read_text()) if old.exists() else {"global_step": e.args[0]}
     if runs.env_rank() == 0:  # a resumed run is unfinished until it ends (after the checks above)
         (out / runs.FINISHED_MARKER).unlink(missing_ok=True)
+    from .fast_path import resolve as resolve_fast_path
+
+    fast_path = resolve_fast_path(cfg)  # model.backend=auto, optimizer.sparse_ft=auto -> what runs
+    if runs.env_rank() == 0:
+        log.info(fast_path)
     lit = instantiate(cfg.model, optimizer=instantiate(cfg.optimizer), scheduler=plain(cfg.get("scheduler")),
                       lambda_schedule=plain(cfg.get("wdl_lambda")))
     lit.set_run_length(total, spe, float(cfg.optimizer.lr))

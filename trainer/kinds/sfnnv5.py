@@ -118,6 +118,12 @@ class SFNNv5Net(nn.Module):
     #: transformer's gradient then holds only the rows a batch touched (RowSparseAdamW)
     sparse_grad = False
 
+    @staticmethod
+    def compiled_ft(activation: str, qat: bool) -> bool:
+        """Whether the numba backend computes the feature transformer compiled (not under QAT:
+        :meth:`_accumulators`, :meth:`_ft_outputs`); what ``model.backend=auto`` on the CPU asks."""
+        return not qat
+
     def __init__(self, arch: SFNNv5Arch, backend: str = "auto", factors: torch.Tensor | None = None):
         super().__init__()
         self.arch, self.backend = arch, backend
