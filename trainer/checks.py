@@ -189,6 +189,7 @@ def check_data(d: dict) -> None:
     if d.get("val_fraction", 0) == 1.0:
         raise ValueError("data.val_fraction=1.0: leaves no game to train on; a number in 0.0..<1.0")
     _int("data.num_workers", d.get("num_workers"), 0)
+    _int("data.prefetch", d.get("prefetch", 0), 0, 64)
     _int("data.seed", d.get("seed"), 0, none_ok=True)
     _int("data.positions_per_epoch", d.get("positions_per_epoch"), 1, none_ok=True)
     _int("data.batches_per_superbatch", d.get("batches_per_superbatch"), 1, none_ok=True)

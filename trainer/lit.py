@@ -152,8 +152,13 @@ class LitNNUE(pl.LightningModule):
         if opt is not None:
             opt.eval()
 
+    def encode_batch(self, batch) -> SparseBatch:
+        """A packed batch -> its SparseBatch, encoded where its tensors are; a SparseBatch (encoded
+        ahead by the data module's prefetch thread, :mod:`nnue.trainer.data`) as it is."""
+        return batch if isinstance(batch, SparseBatch) else to_sparse_batch(batch, self.feature_set, self.buckets)
+
     def on_after_batch_transfer(self, batch, dataloader_idx: int = 0) -> SparseBatch:
-        return to_sparse_batch(batch, self.feature_set, self.buckets)
+        return self.encode_batch(batch)
 
     def forward(self, b: SparseBatch) -> torch.Tensor:
         return self.model(b.stm_indices, b.nstm_indices, b.bucket)
