@@ -28,7 +28,9 @@ cache. With ``sparse_grad=True`` the weight's gradient is a coalesced sparse COO
 rows (what :class:`nnue.trainer.sparse_optim.RowSparseAdamW` reads), else a dense (F, H) tensor
 with zeros elsewhere (any torch optimiser). The factor's gradient is dense (V, H): each touched
 row's gradient added to its virtual row. Work is split with numba's ``prange``;
-``numba.set_num_threads`` sets the threads.
+``numba.set_num_threads`` sets the threads. The kernels release the GIL (``nogil``), so that the
+trainer's prefetch thread (reading and encoding the next batches, :mod:`nnue.trainer.data`) runs
+while they do.
 
 Pass-through columns (:func:`sparse_ft_pair_passthrough`): a Stockfish-style feature
 transformer holds L accumulator columns and P PSQT columns in one matrix; the kernel applies the
@@ -76,7 +78,7 @@ def _fq(x, qa):
     return x + np.float32(q - x)
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def _gather_sum(acc, w, fac, fmap, idx, has_fac, qa):
     """acc[:] = Σ over the valid slots of idx (in slot order) of the folded row of each feature.
 
@@ -132,7 +134,7 @@ def _gather_sum(acc, w, fac, fmap, idx, has_fac, qa):
             k += 1
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def _add_bias_activate(acc, bias, out, o0, act, L):
     """acc += bias (all H columns); out[o0 : o0 + L'] = act(acc[:L]) (L' = L/2 for pairwise)."""
     H = acc.shape[0]
@@ -153,13 +155,13 @@ def _add_bias_activate(acc, bias, out, o0, act, L):
             out[o0 + j] = min(max(acc[j], np.float32(0.0)), np.float32(1.0))
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def _add_bias_raw(out_row, o0, bias):
     for j in range(bias.shape[0]):
         out_row[o0 + j] += bias[j]
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def _pair_order(stm, nstm, F, by_lowest):
     """(2B,) int64 processing order of the (position, perspective) pairs q = 2·b + p: by their lowest
     valid feature (a counting sort; pairs without any come last) when ``by_lowest``, else q order."""
@@ -189,7 +191,7 @@ def _pair_order(stm, nstm, F, by_lowest):
     return order
 
 
-@njit(parallel=True, cache=True)
+@njit(parallel=True, cache=True, nogil=True)
 def _ft_fwd(w, fac, fmap, bias, stm, nstm, order, act, qa, out, accs, raw):
     """Forward over the batch (module docstring). w (F, H) f32; fac (V, H) f32, V = 0 without a
     factoriser; fmap (F,) int64; bias (H,); stm/nstm (B, A) int32; order (2B,) the pairs'
@@ -219,7 +221,7 @@ def _ft_fwd(w, fac, fmap, bias, stm, nstm, order, act, qa, out, accs, raw):
                 raw[b, p * P + j] = acc[L + j]
 
 
-@njit(parallel=True, cache=True)
+@njit(parallel=True, cache=True, nogil=True)
 def _grad_acc(gout, accs, order, act, ga, graw):
     """ga (2B, H) = d loss / d acc, row i for pair order[i], from gout (B, 2·L') and the saved
     accs (2B, H) (for none: a copy of gout's rows in that order); the last P columns from graw
@@ -258,7 +260,7 @@ def _grad_acc(gout, accs, order, act, ga, graw):
                 g[j] = gout[b, p * L + j] if (x >= zero and x <= one) else zero
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def _touched_rows(stm, nstm, F):
     """(counts (F + 1,) int64 exclusive prefix sums of each feature's occurrences, rows (U,) int64
     the touched features ascending)."""
@@ -286,7 +288,7 @@ def _touched_rows(stm, nstm, F):
     return counts, rows
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def _feature_lists(stm, nstm, order, offsets):
     """pairs (N,) int32: the rows of grad_acc (processing ranks i, ascending) of every feature,
     grouped by feature at ``offsets`` (:func:`_touched_rows`)."""
@@ -305,7 +307,7 @@ def _feature_lists(stm, nstm, order, offsets):
     return pairs
 
 
-@njit(parallel=True, cache=True)
+@njit(parallel=True, cache=True, nogil=True)
 def _row_grads(ga, offsets, pairs, rows, values):
     """By feature: values[u] = Σ ga[i] over the ranks i of feature rows[u], ascending (values (U, H))."""
     H = ga.shape[1]
@@ -327,7 +329,7 @@ def _row_grads(ga, offsets, pairs, rows, values):
             k += 1
 
 
-@njit(parallel=True, cache=True)
+@njit(parallel=True, cache=True, nogil=True)
 def _row_grads_scatter(ga, stm, nstm, order, rows, priv, values):
     """By position: each of the C = priv.shape[0] fixed slices of the pairs adds its grad_acc rows
     into its own dense (F, H) copy priv[c] (small weights: the copy stays in cache), then
@@ -359,7 +361,7 @@ def _row_grads_scatter(ga, stm, nstm, order, rows, priv, values):
                 dst[j] += priv[c, f, j]
 
 
-@njit(parallel=True, cache=True)
+@njit(parallel=True, cache=True, nogil=True)
 def _bias_grad(ga, parts):
     """parts (C, H): partial sums of ga's rows in chunks of _BIAS_CHUNK (summed by the host)."""
     N, H = ga.shape
@@ -373,7 +375,7 @@ def _bias_grad(ga, parts):
                 dst[j] += src[j]
 
 
-@njit(parallel=True, cache=True)
+@njit(parallel=True, cache=True, nogil=True)
 def _factor_grad(values, rows, fmap, gfac, block):
     """gfac[fmap[rows[u]]] += values[u], split over column blocks of width ``block``."""
     U, H = values.shape
