@@ -42,6 +42,7 @@ import gc
 import os
 import shlex
 import statistics
+import sys
 import tempfile
 import time
 from pathlib import Path
@@ -554,6 +555,7 @@ def run(argv=None) -> dict:
         data, data_info = bench_data(a.data, tmp)
         result = {"benchmark": "train: end-to-end positions/s of the training step (stream -> features -> "
                                "forward/backward -> optimiser step)",
+                  "command": "nnue bench train " + shlex.join(sys.argv[1:] if argv is None else argv),
                   "environment": environment(device), "data": data_info,
                   "timing": {"steps": a.steps, "warmup": a.warmup, "rounds": a.rounds,
                              "statistic": "median over every timed step of every round; window = timed positions / timed "
