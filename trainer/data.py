@@ -18,6 +18,7 @@ import dataclasses
 import logging
 import queue
 import threading
+import weakref
 
 import pytorch_lightning as pl
 import torch
@@ -63,7 +64,13 @@ class Prefetcher(Iterator):
     nothing) to each there: the items and their order are those of ``it``, and an error of ``it``
     or ``encode`` is raised by ``next`` at the item where it happened. Torch ops, pyarrow's reads
     and the numba kernels release the GIL, so the thread's work overlaps the training step's.
-    Dropping the iterator (or :meth:`close`) stops the thread."""
+
+    The thread starts at the first ``next`` (Lightning calls ``iter()`` on a loader only to check
+    it, and drops that iterator: it must not start reading). :meth:`close`, or dropping the
+    iterator, stops the thread after the item it is on. A source such as a
+    :class:`~nnue.pipeline.stream.PackedStream` must not be read by two threads at once (pyarrow's
+    ParquetFile is not thread-safe): :class:`EpochLoader` stops the thread reading its stream and
+    waits for it (:meth:`stopper`) before it starts another iterator over that stream."""
 
     def __init__(self, it, encode: Callable | None = None, depth: int = 2):
         if depth < 1:
@@ -73,12 +80,20 @@ class Prefetcher(Iterator):
         self._done = False
         self._thread = threading.Thread(target=_produce, args=(it, encode, self._q, self._stop),
                                         name="nnue-prefetch", daemon=True)
-        self._thread.start()
 
     def __next__(self):
         if self._done:
             raise StopIteration
-        item = self._q.get()
+        if self._thread.ident is None:
+            self._thread.start()
+        while True:
+            try:
+                item = self._q.get(timeout=0.1)
+                break
+            except queue.Empty:
+                if not self._thread.is_alive():  # stopped from outside (stopper()), nothing left
+                    self._done = True
+                    raise StopIteration from None
         if item is _END or isinstance(item, _Failed):
             self._done = True
             self._thread.join()
@@ -88,12 +103,27 @@ class Prefetcher(Iterator):
         return item
 
     def close(self) -> None:
-        """Stop the thread (it finishes the item it is on); idempotent."""
+        """Stop the thread (it finishes the item it is on: :meth:`stopper` waits for that); idempotent."""
         self._stop.set()
         self._done = True
 
+    def stopper(self) -> Callable[[], None]:
+        """A function that stops the thread and returns when it has finished; it holds no
+        reference to this iterator, so that dropping the iterator still stops the thread."""
+        stop, thread = self._stop, self._thread
+
+        def stop_and_wait() -> None:
+            stop.set()
+            if thread.ident is not None and thread is not threading.current_thread():
+                thread.join()
+        return stop_and_wait
+
     def __del__(self):
         self.close()
+
+
+#: stream -> the stopper of the prefetch thread reading it (:meth:`Prefetcher.stopper`)
+_READERS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
 
 class EpochLoader(DataLoader):
@@ -114,6 +144,11 @@ class EpochLoader(DataLoader):
         self._skip = 0
 
     def __iter__(self):
+        # one reader of a stream at a time: the prefetch thread of its previous iterator (this
+        # loader's or an earlier one's: Lightning builds a loader per epoch) stops first
+        stop_previous = _READERS.pop(self.dataset, None)
+        if stop_previous is not None:
+            stop_previous()
         if self._refresh is not None:  # epoch boundary: take in part files packed since
             self._refresh(self.dataset)
         self.dataset.set_epoch(self._epoch())
@@ -122,7 +157,9 @@ class EpochLoader(DataLoader):
         for _ in range(skip):  # resumed mid-epoch: replay the epoch's seeded order up to where it stopped
             next(it, None)
         if self._prefetch > 0:
-            return Prefetcher(it, self._encode() if self._encode is not None else None, self._prefetch)
+            ahead = Prefetcher(it, self._encode() if self._encode is not None else None, self._prefetch)
+            _READERS[self.dataset] = ahead.stopper()
+            return ahead
         return it
 
 

@@ -76,6 +76,53 @@ def test_an_abandoned_iterator_stops_its_thread():
     assert len(_prefetch_threads()) == before
 
 
+@pytest.fixture
+def overlaps(monkeypatch) -> list:
+    """Records every read of a stream's row group that starts while another thread is reading the
+    same stream (pyarrow's ParquetFile is not thread-safe: such reads failed with 'ReadRangeCache did
+    not find matching cache entry', or crashed the process). Each read is slowed down, so that
+    overlaps happen if they can."""
+    from nnue.pipeline.stream import PackedStream
+
+    read, busy, seen, lock = PackedStream._read_columns, {}, [], threading.Lock()
+
+    def reading(self, unit, with_board=False):
+        me = threading.get_ident()
+        with lock:
+            if busy.get(id(self), me) != me:
+                seen.append((self.split, threading.current_thread().name))
+            busy[id(self)] = me
+        try:
+            time.sleep(0.01)
+            return read(self, unit, with_board)
+        finally:
+            with lock:
+                busy.pop(id(self), None)
+
+    monkeypatch.setattr(PackedStream, "_read_columns", reading)
+    return seen
+
+
+def test_one_reader_of_a_stream_at_a_time(sample_dataset, overlaps):
+    """Lightning calls iter() on a loader to check it and drops that iterator, and builds a new loader
+    every epoch: the prefetch thread starts at the first batch, and a new iterator over a stream stops
+    (and waits for) the thread still reading it, whichever loader started it."""
+    dm = _module(sample_dataset, 2)
+    loader = dm.train_dataloader()
+    checked = iter(loader)  # Lightning's check, never advanced: no thread, no read
+    time.sleep(0.2)
+    assert not _prefetch_threads() and overlaps == []
+    first = iter(loader)
+    next(first)  # started, reading ahead
+    second = iter(dm.train_dataloader())  # at once, another loader over the same stream (the next epoch)
+    assert len(list(second)) == 7
+    with pytest.raises(StopIteration):  # the first was stopped for it
+        for _ in range(10):
+            next(first)
+    assert overlaps == []
+    del checked
+
+
 def test_bad_prefetch_is_refused(sample_dataset):
     with pytest.raises(ValueError, match="data.prefetch"):
         NNUEDataModule(str(sample_dataset), prefetch=-1)
