@@ -17,6 +17,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 REPO=$PWD
+START=$(date +%s)
 RESULT=${1:-bench/results/container_check.json}
 CACHE=${NNUE_CONTAINER_CACHE:-$HOME/.cache/nnue-forge/container}
 CHECK_TEST=${CHECK_TEST:-tests/cli/test_thin_cli.py}
@@ -90,6 +91,11 @@ done
 [ -n "$how" ] || die "podman cannot run a container here (see the lines above)"
 say "podman runs with the '$how' settings: ${GLOBAL[*]} ${RUNOPTS[*]}"
 P=(podman "${GLOBAL[@]}")
+# what the base holds (Debian point release, Python) and the tools' versions, for the JSON
+base_debian=$("${P[@]}" run --rm "${RUNOPTS[@]}" "$BASE" cat /etc/debian_version 2>/dev/null || echo unknown)
+base_python=$("${P[@]}" run --rm "${RUNOPTS[@]}" "$BASE" python3 --version 2>/dev/null || echo unknown)
+debootstrap_v=$(dpkg-query -W -f='${Version}' debootstrap 2>/dev/null || echo unknown)
+runtime_v=$( { [ "$how" = runc ] && runc --version || crun --version; } 2>/dev/null | head -1)
 
 # ---- build (runtime image, then the test stage on top of it)
 BUILD=(--build-arg "BASE=$BASE" --build-arg "TORCH=torch==2.13.0+cpu" --network host "${RUNOPTS[@]}")
@@ -163,9 +169,11 @@ res = {"benchmark": "container: scripts/container_check.sh, podman build of the 
        "passed": all(s["status"] == 0 for s in steps.values()),
        "date_utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "commit": commit + ("+dirty" if dirty else ""),
        "host": {"kernel": platform.release(), "cpu_count": os.cpu_count(), "load_average_after": os.getloadavg()},
-       "podman": podman, "podman_settings": {"tried_first_that_ran": "$how", "global": "${GLOBAL[*]}",
+       "seconds_total": int(time.time()) - $START,
+       "podman": podman, "runtime": "$runtime_v", "debootstrap": "$debootstrap_v", "podman_settings": {"tried_first_that_ran": "$how", "global": "${GLOBAL[*]}",
                                              "run_and_build": "${RUNOPTS[*]}"},
        "base": {"image": "$BASE", "made_by": "$base_from", "seconds": $base_s,
+                "debian_version": "$base_debian", "python": "$base_python",
                 "what": "debootstrap --variant=minbase --include=ca-certificates,python3,python3-venv bookworm"},
        "build": {"seconds": $build_s, "steps_from_cache": $cached_steps, "steps": $all_steps,
                  "build_args": "BASE=$BASE TORCH=torch==2.13.0+cpu", "pip_conf_mounted": "$pip_conf", "torch_wheel_from": "$wheels",
