@@ -28,7 +28,8 @@ TEST_IMAGE=localhost/nnue-forge:check-test
 MIRROR=${DEBIAN_MIRROR:-http://deb.debian.org/debian}
 mkdir -p "$CACHE"
 LOG=$(mktemp -d)
-trap 'rm -rf "$LOG"' EXIT
+PODMAN_TMP=""
+trap 'rm -rf "$LOG" ${PODMAN_TMP:+"$PODMAN_TMP"}' EXIT
 say() { echo "container_check: $*" >&2; }
 die() { say "$*"; exit 1; }
 
@@ -43,6 +44,27 @@ if [ ${#missing[@]} -gt 0 ]; then
   DEBIAN_FRONTEND=noninteractive apt-get install -y -qq podman debootstrap runc >/dev/null
 fi
 [ "$(id -u)" = 0 ] || die "run as root: debootstrap needs it (rootless podman would need subuid ranges too)"
+
+# ---- disk. A build from nothing keeps about 4 GB of layers (base, torch, dependencies) in podman's
+# storage; while a step's layer is committed, podman also holds the step's files and two temporary
+# copies of the layer (in TMPDIR, /var/tmp by default): about 8 GB at the peak. Where the disk has
+# less than 12 GB free and memory has room, the temporary copies go to a folder in /dev/shm
+# (memory, removed at exit) instead.
+free_gb() { df --output=avail -k "$1" 2>/dev/null | tail -1 | awk '{printf "%.1f", $1 / 1048576}'; }
+mkdir -p /var/lib/containers
+disk_free_before=$(free_gb /var/lib/containers)
+podman_tmp_from=${TMPDIR:+TMPDIR}
+if [ -z "${TMPDIR:-}" ]; then
+  podman_tmp_from=/var/tmp
+  mem_gb=$(awk '/MemAvailable/ {printf "%.1f", $2 / 1048576}' /proc/meminfo)
+  if awk -v d="$(free_gb /var/tmp)" -v s="$(free_gb /dev/shm)" -v m="$mem_gb" 'BEGIN {exit !(d < 12 && s > 6 && m > 10)}'; then
+    PODMAN_TMP=$(mktemp -d /dev/shm/nnue-forge-podman.XXXXXX)
+    export TMPDIR=$PODMAN_TMP
+    podman_tmp_from="/dev/shm (disk: $(free_gb /var/tmp) GB free, memory: $mem_gb GB available)"
+  fi
+fi
+awk -v d="$disk_free_before" 'BEGIN {exit !(d < 8)}' \
+  && say "warning: $disk_free_before GB free for podman's storage; a build from nothing needs about 8 GB"
 
 # ---- the base: Debian 12 from debootstrap, cached as a tar of its root file system
 t0=$(date +%s)
@@ -170,7 +192,8 @@ res = {"benchmark": "container: scripts/container_check.sh, podman build of the 
        "date_utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "commit": commit + ("+dirty" if dirty else ""),
        "host": {"kernel": platform.release(), "cpu_count": os.cpu_count(), "load_average_after": os.getloadavg()},
        "seconds_total": int(time.time()) - $START,
-       "podman": podman, "runtime": "$runtime_v", "debootstrap": "$debootstrap_v", "podman_settings": {"tried_first_that_ran": "$how", "global": "${GLOBAL[*]}",
+       "podman": podman, "runtime": "$runtime_v", "debootstrap": "$debootstrap_v",
+       "disk_free_gb_before": $disk_free_before, "podman_tmpdir": "$podman_tmp_from", "podman_settings": {"tried_first_that_ran": "$how", "global": "${GLOBAL[*]}",
                                              "run_and_build": "${RUNOPTS[*]}"},
        "base": {"image": "$BASE", "made_by": "$base_from", "seconds": $base_s,
                 "debian_version": "$base_debian", "python": "$base_python",
