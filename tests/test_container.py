@@ -1,7 +1,7 @@
 """The Dockerfile builds and its image runs: scripts/container_check.sh (podman, a debootstrapped Debian 12
 base, `nnue --version`, the demo and one test file in the image). Slow: minutes with its cache, more
 without; needs root and the network (Debian's archive, PyPI). Its latest result is committed in
-bench/results/container_check.json."""
+bench/results/container_check.json (the latest run) and container_check_fresh.json (the latest from nothing)."""
 from __future__ import annotations
 
 import json
@@ -14,6 +14,8 @@ import pytest
 
 REPO = Path(__file__).resolve().parents[1]
 RESULT = REPO / "bench" / "results" / "container_check.json"
+#: the latest run from nothing: no podman images, no cached base
+FRESH = REPO / "bench" / "results" / "container_check_fresh.json"
 
 
 def _check_result(r: dict) -> None:
@@ -29,9 +31,14 @@ def _check_result(r: dict) -> None:
     assert r["base"]["what"].startswith("debootstrap") and "bookworm" in r["base"]["what"]
 
 
-def test_committed_result_is_a_passing_run():
-    """The committed result of the script is a passing run of this layout (its fields as checked below)."""
-    _check_result(json.loads(RESULT.read_text()))
+@pytest.mark.parametrize("result", [RESULT, FRESH], ids=["latest", "fresh"])
+def test_committed_result_is_a_passing_run(result):
+    """The committed results of the script are passing runs of this layout (their fields as checked
+    below); the fresh one made its base with debootstrap and reused no build step."""
+    r = json.loads(result.read_text())
+    _check_result(r)
+    if result == FRESH:
+        assert r["base"]["made_by"] == "debootstrap" and r["build"]["steps_from_cache"] == 0
 
 
 @pytest.mark.slow
