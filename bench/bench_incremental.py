@@ -43,7 +43,7 @@ def make_net(hidden: int, seed: int = 0, dead: float = 0.0):
     """chess768 → hidden×2 SCReLU → MaterialCount<8>, random int16 weights with an exported net's
     magnitudes: FT weights ±77 (±0.3 at QA = 255), FT biases −64..192, L1 weights ±64 (±1.0 at
     QB = 64), bucket biases ±2000. dead: fraction of neurons with a bias of −8000 (never fire)."""
-    from nnue.inference.net import IntegerNet
+    from nnue.inference.kinds.perspective import IntegerNet
     from nnue.spec.quant import QuantScheme
     from nnue.pipeline.features import get_feature_set
 
@@ -66,7 +66,7 @@ def make_sfnnv5_net(hidden: int = 1024, seed: int = 0):
     (read from its ``export_net`` file: FT weights −147..111, FT biases −159..344, PSQT ±44,500,
     fc_0 weights ±25 and biases ±6,000, fc_1 weights ±60 and biases ±7,000, fc_2 weights ±127
     and biases −470..3,260); fc_1's padding columns zero."""
-    from nnue.inference import sfnnv5
+    from nnue.inference.kinds import sfnnv5
 
     g = torch.Generator().manual_seed(seed)
     arch = sfnnv5.make_sfnnv5_arch(hidden=hidden, description="bench net")
@@ -112,13 +112,13 @@ def _median_us(xs: list[float]) -> float:
 def bench_incremental(net, games, runs: int) -> dict:
     from nnue.inference.incremental import IncrementalAccumulator
     from nnue.inference.exact import accumulators
-    from nnue.inference.perspective import forward_int
+    from nnue.inference.kinds.perspective import forward_int
 
     fs, buckets = net.features, net.buckets
     pc = time.perf_counter
     sf = net.kind == "sfnnv5"
     if sf:
-        from nnue.inference import sfnnv5
+        from nnue.inference.kinds import sfnnv5
         forward_int = sfnnv5.forward_int  # noqa: F811
 
     best: dict[str, float] = {}
@@ -237,8 +237,10 @@ def _dense_l1(net, x: torch.Tensor, bucket: torch.Tensor) -> torch.Tensor:
 
 def bench_sparse(net, boards: torch.Tensor, runs: int, label: str) -> dict:
     from nnue.inference.exact import accumulators_f32 as _accumulators_f32
-    from nnue.inference.perspective import forward_int
-    from nnue.inference.sparse_l1 import activations, block_stats, forward_sparse, l1_sum
+    from nnue.inference.kinds.perspective import forward_int
+    from nnue.inference.kinds.perspective import activations
+    from nnue.inference.sparse_l1 import block_stats, forward_sparse
+    from nnue.inference.sparse_sums import l1_sum
 
     stm, nstm = net.features.encode(boards)
     bucket = net.buckets.of(boards)
@@ -427,7 +429,7 @@ def bench_one_position(net, games, runs: int) -> dict:
 def report_sfnnv5(a, games) -> dict:
     """The JSON of ``--kind sfnnv5``: the incremental part only (no sparse L1 for this kind)."""
     if a.net:
-        from nnue.inference.sfnnv5 import read_nnue
+        from nnue.inference.kinds.sfnnv5 import read_nnue
 
         net, label = read_nnue(a.net), f"{Path(a.net).name} (Stockfish 15.1 .nnue)"
     else:
@@ -446,7 +448,7 @@ def report_sfnnv5(a, games) -> dict:
         "one_position_from_scratch": one,
         "notes": notes_sfnnv5(inc) + (
             f" One position from scratch through nnue.inference.evaluate (sfnnv5.evaluate_small: the compiled "
-            f"kernel of inference/compiled.py, as the batch evaluator's default on CPU; without numba "
+            f"kernel of inference/kinds/sfnnv5/compiled.py, as the batch evaluator's default on CPU; without numba "
             f"incremental.evaluate_one): {one['one_position_us_cpu']} us of CPU against "
             f"{one['batch_evaluator_one_position_us_cpu']} us for the batch evaluator on one position and "
             f"{one['batch_4096_ms_cpu']} ms for a 4,096-position call ({100 * one['one_position_over_4096_call']:.2f} %); "

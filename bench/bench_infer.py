@@ -28,7 +28,7 @@ that like-for-like ratio.
 
 ``int_torch``: the integer path without the compiled kernels (``backend="torch"``: the sorted
 steps, float32 ``embedding_bag``, int8 ``torch._int_mm``), timed in the same rounds, so that the
-JSON shows the compiled path (:mod:`nnue.inference.compiled`, the default on CPU) beside the
+JSON shows the compiled path (the kinds' compiled kernels, :mod:`nnue.inference.compiled`, the default on CPU) beside the
 path it replaced. ``--profile`` adds ``profile``: the CPU milliseconds of each phase (feature
 encoding, feature transformer, activation, L1, rest) of all three paths, medians over ``--runs``
 runs, with the load average before and after; in the allocator-neutral child when that runs.
@@ -109,11 +109,12 @@ def main(argv=None) -> int:
 
     from nnue.inference import evaluate, forward_int, load
     from nnue.inference.exact import STEP as _STEP
-    from nnue.inference.perspective import l1_plan as _l1_plan
+    from nnue.inference.kinds.perspective import l1_plan as _l1_plan
     from nnue.pipeline.batch import to_sparse_batch
     from nnue.pipeline.pack import pack
     from nnue.trainer.export import export, validation_boards
-    from nnue.trainer.model import Arch, DeepArch, DeepNet, PerspectiveNet
+    from nnue.trainer.kinds.deep import DeepArch, DeepNet
+    from nnue.trainer.kinds.perspective import Arch, PerspectiveNet
 
     with tempfile.TemporaryDirectory() as tmp:
         tmp = Path(tmp)
@@ -156,9 +157,9 @@ def main(argv=None) -> int:
 
     evaluator = None
     if net.kind == "perspective":
-        from nnue.inference import perspective as evaluator
+        from nnue.inference.kinds import perspective as evaluator
     elif net.kind == "deep":
-        from nnue.inference import deep as evaluator
+        from nnue.inference.kinds import deep as evaluator
 
     def int_torch_path():
         return evaluator.evaluate(net, boards, backend="torch")
@@ -167,7 +168,7 @@ def main(argv=None) -> int:
 
     stm, nstm = net.features.encode(boards)
     if net.kind == "deep":
-        from nnue.inference.deep import forward_int as forward_deep
+        from nnue.inference.kinds.deep import forward_int as forward_deep
         assert torch.equal(int_path(), forward_deep(net, stm, nstm, net.buckets.of(boards)))
     else:
         assert torch.equal(int_path(), forward_int(net, stm, nstm, net.buckets.of(boards)))
@@ -186,7 +187,7 @@ def main(argv=None) -> int:
               "batch_call_cpu_ms": round(statistics.median(cpu["int"]) * 1e3, 3),
               "over_batch_call": round(one_wall / statistics.median(wall["int"]), 5),
               "over_batch_call_cpu": round(one_cpu / statistics.median(cpu["int"]), 5), "goal": 0.01,
-              "path": f"nnue.inference.{net.kind}.evaluate_small (the compiled kernel; api.evaluate for "
+              "path": f"nnue.inference.kinds.{net.kind}.evaluate_small (the compiled kernel; api.evaluate for "
                       "<= SMALL_BATCH positions)"}
     if model is None:
         return emit({"benchmark": "infer", "net": str(a.net), "architecture": net.arch, "batch": a.batch,
@@ -200,7 +201,7 @@ def main(argv=None) -> int:
     t_int, t_float = statistics.median(wall["int"]), statistics.median(wall["float"])
     ips, fps = a.batch / t_int, a.batch / t_float
     t_torch = statistics.median(wall["int_torch"]) if "int_torch" in wall else None
-    plan = _l1_plan(net) if net.kind == "perspective" else {"mode": "int8 digits (inference/deep.py, backend=torch)"}
+    plan = _l1_plan(net) if net.kind == "perspective" else {"mode": "int8 digits (inference/kinds/deep/net.py, backend=torch)"}
     label = (f"chess768 -> {a.hidden}x2 pairwise_crelu -> 16 crelu -> 32 crelu -> 1, MaterialCount<8>"
              if net.kind == "deep" else f"chess768 -> {a.hidden}x2 screlu -> MaterialCount<8>")
     report = {
@@ -225,7 +226,7 @@ def main(argv=None) -> int:
         "targets": {"int_evals_per_s": 1_000_000, "int_over_float": 3.0, "incremental_us_per_move": 5.0},
         "notes": ("Both paths include feature encoding from packed boards; one thread; alternating "
                   "rounds of --block timed runs per path. The integer path (default on CPU, "
-                  "inference/compiled.py, numba) makes one pass per board: decode the 32 bytes, look "
+                  "inference/kinds/perspective/compiled.py, numba) makes one pass per board: decode the 32 bytes, look "
                   "both perspectives' features up in the feature set's table, sum the int16 rows in "
                   "512-bit registers (int16 lanes when the per-net bound proves int16, else int32 "
                   "lanes and a check), the activation and the L1 sum of the board's own bucket in "
@@ -233,13 +234,13 @@ def main(argv=None) -> int:
                   "it replaced (sorted steps, float32 embedding_bag, int8 torch._int_mm on byte "
                   "digits). Incremental updates: nnue bench incremental."
                   if net.kind == "perspective" else
-                  "Deep net (--arch deep): the integer path (inference/compiled.py) makes one pass "
+                  "Deep net (--arch deep): the integer path (inference/kinds/deep/compiled.py) makes one pass "
                   "per board as for perspective nets, then the u8 L0 activations and each layer of "
                   "the board's own bucket (int16 x int8 dot products in int32 where K*255*128 < 2^31, "
                   "else int64; int32 checks and floor shifts; where the net's weights and biases prove "
                   "every sum of a layer within int32, no int64 sums and no check, L1 over the nonzero "
                   "input pairs only and the output layer as one padded block of 16); the float path is "
-                  "trainer.model.DeepNet's forward."),
+                  "trainer.kinds.deep.DeepNet's forward."),
     }
     if a.profile and a.no_neutral:
         report["profile"] = _profile(net, model, boards, a.runs)
@@ -276,11 +277,12 @@ def _sfnnv5(a) -> int:
     """``--arch sfnnv5``: Stockfish 15.1's net (a random one of the built-in net's magnitudes,
     :func:`nnue.bench.bench_incremental.make_sfnnv5_net`, or ``--net``: an sfnnv5 net directory,
     safetensors or ``.nnue`` file) on ``--batch`` of the bundled sample's positions: the
-    compiled integer path (``sfnnv5.evaluate``'s default on CPU, inference/compiled.py) against
+    compiled integer path (``sfnnv5.evaluate``'s default on CPU, inference/kinds/sfnnv5/compiled.py) against
     the torch integer path (``backend="torch"``), alternating rounds, one thread, the results
     checked equal first. No float model: the question is what the compiled path buys."""
     from nnue.bench.bench_incremental import make_sfnnv5_net
-    from nnue.inference import load, sfnnv5
+    from nnue.inference import load
+    from nnue.inference.kinds import sfnnv5
     from nnue.inference.api import boards_from_fens
 
     if a.net:
@@ -329,7 +331,7 @@ def _sfnnv5(a) -> int:
                                                   "(the compiled kernel, Python ints)"},
         "checked_equal": True,
         "notes": "Both paths from packed boards (feature encoding included), one thread, alternating "
-                 "rounds of --block timed runs per path. int: inference/compiled.py's values_sfnnv5, one "
+                 "rounds of --block timed runs per path. int: inference/kinds/sfnnv5/compiled.py's values, one "
                  "pass per board (decode, the HalfKAv2_hm table, the int16 FT rows summed in 512-bit "
                  "registers with wrapping adds, the PSQT column of the board's layer stack, the pairwise "
                  "product, fc_0 and fc_1 as int16 pair dot products in int32 lanes, fc_2, the int32 "
@@ -372,7 +374,8 @@ def _profile(net, model, boards, runs: int) -> dict:
 
     want = evaluate(net, boards)
     if net.kind == "perspective":
-        from nnue.inference import compiled, perspective as P
+        from nnue.inference.kinds.perspective import net as P
+        from nnue.inference.kinds.perspective import compiled
 
         def int_phases(ph):
             t0 = clk()
@@ -404,10 +407,10 @@ def _profile(net, model, boards, runs: int) -> dict:
 
 
 def _torch_int_phases(net, boards, ph, want):
-    """The torch integer path of ``nnue.inference.perspective.evaluate`` (``backend="torch"``;
+    """The torch integer path of ``nnue.inference.kinds.perspective.evaluate`` (``backend="torch"``;
     the steps of ``nnue.inference.exact.sorted_steps`` for a table encoder whose int16 bound
     holds), with a timer between its phases."""
-    from nnue.inference import perspective as P
+    from nnue.inference.kinds.perspective import net as P
     from nnue.inference.exact import STEP, acc_int16_proven, bag_rows, embedding_sum, ft_table
     from nnue.pipeline.features.board_tensor import piece_count
 

@@ -2,7 +2,7 @@
 engine over UCI, on the same positions, in one run.
 
 ``nnue bench teacher [--positions N] [--net FILE.nnue] [--runs R] [--out FILE]``: the engine's
-built-in net (``export_net``, or ``--net``) is read with :func:`nnue.inference.sfnnv5.read_nnue`;
+built-in net (``export_net``, or ``--net``) is read with :func:`nnue.inference.kinds.sfnnv5.read_nnue`;
 N positions of the bundled sample (cycled) are evaluated by :func:`nnue.inference.evaluate`
 (median of R runs, after one warm-up call) and by the engine's ``eval`` command over UCI (the
 path of ``nnue annotate --teacher stockfish-nnue``: :class:`nnue.pipeline.annotate.EnginePool`,
@@ -40,7 +40,7 @@ def main(argv: list[str] | None = None) -> int:
 
     from nnue.inference import evaluate
     from nnue.inference.api import boards_from_fens
-    from nnue.inference.sfnnv5 import read_nnue
+    from nnue.inference.kinds.sfnnv5 import read_nnue
     from nnue.pipeline.annotate import EnginePool, find_engine, stm_cp
 
     engine = find_engine(args.engine)

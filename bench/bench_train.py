@@ -321,12 +321,7 @@ def run_naive(cfg, device: torch.device, steps: int, warmup: int) -> tuple[list[
 
     lit, dm = build(cfg)
     m = cfg.model
-    model = kinds.build_model(m.kind, m.features, lit.feature_set.num_inputs, m.hidden, m.activation,
-                              lit.buckets.count, "torch", False,
-                              kinds.layers_config(m.kind, {"deep": m.get("deep"), "tiny": m.get("tiny"),
-                                                           "sfnnv5": m.get("sfnnv5")}),
-                              product_scale=lit.scheme.qa / (1 << lit.scheme.l0_shift),
-                              scale=lit.scheme.scale).to(device)
+    model = kinds.build(dict(m, factoriser=False), lit.feature_set, lit.buckets, lit.scheme, backend="torch").to(device)
     o = cfg.optimizer
     opt = torch.optim.AdamW(model.parameters(), lr=float(o.lr), weight_decay=float(o.get("weight_decay", 0.01)))
     it = iter(dm.train_dataloader())

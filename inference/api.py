@@ -11,8 +11,9 @@ from .incremental import evaluate_one
 
 
 def evaluator(net):
-    """The exact evaluator module of ``net``'s kind (``forward_int``, ``evaluate``)."""
-    return kinds.of(net).evaluator
+    """The exact evaluator of ``net``'s kind: its :class:`~nnue.inference.kinds.spec.InferenceKind`
+    (``forward_int``, ``evaluate``, ``evaluate_small``, ...)."""
+    return kinds.of(net)
 
 
 def forward_int(net, stm: torch.Tensor, nstm: torch.Tensor, bucket: torch.Tensor, return_parts: bool = False):
@@ -31,21 +32,21 @@ SMALL_BATCH = 8
 
 def evaluate_net(net, boards: torch.Tensor, chunk: int = 1024) -> torch.Tensor:
     """The net's own integer evals, any kind, without a residual net's base: (N, 32) uint8 ->
-    (N,) int64 centipawns, stm POV (see :func:`nnue.inference.perspective.evaluate`,
-    :func:`nnue.inference.deep.evaluate`). Up to :data:`SMALL_BATCH` CPU positions go to the
-    kind's ``evaluate_small`` where it has one and it runs (perspective nets: the compiled
-    kernel, :func:`nnue.inference.perspective.evaluate_small`), else, for a kind with
+    (N,) int64 centipawns, stm POV (the kind's ``evaluate``, e.g.
+    :func:`nnue.inference.kinds.perspective.evaluate`). Up to :data:`SMALL_BATCH` CPU positions go
+    to the kind's ``evaluate_small`` where it has one and it runs (perspective nets: the compiled
+    kernel, :func:`nnue.inference.kinds.perspective.evaluate_small`), else, for a kind with
     incremental support, one by one from scratch (:func:`nnue.inference.incremental.evaluate_one`);
     same integers, no batch overhead. The rest, and any board those paths decline, take the
     kind's batch evaluator."""
     small = 0 < boards.shape[0] <= SMALL_BATCH and boards.device.type == "cpu" and boards.dtype == torch.uint8 \
         and boards.dim() == 2 and boards.shape[1] == 32
-    ev = evaluator(net)
-    if small and hasattr(ev, "evaluate_small"):
+    ev = kinds.of(net)
+    if small and ev.evaluate_small is not None:
         vals = ev.evaluate_small(net, boards)
         if vals is not None:
             return torch.from_numpy(np.array(vals, dtype=np.int64))
-    if small and kinds.of(net).incremental:
+    if small and ev.incremental:
         out = []
         for row in boards.contiguous().numpy():
             v = evaluate_one(net, row)

@@ -2,13 +2,14 @@
 ``embedding_bag`` over int16 rows, exact below 2^24), the int16/int32 range checks, the int8
 ``torch._int_mm`` exactness probe and weight digits, and the derived-tensor cache.
 
-Used by :mod:`nnue.inference.perspective`, :mod:`nnue.inference.deep`,
-:mod:`nnue.inference.sparse_l1` and :mod:`nnue.inference.incremental`; every name here is public.
-Nets are duck-typed: anything with ``l0w`` (F, H) int16, ``l0b`` (H,) int16, ``features`` and
-``buckets`` (:class:`nnue.inference.net.NetFile`).
+Used by the kinds with an ``l0w``/``l0b`` feature transformer (perspective, deep, tiny:
+:mod:`nnue.inference.kinds`), :mod:`nnue.inference.dense` and :mod:`nnue.inference.sparse_l1`;
+every name here is public. Nets are duck-typed: anything with ``l0w`` (F, H) int16, ``l0b``
+(H,) int16, ``features`` and ``buckets`` (:class:`nnue.inference.net.NetFile`).
 """
 from __future__ import annotations
 
+import numpy as np
 import torch
 
 INT32_MIN, INT32_MAX = -(1 << 31), (1 << 31) - 1
@@ -24,6 +25,14 @@ def cached(net, key, sources: tuple[torch.Tensor, ...], build):
             or hit[1] != stamp:
         hit = cache[key] = (sources, stamp, build(*sources))
     return hit[2]
+
+
+def l0_rows(net) -> tuple[np.ndarray, np.ndarray]:
+    """The feature transformer's rows as the incremental accumulator adds them: (``l0w`` (F, H)
+    int32, ``l0b`` (H,) int32) NumPy arrays (int32 rows: NumPy adds them without a cast), made
+    once per net (the ``accumulator_table`` of the kinds whose accumulators are these sums)."""
+    return cached(net, "l0_rows", (net.l0w, net.l0b),
+                  lambda w, b: (w.numpy().astype(np.int32), b.numpy().astype(np.int32)))
 
 
 # Exact integer evaluation. Every value below is an integer; the heavy steps run on float or

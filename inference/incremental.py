@@ -38,17 +38,15 @@ feature indices, both exact for every feature set:
 
 Accumulators are int32 numpy arrays, white's perspective in row 0 and black's in row 1, kept on
 a stack: :meth:`push` writes the next entry from the previous one plus and minus feature-
-transformer rows (or a refresh), :meth:`pop` steps back. :meth:`evaluate` is the integer eval of
-:func:`nnue.inference.perspective.forward_int` (same formula, same truncating divisions, same
-``OverflowError`` when an accumulator leaves int16 or a sum leaves int32), or of the kind's
-``forward_from_accumulators`` (deep, tiny).
-
-A kind may bring its own rows and eval (:attr:`~nnue.inference.kinds.spec.InferenceKind.
-accumulator_table`, ``evaluate_accumulator``): ``sfnnv5`` (Stockfish 15.1) accumulates one int32
-row of L1 + 8 columns per perspective, the feature transformer's sum then the 8 PSQT sums, and
-its eval wraps them to int16 and int32 as the engine's additions wrap (nothing raises; see
-:mod:`nnue.inference.sfnnv5`). The rows, the table lookups, the refresh rule and the move code
-are the same for every kind.
+transformer rows (or a refresh), :meth:`pop` steps back. The rows and the eval are the kind's
+(:attr:`~nnue.inference.kinds.spec.InferenceKind.accumulator_table`, ``evaluate_accumulator``):
+perspective, deep and tiny nets accumulate their feature transformer's ``l0w`` rows and evaluate
+as their ``forward_int`` does (same formula, same truncating divisions, same ``OverflowError``
+when an accumulator leaves int16 or a sum leaves int32); ``sfnnv5`` (Stockfish 15.1) accumulates
+one int32 row of L1 + 8 columns per perspective, the feature transformer's sum then the 8 PSQT
+sums, and its eval wraps them to int16 and int32 as the engine's additions wrap (nothing raises;
+see :mod:`nnue.inference.kinds.sfnnv5`). The rows, the table lookups, the refresh rule and the
+move code are the same for every kind.
 """
 from __future__ import annotations
 
@@ -63,9 +61,8 @@ from nnue.pipeline.features import FeatureSet
 from nnue.pipeline.features.board_tensor import NUM_KEYS
 from nnue.pipeline.features.lookup import TableEncoder
 
-from . import kinds, perspective, residual
-from .exact import check_acc_int16
-from .net import IntegerNet
+from . import kinds, residual
+from .net import NetFile
 
 EMPTY = -1
 PAWN, KNIGHT, BISHOP, ROOK, QUEEN, KING = range(6)
@@ -169,52 +166,21 @@ def _tables_for(fs: FeatureSet) -> _Tables:
     return _Tables(fs.encode)
 
 
-def _net_cache(net: IntegerNet) -> dict:
-    """int32 copies of the net's weights, made once per net (and again if a tensor or the
-    architecture is replaced; tensors changed in place are not noticed)."""
+def _net_cache(net: NetFile) -> dict:
+    """The kind's rows (``accumulator_table``: int32 NumPy, cached by the kind) and the layers its
+    ``evaluate_accumulator`` takes, with the output bucket of each piece count; made again when
+    the kind's rows or layers are rebuilt (a tensor replaced or changed in place)."""
     kind = kinds.of(net)
-    if kind.accumulator_table is not None:  # the kind's own rows (sfnnv5: FT and PSQT columns)
-        w, b = kind.accumulator_table(net)  # cached by the kind
-        layers = kind.accumulator_layers(net) if kind.accumulator_layers is not None else None
-        cache = net.__dict__.get("_incremental_cache")
-        if cache is None or cache["w"] is not w or cache["b"] is not b or cache["layers"] is not layers:
-            cache = {"key": None, "w": w, "b": b, "layers": layers, "hidden": w.shape[1],
-                     "buckets": net.buckets.of_piece_count(torch.arange(33)).tolist()}
-            net.__dict__["_incremental_cache"] = cache
-        return cache
+    w, b = kind.accumulator_table(net)
+    layers = kind.accumulator_layers(net) if kind.accumulator_layers is not None else None
     cache = net.__dict__.get("_incremental_cache")
-    key = (net.l0w, net.l0b, net.l1w, net.l1b)
-    if (cache is None or any(a is not b for a, b in zip(cache["key"], key))
-            or cache["arch"] != net.arch or cache["scheme"] != net.scheme):
-        H = net.l0w.shape[1]
-        w = net.l0w.numpy().astype(np.int32)  # int32 rows: numpy adds them without a cast
-        act = net.arch["activation"]
-        half = net.arch["l1_inputs"] // 2
-        if _layers_after_l0(net) is not None:  # deep nets: the layers after L0 run in their evaluator
-            cache = {"key": key, "arch": dict(net.arch), "scheme": net.scheme, "w": w,
-                     "b": net.l0b.numpy().astype(np.int32), "act": act, "hidden": H,
-                     "buckets": net.buckets.of_piece_count(torch.arange(33)).tolist()}
-            net.__dict__["_incremental_cache"] = cache
-            return cache
-        l1 = net.l1w.numpy().astype(np.int64)
-        # per bucket: weights in (white, black) order for white to move, and swapped for black,
-        # so the activations of the white-first accumulator dot them without a reorder
-        swapped = np.concatenate((l1[:, half:], l1[:, :half]), axis=1)
-        cache = {
-            "key": key, "arch": dict(net.arch), "scheme": net.scheme, "w": w, "b": net.l0b.numpy().astype(np.int32),
-            "l1": [[np.ascontiguousarray(l1[i]), np.ascontiguousarray(swapped[i])] for i in range(l1.shape[0])],
-            "l1b": net.l1b.numpy().astype(np.int64).tolist(),
-            "act": act, "hidden": H,
-            "buckets": net.buckets.of_piece_count(torch.arange(33)).tolist(),
-        }
+    if cache is None or cache["w"] is not w or cache["b"] is not b or cache["layers"] is not layers \
+            or cache["output_buckets"] != net.arch["output_buckets"]:
+        cache = {"w": w, "b": b, "layers": layers, "hidden": w.shape[1], "eval": kind.evaluate_accumulator,
+                 "output_buckets": net.arch["output_buckets"],
+                 "buckets": net.buckets.of_piece_count(torch.arange(33)).tolist()}
         net.__dict__["_incremental_cache"] = cache
     return cache
-
-
-def _layers_after_l0(net):
-    """The kind's ``forward_from_accumulators`` (nets with layers after L1, e.g. deep), or None
-    when the kind's L1 runs here (perspective nets)."""
-    return kinds.of(net).forward_from_accumulators
 
 
 # ---------------------------------------------------------------------------------------------
@@ -231,7 +197,7 @@ class IncrementalAccumulator:
     black) among them.
     """
 
-    def __init__(self, net: IntegerNet, board, mode: str = "auto"):
+    def __init__(self, net: NetFile, board, mode: str = "auto"):
         if not kinds.of(net).incremental:
             raise ValueError(f"the incremental accumulator does not evaluate {net.kind} nets; "
                              "use nnue.inference.evaluate")
@@ -265,7 +231,6 @@ class IncrementalAccumulator:
         self._lists: list[tuple[list[int], list[int]]] = []
         self.pushes = 0
         self.refreshes = [0, 0]  # per perspective (white, black)
-        self._v = np.empty((2, self._c["hidden"]), dtype=np.int64)
         self._take_bufs = {}
         for n in range(1, 5):
             buf = np.empty((n, 2, self._c["hidden"]), dtype=np.int32)
@@ -276,7 +241,7 @@ class IncrementalAccumulator:
             self._refresh_into(self._accs[0], p)
 
     @classmethod
-    def from_fen(cls, net: IntegerNet, fen: str, mode: str = "auto") -> "IncrementalAccumulator":
+    def from_fen(cls, net: NetFile, fen: str, mode: str = "auto") -> "IncrementalAccumulator":
         return cls(net, pack_fen(fen), mode)
 
     # -- position -----------------------------------------------------------------------------
@@ -309,7 +274,7 @@ class IncrementalAccumulator:
     def accumulators(self) -> torch.Tensor:
         """(2, H) int32: the side to move's accumulator first, as ``forward_int`` orders them
         (sfnnv5: H = L1 + 8, the FT sums before their int16 wrap, then the PSQT sums; see
-        :func:`nnue.inference.sfnnv5.split_accumulator`)."""
+        :func:`nnue.inference.kinds.sfnnv5.split_accumulator`)."""
         a = self._accs[len(self._undo)]
         return torch.from_numpy((a if self.stm == 0 else a[::-1]).copy())
 
@@ -657,33 +622,15 @@ class IncrementalAccumulator:
     def evaluate_net(self) -> int:
         """The net's own integer eval (without a residual net's base), as
         :func:`nnue.inference.api.evaluate_net` gives it for the full position."""
-        return _eval_accumulators(self.net, self._c, self._accs[len(self._undo)], self.stm, self.count, self._v)
+        return _eval_accumulators(self.net, self._c, self._accs[len(self._undo)], self.stm, self.count)
 
 
-def _eval_accumulators(net: IntegerNet, c: dict, acc: np.ndarray, stm: int, count: int,
-                       v: np.ndarray | None = None) -> int:
+def _eval_accumulators(net: NetFile, c: dict, acc: np.ndarray, stm: int, count: int) -> int:
     """The integer eval (centipawns, stm POV, no residual base) from the (2, H) int32
     accumulators of one position (white's perspective in row 0), ``count`` pieces on the board
-    and ``stm`` 0 white / 1 black: the formula of :func:`nnue.inference.net.forward_int` (or the
-    kind's ``evaluate_accumulator`` or ``forward_from_accumulators``). ``v``: an optional (2, H) int64 scratch buffer.
-    Raises OverflowError where ``forward_int`` does."""
-    kind = kinds.of(net)
-    if kind.evaluate_accumulator is not None:  # sfnnv5: the engine's sums wrap, nothing raises
-        return kind.evaluate_accumulator(net, acc, stm, c["buckets"][count], c["layers"])
-    s = net.scheme
-    check_acc_int16(acc)
-    forward_from_accumulators = kind.forward_from_accumulators
-    if forward_from_accumulators is not None:
-        a = torch.from_numpy(acc)
-        bucket = torch.tensor([c["buckets"][count]])
-        return int(forward_from_accumulators(net, a[stm:stm + 1], a[1 - stm:2 - stm], bucket)[0])
-    act = c["act"]
-    if v is None:  # int64, as the batch path: a screlu square or pairwise product times L1 weights
-        v = np.empty(acc.shape, dtype=np.int64)
-    v = perspective.l1_input(act, s.qa, acc, out=v)
-    b = c["buckets"][count]
-    total = int(v.reshape(-1).dot(c["l1"][b][stm]))
-    return perspective.output(act, s, total, c["l1b"][b])
+    and ``stm`` 0 white / 1 black: the kind's ``evaluate_accumulator``. Raises OverflowError
+    where the kind's ``forward_int`` does."""
+    return c["eval"](net, acc, stm, c["buckets"][count], c["layers"])
 
 
 # ---------------------------------------------------------------------------------------------
@@ -700,7 +647,7 @@ def _nibble_table() -> np.ndarray:
 
 _NIBBLES = _nibble_table()
 
-def evaluate_one(net: IntegerNet, board) -> int | None:
+def evaluate_one(net: NetFile, board) -> int | None:
     """The net's own integer eval of one packed board (centipawns, side to move's POV, without
     a residual net's base), computed from scratch on the CPU with no batch machinery: decode the
     32 bytes, look both perspectives' features up in the feature set's table, sum their

@@ -37,7 +37,7 @@ def check_header(path, meta) -> tuple[dict, QuantScheme, type]:
         raise NetFormatError(f"{path}: field 'format_version' is {meta.get('format_version')!r}, "
                              f"this build reads {FORMAT_VERSION}")
     arch = header_field(path, meta, "architecture", dict)
-    kind = header_field(path, arch, "kind", str, "architecture.", optional=True) or "perspective"
+    kind = header_field(path, arch, "kind", str, "architecture.", optional=True) or kinds.DEFAULT
     if kind not in kinds.KINDS:
         raise NetFormatError(f"{path}: field 'architecture.kind' is {kind!r}, expected one of "
                              f"{', '.join(repr(k) for k in kinds.KINDS)}")
@@ -117,9 +117,8 @@ def _lookup(meta: dict, key: str):
 
 
 def load(path: str | Path, expect: dict | None = None) -> NetFile:
-    """Load ``net.safetensors``: the integer net class of its kind (:mod:`nnue.inference.kinds`:
-    :class:`IntegerNet` for perspective nets, :class:`~nnue.inference.deep.DeepIntegerNet` for
-    ``architecture.kind == "deep"``).
+    """Load ``net.safetensors``: the integer net class of its kind (``architecture.kind``, looked
+    up in :mod:`nnue.inference.kinds`).
 
     Every header field is checked (:func:`check_header`). ``expect``: fields that must match,
     top-level, architecture or quantisation fields by name (``{"feature_set": "chess768"}``,
@@ -158,3 +157,19 @@ def load(path: str | Path, expect: dict | None = None) -> NetFile:
             raise NetFormatError(f"{path}: tensor {k!r} should be {str(dtype).removeprefix('torch.')} {shape}, "
                                  f"found {None if t is None else (t.dtype, tuple(t.shape))}")
     return cls(arch, scheme, *(tensors[k] for k in specs), provenance=meta.get("provenance") or {})
+
+
+def load_any(path: str | Path) -> NetFile:
+    """An integer net from ``net.safetensors``, the NETDIR holding it, or an engine's own net file
+    that a kind reads (a Stockfish ``.nnue``: :func:`nnue.inference.kinds.read_engine_file`).
+    Raises NetFormatError / ValueError naming the path."""
+    p = Path(path)
+    if p.is_dir():
+        if not (p / "net.safetensors").is_file():
+            raise ValueError(f"{p}: a folder without net.safetensors; give NETDIR/net.safetensors")
+        p = p / "net.safetensors"
+    elif not p.exists():
+        raise ValueError(f"{p}: no such net file")
+    if p.suffix in kinds.engine_suffixes():
+        return kinds.read_engine_file(p)
+    return load(p)

@@ -1,23 +1,23 @@
-"""Integer net files: the classes every kind shares, the ``.safetensors`` / ``.bin`` writers, and
-:func:`load` with its header checks.
+"""Integer net files: what every kind's integer net shares (:class:`NetFile`: the header, the
+``.safetensors`` writer and the raw engine-file writer) and the JSON field checks of the header
+and of checkpoint hparams.
 
 Standalone: torch, numpy and safetensors, plus the torch-only pipeline modules
 (:mod:`nnue.pipeline.features`, :mod:`nnue.pipeline.atomic`) and :mod:`nnue.spec` (no
-Lightning, Hydra or pyarrow). Evaluation lives in :mod:`nnue.inference.perspective` and
-:mod:`nnue.inference.deep` on the shared core :mod:`nnue.inference.exact`; the entry points in
-:mod:`nnue.inference.api`.
+Lightning, Hydra or pyarrow). Each kind's integer net class and evaluator live with the kind
+(:mod:`nnue.inference.kinds`), on the shared core :mod:`nnue.inference.exact`; loading and the
+header checks in :mod:`nnue.inference.loader`; the entry points in :mod:`nnue.inference.api`.
 
-Files: ``net.safetensors`` (tensors ``l0w`` (F, H), ``l0b`` (H,), ``l1w`` (B, L1), ``l1b`` (B,),
-all int16 for a perspective net; metadata: one key, ``nnue_forge``, holding a JSON object with
-``format``, ``format_version``, ``architecture``, ``feature_set``, ``feature_hash``,
-``output_buckets``, ``quantisation`` and ``provenance``) and the raw ``net.bin``
-(:meth:`NetFile.write_bin`). Every decoded header field is type-checked on load
-(:func:`check_header`).
+Files: ``net.safetensors`` (the kind's tensors, e.g. ``l0w`` (F, H), ``l0b`` (H,), ``l1w``
+(B, L1), ``l1b`` (B,), all int16 for a perspective net; metadata: one key, ``nnue_forge``,
+holding a JSON object with ``format``, ``format_version``, ``architecture``, ``feature_set``,
+``feature_hash``, ``output_buckets``, ``quantisation`` and ``provenance``) and the engine file
+(the kind's ``engine_file``: :meth:`NetFile.write_bin`). Every decoded header field is
+type-checked on load (:func:`nnue.inference.loader.check_header`).
 """
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, field
 from pathlib import Path
 
 import torch
@@ -25,7 +25,6 @@ from safetensors.torch import save as st_save
 
 from nnue.pipeline.atomic import atomic_write_bytes
 from nnue.pipeline.features import FeatureSet, get_feature_set, parse_output_buckets
-from nnue.spec import activations as acts
 from nnue.spec.quant import QuantScheme
 
 FORMAT = "nnue-forge-integer-net"
@@ -40,11 +39,9 @@ class NetFormatError(ValueError):
 class NetFile:
     """What every integer net shares: header, metadata, the ``.safetensors`` writer and the raw
     ``.bin`` writer. Subclasses define ``arch``, ``scheme``, ``provenance``, :meth:`tensors`
-    (name -> tensor, in file order) and :meth:`raw_layout` (a one-line description)."""
+    (name -> tensor, in file order) and :meth:`raw_layout` (a one-line description), and
+    ``kind``, the name of their kind (:mod:`nnue.inference.kinds`)."""
 
-    kind = "perspective"
-    #: the engine file ``nnue export`` writes beside net.safetensors (:meth:`write_bin`)
-    ENGINE_FILE = "net.bin"
     #: architecture field -> type, as :func:`check_header` checks them
     ARCH_FIELDS = {"kind": str, "feature_set": str, "feature_hash": str, "num_inputs": int, "hidden": int,
                    "activation": str, "output_buckets": str, "num_buckets": int, "l1_inputs": int}
@@ -92,54 +89,8 @@ class NetFile:
         return raw + bytes(-len(raw) % 64)
 
     def write_bin(self, path: str | Path) -> None:
+        """Write the engine file (:meth:`raw_bytes`; the kind's ``engine_file``) atomically."""
         atomic_write_bytes(Path(path), self.raw_bytes())
-
-
-@dataclass
-class IntegerNet(NetFile):
-    """An exported integer perspective net.
-
-    arch: {"kind": "perspective", "feature_set", "feature_hash", "num_inputs", "hidden",
-    "activation", "output_buckets", "num_buckets", "l1_inputs"}. l0w: (F, H) int16; l0b: (H,)
-    int16; l1w: (B, L1) int16 (first L1/2 weigh the stm half); l1b: (B,) int16.
-    """
-
-    arch: dict
-    scheme: QuantScheme
-    l0w: torch.Tensor
-    l0b: torch.Tensor
-    l1w: torch.Tensor
-    l1b: torch.Tensor
-    provenance: dict = field(default_factory=dict)
-
-    kind = "perspective"
-
-    def tensors(self) -> dict[str, torch.Tensor]:
-        return {"l0w": self.l0w, "l0b": self.l0b, "l1w": self.l1w, "l1b": self.l1b}
-
-    @staticmethod
-    def raw_layout() -> str:
-        return "l0w int16[F][H] | l0b int16[H] | l1w int16[B][L1] | l1b int16[B] | zeros to a multiple of 64 B"
-
-    @staticmethod
-    def tensor_specs(arch: dict) -> dict[str, tuple[torch.dtype, tuple]]:
-        """name -> (dtype, shape) of every tensor a net of ``arch`` holds."""
-        return {"l0w": (torch.int16, (arch["num_inputs"], arch["hidden"])),
-                "l0b": (torch.int16, (arch["hidden"],)),
-                "l1w": (torch.int16, (arch["num_buckets"], arch["l1_inputs"])),
-                "l1b": (torch.int16, (arch["num_buckets"],))}
-
-
-def make_arch(feature_set: str, hidden: int, activation: str, output_buckets: str) -> dict:
-    """The ``arch`` dict of an :class:`IntegerNet` (written into the header) for a perspective
-    net: feature set by name (its hash and input count looked up), H per perspective, the
-    activation and the output-bucket spec (e.g. "MaterialCount<8>"). Raises KeyError/ValueError
-    for unknown names."""
-    fs = get_feature_set(feature_set)
-    buckets = parse_output_buckets(output_buckets)
-    return {"kind": "perspective", "feature_set": fs.name, "feature_hash": fs.hash, "num_inputs": fs.num_inputs,
-            "hidden": hidden, "activation": activation, "output_buckets": buckets.name,
-            "num_buckets": buckets.count, "l1_inputs": acts.l1_inputs(activation, hidden)}
 
 
 def json_type_name(v) -> str:

@@ -11,7 +11,7 @@ with act one of ``crelu`` (clamp(x, 0, 1)), ``screlu`` (crelu²), ``pairwise_cre
 (crelu(acc[:H/2])·crelu(acc[H/2:]), H' = H/2) or ``none`` (the raw accumulator, H' = H: a net that
 applies its own products, e.g. a Stockfish-style net whose FT matrix also holds PSQT columns). The
 definitions are those of :func:`nnue.kernels.reference.sparse_ft_pair` on the folded weight
-``weight + factor[factor_map]`` (:meth:`nnue.trainer.model.PerspectiveNet.folded_ft_weight`), the
+``weight + factor[factor_map]`` (:meth:`nnue.trainer.model.FTNet.folded_ft_weight`), the
 spec this is tested against (``tests/kernels/test_sparse_ft_numba.py``); the folded (F, H) matrix
 is never built, so a factoriser costs one more (small, cache-resident) row per gathered row, not a
 dense pass over the whole matrix every step.
@@ -23,7 +23,8 @@ thread (it stays in cache), summed over the copies; above, by feature: the pairs
 are listed by a counting sort and each touched row sums its pairs' ``grad_acc`` rows, one thread
 per row. Either way the result is the same every run for a given thread count. Above
 SORT_ABOVE_BYTES the pairs are also processed in the order of their lowest feature (forward and
-backward), which groups HalfKA positions by king bucket, so that the rows they share stay in
+backward; ``group_by="highest"``: their highest, for Stockfish 19's set whose HalfKAv2_hm rows
+come last), which groups HalfKA positions by king bucket, so that the rows they share stay in
 cache. With ``sparse_grad=True`` the weight's gradient is a coalesced sparse COO tensor of the U
 rows (what :class:`nnue.trainer.sparse_optim.RowSparseAdamW` reads), else a dense (F, H) tensor
 with zeros elsewhere (any torch optimiser). The factor's gradient is dense (V, H): each touched
@@ -41,7 +42,19 @@ layer stacks in bucket order and the malloc setting, its step fell from 1.91 to 
 ``bench/results/train_cpu_before_after.json``).
 
 QAT (``qa``): each folded row element goes through ``fake_quant`` (round to the grid of 1/qa,
-straight-through backward) before it is summed, as the torch path does on the folded matrix.
+straight-through backward) before it is summed, as the torch path does on the folded matrix;
+``qa`` is one grid for every column or one per column (a Stockfish 19 net: its L1 accumulator
+columns on 1/256, its PSQT columns on 1/9600). The rounded rows of the features the batch
+touches are made once per forward into a (U, H) matrix (:func:`_fold_quant_rows`, the indices
+renumbered into it), then gathered as plain rows: U roundings instead of one per gathered row
+(and the factor's rows not read again), the same sums bit for bit; the cost is that (U, H)
+scratch (sfnnv16 at batch 16,384: U ≈ F, ~360 MB).
+
+Stockfish 19's feature transformer (:class:`nnue.trainer.kinds.sfnnv16.SFNNv16Net`) also needs
+``clamp_max`` (its pairwise product clamps each half at 255/256, not 1; the gradient masks
+follow) and a factoriser on some rows only: ``factor_map`` −1 marks a row without a virtual row
+(its threat and pawn-pair rows), read in the forward as an appended zero row of the factor and
+left out of the factor's gradient.
 
 CPU tensors only, fp32 weights, int32/int64 indices. Errors (ValueError/TypeError) name the
 argument: wrong device, dtype or shape, an index ≥ F (checked before the kernel runs: the
@@ -72,6 +85,13 @@ _BIAS_CHUNK = 256
 # ---------------------------------------------------------------------------------------------- kernels
 
 @njit(cache=True, inline="always")
+def _fq_floor(x, g):
+    """torch's ``fake_quant(t, g, "floor")`` in fp32: ``t + (floor(t·g + 1e-3)/g − t)``."""
+    q = np.float32(np.floor(x * g + np.float32(1e-3))) / g
+    return x + np.float32(q - x)
+
+
+@njit(cache=True, inline="always")
 def _fq(x, qa):
     """torch's ``t + (round(t·qa)/qa − t)`` in fp32 (the value of fake_quant's forward)."""
     q = np.float32(np.rint(x * qa)) / qa
@@ -79,7 +99,7 @@ def _fq(x, qa):
 
 
 @njit(cache=True, nogil=True)
-def _gather_sum(acc, w, fac, fmap, idx, has_fac, qa):
+def _gather_sum(acc, w, fac, fmap, idx, has_fac):
     """acc[:] = Σ over the valid slots of idx (in slot order) of the folded row of each feature.
 
     Four rows per pass over acc, added one after the other (((acc + r0) + r1) + r2) + r3: the
@@ -89,19 +109,6 @@ def _gather_sum(acc, w, fac, fmap, idx, has_fac, qa):
     A = idx.shape[0]
     for j in range(H):
         acc[j] = 0.0
-    if qa > 0:   # QAT: each folded element rounded before it is added
-        for a in range(A):
-            f = idx[a]
-            if f < 0:
-                continue
-            if has_fac:
-                v = fmap[f]
-                for j in range(H):
-                    acc[j] += _fq(w[f, j] + fac[v, j], qa)
-            else:
-                for j in range(H):
-                    acc[j] += _fq(w[f, j], qa)
-        return
     rows = np.empty(A, np.int64)
     n = 0
     for a in range(A):
@@ -134,25 +141,58 @@ def _gather_sum(acc, w, fac, fmap, idx, has_fac, qa):
             k += 1
 
 
+@njit(parallel=True, cache=True, nogil=True)
+def _fold_quant_rows(w, fac, fmap, rows, qv, out):
+    """QAT: out[u] = the folded row rows[u] (``w[f] + fac[fmap[f]]``, or ``w[f]`` without a
+    factoriser: fac (0, H)), each element j on the grid of 1/qv[j] (:func:`_fq`): the values the
+    gather then sums, made once per touched row rather than once per gathered row."""
+    H = w.shape[1]
+    has_fac = fac.shape[0] > 0
+    for u in prange(rows.shape[0]):
+        f = rows[u]
+        dst = out[u]
+        if has_fac:
+            v = fmap[f]
+            for j in range(H):
+                dst[j] = _fq(w[f, j] + fac[v, j], qv[j])
+        else:
+            for j in range(H):
+                dst[j] = _fq(w[f, j], qv[j])
+
+
+@njit(parallel=True, cache=True, nogil=True)
+def _remap_indices(idx, remap, out):
+    """out[b, a] = remap[idx[b, a]] for the valid slots, −1 for padding (any negative value)."""
+    for b in prange(idx.shape[0]):
+        for a in range(idx.shape[1]):
+            f = idx[b, a]
+            out[b, a] = remap[f] if f >= 0 else -1
+
+
 @njit(cache=True, nogil=True)
-def _add_bias_activate(acc, bias, out, o0, act, L):
-    """acc += bias (all H columns); out[o0 : o0 + L'] = act(acc[:L]) (L' = L/2 for pairwise)."""
+def _add_bias_activate(acc, bias, out, o0, act, L, hi, og):
+    """acc += bias (all H columns); out[o0 : o0 + L'] = act(acc[:L]) (L' = L/2 for pairwise),
+    the clamp's upper end ``hi`` (f32; 1 for every activation but Stockfish 19's 255/256); og > 0
+    (pairwise only): each product floored to the grid of 1/og (:func:`_fq_floor`)."""
     H = acc.shape[0]
     for j in range(H):
         acc[j] += bias[j]
     if act == PAIRWISE:
         h2 = L // 2
         for j in range(h2):
-            a = min(max(acc[j], np.float32(0.0)), np.float32(1.0))
-            c = min(max(acc[j + h2], np.float32(0.0)), np.float32(1.0))
+            a = min(max(acc[j], np.float32(0.0)), hi)
+            c = min(max(acc[j + h2], np.float32(0.0)), hi)
             out[o0 + j] = a * c
+        if og > 0:
+            for j in range(h2):
+                out[o0 + j] = _fq_floor(out[o0 + j], og)
     elif act == SCRELU:
         for j in range(L):
-            c = min(max(acc[j], np.float32(0.0)), np.float32(1.0))
+            c = min(max(acc[j], np.float32(0.0)), hi)
             out[o0 + j] = c * c
     elif act == CRELU:
         for j in range(L):
-            out[o0 + j] = min(max(acc[j], np.float32(0.0)), np.float32(1.0))
+            out[o0 + j] = min(max(acc[j], np.float32(0.0)), hi)
 
 
 @njit(cache=True, nogil=True)
@@ -162,9 +202,10 @@ def _add_bias_raw(out_row, o0, bias):
 
 
 @njit(cache=True, nogil=True)
-def _pair_order(stm, nstm, F, by_lowest):
+def _pair_order(stm, nstm, F, by_lowest, highest=False):
     """(2B,) int64 processing order of the (position, perspective) pairs q = 2·b + p: by their lowest
-    valid feature (a counting sort; pairs without any come last) when ``by_lowest``, else q order."""
+    valid feature (``highest``: their highest) in a counting sort (pairs without any come last)
+    when ``by_lowest``, else q order."""
     B, A = stm.shape
     N = 2 * B
     order = np.empty(N, np.int64)
@@ -177,10 +218,18 @@ def _pair_order(stm, nstm, F, by_lowest):
     for q in range(N):
         idx = stm[q >> 1] if (q & 1) == 0 else nstm[q >> 1]
         m = F
-        for a in range(A):
-            f = idx[a]
-            if f >= 0 and f < m:
-                m = f
+        if highest:
+            m = -1
+            for a in range(A):
+                if idx[a] > m:
+                    m = idx[a]
+            if m < 0:
+                m = F
+        else:
+            for a in range(A):
+                f = idx[a]
+                if f >= 0 and f < m:
+                    m = f
         key[q] = m
         counts[m + 1] += 1
     for k in range(F + 1):
@@ -192,10 +241,11 @@ def _pair_order(stm, nstm, F, by_lowest):
 
 
 @njit(parallel=True, cache=True, nogil=True)
-def _ft_fwd(w, fac, fmap, bias, stm, nstm, order, act, qa, out, accs, raw):
+def _ft_fwd(w, fac, fmap, bias, stm, nstm, order, act, hi, og, out, accs, raw):
     """Forward over the batch (module docstring). w (F, H) f32; fac (V, H) f32, V = 0 without a
-    factoriser; fmap (F,) int64; bias (H,); stm/nstm (B, A) int32; order (2B,) the pairs'
-    processing order (:func:`_pair_order`); qa f32 (0: no QAT); out (B, 2·L') f32; accs (2B, H)
+    factoriser; fmap (F,) int64 in 0..V−1; bias (H,); stm/nstm (B, A) int32; order (2B,) the
+    pairs' processing order (:func:`_pair_order`); hi f32 the activation's upper clamp; og f32
+    the pairwise products' floor grid (0: none); out (B, 2·L') f32; accs (2B, H)
     f32, row i = the accumulator of pair order[i], written unless act is none (out holds them);
     raw (B, 2·P) f32: the last P = H − L columns of each accumulator, not activated (the
     pass-through columns, e.g. PSQT; P = 0: raw is (B, 0))."""
@@ -210,26 +260,27 @@ def _ft_fwd(w, fac, fmap, bias, stm, nstm, order, act, qa, out, accs, raw):
         idx = stm[b] if p == 0 else nstm[b]
         if act == NONE:
             acc = out[b, p * H:(p + 1) * H]
-            _gather_sum(acc, w, fac, fmap, idx, has_fac, qa)
+            _gather_sum(acc, w, fac, fmap, idx, has_fac)
             for j in range(H):
                 acc[j] += bias[j]
         else:
             acc = accs[i]
-            _gather_sum(acc, w, fac, fmap, idx, has_fac, qa)
-            _add_bias_activate(acc, bias, out[b], p * HO, act, L)
+            _gather_sum(acc, w, fac, fmap, idx, has_fac)
+            _add_bias_activate(acc, bias, out[b], p * HO, act, L, hi, og)
             for j in range(P):
                 raw[b, p * P + j] = acc[L + j]
 
 
 @njit(parallel=True, cache=True, nogil=True)
-def _grad_acc(gout, accs, order, act, ga, graw):
+def _grad_acc(gout, accs, order, act, ga, graw, hi):
     """ga (2B, H) = d loss / d acc, row i for pair order[i], from gout (B, 2·L') and the saved
     accs (2B, H) (for none: a copy of gout's rows in that order); the last P columns from graw
-    (B, 2·P), the gradient of the pass-through output."""
+    (B, 2·P), the gradient of the pass-through output. hi: the clamp's upper end (the gradient
+    passes where 0 ≤ acc ≤ hi, torch's clamp rule)."""
     N, H = ga.shape
     P = graw.shape[1] // 2
     L = H - P
-    zero, one = np.float32(0.0), np.float32(1.0)
+    zero = np.float32(0.0)
     for i in prange(N):
         q = order[i]
         b, p = q >> 1, q & 1
@@ -246,18 +297,18 @@ def _grad_acc(gout, accs, order, act, ga, graw):
             for j in range(h2):
                 x, y = a[j], a[j + h2]
                 go = gout[b, p * h2 + j]
-                cx = min(max(x, zero), one)
-                cy = min(max(y, zero), one)
-                g[j] = go * cy if (x >= zero and x <= one) else zero
-                g[j + h2] = go * cx if (y >= zero and y <= one) else zero
+                cx = min(max(x, zero), hi)
+                cy = min(max(y, zero), hi)
+                g[j] = go * cy if (x >= zero and x <= hi) else zero
+                g[j + h2] = go * cx if (y >= zero and y <= hi) else zero
         elif act == SCRELU:
             for j in range(L):
                 x = a[j]
-                g[j] = gout[b, p * L + j] * (np.float32(2.0) * x) if (x >= zero and x <= one) else zero
+                g[j] = gout[b, p * L + j] * (np.float32(2.0) * x) if (x >= zero and x <= hi) else zero
         else:  # crelu
             for j in range(L):
                 x = a[j]
-                g[j] = gout[b, p * L + j] if (x >= zero and x <= one) else zero
+                g[j] = gout[b, p * L + j] if (x >= zero and x <= hi) else zero
 
 
 @njit(cache=True, nogil=True)
@@ -377,13 +428,16 @@ def _bias_grad(ga, parts):
 
 @njit(parallel=True, cache=True, nogil=True)
 def _factor_grad(values, rows, fmap, gfac, block):
-    """gfac[fmap[rows[u]]] += values[u], split over column blocks of width ``block``."""
+    """gfac[fmap[rows[u]]] += values[u] (rows mapped to −1 have no virtual row), split over
+    column blocks of width ``block``."""
     U, H = values.shape
     nb = (H + block - 1) // block
     for c in prange(nb):
         j0, j1 = c * block, min(H, (c + 1) * block)
         for u in range(U):
             v = fmap[rows[u]]
+            if v < 0:
+                continue
             for j in range(j0, j1):
                 gfac[v, j] += values[u, j]
 
@@ -404,8 +458,21 @@ def _index_array(t: torch.Tensor, name: str, F: int) -> np.ndarray:
     return _np(t.to(torch.int32).contiguous())
 
 
-def check_inputs(weight, bias, stm, nstm, activation, factor=None, factor_map=None, passthrough=0):
+def check_inputs(weight, bias, stm, nstm, activation, factor=None, factor_map=None, passthrough=0, qa=None,
+                 clamp_max=1.0, group_by="lowest"):
     """Raise ValueError/TypeError, naming the argument, on inputs the kernels cannot take."""
+    if group_by not in ("lowest", "highest"):
+        raise ValueError(f"sparse_ft_numba: group_by={group_by!r}: 'lowest' or 'highest'")
+    if isinstance(qa, torch.Tensor):
+        if qa.shape != (weight.shape[-1],) or not qa.dtype.is_floating_point or qa.device.type != "cpu":
+            raise ValueError(f"sparse_ft_numba: qa {tuple(qa.shape)} {qa.dtype} must be a number or a "
+                             f"({weight.shape[-1]},) float CPU tensor (each column's grid)")
+        if not bool((qa > 0).all()):
+            raise ValueError("sparse_ft_numba: qa grids must be > 0")
+    elif qa is not None and not float(qa) > 0:
+        raise ValueError(f"sparse_ft_numba: qa={qa}: a grid > 0, or None (no QAT)")
+    if not float(clamp_max) > 0:
+        raise ValueError(f"sparse_ft_numba: clamp_max={clamp_max} must be > 0")
     if activation not in ACTIVATIONS:
         raise ValueError(f"sparse_ft_numba: unknown activation {activation!r}; known: {', '.join(ACTIVATIONS)}")
     for name, t in (("weight", weight), ("bias", bias), ("stm", stm), ("nstm", nstm), ("factor", factor),
@@ -430,8 +497,9 @@ def check_inputs(weight, bias, stm, nstm, activation, factor=None, factor_map=No
             raise ValueError(f"sparse_ft_numba: factor {tuple(factor.shape)} {factor.dtype} must be (V, H) float32")
         if factor_map.shape != (weight.shape[0],):
             raise ValueError(f"sparse_ft_numba: factor_map {tuple(factor_map.shape)} must be ({weight.shape[0]},)")
-        if factor_map.numel() and (int(factor_map.min()) < 0 or int(factor_map.max()) >= factor.shape[0]):
-            raise ValueError(f"sparse_ft_numba: factor_map must lie in 0..{factor.shape[0] - 1}")
+        if factor_map.numel() and (int(factor_map.min()) < -1 or int(factor_map.max()) >= factor.shape[0]):
+            raise ValueError(f"sparse_ft_numba: factor_map must lie in -1..{factor.shape[0] - 1} "
+                             "(-1: a row without a virtual row)")
 
 
 def _strategy(F: int, H: int) -> tuple[bool, bool]:
@@ -443,7 +511,8 @@ def _strategy(F: int, H: int) -> tuple[bool, bool]:
 
 class _SparseFTPair(torch.autograd.Function):
     @staticmethod
-    def forward(ctx, weight, factor, bias, stm, nstm, fmap, activation, sparse_grad, qa, passthrough):
+    def forward(ctx, weight, factor, bias, stm, nstm, fmap, activation, sparse_grad, qa, passthrough, clamp_max,
+                group_by, out_grid):
         F, H = weight.shape
         act = _CODES[activation]
         s, n = _index_array(stm, "stm", F), _index_array(nstm, "nstm", F)
@@ -454,18 +523,46 @@ class _SparseFTPair(torch.autograd.Function):
         has_fac = factor is not None
         fac = _np(factor) if has_fac else np.empty((0, H), np.float32)
         fm = _np(fmap.long().contiguous()) if has_fac else np.empty(0, np.int64)
+        fac_fwd, fm_fwd = fac, fm
+        if has_fac and fm.shape[0] and fm.min() < 0:
+            # rows without a virtual row (−1) read an appended zero row in the forward: the
+            # gather loops stay branch-free, and w + 0 is w
+            fac_fwd = np.concatenate([fac, np.zeros((1, H), np.float32)])
+            fm_fwd = np.where(fm < 0, fac.shape[0], fm)
         by_lowest, scatter = _strategy(F, H)
-        order = _pair_order(s, n, F, by_lowest)
+        order = _pair_order(s, n, F, by_lowest, group_by == "highest")
         out = torch.empty(B, 2 * HO)
         raw = torch.empty(B, 2 * P)
         # the pre-activation accumulators, in processing order: scratch for the activation, kept
         # for the backward
         accs = np.empty((2 * B, H) if act != NONE else (0, H), np.float32)
+        w = wc = _np(weight.contiguous())
+        touched = None
+        gs, gn = s, n
+        if qa is not None and B:
+            # QAT: the touched folded rows fake-quantised once into a (U, H) matrix and the
+            # indices renumbered into it (ascending: the same processing order), then the plain
+            # gather. The values and the order of the additions are the per-element rounding's,
+            # bit for bit; the rounding runs U times instead of once per gathered row (sfnnv16 at
+            # batch 16,384: ~87,000 rows against ~3.7 million gathers a perspective pass).
+            touched = _touched_rows(s, n, F)
+            rows = touched[1]
+            w = np.empty((rows.shape[0], H), np.float32)
+            _fold_quant_rows(wc, fac_fwd, fm_fwd, rows, _grids(qa, H), w)
+            remap = np.full(F, -1, np.int32)
+            remap[rows] = np.arange(rows.shape[0], dtype=np.int32)
+            gs, gn = np.empty_like(s), np.empty_like(n)
+            _remap_indices(s, remap, gs)
+            _remap_indices(n, remap, gn)
+            fac_fwd, fm_fwd = np.empty((0, H), np.float32), np.empty(0, np.int64)
         if B:
-            _ft_fwd(_np(weight.contiguous()), fac, fm, _np(bias.contiguous()), s, n, order, act,
-                    np.float32(qa or 0.0), _np(out), accs, _np(raw))
+            _ft_fwd(w, fac_fwd, fm_fwd, _np(bias.contiguous()), gs, gn, order, act,
+                    np.float32(clamp_max), np.float32(out_grid or 0.0), _np(out), accs, _np(raw))
+        del w
         ctx.act, ctx.F, ctx.H, ctx.sparse_grad, ctx.scatter, ctx.P = act, F, H, sparse_grad, scatter, P
+        ctx.hi = np.float32(clamp_max)
         ctx.idx = (s, n, order, by_lowest, fm, factor.shape[0] if has_fac else 0)
+        ctx.touched = touched
         ctx.accs = accs if any(ctx.needs_input_grad[:3]) else None
         return out, raw
 
@@ -482,11 +579,12 @@ class _SparseFTPair(torch.autograd.Function):
         else:
             ga = np.empty((B * 2, H), np.float32)
             if B:
-                _grad_acc(g, ctx.accs, order, act, ga, gr)
+                _grad_acc(g, ctx.accs, order, act, ga, gr, ctx.hi)
         ctx.accs = None
         grad_w = grad_fac = grad_b = None
         if ctx.needs_input_grad[0] or ctx.needs_input_grad[1]:
-            offsets, rows = _touched_rows(s, n, F)
+            offsets, rows = ctx.touched if ctx.touched is not None else _touched_rows(s, n, F)
+            ctx.touched = None
             values = np.empty((rows.shape[0], H), np.float32)
             if rows.shape[0] and ctx.scatter:
                 priv = np.empty((max(1, numba.get_num_threads()), F, H), np.float32)
@@ -511,32 +609,55 @@ class _SparseFTPair(torch.autograd.Function):
             if B:
                 _bias_grad(ga, parts)
             grad_b = torch.from_numpy(parts).sum(0) if B else torch.zeros(H)
-        return grad_w, grad_fac, grad_b, None, None, None, None, None, None, None
+        return grad_w, grad_fac, grad_b, None, None, None, None, None, None, None, None, None, None
+
+
+def _grids(qa, H: int) -> np.ndarray:
+    """(H,) float32 QAT grid of each column from None (no QAT: an empty array), a number (every
+    column) or an (H,) tensor."""
+    if qa is None:
+        return np.empty(0, np.float32)
+    if isinstance(qa, torch.Tensor):
+        return np.ascontiguousarray(qa.detach().numpy().astype(np.float32))
+    return np.full(H, qa, np.float32)
 
 
 def sparse_ft_pair(weight: torch.Tensor, bias: torch.Tensor, stm: torch.Tensor, nstm: torch.Tensor,
                    activation: str, factor: torch.Tensor | None = None, factor_map: torch.Tensor | None = None,
-                   sparse_grad: bool = False, qa: float | None = None) -> torch.Tensor:
+                   sparse_grad: bool = False, qa: float | torch.Tensor | None = None,
+                   clamp_max: float = 1.0, group_by: str = "lowest") -> torch.Tensor:
     """Both perspectives through the feature transformer and ``activation``, concatenated, stm first.
 
     weight (F, H) float32, bias (H,) float32, stm/nstm (B, A) int32/int64, −1 = padding (any
-    negative value), every index < F; factor (V, H) float32 and factor_map (F,) int64 in 0..V−1:
-    the factoriser's virtual rows, added to each gathered row (None: no factoriser). Returns
-    (B, 2·H') float32, H' = H/2 for pairwise_crelu, else H; for ``none`` the raw accumulators
-    (B, 2·H) (e.g. H = 1,024 + 8 PSQT columns). Differentiable in weight, factor and bias;
-    ``sparse_grad``: the weight's gradient as a coalesced sparse COO tensor holding only the
-    rows the batch touched (:class:`nnue.trainer.sparse_optim.RowSparseAdamW`), else dense.
-    qa: fake-quantise every folded row element to the grid of 1/qa (QAT; straight-through
-    gradient), None: plain float. CPU tensors only; errors: :func:`check_inputs`.
+    negative value), every index < F; factor (V, H) float32 and factor_map (F,) int64 in
+    −1..V−1: the factoriser's virtual rows, added to each gathered row (−1: a row without one,
+    e.g. the threat rows of a Stockfish 19 net; None: no factoriser). Returns (B, 2·H') float32,
+    H' = H/2 for pairwise_crelu, else H; for ``none`` the raw accumulators (B, 2·H) (e.g. H =
+    1,024 + 8 PSQT columns). Differentiable in weight, factor and bias; ``sparse_grad``: the
+    weight's gradient as a coalesced sparse COO tensor holding only the rows the batch touched
+    (:class:`nnue.trainer.sparse_optim.RowSparseAdamW`), else dense. qa: fake-quantise every
+    folded row element to the grid of 1/qa (QAT; straight-through gradient): a number for every
+    column, or an (H,) tensor of each column's grid (Stockfish 19: 256 for the L1 columns,
+    9,600 for the PSQT columns); None: plain float. clamp_max: the upper end of the
+    activation's clamp (1.0; Stockfish 19's pairwise product clamps at 255/256), the gradient
+    passing where 0 ≤ acc ≤ clamp_max as torch's clamp. group_by: on weights above
+    SORT_ABOVE_BYTES the pairs are processed grouped by their ``"lowest"`` feature (HalfKA-only
+    sets: the king bucket) or their ``"highest"`` (Stockfish 19's set, whose HalfKAv2_hm rows come
+    last: its king bucket; 10-20 % off its forward, scratch measurement at batch 8,192); the
+    values do not depend on it, the gradients' summation order does. CPU tensors only; errors:
+    :func:`check_inputs`.
     """
-    check_inputs(weight, bias, stm, nstm, activation, factor, factor_map)
-    return _SparseFTPair.apply(weight, factor, bias, stm, nstm, factor_map, activation, bool(sparse_grad), qa, 0)[0]
+    check_inputs(weight, bias, stm, nstm, activation, factor, factor_map, 0, qa, clamp_max, group_by)
+    return _SparseFTPair.apply(weight, factor, bias, stm, nstm, factor_map, activation, bool(sparse_grad), qa, 0,
+                               float(clamp_max), group_by, None)[0]
 
 
 def sparse_ft_pair_passthrough(weight: torch.Tensor, bias: torch.Tensor, stm: torch.Tensor, nstm: torch.Tensor,
                                activation: str, passthrough: int, factor: torch.Tensor | None = None,
-                               factor_map: torch.Tensor | None = None,
-                               sparse_grad: bool = False) -> tuple[torch.Tensor, torch.Tensor]:
+                               factor_map: torch.Tensor | None = None, sparse_grad: bool = False,
+                               qa: float | torch.Tensor | None = None, clamp_max: float = 1.0,
+                               group_by: str = "lowest",
+                               out_grid: float | None = None) -> tuple[torch.Tensor, torch.Tensor]:
     """:func:`sparse_ft_pair` on a weight whose last ``passthrough`` = P columns are not activated
     (a Stockfish-style feature transformer: L accumulator columns, then P PSQT columns, one
     matrix): returns (out (B, 2·L') float32, act(acc[:, :L]) of each perspective, stm first, L' =
@@ -545,17 +666,24 @@ def sparse_ft_pair_passthrough(weight: torch.Tensor, bias: torch.Tensor, stm: to
     never written out whole. Bit for bit the values of the raw accumulators
     (``sparse_ft_pair(..., "none")``) put through the activation in torch
     (``tests/kernels/test_sparse_ft_numba.py``). activation: crelu, screlu or pairwise_crelu;
-    0 < P < H (L even for pairwise_crelu); other arguments and errors as :func:`sparse_ft_pair`
-    (no QAT)."""
+    0 < P < H (L even for pairwise_crelu); other arguments (QAT grids per column, e.g. the L
+    accumulator columns on 1/256 and the P PSQT columns on 1/9600; the clamp's upper end; the
+    pairs' grouping) and errors as :func:`sparse_ft_pair`. out_grid (pairwise_crelu only): each
+    product floored to the grid of 1/out_grid as ``nnue.trainer.model.fake_quant(out, out_grid,
+    "floor")`` does, bit for bit, with its straight-through gradient (Stockfish 19 under QAT: 128,
+    the engine's ``>> 9``), in the same pass; None: not."""
     if activation not in ACTIVATIONS or weight.dim() != 2:
         check_inputs(weight, bias, stm, nstm, activation, factor, factor_map)
     L = weight.shape[1] - int(passthrough)
     if activation == "none" or not 0 < passthrough < weight.shape[1] or (activation == "pairwise_crelu" and L % 2):
         raise ValueError(f"sparse_ft_numba: passthrough={passthrough} with activation {activation!r} on "
                          f"{weight.shape[1]} columns: needs an activation, 0 < P < H and an even L for pairwise")
-    check_inputs(weight, bias, stm, nstm, activation, factor, factor_map, int(passthrough))
+    check_inputs(weight, bias, stm, nstm, activation, factor, factor_map, int(passthrough), qa, clamp_max,
+                 group_by)
+    if out_grid is not None and (activation != "pairwise_crelu" or not float(out_grid) > 0):
+        raise ValueError(f"sparse_ft_numba: out_grid={out_grid} needs pairwise_crelu and a grid > 0")
     out, raw = _SparseFTPair.apply(weight, factor, bias, stm, nstm, factor_map, activation, bool(sparse_grad),
-                                   None, int(passthrough))
+                                   qa, int(passthrough), float(clamp_max), group_by, out_grid)
     return out, raw
 
 

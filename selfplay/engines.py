@@ -110,6 +110,20 @@ def _check_option(cmd: str, spec: dict, value) -> object:
     return str(value)
 
 
+#: Stockfish's fixed lines around a net it could not load (``Network::verify``): they say nothing
+#: of the file, so a refusal quotes the lines between them (the file, and the reason where the
+#: engine gives one)
+_BOILERPLATE = ("compatible with the engine must be available", "might need to specify the full path",
+                "can be downloaded from", "will be terminated now")
+
+
+def _reason_lines(lines: list[str]) -> list[str]:
+    """An engine's error lines shortened to the reason: Stockfish's fixed lines left out (all of
+    them kept when nothing else is left)."""
+    kept = [x for x in lines if not any(b in x for b in _BOILERPLATE)]
+    return kept or lines
+
+
 def probe_engine(cmd: str, options: dict | None = None, user: dict | None = None,
                  timeout: float = 20.0) -> dict:
     """Start ``cmd`` once as a raw UCI process and check it before a match: it answers ``uci``
@@ -206,7 +220,7 @@ def probe_engine(cmd: str, options: dict | None = None, user: dict | None = None
                 code = proc.wait(timeout=2)
             except subprocess.TimeoutExpired:
                 code = None
-            what = errors or [x for x in said if x.strip() and not x.startswith("info depth")][-3:]
+            what = _reason_lines(errors) or [x for x in said if x.strip() and not x.startswith("info depth")][-3:]
             gone = f"exited (status {code})" if code is not None else ""
             if errors:
                 how = "reported errors" + (f" and {gone}" if gone else "")

@@ -186,7 +186,10 @@ class SprtResult:
         games = f"GAMES: {self.games}"
         if self.wdl is not None:
             w, d, l = self.wdl
-            games += f" (W {w} / D {d} / L {l})"
+            played = w + d + l
+            # W/D/L count every game played; GAMES (and the SPRT) only those of finished pairs
+            extra = f"; {played - self.games} more of an unfinished pair" if played > self.games else ""
+            games += f" in pairs (W {w} / D {d} / L {l} of {played} played{extra})"
         return [f"LLR: {sgn(self.llr)} ({self.lower:+.2f}, {self.upper:+.2f}) [{self.elo0:.2f}, {self.elo1:.2f}]"
                 f" {self.verdict}",
                 f"ELO: {sgn(self.elo)} ± {self.elo_ci95:.2f}" if math.isfinite(self.elo_ci95)

@@ -7,10 +7,11 @@ from pathlib import Path
 import torch
 from safetensors.torch import save_file
 
-from nnue.inference.net import IntegerNet, make_arch
+from nnue.inference.kinds.perspective import IntegerNet, make_arch
 from nnue.spec.quant import QuantScheme
 from nnue.pipeline.features import get_feature_set
-from nnue.trainer.model import Arch, DeepArch, DeepNet, PerspectiveNet
+from nnue.trainer.kinds.deep import DeepArch, DeepNet
+from nnue.trainer.kinds.perspective import Arch, PerspectiveNet
 
 
 def make_model(activation: str, hidden: int = 32, buckets: int = 8, seed: int = 0,
@@ -196,7 +197,7 @@ def make_deep_int_net(fs_name: str, act: str = "screlu", hidden: int = 32, outpu
                       l1_outputs: int = 16, l2_outputs: int = 32, hidden_activation: str = "crelu", seed: int = 0,
                       ft: int = 150, bias: tuple[int, int] = (-100, 250), spread: float = 1.5,
                       l2_activation: str | None = None, center: int = 128):
-    """A random deep integer net (:class:`~nnue.inference.deep.DeepIntegerNet`) whose hidden
+    """A random deep integer net (:class:`~nnue.inference.kinds.deep.DeepIntegerNet`) whose hidden
     pre-activations y = s >> 6 of L1 and L2 land in every regime: below 0, inside [0, 255] and
     clipped above 255.
 
@@ -208,7 +209,7 @@ def make_deep_int_net(fs_name: str, act: str = "screlu", hidden: int = 32, outpu
     """
     import math
 
-    from nnue.inference.deep import DeepIntegerNet, make_deep_arch
+    from nnue.inference.kinds.deep import DeepIntegerNet, make_deep_arch
 
     arch = make_deep_arch(fs_name, hidden, act, output_buckets, l1_outputs, l2_outputs, hidden_activation,
                           l2_activation)
@@ -250,7 +251,7 @@ def make_adversarial_deep_int_net(fs_name: str, act: str = "screlu", hidden: int
     ±N2·128·255 (evals of both signs)."""
     import math
 
-    from nnue.inference.deep import DeepIntegerNet, make_deep_arch
+    from nnue.inference.kinds.deep import DeepIntegerNet, make_deep_arch
 
     base = make_adversarial_int_net(fs_name, act, hidden, output_buckets, seed)
     arch = make_deep_arch(fs_name, hidden, act, output_buckets, l1_outputs, l2_outputs, hidden_activation)

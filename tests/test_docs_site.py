@@ -154,3 +154,18 @@ def test_commands_in_the_docs_exist():
         bad += [f"{page.name}: bash {s}" for s in scripts if not (REPO / s).is_file()]
     assert seen > 20 and bad == []
     assert _shell_blocks_commands("```sh\nnnue pak x\nbash scripts/nope.sh\n```\n") == (["pak"], ["scripts/nope.sh"])
+
+
+#: the widest code line the site shows without a scroll bar (Material theme, the content column
+#: between both sidebars at 1280 px: about 88 characters of code; 80 leaves room)
+CODE_WIDTH = 80
+
+
+def test_design_code_map_fits_the_page():
+    """The layout and code map of docs/design.md (its code blocks) are read in the built site:
+    no line wider than :data:`CODE_WIDTH`, so none is cut off on the right."""
+    text = (DOCS / "design.md").read_text()
+    blocks = _code_blocks(text, "")
+    assert blocks, "design.md has no code block: the layout moved?"
+    wide = [line for b in blocks for line in b.splitlines() if len(line) > CODE_WIDTH]
+    assert not wide, f"code lines wider than {CODE_WIDTH} characters in design.md:\n" + "\n".join(wide)

@@ -220,11 +220,20 @@ def _describe(comp: list[str], g: dict[str, dict[str, Edge]]) -> str:
 PIPELINE_FOR_INFERENCE = ("nnue.pipeline", "nnue.pipeline.features", "nnue.pipeline.board",
                           "nnue.pipeline.atomic", "nnue.pipeline.constants")
 THIRD_PARTY_FOR_INFERENCE = {"torch", "numpy", "safetensors"}
-#: the one inference module that may import numba (and its llvmlite): the compiled integer path,
-#: an optional accelerator with a torch fallback. Other inference modules import it only inside a
-#: function (on first use), so that ``import nnue.inference`` and every other module stay free of
-#: numba (issue 23 item 4; DESIGN.md's contract with this one exception)
+#: the inference modules that may import numba (and its llvmlite): the compiled integer paths, an
+#: optional accelerator with a torch fallback: the shared core ``nnue.inference.compiled`` and each
+#: kind's ``compiled`` module (``nnue.inference.kinds.<kind>.compiled``). Other inference modules
+#: import them only inside a function (on first use), so that ``import nnue.inference`` and every
+#: other module stay free of numba (DESIGN.md's contract with this one exception)
 COMPILED_FOR_INFERENCE = "nnue.inference.compiled"
+
+
+def compiled_module(name: str) -> bool:
+    """Whether ``name`` is one of the inference modules allowed numba (:data:`COMPILED_FOR_INFERENCE`
+    or a kind's ``compiled`` module)."""
+    return name == COMPILED_FOR_INFERENCE or (name.startswith("nnue.inference.kinds.") and name.endswith(".compiled"))
+
+
 COMPILED_THIRD_PARTY = {"numba", "llvmlite"}
 #: and the pipeline's numba bit intrinsics (popcount, lowest set bit), one copy for both layers
 COMPILED_PIPELINE = ("nnue.pipeline.compiled", "nnue.pipeline.compiled.bits")
@@ -260,15 +269,15 @@ def violations(es=None) -> list[str]:
                 bad = any(_under(dst, p) for p in ours)
                 if layer == "nnue.inference" and _under(dst, "nnue.pipeline"):
                     bad = dst != "nnue.pipeline" and not any(_under(dst, p) for p in PIPELINE_FOR_INFERENCE[1:])
-                    if e.src == COMPILED_FOR_INFERENCE and dst in COMPILED_PIPELINE:
+                    if compiled_module(e.src) and dst in COMPILED_PIPELINE:
                         bad = False
-                if layer == "nnue.inference" and dst == COMPILED_FOR_INFERENCE and not e.local:
+                if layer == "nnue.inference" and compiled_module(dst) and not e.local and not compiled_module(e.src):
                     bad = True  # the compiled path loads numba: only on first use
                 if bad:
                     out.append(f"{e.where()}: {e.src} imports {dst} ({kind})")
                 continue
             top = e.dst.split(".")[0]
-            if e.src == COMPILED_FOR_INFERENCE and top in COMPILED_THIRD_PARTY:
+            if compiled_module(e.src) and top in COMPILED_THIRD_PARTY:
                 continue
             if top in third or (layer == "nnue.inference" and not _stdlib(top)
                                 and top not in THIRD_PARTY_FOR_INFERENCE and top != "nnue"):
@@ -338,10 +347,10 @@ def test_layer_contracts_transitive():
     ours_bad, third_bad = NEVER["nnue.inference"]
     for m in [m for m in modules() if _under(m, "nnue.inference")]:
         seen, third = reached(m)
-        if m == COMPILED_FOR_INFERENCE:  # the one module allowed numba (see COMPILED_FOR_INFERENCE)
+        if compiled_module(m):  # the modules allowed numba (see COMPILED_FOR_INFERENCE)
             third = third - COMPILED_THIRD_PARTY
         else:
-            assert COMPILED_FOR_INFERENCE not in seen, (m, "loads the compiled path on import")
+            assert not [s for s in seen if compiled_module(s)], (m, "loads a compiled path on import")
         assert not [s for s in seen if any(_under(s, p) for p in ours_bad)], (m, sorted(seen))
         assert not third & third_bad, (m, sorted(third & third_bad))
         assert third <= THIRD_PARTY_FOR_INFERENCE, (m, sorted(third - THIRD_PARTY_FOR_INFERENCE))
@@ -359,14 +368,18 @@ def test_contract_checker_catches_violations():
            Edge("nnue.selfplay.mcts", "nnue.trainer.model", "selfplay/mcts.py", 4, True),
            Edge("nnue.pipeline.pack", "nnue.kernels.sparse_ft", "pipeline/pack.py", 5, False),
            Edge("nnue.inference.net", "numba", "inference/net.py", 6, True),
-           Edge("nnue.inference.perspective", "nnue.inference.compiled", "inference/perspective.py", 7, False)]
+           Edge("nnue.inference.kinds.perspective", "nnue.inference.compiled", "inference/kinds/perspective/net.py", 7, False),
+           Edge("nnue.inference.kinds.sfnnv16.net", "nnue.inference.kinds.sfnnv16.compiled", "inference/kinds/sfnnv16/net.py", 8, False)]
     assert len(violations(bad)) == len(bad)
     ok = [Edge("nnue.inference.net", "nnue.pipeline.features", "inference/net.py", 1, False),
           Edge("nnue.inference.compiled", "numba", "inference/compiled.py", 1, False),
-          Edge("nnue.inference.perspective", "nnue.inference.compiled", "inference/perspective.py", 2, True),
+          Edge("nnue.inference.kinds.perspective", "nnue.inference.compiled", "inference/kinds/perspective/net.py", 2, True),
           Edge("nnue.inference.net", "torch", "inference/net.py", 2, False),
           Edge("nnue.selfplay.mcts", "nnue.inference.api", "selfplay/mcts.py", 3, True),
-          Edge("nnue.trainer.export", "nnue.kernels", "trainer/export.py", 4, False)]
+          Edge("nnue.trainer.export", "nnue.kernels", "trainer/export.py", 4, False),
+          Edge("nnue.inference.kinds.sfnnv16.compiled", "numba", "inference/kinds/sfnnv16/compiled.py", 5, False),
+          Edge("nnue.inference.kinds.sfnnv16.compiled", "nnue.inference.compiled", "inference/kinds/sfnnv16/compiled.py", 6, False),
+          Edge("nnue.inference.kinds.sfnnv16.net", "nnue.inference.kinds.sfnnv16.compiled", "inference/kinds/sfnnv16/net.py", 7, True)]
     assert violations(ok) == []
 
 

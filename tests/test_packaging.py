@@ -17,6 +17,23 @@ def _package_dirs() -> dict[str, str]:
     return tomllib.loads((REPO / "pyproject.toml").read_text())["tool"]["setuptools"]["package-dir"]
 
 
+def test_every_package_folder_is_listed():
+    """Every folder with an ``__init__.py`` under a package dir is in ``packages`` (a net kind
+    that is a small package, e.g. ``inference/kinds/sfnnv5/``, needs its line there, or the
+    wheel leaves it out)."""
+    conf = tomllib.loads((REPO / "pyproject.toml").read_text())["tool"]["setuptools"]
+    listed = set(conf["packages"])
+    dirs = conf["package-dir"]
+    roots = {REPO / folder for folder in dirs.values()}
+    for pkg, folder in dirs.items():
+        for init in (REPO / folder).rglob("__init__.py"):
+            sub = init.parent.relative_to(REPO / folder)
+            if any(r != REPO / folder and r in init.parents for r in roots):  # another package dir's folder
+                continue
+            name = ".".join([pkg, *sub.parts])
+            assert name in listed, f"{name} ({init.parent.relative_to(REPO)}) is not in pyproject.toml's packages"
+
+
 def test_dockerfile_copies_every_package_before_installing():
     text = (REPO / "Dockerfile").read_text()
     install = re.search(r"^RUN pip install \$PIP_ARGS --no-deps \. ", text, re.M).start()

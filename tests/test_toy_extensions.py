@@ -1,43 +1,44 @@
 """The extension points hold: a toy dump format (tests/formats/test_toy_format.py), a toy activation,
-a toy feature set and a toy net kind, defined in test code only and registered at run time: the
-bundled sample, written in the toy format, is packed by ``nnue pack``; the toy net kind with the toy
-activation and feature set trains a few steps on that dataset, exports, and evaluates exactly — integer inference ``torch.equal`` to the C reference, whose activation and
-feature code is generated from the registries with the toys in them — on ≥ 10,000 real positions.
+a toy feature set and a toy net kind (its two modules: :mod:`tests.toy_kind.inference`,
+:mod:`tests.toy_kind.trainer`), defined in test code only and registered at run time: the bundled
+sample, written in the toy format, is packed by ``nnue pack``; the toy net kind with the toy
+activation and feature set trains a few steps on that dataset through the trainer's own entry
+point (``LitNNUE`` from the composed config: ``model.kind=toy`` and its ``model.toy`` group, nothing
+else), exports from the Lightning checkpoint, and evaluates exactly — integer inference
+``torch.equal`` to the C reference, whose activation and feature code is generated from the
+registries with the toys in them — on ≥ 10,000 real positions.
 
-Nothing outside this file names the toys: the trainer, export, inference, the Triton kernels and
-the C reference find them through the registries (``nnue.spec.activations.register``,
+Nothing outside the test code names the toys: the trainer, export, inference, the Triton kernels
+and the C reference find them through the registries (``nnue.spec.activations.register``,
 ``nnue.pipeline.features.register``, ``nnue.trainer.kinds.register``,
 ``nnue.inference.kinds.register``). docs/extending.md is the guide these toys follow.
 """
 from __future__ import annotations
 
 import contextlib
-import json
-from dataclasses import dataclass
+import csv
+from pathlib import Path
 
 import pytest
 import torch
-from safetensors.torch import save_file
 
 from nnue import inference
 from nnue.inference import kinds as inference_kinds
-from nnue.inference import tiny as tiny_evaluator
-from nnue.inference.kinds.spec import InferenceKind
+from nnue.inference.kinds import tiny as tiny_evaluator
 from nnue.pipeline import features
 from nnue.pipeline.features.lookup import Grid, TableEncoder
 from nnue.pipeline.features.spec import CFeature, FeatureSet
 from nnue.spec import activations as acts
 from nnue.spec.activations.base import Activation, same
 from nnue.trainer import kinds as trainer_kinds
-from nnue.trainer.export import export, validation_rows
-from nnue.trainer.kinds.spec import TrainerKind
-from nnue.trainer.model import TinyArch, TinyNet
-from nnue.trainer.quantise import audit_tiny, calibrate_output_bias, quantise_tiny
+from nnue.trainer.export import export
 from nnue import cli
 from nnue.pipeline import formats
 from nnue.pipeline import manifest as mf
 from tests.cref import compile_c_eval, run_c
 from tests.formats.test_toy_format import TOY as TOY_FORMAT, _positions
+from tests.test_kind_rules import compose_train
+from tests.toy_kind import inference as toy_inference, trainer as toy_trainer
 
 QA, SHIFT = 255, 8
 
@@ -92,30 +93,10 @@ TOY_FS = FeatureSet(
                              "return 768L * b + (c == p ? 0 : 384) + 64 * t + (s ^ r);"),
 )
 
-# ---------------------------------------------------------------- a toy net kind: the tiny net's pieces under a new key
-
-
-class ToyIntegerNet(tiny_evaluator.TinyIntegerNet):
-    kind = "toy"
-
-
-def _toy_arch(**kw) -> dict:
-    return tiny_evaluator.make_tiny_arch(**kw) | {"kind": "toy"}
-
-
-@dataclass(frozen=True)
-class ToyArch(TinyArch):
-    kind = "toy"
-
-
-def _toy_c_args(a: dict) -> list[str]:
-    return ["--features", a["feature_set"], "--buckets", a["output_buckets"], "--tiny", str(a["hidden"]),
-            a["activation"], str(a["l1_outputs"]), a["hidden_activation"]]
-
-
-TOY_INFERENCE = InferenceKind("toy", ToyIntegerNet, tiny_evaluator, _toy_arch, _toy_c_args)
-TOY_KIND = TrainerKind("toy", TOY_INFERENCE, ToyArch, TinyNet, quantise_tiny, audit_tiny, calibrate_output_bias,
-                       layers_key="toy")
+# ---------------------------------------------------------------- a toy net kind: its two modules
+# tests/toy_kind/inference.py and tests/toy_kind/trainer.py (tiny's pieces under the name "toy")
+TOY_INFERENCE = toy_inference.KIND
+TOY_KIND = toy_trainer.KIND
 
 
 @contextlib.contextmanager
@@ -192,22 +173,25 @@ def test_toy_feature_set_is_the_matching_kb768_map(boards):
 # ---------------------------------------------------------------- train, export, evaluate exactly
 
 
-def _train(model, rows, steps: int = 40, batch: int = 512) -> tuple[float, float]:
-    fs = features.get_feature_set("toy_kb2")
-    stm, nstm = fs.encode(rows["boards"])
-    bucket = features.parse_output_buckets("MaterialCount<8>").of(rows["boards"])
-    target = torch.sigmoid(rows["score"] / 400)
-    opt = torch.optim.Adam(model.parameters(), lr=2e-3)
-    gen = torch.Generator().manual_seed(0)
-    losses = []
-    for _ in range(steps):
-        i = torch.randint(0, len(target), (batch,), generator=gen)
-        loss = torch.nn.functional.mse_loss(torch.sigmoid(model(stm[i], nstm[i], bucket[i])), target[i])
-        opt.zero_grad()
-        loss.backward()
-        opt.step()
-        losses.append(float(loss.detach()))
-    return sum(losses[:5]) / 5, sum(losses[-5:]) / 5
+def _train_config(dataset, out):
+    """The composed ``nnue train`` config of the toy kind: ``model.kind=toy`` and its own group
+    ``model.toy`` (a real kind: ``model=toy``, its conf/model/toy.yaml), the toy feature set and
+    activation; 4 epochs of 20 steps of 512 positions."""
+    return compose_train([
+        f"data.path={dataset}", f"paths.output_dir={out}", "features.name=toy_kb2", "model.kind=toy",
+        "model.hidden=32", "model.activation=screlu", "model.factoriser=true", "model.backend=torch",
+        "+model.toy.l1_outputs=16", "+model.toy.hidden_activation=toy_leaky", "data.batch_size=512",
+        "data.val_fraction=0.5", "data.val_batch_size=4096", "data.positions_per_epoch=10240",
+        "trainer.max_epochs=4", "trainer.log_every_n_steps=1", "trainer.enable_progress_bar=false",
+        "optimizer.lr=0.002"])
+
+
+def _train_losses(out) -> list[float]:
+    """The logged training losses of a run, in step order (its CSV logger)."""
+    rows = []
+    for f in sorted(Path(out, "csv").rglob("metrics.csv")):
+        rows += [(int(r["step"]), float(r["train_loss"])) for r in csv.DictReader(f.open()) if r.get("train_loss")]
+    return [v for _, v in sorted(rows)]
 
 
 @pytest.fixture
@@ -228,27 +212,23 @@ def toy_format_dataset(tmp_path):
 
 
 def test_toy_kind_trains_exports_and_equals_the_generated_c(toy_format_dataset, fens, boards, tmp_path):
-    data = {"path": str(toy_format_dataset), "val_fraction": 1.0}
-    layers = {"l1_outputs": 16, "hidden_activation": "toy_leaky"}
-    with toys():
-        torch.manual_seed(0)
-        model = trainer_kinds.build_model("toy", "toy_kb2", 1536, 32, "screlu", 8, backend="torch",
-                                          factoriser=True, layers=layers, output_buckets="MaterialCount<8>")
-        assert isinstance(model.arch, ToyArch) and model.factor_map is not None
-        first, last = _train(model, validation_rows(data, 4096))
-        assert last < first, (first, last)  # it learns
+    from nnue.trainer.checkpoint import load_ckpt
+    from nnue.trainer.train import run
 
-        hp = {"kind": "toy", "features": "toy_kb2", "hidden": 32, "activation": "screlu",
-              "output_buckets": "MaterialCount<8>", "factoriser": True, "toy": layers, "quant": None}
-        ck = tmp_path / "toy.safetensors"
-        save_file({k: v.contiguous() for k, v in model.state_dict().items()}, str(ck),
-                  {"hparams": json.dumps(hp), "data": json.dumps(data)})
+    with toys():
+        metrics = run(_train_config(toy_format_dataset, tmp_path / "run"))  # LitNNUE builds the toy from the config
+        losses = _train_losses(tmp_path / "run")
+        assert metrics["global_step"] == 80 and len(losses) >= 40
+        assert sum(losses[-10:]) < sum(losses[:10]), losses  # it learns
+        ck = tmp_path / "run" / "checkpoints" / "last.ckpt"
+        hp = load_ckpt(ck)["hyper_parameters"]  # the net's settings, flat, as the config has them
+        assert hp["kind"] == "toy" and hp["toy"] == {"l1_outputs": 16, "hidden_activation": "toy_leaky"}
         r = export(ck, tmp_path / "net")
         assert r["architecture"]["kind"] == "toy" and r["architecture"]["hidden_activation"] == "toy_leaky"
-        assert r["cross_check"]["positions"] > 1000 and "activation_approximation" not in r
+        assert r["cross_check"]["positions"] > 500 and "activation_approximation" not in r
 
         net = inference.load(tmp_path / "net" / "net.safetensors")
-        assert isinstance(net, ToyIntegerNet) and net.features is TOY_FS
+        assert isinstance(net, toy_inference.ToyIntegerNet) and net.features is TOY_FS
         ours = inference.evaluate(net, boards)
         exe = compile_c_eval(tmp_path / "cbuild")  # headers generated with the toys registered
         theirs = run_c(exe, tmp_path / "net" / "net.bin", inference_kinds.c_args(net.arch), fens)

@@ -292,6 +292,16 @@ def check_train_config(cfg) -> None:
         raise ValueError(f"ckpt_path={ck}: no such checkpoint file (OUT/checkpoints/last.ckpt of an earlier run)")
 
 
+def _given(overrides: list[str], group: str) -> bool:
+    """Whether the command line sets ``group`` (``group=…``, ``group.key=…``, with or without
+    Hydra's ``+``/``++`` prefixes)."""
+    for o in overrides:
+        key = o.split("=", 1)[0].lstrip("+~")
+        if key == group or key.startswith(group + "."):
+            return True
+    return False
+
+
 def check_train_args(overrides: list[str]) -> str | None:
     """Compose the training config as ``nnue train`` will and check its data, so that a bad
     override, a missing ``data.path`` or an unreadable dataset is one line of error, not a
@@ -336,12 +346,12 @@ def check_train_args(overrides: list[str]) -> str | None:
         from nnue.kernels import BACKENDS
         from nnue.pipeline.features import get_feature_set, parse_output_buckets
         from . import kinds
-        from .model import factor_map
+        from nnue.pipeline.features import factor_map
 
         m = cfg.model
         fs = get_feature_set(m.features)
         buckets = parse_output_buckets(m.output_buckets)
-        kind = m.get("kind", "perspective")
+        kind = kinds.kind_of(m)
         if kind not in kinds.KINDS:
             return f"model.kind={kind}: one of {', '.join(kinds.KINDS)}"
         _int("model.hidden", m.hidden, 1)
@@ -351,10 +361,10 @@ def check_train_args(overrides: list[str]) -> str | None:
             if k in d:
                 _int(f"model.{kinds.get(kind).layers_key}.{k}", d[k], 1, 4096)
         # the kind's arch checks activations (where each is allowed) and sizes
-        kinds.check_kind_inputs(kind, fs.name, buckets.name)
+        kinds.check_kind_inputs(kind, fs.name, buckets.name, features_given=_given(overrides, "features"))
         kinds.get(kind).float_arch.from_config(fs.num_inputs, hidden, m.activation, buckets.count, d, 1.0)
-        if not isinstance(m.get("qat", False), bool):
-            return f"model.qat={m.qat}: true or false"
+        if not isinstance(m.get("qat", False), bool) and m.get("qat") != "auto":
+            return f"model.qat={m.qat}: true, false or auto"
         from nnue.inference.residual import header as residual_header
         try:
             residual_header("material", m.get("alpha", 0.5))  # α: a multiple of 1/256 in (0, 4]
@@ -383,7 +393,9 @@ def check_train_args(overrides: list[str]) -> str | None:
         if m.get("backend") == "numba" and str(cfg.trainer.get("accelerator", "cpu")) in ("gpu", "cuda"):
             return "model.backend=numba runs on the CPU; with trainer=gpu use model.backend=auto (Triton)"
         if m.get("factoriser"):
-            factor_map(m.features, fs.num_inputs)
+            from . import kinds
+            entry = kinds.KINDS.get(kinds.kind_of(m))
+            factor_map(m.features, fs.num_inputs, partial=bool(entry and entry.partial_factoriser))
     except Exception as e:  # Hydra/OmegaConf raise many types; all mean "bad arguments" here
         msg = " ".join(str(e.args[0] if isinstance(e, KeyError) and e.args else e).split())
         if "Missing mandatory value: data.path" in msg:

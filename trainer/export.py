@@ -7,8 +7,8 @@ Steps, in the visible chain bullet's saved format uses:
    ``l1w = round(W1·QB)``, ``l1b = round(b1·QA·QB)``, all int16;
 3. calibrate, on half of the validation positions, with the kind's ``calibrate`` piece
    (:mod:`nnue.trainer.kinds`): perspective nets correct L1's bias for the mean rounding error of
-   L1's weights (:func:`calibrate_l1_bias`), deep and tiny nets their output bias for the mean
-   integer-vs-float offset (:func:`calibrate_output_bias`); this runs after a first audit, on the
+   L1's weights, deep and tiny nets their output bias for the mean integer-vs-float offset
+   (:func:`nnue.trainer.quantise.calibrate_output_bias`); this runs after a first audit, on the
    audited tensors, and the changed tensors are audited again;
 4. audit (:func:`audit`): every value fits int16; per neuron, ``|l0b| + Σ of the max_active
    largest |l0w|`` fits int16 (the accumulator can never overflow); for screlu/pairwise,
@@ -16,9 +16,13 @@ Steps, in the visible chain bullet's saved format uses:
    proven, the largest sum seen on real validation positions. A violation raises
    :class:`ExportError` naming layer, neuron and value, unless ``clip=True``, which clips and
    reports what it clipped;
-5. write ``net.safetensors``, ``net.bin`` and ``export.json`` (audit plus float-vs-integer
-   differences on the other half of the validation positions: mean |Δcp|, max |Δcp|, mean
-   signed Δcp).
+5. write ``net.safetensors``, the kind's engine file (``engine_file``: ``net.bin``, the raw
+   layout; sfnnv5 ``net.nnue``) and ``export.json`` (audit plus float-vs-integer differences on
+   the other half of the validation positions: mean |Δcp|, max |Δcp|, mean signed Δcp).
+
+Steps 2–4 are the kind's pieces (:class:`nnue.trainer.kinds.spec.TrainerKind`: ``quantise``,
+``audit``, ``calibrate``); the formulas above are the perspective kind's, the other kinds' are in
+their modules.
 """
 from __future__ import annotations
 
@@ -30,7 +34,6 @@ import torch
 from safetensors import safe_open
 
 from nnue.inference import api as inference_api
-from nnue.inference.net import IntegerNet  # noqa: F401  (tests patch export_mod.IntegerNet.write_bin)
 from nnue.inference.net import field_problem, json_type_name, quant_problem
 from nnue.spec import activations as acts
 from nnue.spec.quant import QuantScheme
@@ -41,10 +44,10 @@ from nnue.pipeline.features import get_feature_set, parse_output_buckets
 
 from .metrics import spearman
 from . import kinds
-from .model import DeepNet, PerspectiveNet
-from .quantise import ExportError, _where  # noqa: F401  (ExportError: raised by every step of the export)
+from .quantise import ExportError, index_of  # ExportError: raised by every step of the export
 
-def load_checkpoint(path: str | Path) -> tuple[PerspectiveNet | DeepNet, dict, dict, dict]:
+
+def load_checkpoint(path: str | Path) -> tuple[torch.nn.Module, dict, dict, dict]:
     """Load a float model from a Lightning ``.ckpt`` or a ``weights-*.safetensors`` file.
 
     Returns (model in eval mode, hparams, data hparams (may be empty), progress dict).
@@ -85,11 +88,7 @@ def load_checkpoint(path: str | Path) -> tuple[PerspectiveNet | DeepNet, dict, d
                     "val_loss": ck.get("nnue_forge", {}).get("val_loss")}
     fs, buckets, scheme = _check_hparams(path, hp)
     try:
-        model = kinds.build_model(hp.get("kind") or "perspective", hp["features"], fs.num_inputs,
-                                  int(hp["hidden"]), hp["activation"], buckets.count, "torch",
-                                  bool(hp.get("factoriser")), kinds.layers_config(hp.get("kind") or "perspective", hp),
-                                  product_scale=scheme.qa / (1 << scheme.l0_shift), scale=scheme.scale,
-                                  output_buckets=buckets.name)
+        model = kinds.build(hp, fs, buckets, scheme, backend="torch")  # the net settings saved flat in hp
         model.load_state_dict(state)
         if hp.get("qat"):
             model.enable_qat(scheme)  # the function the net was trained as
@@ -112,10 +111,10 @@ def _json_object(path, meta: dict, key: str) -> dict:
     return v
 
 
-#: hparams field -> (type, required)
+#: hparams field -> (type, required); the kind's own group (its ``layers_key``) must be an object too
 _HPARAMS = {"features": (str, True), "output_buckets": (str, True), "hidden": (int, True), "activation": (str, True),
-            "kind": (str, False), "deep": (dict, False), "quant": (dict, False), "factoriser": (bool, False),
-            "qat": (bool, False), "tiny": (dict, False), "sfnnv5": (dict, False), "alpha": ((int, float), False), "max_bytes": (int, False)}
+            "kind": (str, False), "quant": (dict, False), "factoriser": (bool, False),
+            "qat": (bool, False), "alpha": ((int, float), False), "max_bytes": (int, False)}
 
 
 def _check_hparams(path, hp: dict):
@@ -125,6 +124,11 @@ def _check_hparams(path, hp: dict):
         why = None if hp.get(name) is None and not required else field_problem(hp, name, types)
         if why:
             raise ExportError(f"{path}: hparams field {name!r} {why}")
+    kind = kinds.KINDS.get(kinds.kind_of(hp))
+    key = kind.layers_key if kind is not None else None
+    why = field_problem(hp, key, dict) if key and hp.get(key) is not None else None
+    if why:
+        raise ExportError(f"{path}: hparams field {key!r} {why}")
     quant = hp.get("quant") or {}
     bad = quant_problem(quant)
     if bad:
@@ -140,21 +144,17 @@ def _check_hparams(path, hp: dict):
     return fs, buckets, QuantScheme(**quant)
 
 
-def quantise(model: PerspectiveNet | DeepNet, scheme: QuantScheme) -> dict[str, torch.Tensor]:
-    """Float state -> rounded integer tensors, int64 (range checked by :func:`audit`).
-
-    Perspective nets: l0 at QA, l1 weights at QB, l1 bias at QA·QB. Deep nets
-    (:mod:`nnue.inference.deep`): l0 at QA; l1, l2, out weights at QB (bucket-major,
-    (B, N_out, N_in)); their biases at QA·QB, plus QB/2 for l1 and l2 so that the floor shift
-    by log2(QB) rounds to nearest. Raises ExportError naming the parameter when a value is not
-    finite (NaN or ±inf: rounding would turn it into an arbitrary integer)."""
-    qa, qb = scheme.qa, scheme.qb
+def quantise(model: torch.nn.Module, scheme: QuantScheme) -> dict[str, torch.Tensor]:
+    """Float state -> rounded integer tensors, int64 (range checked by :func:`audit`): the kind's
+    ``quantise`` (:mod:`nnue.trainer.kinds`; e.g. perspective nets: l0 at QA, l1 weights at QB,
+    l1 bias at QA·QB). Raises ExportError naming the parameter when a value is not finite (NaN
+    or ±inf: rounding would turn it into an arbitrary integer)."""
     for name, t in model.state_dict().items():
         bad = ~torch.isfinite(t)
         if bad.any():
             i = int(bad.flatten().nonzero()[0])
             raise ExportError(f"parameter {name}: {int(bad.sum())} value(s) not finite, first at "
-                              f"{_where(t, i)} = {float(t.flatten()[i])}: the checkpoint is broken "
+                              f"{index_of(t, i)} = {float(t.flatten()[i])}: the checkpoint is broken "
                               f"(diverged training?); --clip cannot repair it")
     return kinds.get(model.arch.kind).quantise(model, scheme)
 
@@ -162,7 +162,7 @@ def quantise(model: PerspectiveNet | DeepNet, scheme: QuantScheme) -> dict[str, 
 def audit(q: dict[str, torch.Tensor], arch, scheme: QuantScheme, max_active: int,
           clip: bool = False) -> tuple[dict[str, torch.Tensor], dict]:
     """Check (or, with clip, repair) the static ranges of quantised tensors: the audit of the
-    net's kind (:mod:`nnue.trainer.kinds`: :func:`audit_perspective`, :func:`audit_deep`)."""
+    net's kind (:mod:`nnue.trainer.kinds`)."""
     return kinds.get(arch.kind).audit(q, arch, scheme, max_active, clip)
 
 
@@ -262,12 +262,31 @@ def check_size(net, max_bytes: int | None) -> int:
     return n
 
 
+#: the mean float-vs-integer gap (centipawns, on the validation positions) above which ``nnue
+#: export`` warns. Measured: QAT nets well under 1 cp (the official Stockfish 19 net exported
+#: again and a QAT fine-tune of it: 0.34 cp); small perspective nets trained without QAT 3-5 cp
+#: (the demo: 3.9); fine-tunes of engine nets without QAT 35 cp (Stockfish 19) and 52 cp (15.1)
+GAP_WARN_CP = 10.0
+
+
+def gap_warning(mean_abs_cp: float, qat: bool) -> str:
+    """The one-line warning of a mean float-vs-integer gap above :data:`GAP_WARN_CP`, with the fix."""
+    if not qat:
+        fix = ("it was trained without QAT, so its weights drifted off the integer grids: train (or fine-tune) "
+               "with model.qat=true, the default for warm starts of engine kinds")
+    else:
+        fix = ("it was trained with QAT; look for clipped weights in the audit (--clip) or activations the "
+               "integer path approximates")
+    return (f"the integer net is {mean_abs_cp:.1f} cp from the float net on average (more than "
+            f"{GAP_WARN_CP:g} cp): {fix}")
+
+
 def export(ckpt: str | Path, out_dir: str | Path, clip: bool = False, data_path=None,
            max_positions: int = 20000, bias_correction: bool = True, alpha: float | None = None,
            base: str | None = None, max_bytes: int | None = None,
            final_dir: str | Path | None = None) -> dict:
-    """Export a checkpoint into ``out_dir`` (net.safetensors, net.bin, export.json; an sfnnv5
-    net writes Stockfish 15.1's ``net.nnue`` instead of ``net.bin``).
+    """Export a checkpoint into ``out_dir`` (net.safetensors, the kind's engine file, export.json:
+    ``net.bin``, or for an sfnnv5 net Stockfish 15.1's ``net.nnue``).
 
     final_dir: where ``out_dir`` is renamed to once complete (``nnue retrain`` exports into
     ``work/NNNN`` and renames it to ``versions/NNNN``): the paths export.json and the net's
@@ -275,8 +294,8 @@ def export(ckpt: str | Path, out_dir: str | Path, clip: bool = False, data_path=
 
     data_path: dataset(s) for the cross-check, overriding the checkpoint's own. max_positions:
     validation positions read; with bias_correction the even-numbered ones calibrate the bias
-    (perspective nets: :func:`correct_l1_bias`; deep nets: :func:`calibrate_output_bias`) and
-    the odd-numbered ones are the cross-check, else all are the cross-check.
+    (the kind's ``calibrate``) and the odd-numbered ones are the cross-check, else all are the
+    cross-check.
     A run trained with ``model.loss.target=residual`` exports a residual net
     (:func:`residual_of`: base and α, default the run's ``model.alpha``, in the header).
     max_bytes: limit on ``net.safetensors`` (default the run's ``model.max_bytes``, none if
@@ -356,6 +375,8 @@ def export(ckpt: str | Path, out_dir: str | Path, clip: bool = False, data_path=
             "spearman_int_vs_score": spearman(int_cp.numpy(), scores.numpy()),
             "spearman_float_vs_score": spearman(float_cp.numpy(), scores.numpy()),
         }
+        if cross["mean_abs_diff_cp"] > GAP_WARN_CP:
+            cross["warning"] = gap_warning(cross["mean_abs_diff_cp"], bool(hp.get("qat")))
         sums = [k for k in ("s1", "s2", "out", "sum") if k in parts]
         names = {"s1": "l1_sum", "s2": "l2_sum", "out": "out_sum", "sum": "l1_sum"}
         cross |= {f"{names[k]}_max_abs_seen": int(parts[k].abs().max()) for k in sums}
@@ -366,7 +387,7 @@ def export(ckpt: str | Path, out_dir: str | Path, clip: bool = False, data_path=
     out_dir.mkdir(parents=True, exist_ok=True)
     (out_dir / "export.json").unlink(missing_ok=True)
     net.save(out_dir / "net.safetensors")
-    engine_file = getattr(net, "ENGINE_FILE", "net.bin")  # sfnnv5: net.nnue, Stockfish 15.1's file
+    engine_file = kinds.get(model.arch.kind).inference.engine_file  # sfnnv5: net.nnue, Stockfish 15.1's file
     net.write_bin(out_dir / engine_file)
     result = {
         "net": named(out_dir / "net.safetensors"), "bin": named(out_dir / engine_file),

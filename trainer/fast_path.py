@@ -13,8 +13,8 @@ as they were, and :func:`resolve` says why:
   CUDA), ``sparse_ft`` off;
 * several devices (DDP): the compiled feature transformer on CPU ranks, ``sparse_ft`` off (its
   sparse gradients are not all-reduced);
-* a kind whose float model does not declare ``compiled_ft(activation, qat)`` true (a new kind
-  without a compiled path; sfnnv5 under QAT): the torch reference, ``sparse_ft`` off;
+* a kind whose record does not declare ``compiled_ft(activation, qat)`` true (a new kind without
+  a compiled path; sfnnv5 under QAT): the torch reference, ``sparse_ft`` off;
 * an optimiser the row-sparse AdamW cannot stand in for (not AdamW, amsgrad, ...) or gradient
   clipping: ``sparse_ft`` off.
 
@@ -62,17 +62,18 @@ def world_size(t: dict) -> int:
 
 
 def _kind_covers(m: dict) -> str | None:
-    """Why the compiled CPU feature transformer does not cover the net of model config ``m``, or None."""
+    """Why the compiled CPU feature transformer does not cover the net of model config ``m``, or
+    None: the kind record's ``compiled_ft`` (:class:`nnue.trainer.kinds.spec.TrainerKind`). An
+    unresolved ``model.qat=auto`` counts as off, as the model reads it."""
     from . import kinds
 
-    kind = m.get("kind") or "perspective"
-    model = kinds.get(kind).float_model
-    covers = getattr(model, "compiled_ft", None)
+    kind = kinds.kind_of(m)
+    covers, qat = kinds.get(kind).compiled_ft, m.get("qat") is True
     if covers is None:
         return f"the {kind} kind has no compiled CPU feature transformer"
-    if not covers(str(m.get("activation")), bool(m.get("qat"))):
+    if not covers(str(m.get("activation")), qat):
         return (f"the {kind} kind's compiled feature transformer does not cover "
-                f"{'QAT' if m.get('qat') else 'activation ' + str(m.get('activation'))}")
+                f"{'QAT' if qat else 'activation ' + str(m.get('activation'))}")
     return None
 
 

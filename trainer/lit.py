@@ -1,4 +1,5 @@
-"""LightningModule wrapping :class:`~nnue.trainer.model.PerspectiveNet` or :class:`~nnue.trainer.model.DeepNet`.
+"""LightningModule wrapping the float model of a net kind (:mod:`nnue.trainer.kinds`), built from
+the model config's net settings.
 
 Batches arrive packed (``boards`` (B, 32) uint8, ``score``, ``result``) and are expanded into a
 :class:`~nnue.pipeline.batch.SparseBatch` on the training device in ``on_after_batch_transfer``.
@@ -31,40 +32,41 @@ TRAIN_STEP_METRICS = ("train_loss", "lr", "wdl_lambda", "train_l0_density")
 
 
 class LitNNUE(pl.LightningModule):
-    """hidden/activation: the net; features: feature-set name; output_buckets: e.g.
-    "MaterialCount<8>"; quant: QuantScheme fields; loss: {"wdl_lambda", "power"};
-    optimizer/scheduler: factories (Hydra ``_partial_``) taking params / the optimiser;
-    backend: kernel backend (auto: Triton on CUDA, torch on CPU | triton | torch).
-    factoriser: train virtual shared features beside the real ones
-    (:func:`~nnue.trainer.model.factor_map`), folded in at export. kind: "perspective" |
-    "deep"; deep: {"l1_outputs", "l2_outputs", "hidden_activation"} of a deep net.
-    qat: train quantisation-aware (:func:`~nnue.trainer.model.fake_quant` on the scheme's
-    grids). loss: also ``target`` ("wdl" | "residual": train the net on teacher − base_eval),
-    ``residual_space``, ``teacher`` (:func:`~nnue.trainer.loss.check_loss_config`). act_l1: weight of the L1 penalty on the L0 activations (``act_l1 · mean(x0)``,
-    x0 in [0, 1]) that pushes them to zero, for the block-sparse L1 path of inference; logged
-    with ``l0_density`` (fraction of nonzero activations) and ``val_block_sparsity`` (fraction
-    of all-zero blocks of 4). alpha: a residual net's α (eval = base + α·net), and max_bytes: the
-    byte budget of net.safetensors, both read by ``nnue export`` from the hparams. tiny:
-    {"l1_outputs", "hidden_activation"} of a tiny net (kind "tiny", conf/model/tiny.yaml)."""
+    """features: feature-set name; output_buckets: e.g. "MaterialCount<8>"; quant: QuantScheme
+    fields; loss: {"wdl_lambda", "power"}, also ``target`` ("wdl" | "residual": train the net on
+    teacher − base_eval), ``residual_space``, ``teacher`` (:func:`~nnue.trainer.loss.check_loss_config`);
+    optimizer/scheduler: factories (Hydra ``_partial_``) taking params / the optimiser.
 
-    def __init__(self, hidden: int, activation: str, features: str, output_buckets: str,
-                 quant: dict | None = None, loss: dict | None = None, optimizer=None,
-                 scheduler=None, backend: str = "auto", factoriser: bool = False,
-                 kind: str = "perspective", deep: dict | None = None, qat: bool = False,
-                 act_l1: float = 0.0, lambda_schedule: dict | None = None, alpha: float = 0.5,
-                 max_bytes: int | None = None, tiny: dict | None = None, sfnnv5: dict | None = None):
+    ``**net``: the float net's settings, one mapping the net's kind reads
+    (:func:`nnue.trainer.kinds.build`): ``kind`` (default perspective), ``hidden``,
+    ``activation``, ``backend`` (kernel backend: auto | triton | torch | numba), ``factoriser``
+    (virtual shared features, :func:`~nnue.trainer.model.factor_map`, folded in at export) and the
+    kind's own group (``model.deep``, ``model.tiny``, ``model.sfnnv5``, ...: its ``layers_key``).
+    They are saved flat in the checkpoint's hparams, as the config has them, so that export
+    rebuilds the same net.
+
+    qat: train quantisation-aware (:func:`~nnue.trainer.model.fake_quant` on the scheme's grids);
+    "auto" (the config's default) is resolved by ``nnue train`` (:func:`resolve_qat`) and means
+    off anywhere else, so the checkpoint's hparams always hold a bool.
+    act_l1: weight of the L1 penalty on the L0 activations (``act_l1 · mean(x0)``, x0 in [0, 1])
+    that pushes them to zero, for the block-sparse L1 path of inference; logged with
+    ``l0_density`` (fraction of nonzero activations) and ``val_block_sparsity`` (fraction of
+    all-zero blocks of 4). alpha: a residual net's α (eval = base + α·net), and max_bytes: the
+    byte budget of net.safetensors, both read by ``nnue export`` from the hparams."""
+
+    def __init__(self, features: str, output_buckets: str, quant: dict | None = None, loss: dict | None = None,
+                 optimizer=None, scheduler=None, qat: bool | str = False, act_l1: float = 0.0,
+                 lambda_schedule: dict | None = None, alpha: float = 0.5, max_bytes: int | None = None, **net):
         super().__init__()
-        quant, loss, deep, tiny, sfnnv5 = plain(quant), plain(loss), plain(deep), plain(tiny), plain(sfnnv5)  # DictConfig -> dict: checkpoints hold plain data
+        qat = qat is True  # "auto" unresolved: off (the hparams saved below hold the bool)
+        quant, loss = plain(quant), plain(loss)  # DictConfig -> dict: checkpoints hold plain data
+        net = {k: plain(v) for k, v in net.items()}
         self.save_hyperparameters(ignore=["optimizer", "scheduler", "lambda_schedule"])
         self.feature_set = get_feature_set(features)
         self.buckets = parse_output_buckets(output_buckets)
         self.scheme = QuantScheme(**(quant or {}))
         self.loss_cfg = check_loss_config(loss)  # target=residual: trainer/loss.py
-        self.model = kinds.build_model(kind, features, self.feature_set.num_inputs, hidden, activation,
-                                       self.buckets.count, backend, factoriser,
-                                       kinds.layers_config(kind, {"deep": deep, "tiny": tiny, "sfnnv5": sfnnv5}),
-                                       product_scale=self.scheme.qa / (1 << self.scheme.l0_shift),
-                                       scale=self.scheme.scale, output_buckets=self.buckets.name)
+        self.model = kinds.build(net, self.feature_set, self.buckets, self.scheme)
         self.arch = self.model.arch
         if qat:
             self.model.enable_qat(self.scheme)
@@ -339,3 +341,21 @@ class LitNNUE(pl.LightningModule):
         if opt is not None:
             opt.flush()
             self.model.clip_weights(self.scheme.ft_clip, self.scheme.l1_clip)
+
+
+def resolve_qat(model_cfg, init_weights) -> tuple[bool, str | None]:
+    """``model.qat``'s value for a run: true or false as given; "auto" is on for a warm start
+    (``init_weights=``) of a kind whose nets an engine loads (its inference record has an
+    ``engine_reader``: sfnnv5, sfnnv16), whose imported weights sit on the engine's integer grids
+    and drift off them without QAT (a fine-tune of Stockfish 15.1's net exported 52 cp from its
+    float net, of Stockfish 19's 35 cp), else off. Returns (qat, the log line saying why, or None
+    when it was given)."""
+    qat = model_cfg.get("qat", False)
+    if qat != "auto":
+        return bool(qat), None
+    entry = kinds.get(kinds.kind_of(model_cfg))
+    engine = entry.inference.engine_reader is not None
+    on = bool(init_weights) and engine
+    why = ("a warm start (init_weights=) of an engine's net kind" if on else
+           "not a warm start" if engine else "the kind has no engine file")
+    return on, f"model.qat=auto: QAT {'on' if on else 'off'} ({why}; set model.qat=true or false to choose)"

@@ -1,9 +1,11 @@
-"""The perspective net as a plain ``nn.Module``: feature transformer → activation → output buckets.
+"""The float building blocks every kind's model is made of: the feature transformer (:class:`FTNet`,
+with its factoriser, quantisation-aware training and kernel backends), the layer-stack helpers
+(:class:`StackNet`), the factoriser map and fake quantisation.
 
-Forward: ``acc_p = bias + Σ W[f]`` for each perspective p (shared weights), ``h = [act(acc_stm),
-act(acc_nstm)]``, ``y = L1_b(h)`` for the output bucket b of each position. ``y`` is the eval in
-units of SCALE: ``eval_cp = y · SCALE``. State-dict layout (kept identical for every kernel
-backend): ``ft.weight (F, H)``, ``ft.bias (H,)``, ``l1.weight (B_out, L1_in)``, ``l1.bias (B_out,)``.
+Each kind's own float model and arch live in its module under :mod:`nnue.trainer.kinds`
+(``PerspectiveNet``, ``DeepNet``, ``TinyNet``, ``SFNNv5Net``), built on these. The feature
+transformer's state-dict layout is the same for every backend: ``ft.weight (F, H)``,
+``ft.bias (H,)`` (and ``ft.factor (V, H)`` with the factoriser).
 """
 from __future__ import annotations
 
@@ -18,20 +20,18 @@ from nnue.kernels import layer_stacks, sparse_ft_pair
 from nnue.pipeline import features
 from nnue.spec import activations as acts
 
-PERSPECTIVE_ACTIVATIONS = acts.allowed("l0")
-
 
 @dataclass(frozen=True)
-class Arch:
-    """Architecture of a perspective net. num_inputs: feature count F; hidden: H per
-    perspective; activation: crelu|screlu|pairwise_crelu; num_buckets: output buckets."""
+class FTArch:
+    """What every kind built on this feature transformer shares in its architecture: num_inputs:
+    feature count F; hidden: H per perspective; activation: the L0 activation (crelu | screlu |
+    pairwise_crelu: :func:`nnue.spec.activations.allowed` "l0"); num_buckets: output buckets.
+    Each kind's arch subclasses it (and names its ``kind``)."""
 
     num_inputs: int
     hidden: int
     activation: str
     num_buckets: int
-
-    kind = "perspective"
 
     def __post_init__(self):
         acts.check(self.activation, "l0", "activation", "model.activation")
@@ -45,14 +45,14 @@ class Arch:
         return asdict(self)
 
     @classmethod
-    def from_config(cls, num_inputs: int, hidden: int, activation: str, num_buckets: int, deep: dict,
-                    product_scale: float, scale: float = 400.0) -> "Arch":
-        """The arch of a ``model`` config (deep: the ``model.deep`` group, unused here)."""
+    def from_config(cls, num_inputs: int, hidden: int, activation: str, num_buckets: int, layers: dict,
+                    product_scale: float, scale: float = 400.0) -> "FTArch":
+        """The arch of a ``model`` config (layers: the kind's own ``model.`` group, unused here)."""
         return cls(num_inputs, hidden, activation, num_buckets)
 
     def header_args(self) -> dict:
-        """Keyword arguments of the kind's arch builder (:mod:`nnue.trainer.kinds`) besides the
-        feature set and output buckets."""
+        """Keyword arguments of the kind's arch builder (the inference kind's ``arch_builder``)
+        besides the feature set and output buckets."""
         return {"hidden": self.hidden, "activation": self.activation}
 
 
@@ -85,8 +85,13 @@ def fake_quant(t: torch.Tensor, scale: float, mode: str = "round") -> torch.Tens
     return t + (q / scale - t).detach()
 
 
-class PerspectiveNet(nn.Module):
-    """factors: optional (num_inputs,) int64 map of each feature to a virtual feature
+class FTNet(nn.Module):
+    """The feature transformer of a kind's float model, and what every such model shares: the
+    factoriser, quantisation-aware training, the kernels' backends and the dense-layer helper.
+    A kind's model subclasses it and adds its layers after the feature transformer
+    (:meth:`_make_layers`), its forward and its :meth:`clip_weights`.
+
+    factors: optional (num_inputs,) int64 map of each feature to a virtual feature
     (:func:`factor_map`). The virtual weights ``ft.factor`` (V, H) are added to the real rows
     of their group in every forward pass and folded into ``ft.weight`` at export
     (:meth:`folded_ft_weight`): the exported net has the plain layout.
@@ -97,6 +102,9 @@ class PerspectiveNet(nn.Module):
     plain float."""
 
     qat = None
+    #: the state-dict keys (prefixes) of the model's factorisers: a warm start from a file without
+    #: them starts them at zero (:func:`nnue.trainer.registry.load_weights`)
+    FACTORISERS = ("ft.factor",)
 
     def enable_qat(self, scheme) -> None:
         """Train on fake-quantised weights (and, in deep nets, activations) of ``scheme``."""
@@ -115,7 +123,7 @@ class PerspectiveNet(nn.Module):
             w, b = fake_quant(w, self.qat.qb), fake_quant(b, self.qat.qa * self.qat.qb)
         return torch.nn.functional.linear(x, w, b)
 
-    def __init__(self, arch: Arch, backend: str = "auto", factors: torch.Tensor | None = None):
+    def __init__(self, arch: FTArch, backend: str = "auto", factors: torch.Tensor | None = None):
         super().__init__()
         self.arch, self.backend = arch, backend
         self.ft = FeatureTransformer(arch.num_inputs, arch.hidden)
@@ -128,9 +136,10 @@ class PerspectiveNet(nn.Module):
         else:
             self.factor_map = None
 
-    def _make_layers(self, arch: Arch) -> None:
-        """The layers after the feature transformer: one output per bucket."""
-        self.l1 = nn.Linear(arch.l1_inputs, arch.num_buckets)
+    def _make_layers(self, arch: FTArch) -> None:
+        """The layers after the feature transformer (the kind's; built after ``ft`` and before the
+        factoriser, so that a seed gives every kind's weights in one order)."""
+        raise NotImplementedError
 
     def folded_ft_weight(self) -> torch.Tensor:
         """The feature-transformer weights the net really uses: (F, H), virtual rows folded in."""
@@ -145,8 +154,8 @@ class PerspectiveNet(nn.Module):
     @staticmethod
     def compiled_ft(activation: str, qat: bool) -> bool:
         """Whether the numba backend's compiled feature transformer computes this net's L0 with
-        ``activation`` (under QAT or not): what ``model.backend=auto`` on the CPU asks
-        (:mod:`nnue.trainer.fast_path`)."""
+        ``activation`` (under QAT or not): the kind record's ``compiled_ft`` of the kinds built on
+        it (:mod:`nnue.trainer.fast_path`)."""
         from nnue.kernels.sparse_ft_numba import ACTIVATIONS
 
         return activation in ACTIVATIONS
@@ -177,19 +186,13 @@ class PerspectiveNet(nn.Module):
         """stm, nstm: (B, A) int32 −1-padded; bucket: (B,) int64 -> (B,) float eval / SCALE."""
         return self.forward_with_activations(stm, nstm, bucket)[0]
 
-    def forward_with_activations(self, stm: torch.Tensor, nstm: torch.Tensor,
-                                 bucket: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        """(eval / SCALE (B,), the L0 activations (B, L1) in [0, 1], stm half first): the
-        activations for the L1 activation penalty and the sparsity metrics."""
-        h = self._ft(stm, nstm)
-        return self._dense(self.l1, h).gather(1, bucket.view(-1, 1)).squeeze(1), h
-
     @torch.no_grad()
-    def clip_weights(self, ft_limit: float, l1_limit: float, ft_weight: bool = True) -> None:
-        """Clamp weights in place so that they stay quantisable (limits from the QuantScheme):
-        with a factoriser it is the folded weight that must stay within ``ft_limit``.
-        ft_weight=False leaves ``ft.weight`` alone (a dense pass over (F, H)): the row-sparse
-        optimiser clamps the rows it updates (:class:`nnue.trainer.sparse_optim.RowSparseAdamW`)."""
+    def clip_ft(self, ft_limit: float, ft_weight: bool = True) -> None:
+        """Clamp the feature transformer in place so that it stays quantisable (the limit from the
+        QuantScheme): with a factoriser it is the folded weight that must stay within
+        ``ft_limit``. ft_weight=False leaves ``ft.weight`` alone (a dense pass over (F, H)): the
+        row-sparse optimiser clamps the rows it updates
+        (:class:`nnue.trainer.sparse_optim.RowSparseAdamW`)."""
         if self.factor_map is None:
             if ft_weight:
                 self.ft.weight.clamp_(-ft_limit, ft_limit)
@@ -199,71 +202,14 @@ class PerspectiveNet(nn.Module):
                 f = self.ft.factor[self.factor_map]
                 torch.clamp(self.ft.weight, -ft_limit - f, ft_limit - f, out=self.ft.weight)
         self.ft.bias.clamp_(-ft_limit, ft_limit)
-        self.l1.weight.clamp_(-l1_limit, l1_limit)
 
 
-HIDDEN_ACTIVATIONS = acts.allowed("l1")
-
-
-@dataclass(frozen=True)
-class DeepArch(Arch):
-    """Architecture of a deep net (Stockfish-style layer stacks): the perspective feature
-    transformer (num_inputs F, hidden H per perspective, L0 activation), then per output bucket
-    L1 (l1_inputs → l1_outputs N1), L2 (N1 → l2_outputs N2, or 2·N2 rows for a gated unit) and
-    out (N2 → 1), with ``hidden_activation`` after L1 and ``l2_activation`` after L2 (default:
-    hidden_activation; :mod:`nnue.spec.activations` says which are allowed where).
-    ``product_scale`` multiplies every product of two activation-scale values (QA / 2^l0_shift
-    = 255/256), matching the integer net's shifts (:mod:`nnue.inference.deep`)."""
-
-    l1_outputs: int = 16
-    l2_outputs: int = 32
-    hidden_activation: str = "crelu"
-    product_scale: float = 255 / 256
-    l2_activation: str | None = None
-
-    kind = "deep"
-
-    def __post_init__(self):
-        super().__post_init__()  # the L0 checks
-        acts.check(self.hidden_activation, "l1", "hidden activation", "model.deep.hidden_activation")
-        acts.check(self.l2_act, "l2", "L2 activation", "model.deep.l2_activation")
-        if min(self.l1_outputs, self.l2_outputs) < 1:
-            raise ValueError("l1_outputs and l2_outputs must be positive")
-
-    @property
-    def l2_act(self) -> str:
-        return self.l2_activation or self.hidden_activation
-
-    @property
-    def l2_rows(self) -> int:
-        """L2's outputs per bucket: N2, or 2·N2 for a gated unit (gate rows, then linear rows)."""
-        return self.l2_outputs * (2 if acts.get(self.l2_act).gated else 1)
-
-    @classmethod
-    def from_config(cls, num_inputs, hidden, activation, num_buckets, deep, product_scale, scale=400.0) -> "DeepArch":
-        return cls(num_inputs, hidden, activation, num_buckets, product_scale=product_scale, **dict(deep))
-
-    def header_args(self) -> dict:
-        return super().header_args() | {"l1_outputs": self.l1_outputs, "l2_outputs": self.l2_outputs,
-                                        "hidden_activation": self.hidden_activation,
-                                        "l2_activation": self.l2_act}
-
-
-class DeepNet(PerspectiveNet):
-    """Feature transformer → L0 activation → per output bucket: L1 → act → L2 → act → out.
-
-    Each bucketed layer is one ``nn.Linear`` holding every bucket's rows (``l1.weight``
-    (B·N1, L1), ``l2.weight`` (B·N2, N1), ``out.weight`` (B, N2)); a position uses the rows of
-    its bucket (nnue-pytorch's LayerStacks). Activations live in [0, 1]; squared and pairwise
-    products are multiplied by ``arch.product_scale`` so that the float net computes what the
-    integer net computes (:mod:`nnue.inference.deep`). Forward: (B,) float eval / SCALE.
-    """
-
-    def _make_layers(self, arch: DeepArch) -> None:
-        B, N1, N2 = arch.num_buckets, arch.l1_outputs, arch.l2_outputs
-        self.l1 = nn.Linear(arch.l1_inputs, B * N1)
-        self.l2 = nn.Linear(N1, B * arch.l2_rows)
-        self.out = nn.Linear(N2, B)
+class StackNet(FTNet):
+    """An :class:`FTNet` whose layers after the feature transformer are layer stacks: one set of
+    rows per output bucket in each ``nn.Linear`` (nnue-pytorch's LayerStacks), with the hidden
+    activations of :mod:`nnue.spec.activations` between them (the deep and tiny kinds). Its
+    arch has ``product_scale`` (QA / 2^l0_shift, the factor every product of two activations
+    carries so that the float net computes what the integer net does)."""
 
     def _hidden_act(self, y: torch.Tensor, name: str) -> torch.Tensor:
         """The float side of the integer hidden rule ``name`` (:func:`nnue.spec.activations.float_hidden`),
@@ -316,83 +262,14 @@ class DeepNet(PerspectiveNet):
             return layer_stacks.stack_linear(x, w, b, offsets, n)
         return stm, nstm, perm, stack
 
-    def forward_with_activations(self, stm: torch.Tensor, nstm: torch.Tensor,
-                                 bucket: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        """stm, nstm: (B, A) int32 −1-padded; bucket: (B,) int64 -> (eval / SCALE (B,), the L0
-        activations x0 (B, L1): on the CPU with its rows in bucket order (:meth:`_stacks`), for
-        order-free statistics)."""
+    def _l0(self, stm: torch.Tensor, nstm: torch.Tensor) -> torch.Tensor:
+        """x0, the L0 activations of both perspectives (B, L1), stm half first: a product
+        activation's values times ``product_scale`` (under QAT on the grid of the integer
+        net's ``(v·v) >> 8``)."""
         a = self.arch
-        stm, nstm, perm, stack = self._stacks(stm, nstm, bucket)
         x0 = self._ft(stm, nstm)
         if acts.get(a.activation).product:
             x0 = x0 * a.product_scale
             if self.qat is not None:
                 x0 = fake_quant(x0, self.qat.qa, "floor")  # (v·v) >> 8
-        x1 = self._hidden_act(stack(self.l1, x0, a.l1_outputs), a.hidden_activation)
-        x2 = self._hidden_act(stack(self.l2, x1, a.l2_rows), a.l2_act)
-        return layer_stacks.unpermute(stack(self.out, x2, 1)[:, 0], perm), x0
-
-    @torch.no_grad()
-    def clip_weights(self, ft_limit: float, l1_limit: float, ft_weight: bool = True) -> None:
-        """As :meth:`PerspectiveNet.clip_weights`, and every dense layer's weights within
-        ``l1_limit`` (int8 at QB: 127/64)."""
-        super().clip_weights(ft_limit, l1_limit, ft_weight)
-        self.l2.weight.clamp_(-l1_limit, l1_limit)
-        self.out.weight.clamp_(-l1_limit, l1_limit)
-
-
-@dataclass(frozen=True)
-class TinyArch(Arch):
-    """Architecture of a tiny net (the seed's 5 MiB residual MLP): the perspective feature
-    transformer on a compact input (num_inputs F, e.g. chess768; hidden H per perspective, L0
-    activation), then per output bucket one hidden layer L1 (l1_inputs → l1_outputs N1,
-    ``hidden_activation``) and out (N1 → 1): e.g. 2·16 = 32 → 32 → 1 with CReLU. Integer rule:
-    :mod:`nnue.inference.tiny` (int16 L0, int8/int32 dense layers, as the deep nets' first and
-    last layers). ``product_scale``: as :class:`DeepArch`."""
-
-    l1_outputs: int = 32
-    hidden_activation: str = "crelu"
-    product_scale: float = 255 / 256
-
-    kind = "tiny"
-
-    def __post_init__(self):
-        super().__post_init__()
-        acts.check(self.hidden_activation, "l1", "hidden activation", "model.tiny.hidden_activation")
-        if self.l1_outputs < 1:
-            raise ValueError("model.tiny.l1_outputs must be positive")
-
-    @classmethod
-    def from_config(cls, num_inputs, hidden, activation, num_buckets, deep, product_scale, scale=400.0) -> "TinyArch":
-        """``deep``: the ``model.tiny`` group here ({"l1_outputs", "hidden_activation"})."""
-        return cls(num_inputs, hidden, activation, num_buckets, product_scale=product_scale, **dict(deep))
-
-    def header_args(self) -> dict:
-        return super().header_args() | {"l1_outputs": self.l1_outputs, "hidden_activation": self.hidden_activation}
-
-
-class TinyNet(DeepNet):
-    """Feature transformer → L0 activation → per output bucket: L1 → hidden activation → out
-    (:class:`TinyArch`). ``l1.weight`` (B·N1, L1), ``out.weight`` (B, N1); QAT as
-    :class:`DeepNet`. Forward: (B,) float eval / SCALE."""
-
-    def _make_layers(self, arch: TinyArch) -> None:
-        B, N1 = arch.num_buckets, arch.l1_outputs
-        self.l1 = nn.Linear(arch.l1_inputs, B * N1)
-        self.out = nn.Linear(N1, B)
-
-    def forward_with_activations(self, stm, nstm, bucket):
-        a = self.arch
-        stm, nstm, perm, stack = self._stacks(stm, nstm, bucket)
-        x0 = self._ft(stm, nstm)
-        if acts.get(a.activation).product:
-            x0 = x0 * a.product_scale
-            if self.qat is not None:
-                x0 = fake_quant(x0, self.qat.qa, "floor")
-        x1 = self._hidden_act(stack(self.l1, x0, a.l1_outputs), a.hidden_activation)
-        return layer_stacks.unpermute(stack(self.out, x1, 1)[:, 0], perm), x0
-
-    @torch.no_grad()
-    def clip_weights(self, ft_limit: float, l1_limit: float, ft_weight: bool = True) -> None:
-        PerspectiveNet.clip_weights(self, ft_limit, l1_limit, ft_weight)
-        self.out.weight.clamp_(-l1_limit, l1_limit)
+        return x0

@@ -233,8 +233,9 @@ def load_weights(model, path: str | Path) -> None:
     except Exception as e:  # safetensors raises its own error types
         raise RegistryError(f"{path}: not a readable weights file for the warm start: {e}") from None
     own = model.state_dict()
+    factorisers = getattr(model, "FACTORISERS", ("ft.factor",))  # the model's factoriser parameters (its kind's)
     for k in own.keys() - state.keys():
-        if k == "ft.factor" or k.startswith("l1_fact."):  # a factoriser the file was trained (or imported) without
+        if k.startswith(factorisers):  # a factoriser the file was trained (or imported) without
             state[k] = torch.zeros_like(own[k])
     try:
         model.load_state_dict(state, strict=True)

@@ -24,6 +24,7 @@ from nnue.pipeline.batch import to_sparse_batch
 from nnue.pipeline.features import get_feature_set, parse_output_buckets
 from nnue.pipeline.stream import Filters, PackedStream
 
+from . import kinds
 from .export import load_checkpoint
 from .metrics import spearman
 
@@ -87,7 +88,7 @@ def residual_report(ckpt: str | Path, data=None, alphas=(1.0, 0.5), max_position
                    "mean_abs_net_cp": float(raw.abs().double().mean()) if len(raw) else None,
                    "mean_abs_int_minus_float_cp": float(np.abs(raw.numpy() - net_float_cp(nets, max_positions)).mean())
                    if len(raw) else None}
-    return {"validation_positions": int(len(score)), "kind": hp.get("kind") or "perspective",
+    return {"validation_positions": int(len(score)), "kind": kinds.kind_of(hp),
             "base": f"{m.get('source')} ({m.get('version')})",
             "loss": hp.get("loss"),
             "spearman_base": spearman(base, score),

@@ -106,10 +106,11 @@ def _rank0_log(path):
 
 
 def perspective_activations() -> str:
-    """The perspective nets' L0 activations, comma-separated (a Hydra sweep value)."""
-    from nnue.trainer.model import PERSPECTIVE_ACTIVATIONS
+    """The L0 activations (:func:`nnue.spec.activations.allowed` "l0"), comma-separated (a Hydra
+    sweep value)."""
+    from nnue.spec import activations as acts
 
-    return ",".join(PERSPECTIVE_ACTIVATIONS)
+    return ",".join(acts.allowed("l0"))
 
 
 def register_resolvers() -> None:

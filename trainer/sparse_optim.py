@@ -32,8 +32,10 @@ the rounding.
 limits, ``inf`` for a column not clamped, e.g. a Stockfish-style net's PSQT columns) and
 ``clamp_offset`` ((offset (V, H), map (F,))): after its update, each touched row r is clamped so that ``p[r] + clamp(offset[map[r]],
 ±c)`` lies within ±c: the folded feature-transformer weight (``ft.weight + ft.factor[factor_map]``)
-stays quantisable (:meth:`nnue.trainer.model.PerspectiveNet.clip_weights`, which clamps the factor
-to ±c after the step) without a dense pass. Rows not touched are clamped at :meth:`flush` by the
+stays quantisable (:meth:`nnue.trainer.model.FTNet.clip_ft`, which clamps the factor
+to ±c after the step) without a dense pass. ``clamp_rows`` ((F,) bool, or None: every row) limits
+the clamp to some rows: a Stockfish 19 net keeps only its int8 rows (threats, pawn pairs) within
+±127/256 (:meth:`nnue.trainer.kinds.sfnnv16.SFNNv16Net.row_sparse_clamp`). Rows not touched are clamped at :meth:`flush` by the
 trainer's dense clip.
 
 CPU tensors use a numba kernel, parallel over the touched rows; other devices the same rule in
@@ -53,10 +55,11 @@ from numba import njit, prange
 
 @njit(parallel=True, cache=True, nogil=True)
 def _adamw_rows(p, m, v, row_step, row_logd, rows, g, step, lr, b1, b2, eps, wd, logd_prev, logd_now,
-                has_clamp, clamp, off, omap):
+                has_clamp, clamp, off, omap, rmask):
     """AdamW on rows ``rows`` of p/m/v (F, H) f32 with gradients g (U, H), after the catch-up of
     the skipped steps' decays (module docstring). clamp (H,) f32: per-column limits (inf: none),
-    used when has_clamp; off (V, H) with omap (F,): clamp offsets (V = 0: offset 0)."""
+    used when has_clamp, on the rows r with rmask[r] (rmask (F,) bool; empty: every row); off
+    (V, H) with omap (F,): clamp offsets (V = 0: offset 0)."""
     H = p.shape[1]
     # every constant rounded to fp32 once, as torch's CPU kernels do with a Python scalar
     bc1 = 1.0 - b1 ** step
@@ -68,6 +71,7 @@ def _adamw_rows(p, m, v, row_step, row_logd, rows, g, step, lr, b1, b2, eps, wd,
     decay_now = np.float32(1.0 - lr * wd)
     epsf = np.float32(eps)
     has_off = off.shape[0] > 0
+    has_mask = rmask.shape[0] > 0
     for u in prange(rows.shape[0]):
         r = rows[u]
         k = step - row_step[r] - 1
@@ -90,7 +94,7 @@ def _adamw_rows(p, m, v, row_step, row_logd, rows, g, step, lr, b1, b2, eps, wd,
             mr[j] = mj
             vr[j] = vj
             pr[j] = pj
-        if has_clamp:
+        if has_clamp and (not has_mask or rmask[r]):
             for j in range(H):
                 c = clamp[j]
                 o = np.float32(0.0)
@@ -130,58 +134,75 @@ class RowSparseAdamW(torch.optim.Optimizer):
 
     params: tensors or param groups (dicts) as for any torch optimiser; group keys besides
     AdamW's ``lr``, ``betas``, ``eps``, ``weight_decay``: ``row_sparse`` (bool, 2-D parameters
-    only), ``clamp`` (a number, an (H,) tensor of per-column limits, or None) and ``clamp_offset`` ((offset (V, H), map (F,) int64) or
-    None) for row-sparse groups. Raises ValueError on a bad value (negative lr, β outside [0, 1),
-    a row-sparse parameter that is not 2-D).
+    only), ``clamp`` (a number, an (H,) tensor of per-column limits, or None), ``clamp_offset``
+    ((offset (V, H), map (F,) int64) or None) and ``clamp_rows`` ((F,) bool: the rows clamped; None:
+    every row) for row-sparse groups. Raises ValueError on a bad value (negative lr, β outside
+    [0, 1), a row-sparse parameter that is not 2-D, a clamp map or row mask of another length).
     """
 
     def __init__(self, params, lr: float = 1e-3, betas=(0.9, 0.999), eps: float = 1e-8,
                  weight_decay: float = 1e-2, row_sparse: bool = False, clamp: float | None = None,
-                 clamp_offset=None):
+                 clamp_offset=None, clamp_rows=None):
         if lr < 0 or eps < 0 or weight_decay < 0:
             raise ValueError(f"RowSparseAdamW: lr {lr}, eps {eps} and weight_decay {weight_decay} must be >= 0")
         if not all(0.0 <= b < 1.0 for b in betas):
             raise ValueError(f"RowSparseAdamW: betas {tuple(betas)} must lie in [0, 1)")
         defaults = dict(lr=lr, betas=tuple(betas), eps=eps, weight_decay=weight_decay, row_sparse=row_sparse,
-                        clamp=clamp, clamp_offset=clamp_offset)
+                        clamp=clamp, clamp_offset=clamp_offset, clamp_rows=clamp_rows)
         super().__init__(params, defaults)
         for g in self.param_groups:
             if g["row_sparse"] and any(p.dim() != 2 for p in g["params"]):
                 raise ValueError("RowSparseAdamW: a row_sparse group holds (rows, columns) parameters only")
+            for p in g["params"] if g["row_sparse"] else ():
+                # the numba kernel does not bounds-check: a map or mask of another length would
+                # read past its end
+                off, rows = g.get("clamp_offset"), g.get("clamp_rows")
+                if off is not None and tuple(off[1].shape) != (p.shape[0],):
+                    raise ValueError(f"RowSparseAdamW: clamp_offset's map {tuple(off[1].shape)} must be "
+                                     f"({p.shape[0]},), one virtual row per row of the parameter")
+                if rows is not None and tuple(rows.shape) != (p.shape[0],):
+                    raise ValueError(f"RowSparseAdamW: clamp_rows {tuple(rows.shape)} must be ({p.shape[0]},)")
 
     #: CPU float32 rows go through the numba kernels (False: the torch index-op path, as on CUDA;
     #: the tests compare the two)
     _step_rows_cpu = True
 
-    # clamp_offset holds live tensors of the model: not optimiser state, never saved
+    # clamp_offset and clamp_rows hold tensors of the model: not optimiser state, never saved
     def state_dict(self):
         sd = super().state_dict()
         for g in sd["param_groups"]:
             g["clamp_offset"] = None
+            g["clamp_rows"] = None
         return sd
 
     def load_state_dict(self, state_dict):
-        offsets = [g.get("clamp_offset") for g in self.param_groups]
+        kept = [(g.get("clamp_offset"), g.get("clamp_rows")) for g in self.param_groups]
         super().load_state_dict(state_dict)
-        for g, o in zip(self.param_groups, offsets):
-            g["clamp_offset"] = o
+        for g, (o, r) in zip(self.param_groups, kept):
+            g["clamp_offset"], g["clamp_rows"] = o, r
 
     @classmethod
     def for_model(cls, model, ft_clip: float | None = None, **adamw) -> "RowSparseAdamW":
-        """The optimiser of a :class:`~nnue.trainer.model.PerspectiveNet` (or a subclass): its
+        """The optimiser of a :class:`~nnue.trainer.model.FTNet` (any kind built on it): its
         ``ft.weight`` row-sparse, clamped so that the folded weight stays within ±ft_clip (a
         number, an (H,) tensor of per-column limits with inf for unclamped columns, or None: no
-        clamp; a model may instead define ``ft_clip_limits(ft_clip)`` returning that), every other
-        parameter dense; ``adamw``: lr, betas, eps, weight_decay."""
+        clamp; a model may instead define ``ft_clip_limits(ft_clip)`` returning that, or
+        ``row_sparse_clamp(ft_clip)`` returning the group's ``clamp``, ``clamp_offset`` and
+        ``clamp_rows`` as a dict: its own clamp of the rows the step updates, the one its
+        ``clip_weights`` applies densely), every other parameter dense; ``adamw``: lr, betas,
+        eps, weight_decay."""
         ft_w = model.ft.weight
-        if ft_clip is not None and hasattr(model, "ft_clip_limits"):
-            ft_clip = model.ft_clip_limits(ft_clip)
         rest = [p for p in model.parameters() if p is not ft_w]
-        offset = None
-        if getattr(model, "factor_map", None) is not None:
-            offset = (model.ft.factor, model.factor_map)
-        groups = [{"params": [ft_w], "row_sparse": True, "clamp": ft_clip, "clamp_offset": offset},
-                  {"params": rest}]
+        if hasattr(model, "row_sparse_clamp"):
+            clamp = {"clamp": None, "clamp_offset": None, "clamp_rows": None} | model.row_sparse_clamp(ft_clip)
+        else:
+            if ft_clip is not None and hasattr(model, "ft_clip_limits"):
+                ft_clip = model.ft_clip_limits(ft_clip)
+            offset = None
+            if getattr(model, "factor_map", None) is not None:
+                offset = (model.ft.factor, model.factor_map)
+            clamp = {"clamp": ft_clip, "clamp_offset": offset, "clamp_rows": None}
+        groups = [{"params": [ft_w], "row_sparse": True, **clamp}, {"params": rest}]
         return cls(groups, **adamw)
 
     @torch.no_grad()
@@ -248,18 +269,20 @@ class RowSparseAdamW(torch.optim.Optimizer):
         st["log_decay"] = logd_now
         clamp = g.get("clamp")
         offset = g.get("clamp_offset")
+        rmask = g.get("clamp_rows")
         if self._numba_ok(p):
             H = p.shape[1]
             off, omap = (offset[0].detach().numpy(), offset[1].numpy()) if offset is not None else \
                 (np.empty((0, H), np.float32), np.empty(0, np.int64))
             lim = _column_limits(clamp, H, p.device).numpy()
+            mask = rmask.to(torch.bool).contiguous().numpy() if rmask is not None else np.empty(0, np.bool_)
             if rows.numel():
                 _adamw_rows(p.numpy(), st["exp_avg"].numpy(), st["exp_avg_sq"].numpy(), st["row_step"].numpy(),
                             st["row_log_decay"].numpy(), rows.numpy(), values.float().contiguous().numpy(),
                             t, float(lr), float(b1), float(b2), float(eps), float(wd), logd_prev, logd_now,
-                            clamp is not None, lim, off, omap.astype(np.int64, copy=False))
+                            clamp is not None, lim, off, omap.astype(np.int64, copy=False), mask)
             return
-        _adamw_rows_torch(p, st, rows, values, t, lr, b1, b2, eps, wd, logd_prev, logd_now, clamp, offset)
+        _adamw_rows_torch(p, st, rows, values, t, lr, b1, b2, eps, wd, logd_prev, logd_now, clamp, offset, rmask)
 
     @torch.no_grad()
     def flush(self) -> None:
@@ -305,7 +328,8 @@ def _catch_up_torch(p, st, rows, t, b1, b2, logd_target) -> None:
     st["row_log_decay"][rows] = logd_target
 
 
-def _adamw_rows_torch(p, st, rows, values, t, lr, b1, b2, eps, wd, logd_prev, logd_now, clamp, offset) -> None:
+def _adamw_rows_torch(p, st, rows, values, t, lr, b1, b2, eps, wd, logd_prev, logd_now, clamp, offset,
+                      rmask=None) -> None:
     """The same rule as :func:`_adamw_rows` in torch index ops (CUDA and other devices)."""
     _catch_up_torch(p, st, rows, t - 1, b1, b2, logd_prev)
     m, v = st["exp_avg"], st["exp_avg_sq"]
@@ -319,7 +343,8 @@ def _adamw_rows_torch(p, st, rows, values, t, lr, b1, b2, eps, wd, logd_prev, lo
     if clamp is not None:
         c = _column_limits(clamp, p.shape[1], p.device)
         o = torch.maximum(torch.minimum(offset[0][offset[1][rows]], c), -c) if offset is not None else 0.0
-        pr = torch.clamp(pr, -c - o, c - o)
+        clamped = torch.clamp(pr, -c - o, c - o)
+        pr = clamped if rmask is None else torch.where(rmask.to(p.device)[rows].view(-1, 1), clamped, pr)
     p.index_copy_(0, rows, pr)
     m.index_copy_(0, rows, mr)
     v.index_copy_(0, rows, vr)

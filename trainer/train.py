@@ -19,7 +19,7 @@ import warnings
 import hydra
 import pytorch_lightning as pl
 from hydra.utils import instantiate
-from omegaconf import DictConfig, OmegaConf
+from omegaconf import DictConfig, OmegaConf, open_dict
 
 from .callbacks import EmptyTrainingSet, Interrupts, Plots, Progress, RunCheckpoint, TrainingInterrupted, plain
 from .schedule import total_steps
@@ -94,6 +94,13 @@ def run(cfg: DictConfig) -> dict:
             return _json.loads(old.read_text()) if old.exists() else {"global_step": e.args[0]}
     if runs.env_rank() == 0:  # a resumed run is unfinished until it ends (after the checks above)
         (out / runs.FINISHED_MARKER).unlink(missing_ok=True)
+    from .lit import resolve_qat
+
+    qat, why = resolve_qat(cfg.model, cfg.get("init_weights"))
+    if why:
+        log.info("%s", why)
+    with open_dict(cfg):
+        cfg.model.qat = qat  # the checkpoint's hparams hold the bool the run used
     from .fast_path import resolve as resolve_fast_path
 
     fast_path = resolve_fast_path(cfg)  # model.backend=auto, optimizer.sparse_ft=auto -> what runs

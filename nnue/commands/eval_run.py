@@ -16,8 +16,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from nnue.commands.load_net import load_any
-from nnue.inference import evaluate, evaluate_fens, residual
+from nnue.inference import evaluate, evaluate_fens, kinds, load_any, residual
 from nnue.inference.api import boards_from_fens
 from nnue.pipeline.positions import PositionError, parse_position
 
@@ -56,10 +55,12 @@ def run(args) -> int:
     if not args.dataset and (args.limit is not None or args.summary):
         raise ValueError("--limit and --summary go with --dataset")
     net_path = Path(args.net)
-    net = load_any(net_path)  # net.safetensors, NETDIR, or a Stockfish .nnue
-    if args.trace and (args.dataset or net.kind != "sfnnv5"):
-        raise ValueError("--trace prints Stockfish 15.1's eval trace: it goes with an sfnnv5 net (or a .nnue) "
-                         "and --fen / --fens" + (f"; {net_path} is a {net.kind} net" if net.kind != "sfnnv5" else ""))
+    net = load_any(net_path)  # net.safetensors, NETDIR, or an engine's own file (a Stockfish .nnue)
+    tracer = kinds.of(net).trace
+    if args.trace and (args.dataset or tracer is None):
+        raise ValueError(f"--trace prints an engine's eval trace: it goes with a net of a kind that has one "
+                         f"({', '.join(kinds.with_trace())}) and --fen / --fens"
+                         + (f"; {net_path} is a {net.kind} net" if tracer is None else ""))
     if args.dataset:
         from nnue.pipeline import manifest as mf
 
@@ -93,14 +94,14 @@ def run(args) -> int:
 
 
 def _print_traces(net, fens: list[str]) -> int:
-    """``--trace``: Stockfish 15.1's NNUE eval trace of each position (in check: the engine's
-    own "Final evaluation: none (in check)" line), one blank line between positions."""
+    """``--trace``: the kind's eval trace of each position (sfnnv5: Stockfish 15.1's NNUE eval
+    trace; in check the engine's own "Final evaluation: none (in check)" line), one blank line
+    between positions."""
     checked = [chess.Board(f).is_check() for f in fens]
-    texts = iter(trace(net, [f for f, c in zip(fens, checked) if not c]))
-    for i, c in enumerate(checked):
+    for i, text in enumerate(kinds.of(net).trace(net, fens, checked)):
         if i:
             print()
-        print("Final evaluation: none (in check)" if c else next(texts), end="\n" if c else "")
+        print(text, end="")
     return 0
 
 

@@ -21,8 +21,9 @@ def add_parser(sub) -> None:
     s.add_argument("--limit", type=non_negative, metavar="N",
                    help="with --dataset: the first N rows only (default: all)")
     s.add_argument("--trace", action="store_true",
-                   help="sfnnv5 nets (Stockfish 15.1): print the engine's NNUE eval trace of each position, "
-                        "character for character (piece values, the bucket table, 'NNUE evaluation'); default off")
+                   help="Stockfish nets (sfnnv5: Stockfish 15.1's NNUE eval trace; sfnnv16: Stockfish 19's eval "
+                        "output): print what the engine prints for each position, character for character "
+                        "(the bucket table, 'NNUE evaluation', 'Final evaluation'); default off")
     s.add_argument("--summary", action="store_true",
                    help="with --dataset: one JSON line (positions, evals/s, mean, Spearman with the score) "
                         "instead of the evals (default off)")

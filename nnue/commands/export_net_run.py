@@ -1,22 +1,23 @@
-"""``nnue export-net``, the work: load a net and write it with its target's writer
-(:data:`nnue.commands.export_net.TARGETS`), then print what was written. The parser is
-:mod:`nnue.commands.export_net`."""
+"""``nnue export-net``, the work: load a net and write it with the writer of the layout ``--to``
+names (a kind's ``targets``, :func:`nnue.inference.kinds.target`), then print what was written.
+The parser is :mod:`nnue.commands.export_net`."""
 from __future__ import annotations
 
 import json
 from pathlib import Path
 
-from nnue.commands.load_net import load_any
+from nnue.inference import kinds, load_any
 
 
-def run(args, targets: dict) -> int:
+def run(args) -> int:
     """``nnue export-net NETDIR --to TARGET -o FILE``: an exported integer net in another
-    program's layout. targets: name -> writer, :data:`nnue.commands.export_net.TARGETS` (passed in,
-    so that the work does not import its parser module back)."""
+    program's layout (the writer checks the net, one line naming the field, before anything is
+    written)."""
+    write = kinds.target(args.to)  # ValueError naming every kind's layouts
     out = Path(args.output)
     if out.is_dir():
         raise ValueError(f"{out}: is a folder; -o names the file to write")
-    info = targets[args.to](load_any(args.net), out) or {}
+    info = write(load_any(args.net), out) or {}
     if args.json:
         print(json.dumps(info, default=str))
         return 0

@@ -6,6 +6,7 @@ import json
 import sys
 from pathlib import Path
 
+from nnue.inference import kinds
 from nnue.trainer.export import export
 
 
@@ -21,21 +22,12 @@ def run(args) -> int:
     c, a = r["cross_check"], r["audit"]
     print(f"wrote {r['net']}, {r['bin']} and {Path(r['net']).parent / 'export.json'}")
     arch = r["architecture"]
-    layers = (" -> 8 layer stacks: 16 -> SqrCReLU|CReLU 30 -> 32 -> 1, skip, 8 PSQT (Stockfish 15.1 SFNNv5)"
-              if arch.get("kind") == "sfnnv5" else
-              f" -> {arch['l1_outputs']} {arch['hidden_activation']} -> {arch['l2_outputs']} "
-              f"{arch.get('l2_activation') or arch['hidden_activation']} -> 1" if "l2_outputs" in arch else
-              f" -> {arch['l1_outputs']} {arch['hidden_activation']} -> 1" if "l1_outputs" in arch else "")
-    print(f"  {arch['feature_set']} -> {arch['hidden']}x2 {arch.get('activation', 'pairwise')}{layers} -> "
-          f"{arch['output_buckets']}")
+    kind = kinds.get(arch.get("kind") or kinds.DEFAULT)
+    print(f"  {kind.summary(arch)}")
     if r.get("residual"):
         print(f"  residual net: eval = {r['residual']['base']} + {r['residual']['alpha']:g}·net")
-    if arch.get("kind") == "sfnnv5":
-        if arch["hidden"] == 1024:
-            print(f"  Stockfish 15.1: setoption name EvalFile value {Path(r['bin']).resolve()}")
-        else:
-            print(f"  note: net.nnue has L1 {arch['hidden']}: Stockfish 15.1 loads only 1024 (nnue eval and "
-                  "nnue import-net read it)", file=sys.stderr)
+    for line, to_stderr in (kind.engine_notes(arch, Path(r["bin"])) if kind.engine_notes else []):
+        print(f"  {line}", file=sys.stderr if to_stderr else sys.stdout)
     print(f"  {r['bytes']['net.safetensors']:,} bytes" + (f" (model.max_bytes {r['bytes']['max_bytes']:,})"
                                                          if r["bytes"]["max_bytes"] else ""))
     print(f"  audit: accumulator worst case {a['accumulator_worst_case']} (limit {a['accumulator_limit']}), "
@@ -53,4 +45,6 @@ def run(args) -> int:
         print(f"  float vs int on {c['positions']:,} validation positions: mean |Δ| "
               f"{c['mean_abs_diff_cp']:.2f} cp, max |Δ| {c['max_abs_diff_cp']:.1f} cp, mean Δ "
               f"{c['mean_signed_diff_cp']:+.2f} cp")
+    if c.get("warning"):
+        print(f"  warning: {c['warning']}", file=sys.stderr)
     return 0

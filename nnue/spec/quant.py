@@ -19,7 +19,7 @@ class QuantScheme:
     quantised weight fits int16 and, for screlu/pairwise, ``v · l1w`` fits int16 at v = qa
     (|l1w| ≤ 127 -> |w| ≤ 127 / qb = 1.984).
 
-    Deep nets (:mod:`nnue.inference.deep`, Stockfish layer-stack style) add: ``l0_shift``, the
+    Deep nets (:mod:`nnue.inference.kinds.deep`, Stockfish layer-stack style) add: ``l0_shift``, the
     right shift that brings a product of two L0 activations (≤ qa²) back to u8 (qa = 255,
     shift 8: ≤ 254); dense layers hold ``dense_weight_dtype`` (int8) weights at scale qb and
     ``dense_bias_dtype`` (int32) biases at qa·qb, and hidden dense layers shift their int32

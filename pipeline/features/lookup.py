@@ -195,6 +195,20 @@ def king_squares(keys: torch.Tensor, king_values: torch.Tensor,
     return sq & 63, (sq >> _FIELD) & 63
 
 
+_KING_VALUES: dict[torch.device, torch.Tensor] = {}
+
+
+def board_kings(boards: torch.Tensor, first_row: int = 0) -> tuple[torch.Tensor, torch.Tensor]:
+    """(B, 32) uint8 packed boards -> (white king square, black king square), each (B,) int32,
+    validated as :func:`king_squares` does (ValueError naming the board on CPU, a device assert
+    elsewhere). For feature sets that are not table lookups (Full_Threats, PP_3Wide) but orient
+    by the king."""
+    kv = _KING_VALUES.get(boards.device)
+    if kv is None:
+        kv = _KING_VALUES[boards.device] = _king_values().to(boards.device)
+    return king_squares(slot_keys(boards), kv, first_row)
+
+
 def drop_king_slots(keys: torch.Tensor, kw: torch.Tensor, kb: torch.Tensor) -> torch.Tensor:
     """(B, 32) slot keys without the two king slots: (B, 30), order kept.
 

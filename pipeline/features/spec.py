@@ -27,6 +27,38 @@ class CFeature:
     index: str
     parse: str = ""
     support: str = ""
+    #: the body of ``int active_features(const int colour[], const int type[], const int sq[],
+    #: int n, const int king[2], int p, long *out)`` for a set whose features are not one per
+    #: piece (threats, pawn pairs): the n pieces of the position (as ``feature_index`` sees them,
+    #: ``king`` the king square per colour), perspective p; it writes the active indices to out
+    #: (room for the set's max_active) and returns their number, or −1 when more would be active.
+    #: Empty: one ``feature_index`` per piece. Such a set's ``index`` may just ``die``.
+    active: str = ""
+
+
+@dataclass(frozen=True)
+class FeaturePart:
+    """One consecutive index range of a composed feature set (Stockfish 19's SFNNv16 input:
+    Full_Threats, then PP_3Wide, then HalfKAv2_hm).
+
+    name: the part's own feature-set name. start, size: its rows are ``start .. start+size−1``
+    of the composed set. max_active: its bound per perspective. weight_dtype: the engine's
+    feature-transformer weight type for these rows, ``"int8"`` or ``"int16"`` (the trainer
+    clamps and quantises them accordingly). engine_hash: the engine's hash of this part
+    (Stockfish's ``HashValue``), 0 when there is none. factorised: the set's ``factors`` gives
+    these rows a virtual feature."""
+
+    name: str
+    start: int
+    size: int
+    max_active: int
+    weight_dtype: str
+    engine_hash: int = 0
+    factorised: bool = False
+
+    @property
+    def stop(self) -> int:
+        return self.start + self.size
 
 
 @dataclass(frozen=True)
@@ -38,7 +70,13 @@ class FeatureSet:
     family: hashed instead of the name when set, so that several names for one indexing (a
     preset and its spelled-out map) hash alike.
     factors: the factoriser map, ``num_inputs -> (num_inputs,) int64``, the virtual feature the
-    trainer's factoriser adds to each real one (None: no factoriser). c: its C reference code."""
+    trainer's factoriser adds to each real one (None: no factoriser); −1 for a row that has
+    none, in a set whose parts are not all factorised (:func:`~nnue.pipeline.features.factor_map`
+    refuses such a map unless asked for it). c: its C reference code.
+    encode_numba: the same function as ``encode`` for CPU boards, compiled with numba (imported
+    on first call, so that the inference package, which may not load numba, can use ``encode``);
+    None: ``encode`` is the only path. parts: the consecutive index ranges of a set made of
+    several (:class:`FeaturePart`; empty for a set of one part), in index order."""
 
     name: str
     num_inputs: int
@@ -48,6 +86,8 @@ class FeatureSet:
     family: str = ""
     factors: Callable[[int], torch.Tensor] | None = None
     c: CFeature | None = None
+    encode_numba: Callable[[torch.Tensor], tuple[torch.Tensor, torch.Tensor]] | None = None
+    parts: tuple[FeaturePart, ...] = ()
 
     @property
     def hash(self) -> str:

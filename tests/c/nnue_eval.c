@@ -16,8 +16,11 @@
  *   nnue_eval NET.bin --features NAME --buckets SPEC --deep H ACT N1 N2 HACT [HACT2]
  *   nnue_eval NET.bin --features NAME --buckets SPEC --tiny H ACT N1 HACT
  *   any of the last three with  --residual BASE NUM SHIFT  (a residual net, below)
+ *   nnue_eval --list-features NAME
+ *       no net: prints each FEN's active features, "stm ... | nstm ...", in the set's order
  *
- *   NAME: chess768 | halfkp | halfkav2_hm | kb768hm4 | kb768hm16 | kb768:<map> | kb768hm:<map>
+ *   NAME: chess768 | halfkp | halfkav2_hm | kb768hm4 | kb768hm16 | kb768:<map> | kb768hm:<map> |
+ *         full_threats | pp_3wide | sfnnv16 (= full_threats+pp_3wide+halfkav2_hm)
  *   SPEC: MaterialCount<N> | SFPieceCount<N>
  *   ACT (first layer): crelu | screlu | pairwise_crelu;
  *   HACT (after L1, and after L2 unless HACT2 is given): crelu | screlu | hardswish | swish;
@@ -47,6 +50,8 @@
  *                file 7 - f); chars 0-9, a-z (10-35), A-Z (36-61).
  *                kb768hm4  = kb768hm:0011/2222/3333/3333/3333/3333/3333/3333
  *                kb768hm16 = kb768hm:0123/4567/8899/aabb/ccdd/ccdd/eeff/eeff
+ *   full_threats, pp_3wide, sfnnv16 (Stockfish 19's threat inputs): not one feature per piece;
+ *                their lists and formulas are in the generated header (active_features).
  *
  * Output bucket (pc = number of pieces, kings included), clamped to [0, N-1]:
  *   MaterialCount<N>: floor((pc - 2) / ceil(32 / N));   SFPieceCount<N>: floor((pc - 1) / 4)
@@ -287,9 +292,10 @@ static int parse_fen(const char *fen, Board *b) {
     return 0;
 }
 
-/* Feature index of piece i for perspective p, or -1 if the piece is not a feature. */
-static long feature(const Board *b, int i, int p) {
-    return feature_index(b->colour[i], b->type[i], b->sq[i], b->king[p], p);
+/* The active features of perspective p (nnue_features.h's active_features: one feature_index per
+ * piece, or a set's own list, e.g. threats); their number, or -1 when more than the set allows. */
+static int features(const Board *b, int p, long *out) {
+    return active_features(b->colour, b->type, b->sq, b->n, b->king, p, out);
 }
 
 static int output_bucket(int pieces) {
@@ -319,11 +325,13 @@ static int64_t material(const Board *b) {
 static int accumulate(const Board *b, int p, int32_t *v) {
     int64_t *acc = xmalloc((size_t)H * sizeof *acc);
     int bad = 0;
+    long feats[MAX_ACTIVE_FEATURES];
+    int nf = features(b, p, feats);
+    if (nf < 0) die("more active features than the feature set allows");
     for (int j = 0; j < H; j++) acc[j] = l0b[j];
-    for (int i = 0; i < b->n; i++) {
-        long f = feature(b, i, p);
-        if (f < 0) continue;
-        if (f >= NF) die("internal error: feature index out of range");
+    for (int i = 0; i < nf; i++) {
+        long f = feats[i];
+        if (f < 0 || f >= NF) die("internal error: feature index out of range");
         const int16_t *row = l0w + f * H;
         for (int j = 0; j < H; j++) acc[j] += row[j];
     }
@@ -463,16 +471,44 @@ static void evaluate(char *fen) {
     free(vs); free(vn);
 }
 
+/* --list-features: the active features of each FEN, "stm indices | nstm indices" (in the set's
+ * own order), or "overflow" when a perspective has more than the set allows */
+static void list_features(const char *fen) {
+    Board b;
+    long fs[2][MAX_ACTIVE_FEATURES];
+    int nf[2];
+    if (parse_fen(fen, &b)) bad_fen("bad FEN");
+    if (b.king[0] < 0 || b.king[1] < 0) bad_fen("bad FEN: a king is missing");
+    nf[0] = features(&b, b.stm, fs[0]);
+    nf[1] = features(&b, 1 - b.stm, fs[1]);
+    if (nf[0] < 0 || nf[1] < 0) {
+        printf("overflow\n");
+        return;
+    }
+    for (int q = 0; q < 2; q++) {
+        if (q) printf(" |");
+        for (int i = 0; i < nf[q]; i++) {
+            if (fs[q][i] < 0 || fs[q][i] >= NF) die("internal error: feature index out of range");
+            printf(i || q ? " %ld" : "%ld", fs[q][i]);
+        }
+    }
+    printf("\n");
+}
+
 static void usage(void) {
     die("usage: nnue_eval NET.bin H B ACT\n"
         "       nnue_eval NET.bin --features NAME --buckets SPEC --perspective H ACT\n"
         "       nnue_eval NET.bin --features NAME --buckets SPEC --deep H ACT N1 N2 HACT [HACT2]\n"
         "       nnue_eval NET.bin --features NAME --buckets SPEC --tiny H ACT N1 HACT\n"
-        "       (the last three also with --residual BASE NUM SHIFT)");
+        "       (the last three also with --residual BASE NUM SHIFT)\n"
+        "       nnue_eval --list-features NAME");
 }
 
 int main(int argc, char **argv) {
-    if (argc == 5 && argv[2][0] != '-') {  /* legacy: NET H B ACT */
+    int listing = argc == 3 && !strcmp(argv[1], "--list-features");
+    if (listing) {
+        parse_features(argv[2]);
+    } else if (argc == 5 && argv[2][0] != '-') {  /* legacy: NET H B ACT */
         parse_features("chess768");
         H = parse_pos_int(argv[2]);
         B = parse_pos_int(argv[3]);
@@ -524,17 +560,20 @@ int main(int argc, char **argv) {
         }
         if (!have_fs || !have_ob || !have_net) usage();
     }
-    if (act_l0_half(ACT) && H % 2) die("a half-width L0 activation needs an even H");
-    L1 = act_l0_half(ACT) ? H : 2 * H;
-    R2 = act_gate(HACT2) >= 0 ? 2 * N2 : N2;
-    load(argv[1]);
+    if (!listing) {
+        if (act_l0_half(ACT) && H % 2) die("a half-width L0 activation needs an even H");
+        L1 = act_l0_half(ACT) ? H : 2 * H;
+        R2 = act_gate(HACT2) >= 0 ? 2 * N2 : N2;
+        load(argv[1]);
+    }
     char line[4096];
     while (fgets(line, sizeof line, stdin)) {
         LINE++;
         char *s = line;
         while (*s == ' ' || *s == '\t') s++;
         if (*s == '\n' || *s == '\r' || !*s) continue;
-        evaluate(s);
+        if (listing) list_features(s);
+        else evaluate(s);
     }
     return 0;
 }

@@ -69,7 +69,7 @@ def eval_traces(engine: str, fens: list[str], eval_file: str | None = None) -> t
 
 def nnue_part(trace: str) -> str:
     """The NNUE lines of an ``eval`` trace: from " NNUE derived piece values:" to the bucket
-    table's last line, then the "NNUE evaluation" line (what nnue.inference.sfnnv5.trace prints)."""
+    table's last line, then the "NNUE evaluation" line (what nnue.inference.kinds.sfnnv5.trace prints)."""
     start = trace.index(" NNUE derived piece values:")
     end = trace.index("\nClassical evaluation")
     table = trace[start:end].rstrip("\n") + "\n\n"

@@ -13,9 +13,9 @@ import torch
 
 from nnue.inference import NetFormatError
 from nnue.inference.api import boards_from_fens
-from nnue.inference import sfnnv5
-from nnue.inference.sfnnue import file_hash, file_size, ft_hash, network_hash, nnue_bytes, stack_bytes
-from nnue.inference.sfnnv5 import read_nnue
+from nnue.inference.kinds import sfnnv5
+from nnue.inference.kinds.sfnnv5.codec import file_hash, file_size, ft_hash, network_hash, nnue_bytes, stack_bytes
+from nnue.inference.kinds.sfnnv5 import read_nnue
 from nnue.pipeline.features import get_feature_set, parse_output_buckets
 from nnue.trainer.kinds.sfnnv5 import SFNNv5Arch, SFNNv5Net, dequantise, quantise
 from nnue.trainer.model import factor_map

@@ -11,9 +11,9 @@ from pathlib import Path
 import pytest
 import torch
 
-from nnue.inference import sfnnv5
+from nnue.inference.kinds import sfnnv5
 from nnue.inference.api import boards_from_fens
-from nnue.inference.sfnnue import nnue_bytes
+from nnue.inference.kinds.sfnnv5.codec import nnue_bytes
 
 from .positions import sample_fens
 from .stockfish import export_builtin, stockfish_path
@@ -64,7 +64,7 @@ def test_stockfish_builtin_net(c_sfnnv5, tmp_path):
     if engine is None:
         pytest.skip("Stockfish 15.1 is not installed (scripts/ensure_stockfish.sh); its built-in net is the input")
     p = export_builtin(engine, tmp_path / "builtin.nnue")
-    from nnue.inference.sfnnv5 import read_nnue
+    from nnue.inference.kinds.sfnnv5 import read_nnue
 
     fens = sample_fens(1000)
     assert torch.equal(sfnnv5.values(read_nnue(p), boards_from_fens(fens)), c_values(c_sfnnv5, p, fens))

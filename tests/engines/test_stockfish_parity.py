@@ -15,10 +15,10 @@ import sys
 
 import pytest
 
-from nnue.commands.load_net import load_any
-from nnue.inference import sfnnv5
+from nnue.inference import load_any
+from nnue.inference.kinds import sfnnv5
 from nnue.inference.api import boards_from_fens
-from nnue.inference.sfnnv5 import read_nnue
+from nnue.inference.kinds.sfnnv5 import read_nnue
 
 from .positions import sample_fens
 from .stockfish import eval_traces, export_builtin, nnue_part, require_stockfish_15_1

@@ -16,7 +16,8 @@ from tests.samples import selfplay
 ALL = sorted(REFERENCES)
 KING_SETS = [n for n in ALL if n != "chess768"]
 FLIP_SETS = [n for n in ALL if n != "halfkp"]          # black's view flips ranks (s ^ 56)
-MIRRORED = ["halfkav2_hm", "kb768hm4", "kb768hm16"]     # own king on e–h mirrors the board
+MIRRORED = ["halfkav2_hm", "kb768hm4", "kb768hm16",      # own king on e–h mirrors the board
+            "full_threats", "pp_3wide", "sfnnv16"]       # (threats: own king on a–d)
 
 # Pinned: a hash change means nets written before it no longer load. Change only with the indexing.
 HASHES = {
@@ -25,9 +26,13 @@ HASHES = {
     "halfkav2_hm": "1597e3c37bb1c37b",
     "kb768hm4": "9630f603fa269bcc",
     "kb768hm16": "5954ebd95aef3a5c",
+    "full_threats": "b98e2fd5e4aeeddf",
+    "pp_3wide": "8e21aab98cf1a9f7",
+    "sfnnv16": "ebc6d8f08b58a465",
 }
 SIZES = {"chess768": (768, 32), "halfkp": (41024, 30), "halfkav2_hm": (22528, 32),
-         "kb768hm4": (3072, 32), "kb768hm16": (12288, 32), KB768_RANKS_FILES_NAME: (3072, 32)}
+         "kb768hm4": (3072, 32), "kb768hm16": (12288, 32), KB768_RANKS_FILES_NAME: (3072, 32),
+         "full_threats": (59808, 128), "pp_3wide": (4560, 128), "sfnnv16": (86896, 288)}
 
 
 def packed(*fens: str) -> torch.Tensor:
@@ -288,14 +293,26 @@ def test_every_feature_set_carries_its_factoriser_and_c_index():
     from nnue.pipeline import features
 
     header = features.c_header()
-    expected = {"chess768": lambda i: i // 64, "halfkp": lambda i: i % 641, "halfkav2_hm": lambda i: i % 704}
+
+    def hk_hat(i):  # sfnnv16: HalfKAv2_hm^ on rows 64,368.., none before
+        j = i - 64368
+        b, plane, sq = j // 704, j % 704 // 64, j % 64
+        own = 8 * (7 - b // 4) + 7 - b % 4  # the own king's oriented square in bucket b
+        return torch.where(i < 64368, -1, torch.where(plane == 10, torch.where(sq == own, 640, 704) + sq, j % 704))
+
+    expected = {"chess768": lambda i: i // 64, "halfkp": lambda i: i % 641, "halfkav2_hm": lambda i: i % 704,
+                "sfnnv16": hk_hat, "full_threats+pp_3wide+halfkav2_hm": hk_hat}
     for name in known_names() + [PRESETS["kb768hm4"], "kb768:" + "/".join(["01234567"] * 8)]:
         fs = get_feature_set(name)
         i = torch.arange(fs.num_inputs)
-        want = expected.get(name, lambda i: i % 768)(i)  # kb768…: the bucket-free piece square
-        assert torch.equal(features.factor_map(name, fs.num_inputs), want), name
+        if name in ("full_threats", "pp_3wide"):  # nnue-pytorch factorises neither
+            with pytest.raises(ValueError, match="no factoriser"):
+                features.factor_map(name, fs.num_inputs)
+        else:
+            want = expected.get(name, lambda i: i % 768)(i)  # kb768…: the bucket-free piece square
+            assert torch.equal(features.factor_map(name, fs.num_inputs, partial=True), want), name
         assert fs.c is not None and f"case {fs.c.enum}:" in header, name
-        for line in fs.c.index.splitlines():
+        for line in fs.c.index.splitlines() + fs.c.active.splitlines():
             assert line in header, (name, line)
     with pytest.raises(ValueError, match="unknown feature set"):
         features.factor_map("nope", 10)

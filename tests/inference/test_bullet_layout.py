@@ -1,4 +1,4 @@
-"""bullet's quantised.bin layout (``nnue export-net NETDIR --to bullet``, nnue/inference/bullet.py).
+"""bullet's quantised.bin layout (``nnue export-net NETDIR --to bullet``, nnue/inference/kinds/perspective/bullet.py).
 
 Two independent checks of the writer:
 
@@ -29,9 +29,10 @@ from tests.netfiles import make_deep_int_net, make_int_net_spec, make_model, wri
 
 from nnue.cli import main as cli_main
 from nnue.inference import api
-from nnue.inference.bullet import check, input_type, layout_bytes, write_bullet
+from nnue.inference.kinds.perspective.bullet import check, input_type, layout_bytes, write_bullet
 from nnue.inference import load
-from nnue.inference.net import IntegerNet, NetFormatError
+from nnue.inference.kinds.perspective import IntegerNet
+from nnue.inference.net import NetFormatError
 from nnue.inference.api import boards_from_fens
 
 C_SOURCE = Path(__file__).resolve().parents[1] / "c" / "bullet_eval.c"
@@ -194,7 +195,7 @@ def test_input_types():
 
 
 def _tiny():
-    from nnue.inference.tiny import TinyIntegerNet, make_tiny_arch
+    from nnue.inference.kinds.tiny import TinyIntegerNet, make_tiny_arch
     from nnue.spec.quant import QuantScheme
 
     arch = make_tiny_arch("chess768", 16, "screlu", "MaterialCount<1>", 8, "crelu")
@@ -242,7 +243,7 @@ def test_cli_refusals(tmp_path, capsys):
         (["export-net", str(tmp_path / "deep"), "--to", "bullet", "-o", str(tmp_path / "d.bin")],
          "architecture.kind is 'deep'"),
         (["export-net", str(tmp_path / "good.safetensors"), "--to", "nothing", "-o", str(tmp_path / "d.bin")],
-         "invalid choice: 'nothing'"),
+         "--to nothing: no such layout; one of bullet (perspective nets)"),
         (["export-net", str(tmp_path / "empty"), "--to", "bullet", "-o", str(tmp_path / "d.bin")],
          "a folder without net.safetensors"),
         (["export-net", str(tmp_path / "good.safetensors"), "--to", "bullet", "-o", str(tmp_path / "empty")],
@@ -269,7 +270,7 @@ def test_help_names_the_targets(capsys):
         cli_main(["export-net", "--help"])
     assert e.value.code == 0
     out = capsys.readouterr().out
-    assert "{bullet" in out and "default: text" in out
+    assert "--to TARGET" in out and "bullet" in out and "stockfish-15.1" in out and "default: text" in out
 
 
 # -- bullet's input types and output buckets, emulated from its source -------------------------

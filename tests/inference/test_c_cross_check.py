@@ -14,10 +14,10 @@ import pytest
 import torch
 
 from nnue.cli import main as cli_main
-from nnue.inference.net import IntegerNet, make_arch
+from nnue.inference.kinds.perspective import IntegerNet, make_arch
 from nnue.inference.api import boards_from_fens, evaluate_fens
 from nnue.inference.exact import INT32_MAX, INT32_MIN
-from nnue.inference.perspective import forward_int
+from nnue.inference.kinds.perspective import forward_int
 from nnue.spec.quant import QuantScheme
 from nnue.trainer.export import export
 from tests.netfiles import (INT16_LIMIT, l1_weight_limit, make_adversarial_int_net, make_int_net_spec,

@@ -1,5 +1,5 @@
 """Hard gate for deep nets (L0 → L1 → L2 → out): the independent C evaluator
-(tests/c/nnue_eval.c, ``--deep``) equals :mod:`nnue.inference.deep` exactly, on ≥ 10,000 real
+(tests/c/nnue_eval.c, ``--deep``) equals :mod:`nnue.inference.kinds.deep` exactly, on ≥ 10,000 real
 self-play positions per net, for every L0 activation × hidden activation, several feature sets
 and both output-bucket kinds; with weights at the int8 limits and sums at the int32 limits.
 
@@ -17,7 +17,7 @@ import pytest
 import torch
 
 from nnue.cli import main as cli_main
-from nnue.inference.deep import DeepIntegerNet, forward_int, make_deep_arch
+from nnue.inference.kinds.deep import DeepIntegerNet, forward_int, make_deep_arch
 from nnue.inference.api import boards_from_fens, evaluate, evaluate_fens
 from nnue.inference.exact import INT32_MAX, INT32_MIN
 from nnue.spec.quant import QuantScheme

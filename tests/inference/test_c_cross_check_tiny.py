@@ -1,4 +1,4 @@
-"""Hard gate for tiny nets (L0 → L1 → out, nnue/inference/tiny.py) and residual nets (eval = base
+"""Hard gate for tiny nets (L0 → L1 → out, nnue/inference/kinds/tiny.py) and residual nets (eval = base
 + α·net, nnue/inference/residual.py): the independent C evaluator (tests/c/nnue_eval.c,
 ``--tiny`` and ``--residual``) equals nnue.inference exactly (torch.equal) on ≥ 10,000 real
 self-play positions, in this process and under every CPU capability and oneDNN ISA limit the
@@ -13,7 +13,7 @@ import torch
 
 from nnue.inference import evaluate, load, residual
 from nnue.inference.api import evaluate_net
-from nnue.inference.tiny import TinyIntegerNet, forward_int, make_tiny_arch
+from nnue.inference.kinds.tiny import TinyIntegerNet, forward_int, make_tiny_arch
 from nnue.spec.quant import QuantScheme
 from nnue.pipeline.features import get_feature_set
 from tests.cref import c_args_for_arch, run_c

@@ -1,4 +1,4 @@
-"""The compiled perspective kernels (inference/compiled.py) against the plain int64 reference
+"""The compiled perspective and deep kernels (inference/kinds/{perspective,deep}/compiled.py) against the plain int64 reference
 (torch.equal): accumulators, L1 sums and evals from index lists and from packed boards.
 
 Covers both accumulator modes (int16 register lanes when the per-net bound proves int16, int32
@@ -18,11 +18,13 @@ import torch
 pytest.importorskip("numba")
 
 import nnue.inference.exact as exactmod  # noqa: E402
-import nnue.inference.perspective as netmod  # noqa: E402
-from nnue.inference import compiled  # noqa: E402
+import nnue.inference.kinds.perspective as netmod  # noqa: E402
+from nnue.inference import backends  # noqa: E402
+from nnue.inference.kinds.deep import compiled as deep_compiled  # noqa: E402
+from nnue.inference.kinds.perspective import compiled  # noqa: E402
 from nnue.inference.api import boards_from_fens  # noqa: E402
-from nnue.inference.net import IntegerNet, make_arch  # noqa: E402
-from nnue.inference.perspective import evaluate, forward_int  # noqa: E402
+from nnue.inference.kinds.perspective import IntegerNet, make_arch  # noqa: E402
+from nnue.inference.kinds.perspective import evaluate, forward_int  # noqa: E402
 from nnue.pipeline.features import get_feature_set  # noqa: E402
 from nnue.spec.quant import QuantScheme  # noqa: E402
 from tests.inference.test_forward_int_paths import (ACTS, random_lists, random_net, reference,  # noqa: E402
@@ -233,7 +235,7 @@ def test_fallbacks_and_backend_argument(sample_boards):
     with pytest.raises(ValueError, match="backend"):
         evaluate(net, boards, backend="fast")
     assert torch.equal(evaluate(net, boards, backend="auto"), ref)
-    assert netmod.DEFAULT_BACKEND == "auto"
+    assert backends.DEFAULT_BACKEND == "auto"
 
 
 def test_small_batches_through_the_api(sample_boards):
@@ -261,17 +263,17 @@ def test_small_batches_through_the_api(sample_boards):
 @pytest.mark.parametrize("hact,l2act", [("crelu", "crelu"), ("screlu", "screlu"), ("crelu", "screlu")])
 @pytest.mark.parametrize("n1,n2", [(9, 5), (33, 16), (16, 20)])
 def test_deep_boards_equal_python_reference(act, hact, l2act, n1, n2):
-    """The compiled deep kernel (inference/compiled.py, _eval_boards_deep) against the deep
+    """The compiled deep kernel (inference/kinds/deep/compiled.py, _eval_boards) against the deep
     module's one-position Python-int reference and the torch path, for every supported
     activation pair, odd widths (register tails), layers narrower than one register (int64
     loops), of one register, of two and a tail (the int32-lane products) and both sides to move."""
-    from nnue.inference import deep
+    from nnue.inference.kinds import deep
     from tests.inference.test_deep import random_deep_net, reference_eval, sample_boards as deep_boards
 
     net = random_deep_net(act=act, hact=hact, hidden=70 if act == "pairwise_crelu" else 37, n1=n1, n2=n2,
                           seed=len(act + hact + l2act) + n1)
     net.arch = dict(net.arch, l2_activation=l2act)
-    assert compiled.applicable_deep(net, l2act)
+    assert deep_compiled.applicable(net, l2act)
     boards = deep_boards(300)
     got = deep.evaluate(net, boards, backend="compiled")
     assert got.tolist() == reference_eval_l2(net, boards, reference_eval, l2act)
@@ -290,7 +292,7 @@ def reference_eval_l2(net, boards, reference_eval, l2act):
     does (the torch path is checked against the same reference in test_deep.py)."""
     if l2act == net.arch["hidden_activation"]:
         return reference_eval(net, boards)
-    from nnue.inference import deep
+    from nnue.inference.kinds import deep
 
     return deep.evaluate(net, boards, backend="torch").tolist()
 
@@ -298,7 +300,7 @@ def reference_eval_l2(net, boards, reference_eval, l2act):
 @pytest.mark.parametrize("fs_name,buckets", [("halfkav2_hm", "SFPieceCount<8>"), ("halfkp", "MaterialCount<1>"),
                                              ("kb768hm4", "MaterialCount<4>")])
 def test_deep_other_feature_sets(fs_name, buckets):
-    from nnue.inference import deep
+    from nnue.inference.kinds import deep
     from tests.inference.test_deep import random_deep_net, reference_eval, sample_boards as deep_boards
 
     net = random_deep_net(fs_name, "screlu", "screlu", hidden=33, n1=4, n2=3, buckets=buckets, seed=3)
@@ -307,7 +309,7 @@ def test_deep_other_feature_sets(fs_name, buckets):
 
 
 def test_deep_overflows_named_like_the_torch_path():
-    from nnue.inference import deep
+    from nnue.inference.kinds import deep
     from tests.inference.test_deep import random_deep_net, sample_boards as deep_boards
 
     boards = deep_boards(40)
@@ -328,11 +330,11 @@ def test_deep_overflows_named_like_the_torch_path():
 def test_deep_hardswish_takes_the_torch_path():
     """A hidden activation without a compiled rule (hardswish): "auto" evaluates through torch,
     "compiled" refuses."""
-    from nnue.inference import deep
+    from nnue.inference.kinds import deep
     from tests.inference.test_deep import random_deep_net, sample_boards as deep_boards
 
     net = random_deep_net(hact="hardswish", seed=7)
-    assert not compiled.applicable_deep(net, net.arch["hidden_activation"])
+    assert not deep_compiled.applicable(net, net.arch["hidden_activation"])
     boards = deep_boards(30)
     assert torch.equal(deep.evaluate(net, boards), deep.evaluate(net, boards, backend="torch"))
     with pytest.raises(RuntimeError, match="does not apply"):
@@ -346,7 +348,7 @@ def test_deep_int64_path_of_every_layer(act, n1, n2):
     L1 over the nonzero input pairs only where N1 is a multiple of 16, the output layer as one
     padded block of 16 where N2 is even), 1 (int32-lane products, int64 sums, the int32
     check), 0 (int64 sums, taken where K·255·128 ≥ 2^31 could wrap int32 lanes)."""
-    from nnue.inference import deep
+    from nnue.inference.kinds import deep
     from tests.inference.test_deep import random_deep_net, sample_boards as deep_boards
 
     net = random_deep_net(act=act, hact="screlu", hidden=70 if act == "pairwise_crelu" else 37, n1=n1, n2=n2,
@@ -354,7 +356,7 @@ def test_deep_int64_path_of_every_layer(act, n1, n2):
     boards = deep_boards(200)
     want = deep.evaluate(net, boards, backend="torch")
     assert torch.equal(deep.evaluate(net, boards, backend="compiled"), want)
-    narrow = compiled._prepared_deep(net, "screlu")[0][-1]
+    narrow = deep_compiled.prepared(net, "screlu")[0][-1]
     assert narrow.tolist() == [2, 2, 2]
     for mode in (1, 0):
         narrow[:] = mode  # the cached flags: every layer in this mode from here on
@@ -364,10 +366,10 @@ def test_deep_int64_path_of_every_layer(act, n1, n2):
 def test_deep_layer_mode_needs_the_bound():
     """A bias one step from the int32 edge leaves the layer in mode 1 (checked), whose overflow
     is named; the same net with small biases gets mode 2."""
-    from nnue.inference import deep
+    from nnue.inference.kinds import deep
     from tests.inference.test_deep import random_deep_net
 
     net = random_deep_net(act="pairwise_crelu", hact="crelu", hidden=70, n1=16, n2=32, seed=4)
-    assert compiled._prepared_deep(net, "crelu")[0][-1].tolist() == [2, 2, 2]
+    assert deep_compiled.prepared(net, "crelu")[0][-1].tolist() == [2, 2, 2]
     net.l2b[0, 0] = 2**31 - 1
-    assert compiled._prepared_deep(net, "crelu")[0][-1].tolist() == [2, 1, 2]
+    assert deep_compiled.prepared(net, "crelu")[0][-1].tolist() == [2, 1, 2]

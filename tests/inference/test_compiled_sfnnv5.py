@@ -1,5 +1,5 @@
-"""The compiled sfnnv5 kernel (inference/compiled.py, ``values_sfnnv5``) against the torch path of
-inference/sfnnv5.py (torch.equal, bit for bit): the sample games' positions and our self-play cut
+"""The compiled sfnnv5 kernel (inference/kinds/sfnnv5/compiled.py, ``values``) against the torch path of
+inference/kinds/sfnnv5/net.py (torch.equal, bit for bit): the sample games' positions and our self-play cut
 (every piece count, so every layer stack), random boards, odd batch sizes, both sides to move,
 L1 of 32, 1,024 and 1,056, a net whose feature-transformer sums leave int16 and whose PSQT,
 fc_0, fc_1, fc_2 and final sums cross int32 (checked to happen, so the wraps are exercised),
@@ -15,7 +15,9 @@ import torch
 
 pytest.importorskip("numba")
 
-from nnue.inference import compiled, sfnnv5  # noqa: E402
+from nnue.inference import compiled as core  # noqa: E402
+from nnue.inference.kinds import sfnnv5  # noqa: E402
+from nnue.inference.kinds.sfnnv5 import compiled  # noqa: E402
 from nnue.inference.api import boards_from_fens  # noqa: E402
 from tests.engines.stockfish import export_builtin, require_stockfish_15_1  # noqa: E402
 from tests.engines.test_sfnnv5 import random_int_net  # noqa: E402
@@ -82,7 +84,7 @@ def torch_values(net, boards):
 def check_equal(net, boards):
     """The compiled values, evals and layer stacks equal the torch path's (torch.equal)."""
     want = torch_values(net, boards)
-    got, bucket = compiled.values_sfnnv5(net, boards)
+    got, bucket = compiled.values(net, boards)
     if not torch.equal(got, want):
         i = int((got != want).nonzero()[0])
         raise AssertionError(f"board {i}: compiled {int(got[i])} != torch {int(want[i])}")
@@ -114,15 +116,15 @@ def crossings(net, boards) -> dict[str, int]:
     x0 = sfnnv5.transform(a_s, a_n).double()
     s0 = torch.einsum("nk,nmk->nm", x0, net.fc0_weight.double()[bucket]).to(torch.int64) + net.fc0_bias.long()[bucket]
     out["fc0"] = int(outside(s0, I32).any(1).sum())
-    s0 = sfnnv5._wrap(s0, 32)
+    s0 = sfnnv5.net._wrap(s0, 32)
     h = s0[:, :15]
     x1 = torch.cat([torch.clamp((h * h) >> 19, max=127), (h >> 6).clamp(0, 127), torch.zeros_like(h[:, :2])], 1)
     s1 = torch.einsum("nk,nmk->nm", x1.double(), net.fc1_weight.double()[bucket]).to(torch.int64) + net.fc1_bias.long()[bucket]
     out["fc1"] = int(outside(s1, I32).any(1).sum())
-    x2 = (sfnnv5._wrap(s1, 32) >> 6).clamp(0, 127)
+    x2 = (sfnnv5.net._wrap(s1, 32) >> 6).clamp(0, 127)
     s2 = (x2 * net.fc2_weight.long()[bucket, 0]).sum(1) + net.fc2_bias.long()[bucket, 0]
     out["fc2"] = int(outside(s2, I32).sum())
-    out["skip"] = int(outside(s0[:, 15] * sfnnv5.SKIP_NUM, I32).sum())
+    out["skip"] = int(outside(s0[:, 15] * sfnnv5.net.SKIP_NUM, I32).sum())
     _, parts = sfnnv5.value_from_indices(net, stm, nstm, bucket, return_parts=True)
     out["psqt_diff"] = int(outside(ps[0] - ps[1], I32).sum())
     out["final"] = int(outside(parts["psqt"] + parts["positional"], I32).sum())
@@ -175,8 +177,8 @@ def test_default_backend_is_compiled_and_torch_selectable(sample_boards, monkeyp
     boards = sample_boards[:300]
     want = torch_values(net, boards)
     calls = []
-    real = compiled.values_sfnnv5
-    monkeypatch.setattr(compiled, "values_sfnnv5", lambda *a: calls.append(1) or real(*a))
+    real = compiled.values
+    monkeypatch.setattr(compiled, "values", lambda *a: calls.append(1) or real(*a))
     assert torch.equal(sfnnv5.values(net, boards), want) and calls == [1]
     assert torch.equal(sfnnv5.evaluate(net, boards), sfnnv5.to_cp(want)) and calls == [1, 1]
     assert torch.equal(sfnnv5.evaluate(net, boards, backend="torch"), sfnnv5.to_cp(want)) and calls == [1, 1]
@@ -189,8 +191,8 @@ def test_fallback_where_the_kernel_does_not_apply(sample_boards):
     boards = sample_boards[:200]
     want = torch_values(net, boards)
     odd = dataclasses.replace(net, fc0_weight=net.fc0_weight.to(torch.int16))  # not the engine's dtype
-    assert compiled.applicable_sfnnv5(net) and not compiled.applicable_sfnnv5(odd)
-    assert compiled.values_sfnnv5(odd, boards) is None
+    assert compiled.applicable(net) and not compiled.applicable(odd)
+    assert compiled.values(odd, boards) is None
     assert torch.equal(sfnnv5.values(odd, boards), want)  # "auto": the torch path
     with pytest.raises(RuntimeError, match="does not apply"):
         sfnnv5.values(odd, boards, backend="compiled")
@@ -237,8 +239,7 @@ def test_small_batches_through_the_api(sample_boards, monkeypatch):
     """Calls of at most SMALL_BATCH positions take sfnnv5.evaluate_small (the compiled kernel),
     with the batch path's integers; without numba's path (DEFAULT_BACKEND "torch") the API
     evaluates one by one from scratch and gets the same."""
-    import nnue.inference.perspective as P
-    from nnue.inference import api
+    from nnue.inference import api, backends
 
     net = random_int_net(64, seed=9)
     boards = sample_boards[:40]
@@ -246,7 +247,7 @@ def test_small_batches_through_the_api(sample_boards, monkeypatch):
     assert sfnnv5.evaluate_small(net, boards[:5]) == want[:5].tolist()
     for n in (1, 3, api.SMALL_BATCH):
         assert torch.equal(api.evaluate(net, boards[7:7 + n]), want[7:7 + n])
-    monkeypatch.setattr(P, "DEFAULT_BACKEND", "torch")
+    monkeypatch.setattr(backends, "DEFAULT_BACKEND", "torch")
     assert sfnnv5.evaluate_small(net, boards[:5]) is None
     assert torch.equal(api.evaluate(net, boards[:3]), want[:3])
 
@@ -262,6 +263,6 @@ def test_rows_off_a_cache_line_are_copied_aligned(sample_boards):
     odd.copy_(net.ft_weight)
     net.ft_weight = odd
     assert odd.data_ptr() % 64 != 0
-    a = compiled._aligned64(odd.numpy())
+    a = core.aligned64(odd.numpy())
     assert a.ctypes.data % 64 == 0 and (a == odd.numpy()).all()
     assert torch.equal(sfnnv5.values(net, boards, backend="compiled"), want)

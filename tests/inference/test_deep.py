@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from nnue.inference import NetFormatError, evaluate, load
-from nnue.inference.deep import DeepIntegerNet, forward_int, make_deep_arch
+from nnue.inference.kinds.deep import DeepIntegerNet, forward_int, make_deep_arch
 from nnue.inference.api import boards_from_fens
 from nnue.spec.quant import QuantScheme
 from nnue.pipeline.features import get_feature_set, parse_output_buckets
@@ -286,7 +286,7 @@ def test_block_sparse_l1_equals_dense(method, act):
 def test_dense_int_paths_agree():
     """dense_int: the per-bucket products of a sorted step (bucket_range), the all-bucket
     product and a plain int64 reference agree, for weights needing one and two digits."""
-    from nnue.inference.deep import dense_int, dense_plan
+    from nnue.inference.dense import dense_int, dense_plan
 
     g = torch.Generator().manual_seed(3)
     for lim in (64, 128):

@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from nnue.inference import NetFormatError, evaluate, forward_int, load
-from nnue.inference.net import IntegerNet, make_arch
+from nnue.inference.kinds.perspective import IntegerNet, make_arch
 from nnue.spec.quant import QuantScheme
 from nnue.trainer.export import ExportError, audit, export, quantise
 from tests.netfiles import make_model, write_weights

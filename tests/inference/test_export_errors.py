@@ -15,7 +15,7 @@ from nnue.inference.net import META_KEY
 from nnue.inference.api import boards_from_fens
 from nnue.pipeline import manifest as mf
 from nnue.pipeline.features import parse_output_buckets
-from nnue.trainer import export as export_mod
+from nnue.inference.kinds.perspective import IntegerNet
 from nnue.trainer.export import ExportError, export
 from tests.netfiles import make_deep_model, make_model, write_weights
 
@@ -56,7 +56,7 @@ def test_export_json_is_written_last_and_names_the_nets(tmp_path, sample_dataset
     # does not look finished
     def boom(self, path):
         raise KeyboardInterrupt
-    monkeypatch.setattr(export_mod.IntegerNet, "write_bin", boom)
+    monkeypatch.setattr(IntegerNet, "write_bin", boom)
     with pytest.raises(KeyboardInterrupt):
         export(ck, tmp_path / "net")
     assert not (tmp_path / "net" / "export.json").exists()

@@ -1,7 +1,7 @@
 """Every exact path of ``forward_int`` / ``evaluate`` against a plain int64 reference (torch.equal).
 
-Paths: the compiled kernels (inference/compiled.py: numba, the default on CPU), and the torch
-path (``backend="torch"``; inference/perspective.py, ``l1_plan``): the int8 ``torch._int_mm`` L1 with one-column products
+Paths: the compiled kernels (inference/kinds/perspective/compiled.py: numba, the default on CPU), and the torch
+path (``backend="torch"``; inference/kinds/perspective/net.py, ``l1_plan``): the int8 ``torch._int_mm`` L1 with one-column products
 (steps whose positions need few bucket columns), the same with whole products (many buckets, or
 one-column products disabled), and the float64 fallback; the feature transformer with and
 without the static int16 proof; ``evaluate``'s piece-count sort, truncated bags, table-encoder
@@ -22,11 +22,12 @@ import pytest
 import torch
 
 import nnue.inference.exact as exactmod
-import nnue.inference.perspective as netmod
-from nnue.inference.net import IntegerNet, make_arch
+import nnue.inference.kinds.perspective as netmod
+from nnue.inference import backends
+from nnue.inference.kinds.perspective import IntegerNet, make_arch
 from nnue.inference.api import boards_from_fens, evaluate
 from nnue.inference.exact import accumulators, accumulators_f32
-from nnue.inference.perspective import forward_int
+from nnue.inference.kinds.perspective import forward_int
 from nnue.spec.quant import QuantScheme
 from nnue.pipeline.features import get_feature_set
 from tests.samples import SAMPLE
@@ -116,7 +117,7 @@ def with_path(net: IntegerNet, path: str, monkeypatch) -> IntegerNet:
     required: RuntimeError if they do not run) or the torch path with the L1 plan ``path``
     (checks it was chosen)."""
     net = dataclasses.replace(net)
-    monkeypatch.setattr(netmod, "DEFAULT_BACKEND", "compiled" if path == "compiled" else "torch")
+    monkeypatch.setattr(backends, "DEFAULT_BACKEND", "compiled" if path == "compiled" else "torch")
     if path == "compiled":
         return net
     if path == "f64":
@@ -291,7 +292,7 @@ def eval_reference(net, boards):
     ("halfkav2_hm", "crelu", "MaterialCount<4>"),
 ])
 def test_evaluate_equals_reference(fs_name, act, spec, backend, sample_boards, monkeypatch):
-    monkeypatch.setattr(netmod, "DEFAULT_BACKEND", backend)
+    monkeypatch.setattr(backends, "DEFAULT_BACKEND", backend)
     fs = get_feature_set(fs_name)
     arch = make_arch(fs_name, 48, act, spec)
     g = torch.Generator().manual_seed(len(fs_name))
@@ -342,7 +343,7 @@ def test_lookup_keys_give_the_encoded_lists(fs_name, sample_boards):
 @pytest.mark.parametrize("backend", ["compiled", "torch"])
 def test_evaluate_boards_without_pieces(backend, sample_boards, monkeypatch):
     """Empty boards (chess768 needs no kings): zero-width bags, the bias alone."""
-    monkeypatch.setattr(netmod, "DEFAULT_BACKEND", backend)
+    monkeypatch.setattr(backends, "DEFAULT_BACKEND", backend)
     net = random_net("screlu", "limit", seed=13)
     boards = torch.cat([torch.zeros((3, 32), dtype=torch.uint8), sample_boards[:5]] * 2)  # 16 > SMALL_BATCH
     assert torch.equal(evaluate(net, boards), eval_reference(net, boards))
@@ -380,7 +381,7 @@ def test_evaluate_raises_like_forward_int(backend, sample_boards, monkeypatch):
     raises on a batch holding one, evaluates a batch without."""
     from nnue.pipeline.features.board_tensor import piece_count
 
-    monkeypatch.setattr(netmod, "DEFAULT_BACKEND", backend)
+    monkeypatch.setattr(backends, "DEFAULT_BACKEND", backend)
     arch = make_arch("chess768", 16, "screlu", "MaterialCount<8>")
     net = IntegerNet(arch, QuantScheme(), torch.full((768, 16), 1000, dtype=torch.int16),
                      torch.full((16,), 800, dtype=torch.int16), torch.ones((8, 32), dtype=torch.int16),
@@ -398,7 +399,7 @@ def test_evaluate_raises_like_forward_int(backend, sample_boards, monkeypatch):
 SCRIPT = """
 import torch
 from tests.inference.test_forward_int_paths import random_net, random_lists, reference
-from nnue.inference.perspective import forward_int, l1_plan as _l1_plan
+from nnue.inference.kinds.perspective import forward_int, l1_plan as _l1_plan
 out = []
 for act, regime in (("screlu", "limit"), ("crelu", "limit"), ("pairwise_crelu", "small")):
     net = random_net(act, regime, hidden=96, seed=3)

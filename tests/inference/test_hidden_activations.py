@@ -15,11 +15,11 @@ import torch
 from safetensors.torch import save_file
 
 from nnue.inference import NetFormatError, evaluate, load
-from nnue.inference.deep import forward_int, make_deep_arch
+from nnue.inference.kinds.deep import forward_int, make_deep_arch
 from nnue.inference.net import META_KEY
 from nnue.spec import activations as acts
 from nnue.trainer.export import export
-from nnue.trainer.model import DeepArch
+from nnue.trainer.kinds.deep import DeepArch
 from tests.cref import C_SOURCE, c_args_for_arch, run_c
 from tests.netfiles import make_deep_int_net, make_deep_model, write_weights
 
@@ -221,7 +221,7 @@ def test_unknown_activation_in_a_header_is_refused_naming_it(tmp_path):
 
 def test_incremental_and_block_sparse_paths_agree(boards):
     """IncrementalAccumulator and the block-sparse L1 give forward_int's evals with the new
-    activations too (they finish through nnue.inference.deep.forward_after_l1)."""
+    activations too (they finish through nnue.inference.kinds.deep.forward_after_l1)."""
     from nnue.inference.incremental import IncrementalAccumulator
     from nnue.inference.sparse_l1 import evaluate_sparse
 

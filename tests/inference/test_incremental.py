@@ -10,7 +10,7 @@ import pytest
 import torch
 
 from nnue.inference.incremental import IncrementalAccumulator, parse_move
-from nnue.inference.perspective import forward_int
+from nnue.inference.kinds.perspective import forward_int
 from nnue.pipeline.board import pack_board
 from nnue.pipeline.features.kb768 import PRESETS, expand_map, parse_map
 from tests.netfiles import make_int_net

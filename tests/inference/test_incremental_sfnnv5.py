@@ -6,6 +6,8 @@ accumulators and int32 PSQT sums wrap. ``evaluate_one`` and ``nnue.inference.eva
 small-batch path give the batch path's integers."""
 from __future__ import annotations
 
+import dataclasses
+
 import random
 
 import chess
@@ -13,7 +15,8 @@ import numpy as np
 import pytest
 import torch
 
-from nnue.inference import api, kinds, sfnnv5
+from nnue.inference import api, kinds
+from nnue.inference.kinds import sfnnv5
 from nnue.inference.incremental import IncrementalAccumulator, evaluate_one
 from nnue.pipeline.board import pack_board
 from tests.engines.test_sfnnv5 import random_int_net
@@ -103,10 +106,11 @@ class Recorder(BaseRecorder):
 
 def test_kind_spec_flags():
     k = kinds.get("sfnnv5")
-    assert k.incremental and not k.sparse_l1
+    assert k.incremental and k.sparse_forward is None
     assert k.forward_from_accumulators is sfnnv5.forward_from_accumulators
     assert k.accumulator_table is sfnnv5.accumulator_table and k.accumulator_layers is sfnnv5.accumulator_layers
-    assert all(kinds.get(n).incremental and kinds.get(n).sparse_l1 for n in ("perspective", "deep", "tiny"))
+    assert all(kinds.get(n).incremental and kinds.get(n).sparse_forward is not None
+               for n in ("perspective", "deep", "tiny"))
 
 
 def test_block_sparse_l1_still_refuses_sfnnv5(nets):
@@ -255,7 +259,9 @@ def test_evaluate_one_and_small_batches_equal_the_batch_path(which, nets, monkey
     # called: it is replaced by one that fails) and the batch path above SMALL_BATCH
     calls = []
     batch = sfnnv5.evaluate
-    monkeypatch.setattr(sfnnv5, "evaluate", lambda *a, **k: calls.append(1) or batch(*a, **k))
+    kind = kinds.get("sfnnv5")
+    monkeypatch.setitem(kinds.KINDS, "sfnnv5", dataclasses.replace(
+        kind, evaluate=lambda *a, **k: calls.append(1) or batch(*a, **k)))
     for n in (1, 2, api.SMALL_BATCH):
         for s in (0, n, 700):
             assert torch.equal(api.evaluate(net, boards[s:s + n]), ref[s:s + n])

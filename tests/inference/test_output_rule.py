@@ -1,4 +1,4 @@
-"""The perspective net's rule after the L1 sum (nnue.inference.perspective.output) is one function
+"""The perspective net's rule after the L1 sum (nnue.inference.kinds.perspective.output) is one function
 for the batch path (int64 tensors) and the incremental accumulator (Python ints): both give the
 same centipawns as an independent statement of the formula, and refuse the same overflows."""
 from __future__ import annotations
@@ -10,7 +10,7 @@ import pytest
 import torch
 
 from nnue.inference.exact import to_centipawns, trunc_div
-from nnue.inference.perspective import output
+from nnue.inference.kinds.perspective import output
 from nnue.spec.quant import QuantScheme
 
 

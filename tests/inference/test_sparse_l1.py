@@ -4,12 +4,11 @@ from __future__ import annotations
 import pytest
 import torch
 
-from nnue.inference.net import IntegerNet
 from nnue.inference.api import boards_from_fens, evaluate
-from nnue.inference.perspective import forward_int
+from nnue.inference.kinds.perspective import IntegerNet, activations, forward_int
+from nnue.inference.sparse_l1 import block_stats, evaluate_sparse, forward_sparse
+from nnue.inference.sparse_sums import l1_sum
 from nnue.spec.quant import QuantScheme
-from nnue.inference.sparse_l1 import (activations, block_stats, evaluate_sparse, forward_sparse,
-                                      l1_sum)
 from nnue.pipeline.features import get_feature_set
 from tests.netfiles import make_int_net
 from tests.samples import SAMPLE

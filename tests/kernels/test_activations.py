@@ -53,7 +53,7 @@ def test_swiglu_matches_reference(shape, dtype, atol, rtol, gate):
 def test_deep_net_hidden_activations_triton_equal_torch(h1, h2):
     """A deep net's float forward and backward with the new hidden activations: the Triton
     kernels (interpreter) against the torch reference, odd sizes (N1 = 7, N2 = 5, 33 rows)."""
-    from nnue.trainer.model import DeepArch, DeepNet
+    from nnue.trainer.kinds.deep import DeepArch, DeepNet
 
     nets = []
     for backend in ("torch", "triton"):

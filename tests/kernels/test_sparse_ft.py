@@ -14,7 +14,7 @@ import torch
 import nnue.kernels as K
 from nnue.kernels import activations, reference, sparse_ft
 from nnue.trainer.loss import wdl_loss
-from nnue.trainer.model import Arch, PerspectiveNet
+from nnue.trainer.kinds.perspective import Arch, PerspectiveNet
 from tests.kernels.kernel_testing import DTYPE_TOLS, fp32_leaf, make_indices, make_weights, needs_cuda, needs_interpreter
 
 ACTS = list(sparse_ft.ACTIVATIONS)

@@ -49,15 +49,18 @@ def test_bench_selfplay_refuses_a_missing_net(tmp_path, capsys):
 def test_bench_selfplay_sfnnv5_batch_only(tmp_path, monkeypatch):
     """An sfnnv5 net: the incremental mode, the batched one and ``batch-only`` (every leaf
     through sfnnv5's batch evaluator, no one-position path) play the same games."""
-    from nnue.inference import api, sfnnv5
+    import dataclasses
+
+    from nnue.inference import api, kinds
     from tests.engines.test_sfnnv5 import random_int_net
 
     net = tmp_path / "net.safetensors"
     random_int_net(l1=32, seed=3).save(net)
     calls = []
-    batch = sfnnv5.evaluate
-    monkeypatch.setattr(sfnnv5, "evaluate",
-                        lambda *a, **k: calls.append((api.SMALL_BATCH, a[1].shape[0])) or batch(*a, **k))
+    kind = kinds.get("sfnnv5")
+    batch = kind.evaluate
+    monkeypatch.setitem(kinds.KINDS, "sfnnv5", dataclasses.replace(
+        kind, evaluate=lambda *a, **k: calls.append((api.SMALL_BATCH, a[1].shape[0])) or batch(*a, **k)))
     out = tmp_path / "selfplay.json"
     rc = bench_selfplay.main(["--net", str(net), "--games", "2", "--nodes", "6", "--in-flight", "2",
                               "--leaf-eval", "auto,batch-only", "--out", str(out)])

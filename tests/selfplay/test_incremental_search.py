@@ -183,9 +183,11 @@ def test_faster_tree_walk_plays_the_same_games(priors, monkeypatch):
 
 def test_sfnnv5_games_equal_with_the_batch_evaluator(monkeypatch):
     """sfnnv5 self-play: the incremental search plays byte for byte the games of a search whose
-    every leaf goes through the kind's batch evaluator (``nnue.inference.sfnnv5.evaluate``: the
+    every leaf goes through the kind's batch evaluator (``nnue.inference.kinds.sfnnv5.evaluate``: the
     one-position path of small calls switched off), 4 games in flight."""
-    from nnue.inference import sfnnv5
+    import dataclasses
+
+    from nnue.inference import kinds
 
     torch.set_num_threads(1)
     net = NETS["sfnnv5 l1=32"]()
@@ -193,8 +195,10 @@ def test_sfnnv5_games_equal_with_the_batch_evaluator(monkeypatch):
     inc_games, inc_search = _games(net, "incremental", games=4, nodes=16)
     assert inc_search.stats.batches == 0
     calls = []
-    batch = sfnnv5.evaluate
-    monkeypatch.setattr(sfnnv5, "evaluate", lambda *a, **k: calls.append(a[1].shape[0]) or batch(*a, **k))
+    kind = kinds.get("sfnnv5")
+    batch = kind.evaluate
+    monkeypatch.setitem(kinds.KINDS, "sfnnv5", dataclasses.replace(
+        kind, evaluate=lambda *a, **k: calls.append(a[1].shape[0]) or batch(*a, **k)))
     monkeypatch.setattr(api, "SMALL_BATCH", 0)
     batch_games, batch_search = _games(net, "batch", games=4, nodes=16)
     assert len(calls) == batch_search.stats.batches > 0
@@ -212,7 +216,7 @@ def test_nets_without_incremental_support_are_batched(monkeypatch):
     from nnue.inference import kinds
     from tests.engines.test_sfnnv5 import random_int_net
 
-    monkeypatch.setitem(kinds.KINDS, "sfnnv5", dataclasses.replace(kinds.KINDS["sfnnv5"], incremental=False))
+    monkeypatch.setitem(kinds.KINDS, "sfnnv5", dataclasses.replace(kinds.KINDS["sfnnv5"], accumulator_table=None))
     net = random_int_net(l1=32, seed=1)
     assert not incremental_ok(net)
     games, search = _games(net, "auto", games=1, nodes=8)
@@ -226,7 +230,7 @@ def test_nets_without_incremental_support_are_batched(monkeypatch):
 def test_stockfish_builtin_net_plays_the_same_games(tmp_path, monkeypatch):
     """Stockfish 15.1's own net (L1 1,024, from its ``export_net``): one self-play game with
     incremental leaf evals equals the game with every leaf through the batch evaluator."""
-    from nnue.inference import sfnnv5
+    from nnue.inference.kinds import sfnnv5
     from tests.engines.stockfish import export_builtin, require_stockfish_15_1
 
     torch.set_num_threads(1)

@@ -237,7 +237,7 @@ def _tiny_net(seed: int = 3):
     import torch
 
     from nnue.spec.quant import QuantScheme
-    from nnue.inference.tiny import TinyIntegerNet, make_tiny_arch
+    from nnue.inference.kinds.tiny import TinyIntegerNet, make_tiny_arch
     from nnue.pipeline.features import get_feature_set
 
     arch = make_tiny_arch("chess768", 16, "crelu", "MaterialCount<1>", 8, "crelu")

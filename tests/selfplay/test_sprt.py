@@ -2,6 +2,7 @@
 stopping bounds and the ``nnue sprt`` command."""
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 import numpy as np
@@ -105,3 +106,14 @@ def test_cli_layout_and_json():
     assert {"llr", "elo", "elo_ci95", "verdict"} <= set(j)
     bad = _nnue("sprt", "--penta", "1,2,x,4,5")
     assert bad.returncode == 2 and bad.stderr.count("\n") == 1 and "nnue sprt: error:" in bad.stderr
+
+
+def test_games_line_counts_an_unfinished_pair_apart():
+    """W/D/L count every game played, GAMES only those of finished pairs: a match stopped with one
+    game of a pair played says so instead of W + D + L disagreeing with GAMES."""
+    r = S.sprt([95, 198, 333, 212, 119], -10, 0)
+    assert r.games == 1914
+    r = dataclasses.replace(r, wdl=(656, 666, 593))
+    assert r.lines()[2] == "GAMES: 1914 in pairs (W 656 / D 666 / L 593 of 1915 played; 1 more of an unfinished pair)"
+    r = dataclasses.replace(r, wdl=(656, 666, 592))
+    assert r.lines()[2] == "GAMES: 1914 in pairs (W 656 / D 666 / L 592 of 1914 played)"

@@ -8,7 +8,7 @@ import json
 import yaml
 from tests.sweeps.sweep_util import TINY, nnue
 
-from nnue.trainer.model import PERSPECTIVE_ACTIVATIONS
+from nnue.trainer.kinds.perspective import PERSPECTIVE_ACTIVATIONS
 from nnue.trainer.sweep_report import report
 
 

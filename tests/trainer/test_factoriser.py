@@ -10,7 +10,8 @@ from safetensors.torch import save_file
 from nnue.inference import load
 from nnue.trainer.export import export, quantise
 from nnue.spec.quant import QuantScheme
-from nnue.trainer.model import Arch, PerspectiveNet, factor_map
+from nnue.trainer.kinds.perspective import Arch, PerspectiveNet
+from nnue.trainer.model import factor_map
 
 
 def _model(seed=0):

@@ -31,9 +31,16 @@ def test_cpu_one_device_takes_the_fast_path():
 
 
 @pytest.mark.parametrize("kind,activation", [("perspective", "crelu"), ("perspective", "pairwise_crelu"),
-                                             ("deep", "screlu"), ("tiny", "crelu"), ("sfnnv5", "pairwise_crelu")])
+                                             ("deep", "screlu"), ("tiny", "crelu"), ("sfnnv5", "pairwise_crelu"),
+                                             ("sfnnv16", "pairwise_crelu")])
 def test_every_kind_and_l0_activation_is_covered(kind, activation):
     assert decide(model(kind=kind, activation=activation), ADAMW, CPU).backend == "numba"
+
+
+def test_sfnnv16_takes_the_fast_path_under_qat_too():
+    """Stockfish 19's kind: its compiled feature transformer does QAT (its default)."""
+    d = decide(model(kind="sfnnv16", activation="pairwise_crelu", qat=True), ADAMW, CPU)
+    assert (d.backend, d.sparse_ft) == ("numba", True)
 
 
 @pytest.mark.parametrize("accelerator", ["gpu", "cuda"])
@@ -67,15 +74,23 @@ def test_sfnnv5_under_qat_keeps_the_reference():
 
 
 def test_a_kind_without_a_compiled_path_keeps_the_reference():
-    """A kind whose float model declares no compiled_ft (a new kind) trains on the torch reference."""
-    class NoCompiled(torch.nn.Module):
-        pass
-
-    toy = dataclasses.replace(kinds.get("perspective"), name="toy_no_compiled", float_model=NoCompiled)
+    """A kind whose record declares no compiled_ft (a new kind) trains on the torch reference."""
+    toy = dataclasses.replace(kinds.get("perspective"), name="toy_no_compiled", compiled_ft=None)
     with kinds.register(toy):
         d = decide(model(kind="toy_no_compiled"), ADAMW, CPU)
     assert (d.backend, d.sparse_ft) == ("torch", False)
     assert "toy_no_compiled kind has no compiled CPU feature transformer" in d.note
+
+
+def test_every_registered_kind_declares_its_compiled_path():
+    """Each kind's record says whether its compiled feature transformer covers its default config
+    (a kind added without the field trains on the torch reference, which the test above checks)."""
+    assert all(kinds.get(k).compiled_ft is not None for k in kinds.KINDS)
+
+
+def test_unresolved_qat_auto_counts_as_off():
+    d = decide(model(kind="sfnnv5", activation="pairwise_crelu", qat="auto"), ADAMW, CPU)
+    assert (d.backend, d.sparse_ft) == ("numba", True)
 
 
 @pytest.mark.parametrize("optimizer,trainer,why", [

@@ -7,8 +7,8 @@ from hydra import compose, initialize_config_module
 from hydra.core.global_hydra import GlobalHydra
 
 from nnue.inference import evaluate
-from nnue.inference.deep import DeepIntegerNet, make_deep_arch
-from nnue.inference.net import IntegerNet, make_arch
+from nnue.inference.kinds.deep import DeepIntegerNet, make_deep_arch
+from nnue.inference.kinds.perspective import IntegerNet, make_arch
 from nnue.inference.api import boards_from_fens
 from nnue.spec.quant import QuantScheme
 from nnue.trainer.export import quantise

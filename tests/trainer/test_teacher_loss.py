@@ -71,7 +71,7 @@ def test_settings_without_effect_are_refused(cfg, msg):
 
 def teacher_net(folder):
     """A small random perspective net (chess768 -> 16x2 CReLU -> 1) to annotate with."""
-    from nnue.inference.net import IntegerNet, make_arch
+    from nnue.inference.kinds.perspective import IntegerNet, make_arch
     from nnue.spec.quant import QuantScheme
 
     folder.mkdir(parents=True, exist_ok=True)

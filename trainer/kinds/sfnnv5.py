@@ -1,7 +1,7 @@
 """Net kind ``sfnnv5`` (trainer side): Stockfish 15.1's network as a float model, its
 quantisation, audit, and the dequantisation of an imported ``.nnue``.
 
-The float graph mirrors the integer one of :mod:`nnue.inference.sfnnv5` (as nnue-pytorch's
+The float graph mirrors the integer one of :mod:`nnue.inference.kinds.sfnnv5` (as nnue-pytorch's
 ``model.py`` at c0c7b51 did, the trainer that made SFNNv5 nets), activations at scale 1.0 ≙ 127:
 
 * feature transformer (F, L1 + 8): L1 accumulator columns and 8 PSQT columns, one weight matrix
@@ -28,7 +28,7 @@ from torch import nn
 
 from nnue.inference import api as inference_api
 from nnue.inference.kinds import sfnnv5 as inference
-from nnue.inference.sfnnv5 import (FC0_OUTPUTS, FC1_INPUTS, FC1_OUTPUTS, FC1_PADDED, LAYER_STACKS, NORMALIZE_TO_PAWN,
+from nnue.inference.kinds.sfnnv5 import (FC0_OUTPUTS, FC1_INPUTS, FC1_OUTPUTS, FC1_PADDED, LAYER_STACKS, NORMALIZE_TO_PAWN,
                                    PSQT_BUCKETS, SFNNv5IntegerNet)
 from nnue import kernels
 from nnue.kernels import layer_stacks, sparse_ft_pair
@@ -114,6 +114,9 @@ class SFNNv5Net(nn.Module):
     bucket (B,) int64 -> (B,) float eval / SCALE."""
 
     qat = None
+    #: its factorisers (the virtual HalfKA rows and l1's shared stack): zero when warm-started from
+    #: a file without them (nnue import-net's checkpoint)
+    FACTORISERS = ("ft.factor", "l1_fact.")
     #: the trainer sets it with optimizer.sparse_ft=true: on the numba backend the feature
     #: transformer's gradient then holds only the rows a batch touched (RowSparseAdamW)
     sparse_grad = False
@@ -121,7 +124,7 @@ class SFNNv5Net(nn.Module):
     @staticmethod
     def compiled_ft(activation: str, qat: bool) -> bool:
         """Whether the numba backend computes the feature transformer compiled (not under QAT:
-        :meth:`_accumulators`, :meth:`_ft_outputs`); what ``model.backend=auto`` on the CPU asks."""
+        :meth:`_accumulators`, :meth:`_ft_outputs`); the kind record's ``compiled_ft``."""
         return not qat
 
     def __init__(self, arch: SFNNv5Arch, backend: str = "auto", factors: torch.Tensor | None = None):
@@ -339,5 +342,15 @@ def dequantise(net: SFNNv5IntegerNet) -> dict[str, torch.Tensor]:
             "out.bias": (net.fc2_bias.double() / OUT_B).to(f).reshape(-1)}
 
 
+def import_checkpoint(net: SFNNv5IntegerNet) -> tuple[dict[str, torch.Tensor], dict]:
+    """``nnue import-net``'s float checkpoint of a Stockfish 15.1 net: (:func:`dequantise`, the
+    hparams of ``model=sfnnv5`` at the net's L1, without the factoriser, its description kept)."""
+    hparams = {"features": KIND.features, "output_buckets": KIND.output_buckets, "hidden": net.arch["hidden"],
+               "activation": "pairwise_crelu", "kind": KIND.name, "factoriser": False, "qat": False,
+               "quant": net.scheme.to_dict(), KIND.layers_key: {"description": net.arch["description"]}}
+    return dequantise(net), hparams
+
+
 KIND = TrainerKind("sfnnv5", inference.KIND, SFNNv5Arch, SFNNv5Net, quantise, audit, calibrate,
-                   layers_key="sfnnv5", features="halfkav2_hm", output_buckets="SFPieceCount<8>")
+                   layers_key="sfnnv5", features="halfkav2_hm", output_buckets="SFPieceCount<8>",
+                   import_checkpoint=import_checkpoint, compiled_ft=SFNNv5Net.compiled_ft)
