@@ -143,3 +143,27 @@ def test_reference_path_when_asked(sample_dataset, tmp_path, caplog):
     assert len(lines) == 1 and "model.backend=torch" in lines[0]
     states = ckpt(out)["optimizer_states"][0]["state"].values()
     assert not any("row_step" in s for s in states) and any("exp_avg" in s for s in states)
+
+
+def test_default_sfnnv16_run_trains_on_the_fast_path(sample_dataset, tmp_path, caplog):
+    """``model=sfnnv16`` with nothing about backends (QAT on, its default): the compiled feature
+    transformer and RowSparseAdamW, as its record declares."""
+    from hydra import compose, initialize_config_module
+    from hydra.core.global_hydra import GlobalHydra
+
+    from nnue.trainer.train import run
+
+    GlobalHydra.instance().clear()
+    with initialize_config_module(config_module="nnue.conf", version_base="1.3"):
+        cfg = compose("train", overrides=[
+            "model=sfnnv16", "model.hidden=64", f"data.path={sample_dataset}", f"paths.output_dir={tmp_path / 'run'}",
+            "data.val_fraction=0.2", "trainer.enable_progress_bar=false", "trainer.max_epochs=1",
+            "data.positions_per_epoch=1024", "data.batch_size=256"])
+    with caplog.at_level(logging.INFO, logger="nnue.trainer"):
+        m = run(cfg)
+    assert m["global_step"] > 0
+    lines = [r.getMessage() for r in caplog.records if "fast path" in r.getMessage()]
+    assert len(lines) == 1 and lines[0].startswith("CPU fast path: compiled feature transformer"), lines
+    states = ckpt(tmp_path / "run")["optimizer_states"][0]["state"].values()
+    assert any("row_step" in s for s in states)
+    assert ckpt(tmp_path / "run")["hyper_parameters"]["qat"] is True
