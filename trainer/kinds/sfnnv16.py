@@ -140,6 +140,12 @@ class SFNNv16Net(nn.Module):
     #: the trainer sets it with optimizer.sparse_ft=true (row-sparse feature-transformer gradient)
     sparse_grad = False
 
+    @staticmethod
+    def compiled_ft(activation: str, qat: bool) -> bool:
+        """Whether the numba backend computes the feature transformer compiled: always (its one L0
+        activation, under QAT too: :meth:`_ft_outputs`); the kind record's ``compiled_ft``."""
+        return True
+
     def __init__(self, arch: SFNNv16Arch, backend: str = "auto", factors: torch.Tensor | None = None):
         super().__init__()
         self.arch, self.backend = arch, backend
@@ -443,4 +449,5 @@ def import_checkpoint(net: SFNNv16IntegerNet) -> tuple[dict[str, torch.Tensor], 
 
 KIND = TrainerKind("sfnnv16", inference.KIND, SFNNv16Arch, SFNNv16Net, quantise, audit, calibrate,
                    layers_key="sfnnv16", features="sfnnv16", output_buckets="SFPieceCount<8>",
-                   import_checkpoint=import_checkpoint, partial_factoriser=True)
+                   import_checkpoint=import_checkpoint, partial_factoriser=True,
+                   compiled_ft=SFNNv16Net.compiled_ft)
