@@ -58,7 +58,6 @@ def main(argv: list[str] | None = None) -> int:
     args = p.parse_args(argv)
 
     import numpy as np
-    import pyarrow.parquet as pq
     import torch
 
     from nnue.inference import evaluate
@@ -67,6 +66,7 @@ def main(argv: list[str] | None = None) -> int:
     from nnue.pipeline import manifest as mf
     from nnue.pipeline.board import unpack_fen
     from nnue.pipeline.pack import pack
+    from nnue.pipeline.parts import read_part
     from nnue.selfplay import sf19
 
     sys.path.insert(0, str(REPO))
@@ -90,7 +90,7 @@ def main(argv: list[str] | None = None) -> int:
         rows = []
         for e in sorted(mf.load(ds)["files"].values(), key=mf.entry_key):
             for part in mf.entry_parts(e):
-                t = pq.read_table(ds / part, columns=["board", "in_check", "teacher_eval"])
+                t = read_part(ds / part, columns=["board", "in_check", "teacher_eval"])
                 rows += zip(t.column("board").to_pylist(), t.column("in_check").to_pylist(),
                             t.column("teacher_eval").to_pylist())
     fens = [unpack_fen(b) for b, check, _ in rows if not check]

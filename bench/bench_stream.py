@@ -14,6 +14,11 @@ Each rate is the median over runs per second of wall time (``pos_per_s``) and pe
 process's CPU time (``pos_per_cpu_s``, the per-core figure that other load on a shared machine
 disturbs least), plus the best run's CPU-time rate (``best_pos_per_cpu_s``).
 
+Layouts (``--layouts``, default ``chained,flat``): the dump is packed in each part layout
+(:mod:`nnue.pipeline.parts`) and the stream and end-to-end runs alternate between them run by run,
+reported per layout (``stream_by_layout``, ``end_to_end_cpu_by_layout``, ``chained_vs_flat``: CPU
+time ratios); the top-level figures are the first layout's.
+
 Data: ``../shared/data/selfplay/sf15-n2000-s11.plain`` (224,965 positions) packed into a
 temporary dataset, or ``--dataset DIR``. Run as ``nnue bench stream [--json]`` or as a script;
 prints one JSON object (``--out FILE`` also writes it).
@@ -45,6 +50,9 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--batch-size", type=int, default=16384, help="positions per batch")
     p.add_argument("--shuffle-buffer", type=int, default=1 << 17, help="rows held for shuffling")
     p.add_argument("--repeats", type=int, default=5, help="timed passes per feature set (median reported)")
+    p.add_argument("--layouts", default="chained,flat",
+                   help="part layouts to pack the dump in and time side by side, alternating run by run "
+                        "(default: chained,flat; with --dataset: that dataset only)")
     p.add_argument("--json", action="store_true", help="accepted for symmetry; the output is always JSON")
     p.add_argument("--out", help="also write the JSON to this file (default: stdout only)")
     return p
@@ -81,7 +89,7 @@ def main(argv: list[str] | None = None) -> int:
     buckets = parse_output_buckets("MaterialCount<8>")
     tmp = None
     if args.dataset:
-        dataset = Path(args.dataset)
+        datasets = {"given": Path(args.dataset)}
     else:
         from nnue.pipeline.pack import pack
 
@@ -89,15 +97,23 @@ def main(argv: list[str] | None = None) -> int:
             print(f"nnue bench stream: error: {args.plain} not found; pass --dataset", file=sys.stderr)
             return 2
         tmp = tempfile.TemporaryDirectory(prefix="bench_stream_")
-        dataset = Path(tmp.name) / "dataset"
-        pack([args.plain], dataset, progress=False)
+        datasets = {}
+        for layout in args.layouts.split(","):
+            datasets[layout] = Path(tmp.name) / layout
+            pack([args.plain], datasets[layout], progress=False, layout=layout)
+    first = next(iter(datasets))
+    dataset = datasets[first]
 
-    def stream():
-        return PackedStream([dataset], args.batch_size, args.shuffle_buffer, split="all", seed=1)
+    def stream(ds=None):
+        return PackedStream([ds or dataset], args.batch_size, args.shuffle_buffer, split="all", seed=1)
 
-    # stream alone, with the default filters and with none
+    # stream alone, with the default filters; every layout, alternating run by run
     n_stream = sum(len(b["score"]) for b in stream())
-    runs = [_timed(lambda: [None for _ in stream()]) for _ in range(args.repeats)]
+    by_layout = {k: [] for k in datasets}
+    for _ in range(args.repeats):
+        for k, ds in datasets.items():
+            by_layout[k].append(_timed(lambda ds=ds: [None for _ in stream(ds)]))
+    runs = by_layout[first]
     result = {
         "bench": "stream", "torch": torch.__version__, "python": platform.python_version(),
         "machine": {"cpu": platform.processor() or platform.machine(), "cores": os.cpu_count(),
@@ -107,9 +123,15 @@ def main(argv: list[str] | None = None) -> int:
                     "positions_after_default_filters": n_stream},
         "batch_size": args.batch_size, "shuffle_buffer": args.shuffle_buffer, "repeats": args.repeats,
         "target": TARGET,
+        "layout": first,
         "stream": _rates(n_stream, runs),
+        "stream_by_layout": {k: _rates(n_stream, v) for k, v in by_layout.items()},
         "feature_sets": {},
     }
+    if args.dataset is None:
+        result["bytes_per_position_by_layout"] = {
+            k: round(sum(p.stat().st_size for p in ds.glob("part-*.parquet")) / result["dataset"]["rows"], 3)
+            for k, ds in datasets.items()}
     boards = [b["boards"] for b in stream()]
     n_boards = sum(len(b) for b in boards)
     for name in args.feature_sets.split(","):
@@ -135,14 +157,27 @@ def main(argv: list[str] | None = None) -> int:
             encode_gpu()
             entry["encode_cuda"] = _rates(n_boards, [_timed(encode_gpu) for _ in range(args.repeats)])
 
-        def end_to_end(fs=fs):
-            for b in stream():
+        def end_to_end(fs=fs, ds=None):
+            for b in stream(ds):
                 to_sparse_batch(b, fs, buckets)
 
-        entry["end_to_end_cpu"] = _rates(n_stream, [_timed(end_to_end) for _ in range(args.repeats)])
+        e2e = {k: [] for k in datasets}
+        for _ in range(args.repeats):
+            for k, ds in datasets.items():
+                e2e[k].append(_timed(lambda fs=fs, ds=ds: end_to_end(fs, ds)))
+        entry["end_to_end_cpu"] = _rates(n_stream, e2e[first])
+        if len(datasets) > 1:
+            entry["end_to_end_cpu_by_layout"] = {k: _rates(n_stream, v) for k, v in e2e.items()}
         result["feature_sets"][name] = entry
 
     t = result["feature_sets"].get(TARGET["feature_set"])
+    if t is not None and "end_to_end_cpu_by_layout" in t and {"chained", "flat"} <= set(datasets):
+        by = t["end_to_end_cpu_by_layout"]
+        result["chained_vs_flat"] = {
+            "stream_time_ratio": round(statistics.median(c for _, c in by_layout["chained"])
+                                       / statistics.median(c for _, c in by_layout["flat"]), 3),
+            "end_to_end_time_ratio": round(by["flat"]["pos_per_cpu_s"] / by["chained"]["pos_per_cpu_s"], 3),
+            "target": "end to end no slower than flat (ratio <= 1)"}
     if t is not None:
         got = t["end_to_end_cpu"]["pos_per_cpu_s"]
         result["target_met"] = bool(got and got >= TARGET["end_to_end_cpu_pos_per_s"])

@@ -275,8 +275,10 @@ def _rewrite_part(part: Path, wanted: dict[str, dict], compute: Callable[[np.nda
     """Rewrite one part with the columns in ``wanted`` ({column: record}) computed by
     ``compute(boards) -> {column: (int16 values, null mask)}``; temp file + rename. Returns
     the null count per column."""
-    pf = pq.ParquetFile(part)
-    schema = pf.schema_arrow
+    from .parts import open_part, row_group_boards, writer
+
+    pf = open_part(part)
+    schema = pf.schema_arrow  # the part's own columns (either layout), kept as they are
     kept = [f for f in schema if f.name not in wanted]
     new_fields = [pa.field(c, pa.int16(), nullable=True) for c in wanted]
     meta = dict(schema.metadata or {})
@@ -286,12 +288,11 @@ def _rewrite_part(part: Path, wanted: dict[str, dict], compute: Callable[[np.nda
     out_schema = pa.schema(kept + new_fields, metadata=meta)
     tmp = part.with_name(f".{part.name}.annotate.tmp")
     nulls = dict.fromkeys(wanted, 0)
-    dict_cols = [c for c in ("source", "flags") if c in out_schema.names]
     try:
-        with pq.ParquetWriter(tmp, out_schema, compression="zstd", use_dictionary=dict_cols) as w:
+        with writer(tmp, out_schema) as w:
             for rg in range(pf.metadata.num_row_groups):
                 t = pf.read_row_group(rg, columns=[f.name for f in kept], use_threads=False)
-                values = compute(boards_from_bytes(t.column("board")))
+                values = compute(row_group_boards(pf, rg, t))
                 arrays = list(t.columns)
                 for c in wanted:
                     v, null = values[c]

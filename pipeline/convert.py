@@ -17,7 +17,6 @@ from pathlib import Path
 from typing import Iterator
 
 import numpy as np
-import pyarrow.parquet as pq
 
 from . import manifest as mf
 from .atomic import atomic_writer
@@ -86,16 +85,19 @@ class Columns:
         return best
 
 
-def _row_groups(dataset: Path):
-    """(arrow table of ``_COLS``, manifest entry) per row group, in dataset order."""
+def _row_groups(dataset: Path, columns=_COLS):
+    """(arrow table of ``columns``, manifest entry) per row group, in dataset order (either
+    layout: :mod:`nnue.pipeline.parts`)."""
+    from .parts import open_part, read_group
+
     m = mf.load(dataset)
     for entry in sorted(m["files"].values(), key=mf.entry_key):
         if not entry["packed"]:
             continue
         for name in mf.entry_parts(entry):
-            pf = pq.ParquetFile(dataset / name)
+            pf = open_part(dataset / name)
             for rg in range(pf.metadata.num_row_groups):
-                yield pf.read_row_group(rg, columns=_COLS), entry
+                yield read_group(pf, rg, columns), entry
 
 
 def _compiled_chunk(table, entry: dict, spec) -> tuple[bytes | memoryview, int]:
@@ -119,6 +121,17 @@ def _compiled_chunk(table, entry: dict, spec) -> tuple[bytes | memoryview, int]:
     return b"".join(pieces), nfb
 
 
+def _bar(dataset: Path, to: str):
+    """A tqdm bar of the dataset's positions on stderr (none when stderr is not a terminal)."""
+    import sys
+
+    from tqdm import tqdm
+
+    total = sum(e["packed"] for e in mf.load(dataset)["files"].values())
+    return tqdm(total=total, unit=" pos", unit_scale=True, file=sys.stderr, desc=f"convert to {to}",
+                dynamic_ncols=True, disable=None)
+
+
 def convert(dataset: str | Path, to: str, out: str | Path, progress: bool = False, fast: bool = True) -> dict:
     """Write every row of ``dataset`` to ``out`` in format ``to``, in dataset order.
 
@@ -137,18 +150,12 @@ def convert(dataset: str | Path, to: str, out: str | Path, progress: bool = Fals
     spec = get_format(to) if to in writer_names() else None
     if spec is None:
         raise ValueError(f"cannot write {to!r}; targets: {', '.join(writer_names())}")
+    if spec.write_stream is not None:
+        return _convert_chained(Path(dataset), spec, Path(out), progress)
     dataset = Path(dataset)
     out = Path(out)
     out.parent.mkdir(parents=True, exist_ok=True)
-    bar = None
-    if progress:
-        import sys
-
-        from tqdm import tqdm
-
-        total = sum(e["packed"] for e in mf.load(dataset)["files"].values())
-        bar = tqdm(total=total, unit=" pos", unit_scale=True, file=sys.stderr, desc=f"convert to {to}",
-                   dynamic_ncols=True, disable=None)
+    bar = _bar(dataset, to) if progress else None
     n = unknown = slow = 0
     try:
         with atomic_writer(out) as f:
@@ -172,3 +179,26 @@ def convert(dataset: str | Path, to: str, out: str | Path, progress: bool = Fals
         if bar is not None:
             bar.close()
     return {"rows": n, "format": to, "path": str(out), "ply_unknown": unknown, "python_chess_rows": slow}
+
+
+def _convert_chained(dataset: Path, spec, out: Path, progress: bool) -> dict:
+    """:func:`convert` to a format that chains a game's positions (``spec.write_stream``:
+    binpack, viriformat). Returns {"rows" (written), "format", "path", "chains", "not_written":
+    {reason: rows}, "notes": {what: rows}, "ply_unknown"}."""
+    out.parent.mkdir(parents=True, exist_ok=True)
+    bar = _bar(dataset, spec.name) if progress else None
+    w = spec.write_stream()
+    unknown = 0
+    try:
+        with atomic_writer(out) as f:
+            for table, entry in _row_groups(dataset):
+                unknown += int(((table.column("flags").to_numpy() & FLAG_PLY_UNKNOWN) != 0).sum())
+                f.write(w.rows(Columns(table, entry)))
+                if bar is not None:
+                    bar.update(table.num_rows)
+            f.write(w.finish())
+    finally:
+        if bar is not None:
+            bar.close()
+    return {"rows": w.written, "format": spec.name, "path": str(out), "chains": w.chain_count,
+            "not_written": dict(w.not_written), "notes": dict(w.notes), "ply_unknown": unknown}

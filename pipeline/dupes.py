@@ -15,7 +15,8 @@ import hashlib
 from pathlib import Path
 
 import numpy as np
-import pyarrow.parquet as pq
+
+from .parts import open_part, read_arrays
 
 KEY_BYTES = 25
 SAMPLE = 8  # keep pair hashes ≡ 0 mod SAMPLE
@@ -28,10 +29,8 @@ def fingerprint(part: Path | list[Path]) -> set[int]:
     out: set[int] = set()
     prev = None
     for pf, rg in ((pf, rg) for p in (part if isinstance(part, list) else [part])
-                   for pf in [pq.ParquetFile(p)] for rg in range(pf.metadata.num_row_groups)):
-        col = pf.read_row_group(rg, columns=["board"]).column("board").combine_chunks()
-        boards = np.frombuffer(col.buffers()[1], dtype=np.uint8,
-                               count=32 * (len(col) + col.offset))[32 * col.offset:].reshape(-1, 32)
+                   for pf in [open_part(p)] for rg in range(pf.metadata.num_row_groups)):
+        boards = read_arrays(pf, rg, ["board"])["board"]  # either layout (nnue.pipeline.parts)
         keys = np.ascontiguousarray(boards[:, :KEY_BYTES]).view(np.dtype((np.void, KEY_BYTES))).ravel()
         h = np.array([int.from_bytes(hashlib.blake2b(k.tobytes(), digest_size=8).digest(), "little")
                       for k in keys], dtype=np.uint64)
@@ -106,10 +105,10 @@ def extra_copies(dataset: str | Path, paths: list[str]) -> int:
     for e in mf.load(d)["files"].values():
         if e["path"] in paths and e["packed"]:
             for name in mf.entry_parts(e):
-                col = pq.read_table(d / name, columns=["board"]).column("board").combine_chunks()
-                b = np.frombuffer(col.buffers()[1], dtype=np.uint8,
-                                  count=32 * (len(col) + col.offset))[32 * col.offset:].reshape(-1, 32)
-                keys.append(np.ascontiguousarray(b[:, :KEY_BYTES]).view(np.dtype((np.void, KEY_BYTES))).ravel())
+                pf = open_part(d / name)
+                for rg in range(pf.metadata.num_row_groups):
+                    b = read_arrays(pf, rg, ["board"])["board"]
+                    keys.append(np.ascontiguousarray(b[:, :KEY_BYTES]).view(np.dtype((np.void, KEY_BYTES))).ravel())
     if not keys:
         return 0
     k = np.concatenate(keys)

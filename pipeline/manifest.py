@@ -2,7 +2,7 @@
 
 One entry per packed input file, keyed by its sha256::
 
-    {"schema_version": 1, "score_unit": "cp", "files": {"<sha256>": {
+    {"schema_version": 2, "score_unit": "cp", "files": {"<sha256>": {
         "path", "size", "sha256", "format", "score_unit", "part", "rejects",
         "read", "packed", "rejected": {reason: count}, "castling", "game_ids"}}}
 
@@ -20,6 +20,13 @@ validated in bulk by the compiled core). Absent in entries packed before it.
 position keys of the game's first 16 valid positions (``pack.GameIds``), so one game has one
 id in every format and every file. Absent in entries packed before it: SplitMix64 of the
 input's sha256 prefix plus the game's ordinal in the file.
+
+``schema_version``: the layout of the dataset's parts (:mod:`nnue.pipeline.parts`): 2, move
+chains (what ``nnue pack`` writes into a new dataset), or 1, flat rows (datasets packed before
+chains, and ``nnue pack --layout flat``); parts added later (``pack``, ``pack --watch``,
+``merge``) take the dataset's layout, and ``nnue convert DATASET --to chained`` upgrades a flat
+dataset in place. Each part's own Parquet metadata also names its layout, which is what its
+readers go by. A version this build does not read is refused in one line.
 
 Written atomically (temporary file, fsync, rename), so an interrupted run leaves the previous
 manifest intact. Invariant checked on load: ``read == packed + sum(rejected)`` per file.
@@ -44,7 +51,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from .atomic import atomic_write_bytes
-from .schema import SCHEMA_VERSION
+from .schema import READABLE_VERSIONS, SCHEMA_VERSION
 
 MANIFEST = "manifest.json"
 LOCK = ".manifest.lock"
@@ -112,9 +119,10 @@ def load(dataset: str | Path) -> dict:
         raise ManifestError(f"{path}: not valid JSON: {e}") from e
     if not isinstance(m, dict) or not isinstance(m.get("files"), dict):
         raise ManifestError(f"{path}: not a manifest of nnue pack (a JSON object with a 'files' object)")
-    if m.get("schema_version") != SCHEMA_VERSION:
-        raise ManifestError(f"{path}: schema version {m.get('schema_version')}, "
-                            f"this build reads {SCHEMA_VERSION}")
+    if m.get("schema_version") not in READABLE_VERSIONS:
+        raise ManifestError(f"{path}: schema version {m.get('schema_version')!r}, a layout this build does not "
+                            f"read (it reads {' and '.join(map(str, READABLE_VERSIONS))}); use the nnue-forge "
+                            f"that wrote it")
     for sha, f in m["files"].items():
         if f["read"] != f["packed"] + sum(f["rejected"].values()):
             raise ManifestError(f"{path}: counts of {f['path']} do not add up")
@@ -172,8 +180,16 @@ def union_entries(have: dict, new: dict) -> dict:
     return out
 
 
-def new() -> dict:
-    return {"schema_version": SCHEMA_VERSION, "score_unit": None, "files": {}}
+def new(version: int = SCHEMA_VERSION) -> dict:
+    """An empty manifest of layout ``version`` (:data:`nnue.pipeline.schema.SCHEMA_VERSION`: chained)."""
+    return {"schema_version": version, "score_unit": None, "files": {}}
+
+
+def layout(dataset: str | Path) -> int:
+    """The layout new parts of a dataset take: its manifest's ``schema_version``, or the default
+    (chained) for a folder with no manifest yet."""
+    p = Path(dataset) / MANIFEST
+    return load(dataset)["schema_version"] if p.exists() else SCHEMA_VERSION
 
 
 def save(dataset: str | Path, manifest: dict) -> None:
@@ -194,7 +210,7 @@ def locked(dataset: str | Path):
 
 
 def merge(dataset: str | Path, entries: list[dict] = (), score_unit: str | None = None,
-          failed: dict | None = None, lock: bool = True) -> dict:
+          failed: dict | None = None, lock: bool = True, version: int | None = None) -> dict:
     """Add ``entries`` (manifest file entries, keyed by their ``sha256``) to the dataset's
     manifest under the writer lock: re-read the manifest on disk (or start a new one), check the
     score unit, add what is not there yet, save atomically. An entry already present (the same
@@ -202,12 +218,13 @@ def merge(dataset: str | Path, entries: list[dict] = (), score_unit: str | None 
     ``failed``: {sha256: {"path", "size", "error"}} of inputs that could not be packed at all
     (``nnue pack --watch`` records them so that it does not retry an unchanged file forever).
     ``lock=False``: the caller already holds :func:`locked` (``flock`` on a second descriptor
-    would wait for the first). Returns the merged manifest. Raises ManifestError (unreadable
+    would wait for the first). version: the layout of a manifest made here (none on disk yet;
+    default chained). Returns the merged manifest. Raises ManifestError (unreadable
     manifest) or ValueError (a score unit other than the dataset's)."""
     from contextlib import nullcontext
 
     with locked(dataset) if lock else nullcontext():
-        m = load(dataset) if (Path(dataset) / MANIFEST).exists() else new()
+        m = load(dataset) if (Path(dataset) / MANIFEST).exists() else new(version or SCHEMA_VERSION)
         if score_unit is not None:
             if m["score_unit"] not in (None, score_unit):
                 raise ValueError(f"{dataset} holds scores in {m['score_unit']}, not {score_unit}")

@@ -23,15 +23,17 @@ from typing import Iterable
 import chess
 import numpy as np
 import pyarrow as pa
-import pyarrow.parquet as pq
 
 from . import manifest as mf
 from .board import pack_board
 from .chessrules import RecordError, encode_move, validate
 from .formats import (FormatError, PackedRows, ReaderOptions, Reject, detect_format, format_from_extension,
                       LATIN1_BYTES, get_format, open_binary, open_text, read_exact, text_errors)
+from .parts import read_part
 from .ranges import COMPRESSED, Rebase, open_range
-from .schema import FLAG_PLY_UNKNOWN, FLAG_SCORE_MATE, FLAG_SCORE_NONE, SCHEMA
+from .schema import CHAINED_VERSION, FLAG_PLY_UNKNOWN, FLAG_SCORE_MATE, FLAG_SCORE_NONE, FLAT_VERSION, SCHEMA
+
+LAYOUTS = {"chained": CHAINED_VERSION, "flat": FLAT_VERSION}  # nnue pack --layout (a new dataset's)
 
 ROW_GROUP = 65536
 SCORE_UNITS = ("cp", "sf-internal")
@@ -360,12 +362,13 @@ def _not_text_at(path: Path, n: int = 4 * 65536, latin1: bool = False) -> tuple[
 
 
 def pack_range(path: Path, fmt: str, dataset: Path, sha: str, options: ReaderOptions, rng,
-               progress=None, seen: set | None = None) -> dict:
+               progress=None, seen: set | None = None, layout: int = CHAINED_VERSION) -> dict:
     """Pack one byte range (:class:`nnue.pipeline.ranges.Range`) of an input into temporary part
     and rejects files in ``dataset`` (renamed by :func:`finish_file` once every range is done).
 
     seen: with dedup, the position keys (first 25 packed bytes) already in the dataset; a
     position whose key is in it is rejected as "duplicate position", and new keys are added.
+    layout: the part's layout (:mod:`nnue.pipeline.parts`: chained, or flat rows).
     Returns {"range", "tmp_part", "tmp_rejects", "read", "packed", "rejected", "castling",
     "validated", "lead"}. Raises FormatError (the file's first range: not in format ``fmt``);
     its temporary files are removed then.
@@ -390,10 +393,10 @@ def pack_range(path: Path, fmt: str, dataset: Path, sha: str, options: ReaderOpt
         rej_file[0].write(json.dumps({"source": str(path), "location": loc, "reason": reason,
                                       "detail": detail, "raw": raw}) + "\n")
 
-    # board and game_id are high-entropy: dictionary-encoding them costs read time and space
-    # no min/max statistics for board (32 opaque bytes): a fifth of the write time, never used
-    writer = pq.ParquetWriter(tmp_part, SCHEMA, compression="zstd", use_dictionary=["source", "flags"],
-                              write_statistics=[n for n in SCHEMA.names if n != "board"])
+    from . import parts
+
+    chained = layout == CHAINED_VERSION
+    writer = parts.writer(tmp_part, parts.chained_schema() if chained else SCHEMA)
     gids = GameIds()  # content-derived game ids; the game_id column holds ordinals until written
     fed_ord: list[int] = []  # valid positions read one by one, not yet fed to gids
     fed_board: list[bytes] = []
@@ -433,7 +436,8 @@ def pack_range(path: Path, fmt: str, dataset: Path, sha: str, options: ReaderOpt
                 done = table.slice(0, cut)
                 done = done.set_column(done.schema.get_field_index("game_id"), "game_id",
                                        pa.array(gids.lookup(ordinal[:cut]), pa.uint64()))
-                writer.write_table(done, row_group_size=ROW_GROUP)
+                # cut at multiples of ROW_GROUP (but at the end): each row group starts a chain
+                writer.write_table(parts.encode(done, ROW_GROUP) if chained else done, row_group_size=ROW_GROUP)
             segments.clear()
             if cut < table.num_rows:
                 segments.append(table.slice(cut))
@@ -687,7 +691,7 @@ def _add_keys(dataset: Path, m: dict, keys: set, loaded: set) -> None:
         if sha not in loaded:
             if entry["packed"]:
                 for name in mf.entry_parts(entry):
-                    for b in pq.read_table(dataset / name, columns=["board"]).column("board").to_pylist():
+                    for b in read_part(dataset / name, ["board"]).column("board").to_pylist():
                         keys.add(b[:DEDUP_KEY_BYTES])
             loaded.add(sha)
 
@@ -734,8 +738,13 @@ def resolve_score_unit(asked: str, files: list[Path], fmt: str, existing: str | 
 def pack(inputs: Iterable[str | Path], dataset: str | Path, fmt: str = "auto",
          score_unit: str = "auto", options: ReaderOptions = ReaderOptions(),
          progress: bool = True, workers: int = 1, dedup: bool = False,
-         range_mb: float | None = None, units: dict | None = None) -> dict:
+         range_mb: float | None = None, units: dict | None = None, layout: str | None = None) -> dict:
     """Pack inputs into ``dataset`` (created if needed) and return a summary.
+
+    layout: the part layout of a new dataset, ``"chained"`` (default: move chains, about 2.3 bytes
+    a position) or ``"flat"`` (a 32-byte board per row, what nnue-forge wrote before chains); an
+    existing dataset's parts take its own layout (its manifest's ``schema_version``), and asking
+    for another is a ValueError (``nnue convert DATASET --to chained`` upgrades a flat one).
 
     workers: processes that pack byte ranges (:mod:`nnue.pipeline.ranges`) of the files in
     parallel: a large uncompressed file is split into ranges of ``range_mb`` MiB (default
@@ -765,6 +774,14 @@ def pack(inputs: Iterable[str | Path], dataset: str | Path, fmt: str = "auto",
         raise ValueError(f"workers must be at least 1, got {workers}")
     rbytes = range_bytes(DEFAULT_RANGE_MB if range_mb is None else range_mb)
     dataset = Path(dataset)
+    if layout is not None and layout not in LAYOUTS:
+        raise ValueError(f"layout {layout!r} not one of {', '.join(LAYOUTS)}")
+    have = mf.layout(dataset)  # ManifestError for an unreadable manifest
+    if layout is not None and (dataset / mf.MANIFEST).exists() and LAYOUTS[layout] != have:
+        raise ValueError(f"{dataset} holds {'chained' if have == CHAINED_VERSION else 'flat'} parts; its new parts "
+                         f"take that layout (--layout {layout} is for a new dataset; 'nnue convert {dataset} --to "
+                         f"chained' upgrades a flat one)")
+    version = have if (dataset / mf.MANIFEST).exists() else LAYOUTS[layout or "chained"]
     files, ignored = expand_inputs(inputs)
     if units is not None:
         files = [f for f in files if units.get(str(f))]
@@ -772,7 +789,7 @@ def pack(inputs: Iterable[str | Path], dataset: str | Path, fmt: str = "auto",
     dataset.mkdir(parents=True, exist_ok=True)
     try:
         return _pack_into(dataset, files, ignored, fmt, score_unit, options, progress, workers, dedup,
-                          rbytes, units)
+                          rbytes, units, version)
     except BaseException:
         if created and all(p.name == mf.LOCK for p in dataset.iterdir()):
             # a run that failed before writing anything leaves no empty folder (nor its lock file)
@@ -782,10 +799,10 @@ def pack(inputs: Iterable[str | Path], dataset: str | Path, fmt: str = "auto",
 
 
 def _pack_into(dataset, files, ignored, fmt, score_unit, options, progress, workers, dedup, rbytes,
-               units=None) -> dict:
+               units=None, version=CHAINED_VERSION) -> dict:
     from .ranges import plan
 
-    m = mf.load(dataset) if (dataset / mf.MANIFEST).exists() else mf.new()
+    m = mf.load(dataset) if (dataset / mf.MANIFEST).exists() else mf.new(version)
     score_unit, unit_from = resolve_score_unit(score_unit, files, fmt, m["score_unit"])
     if m["score_unit"] not in (None, score_unit):
         raise ValueError(f"{dataset} holds scores in {m['score_unit']}, not {score_unit}")
@@ -805,7 +822,7 @@ def _pack_into(dataset, files, ignored, fmt, score_unit, options, progress, work
         grown = _grown(path, f, m, summary["warnings"]) if units is None else None
         if grown is not None:
             appends[sha] = grown
-        todo.append((path, f, dataset, sha, score_unit, options))
+        todo.append((path, f, dataset, sha, score_unit, options, version))
 
     def record(entry: dict, lock: bool = True) -> None:
         # after each file (a crash keeps the finished ones), under the dataset's writer lock and
@@ -816,7 +833,7 @@ def _pack_into(dataset, files, ignored, fmt, score_unit, options, progress, work
         summary["validated_by_python_chess"] += entry.get("validated_by_python_chess", 0)
         if entry["sha256"] in appends:
             entry = append_entry(appends[entry["sha256"]]["prev"], entry)
-        mf.merge(dataset, [entry], score_unit, lock=lock)
+        mf.merge(dataset, [entry], score_unit, lock=lock, version=version)
         summary["files"].append(entry)
 
     def ranges_of(t) -> tuple[list, tuple | None]:
@@ -856,7 +873,7 @@ def _pack_into(dataset, files, ignored, fmt, score_unit, options, progress, work
                 if bar is not None:
                     bar.set_postfix_str(t[0].name)
                 with mf.locked(dataset):
-                    now = mf.load(dataset) if (dataset / mf.MANIFEST).exists() else mf.new()
+                    now = mf.load(dataset) if (dataset / mf.MANIFEST).exists() else mf.new(version)
                     if t[3] in now["files"]:  # packed by another writer meanwhile
                         summary["skipped"].append(str(t[0]))
                         continue
@@ -874,7 +891,7 @@ def _pack_into(dataset, files, ignored, fmt, score_unit, options, progress, work
         if bar is not None:
             bar.close()
     if not (dataset / mf.MANIFEST).exists():
-        mf.merge(dataset, [], score_unit)
+        mf.merge(dataset, [], score_unit, version=version)
     summary["rejected"] = dict(sorted(summary["rejected"].items()))
     return summary
 
@@ -937,11 +954,11 @@ def append_entry(prev: dict, new: dict) -> dict:
 
 def _pack_sequential(t, head, rs, mine, bar, seen=None) -> dict:
     """The ranges of one todo file, one after another in this process; its manifest entry."""
-    path, fmt, dataset, sha, score_unit, options = t
+    path, fmt, dataset, sha, score_unit, options, layout = t
     results: list[dict] = []
     try:
         for rng in rs:
-            results.append(pack_range(path, fmt, dataset, sha, options, rng, progress=bar, seen=seen))
+            results.append(pack_range(path, fmt, dataset, sha, options, rng, progress=bar, seen=seen, layout=layout))
     except BaseException:
         discard(results)
         raise
@@ -960,9 +977,10 @@ def _pack_parallel(todo, heads, plans, workers, record, bar) -> None:
         futures = {}
         # large ranges first would balance better, but file order keeps the first files finishing first
         for fi, (t, (rs, _)) in enumerate(zip(todo, plans)):
-            path, fmt, dataset, sha, _unit, options = t
+            path, fmt, dataset, sha, _unit, options, layout = t
             for k, rng in enumerate(rs):
-                futures[pool.submit(_pack_range_task, (path, fmt, dataset, sha, options, rng))] = (fi, k)
+                futures[pool.submit(_pack_range_task, (path, fmt, dataset, sha, options, rng, None, None,
+                                                       layout))] = (fi, k)
         for fi, (t, (rs, mine)) in enumerate(zip(todo, plans)):
             if not rs:  # a shard's units of this file are all empty ranges: an entry with no parts
                 finished.add(fi)

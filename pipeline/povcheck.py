@@ -14,7 +14,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import numpy as np
-import pyarrow.parquet as pq
+from .parts import read_part
 
 from .schema import FLAG_SCORE_NONE
 
@@ -29,7 +29,7 @@ def counts(dataset: Path, parts: list[str]) -> dict:
     sign of the game's result for the side to move, or the opposite sign."""
     agree = disagree = 0
     for name in parts:
-        t = pq.read_table(Path(dataset) / name, columns=["board", "score", "result", "flags"])
+        t = read_part(Path(dataset) / name, ["board", "score", "result", "flags"])
         if not t.num_rows:
             continue
         boards = t.column("board").combine_chunks()

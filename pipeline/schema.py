@@ -1,6 +1,7 @@
-"""The dataset's Parquet schema, its version, and the meaning of the ``flags`` bits.
+"""The dataset's Parquet schemas (flat rows and move chains), their versions, and the meaning of the ``flags`` bits.
 
-Columns (DESIGN.md "Dataset columns"):
+Logical columns (what every reader sees, :mod:`nnue.pipeline.parts`; the flat layout stores
+them as they are) (DESIGN.md "Dataset columns"):
 
 * ``board``: fixed_size_binary(32), marlinformat PackedBoard (:mod:`nnue.pipeline.board`);
   its eval field holds the score (white POV, 0 when there is none) and its wdl the result.
@@ -24,7 +25,13 @@ from __future__ import annotations
 
 import pyarrow as pa
 
-SCHEMA_VERSION = 1
+FLAT_VERSION = 1
+CHAINED_VERSION = 2
+# what `nnue pack` writes into a new dataset, and the manifests this build writes and reads
+SCHEMA_VERSION = CHAINED_VERSION
+READABLE_VERSIONS = (FLAT_VERSION, CHAINED_VERSION)
+SCHEMA_KEY = "nnue_forge_schema_version"
+ANNOTATION_COLUMNS = ("base_eval", "teacher_eval")
 
 # the flags bits (one copy: nnue.pipeline.constants): no score (VALUE_NONE, book move, no comment;
 # score column 0), a mate score (not a regression target), no ply or move counters (ply column 0)
@@ -42,4 +49,23 @@ SCHEMA = pa.schema([
     ("game_id", pa.uint64()),
     ("source", pa.dictionary(pa.int32(), pa.string())),
     ("flags", pa.uint8()),
-], metadata={"nnue_forge_schema_version": str(SCHEMA_VERSION)})
+], metadata={SCHEMA_KEY: str(FLAT_VERSION)})
+
+# The chained layout (schema 2): what each physical column holds and how the logical columns
+# come back is in nnue.pipeline.parts; the move index in nnue.pipeline.compiled.chain.
+CHAINED_SCHEMA = pa.schema([
+    ("stem", pa.binary(32)),
+    ("move", pa.uint16()),
+    ("move_raw", pa.uint16()),
+    ("score_delta", pa.uint32()),
+    ("result", pa.int8()),
+    ("ply_reset", pa.uint16()),
+    ("piece_count_reset", pa.uint8()),
+    ("in_check", pa.bool_()),
+    ("best_move_is_capture", pa.bool_()),
+    ("game_id", pa.uint64()),
+    ("source", pa.dictionary(pa.int32(), pa.string())),
+    ("flags", pa.uint8()),
+], metadata={SCHEMA_KEY: str(CHAINED_VERSION)})
+# columns written without min/max statistics (opaque bytes, never filtered on)
+STATS_OFF = ("stem", "board")

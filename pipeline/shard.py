@@ -151,6 +151,7 @@ def merge_shard(shard: str | Path, dataset: str | Path) -> dict:
     dataset.mkdir(parents=True, exist_ok=True)
     have = mf.load(dataset)["files"] if (dataset / mf.MANIFEST).exists() else {}
     todo = [e for sha, e in sm["files"].items() if sha not in have or _more_ranges(have[sha], e)]
+    _check_layout(shard, sm, dataset)
     for e in todo:
         for name in mf.entry_parts(e) + mf.entry_rejects(e):
             src, dst = shard / name, dataset / name
@@ -158,12 +159,25 @@ def merge_shard(shard: str | Path, dataset: str | Path) -> dict:
                 _move(src, dst)
             elif not dst.exists():
                 raise ValueError(f"{shard / mf.MANIFEST}: lists {name}, which is in neither {shard} nor {dataset}")
-    mf.merge(dataset, todo, score_unit=sm.get("score_unit"), failed=sm.get("failed"))
+    mf.merge(dataset, todo, score_unit=sm.get("score_unit"), failed=sm.get("failed"), version=sm["schema_version"])
     atomic_write_bytes(shard / MERGED, (json.dumps({"into": str(dataset.resolve()), "files": sorted(sm["files"])},
                                                   indent=1) + "\n").encode())
     (shard / mf.MANIFEST).unlink()
     return {"shard": str(shard), "status": "merged", "files": len(todo),
             "positions": sum(int(e["packed"]) for e in todo)}
+
+
+def _check_layout(shard: Path, sm: dict, dataset: Path) -> None:
+    """Refuse a shard whose parts are of another layout than the dataset's (a dataset's parts
+    share its manifest's layout; a shard with no rows fits any)."""
+    if not (dataset / mf.MANIFEST).exists() or not any(e["packed"] for e in sm["files"].values()):
+        return
+    want = mf.load(dataset)["schema_version"]
+    if sm["schema_version"] != want:
+        names = {1: "flat", 2: "chained"}
+        raise ValueError(f"{shard}: holds {names.get(sm['schema_version'])} parts and {dataset} "
+                         f"{names.get(want)} ones; upgrade the flat one first ('nnue convert DATASET --to chained'), "
+                         f"or pack the shards with the dataset's --layout")
 
 
 def _more_ranges(have: dict, e: dict) -> bool:
@@ -179,7 +193,9 @@ def _check_union(shards: list[str | Path], dataset: str | Path) -> None:
     for shard in map(Path, shards):
         if not (shard / mf.MANIFEST).exists():
             continue  # merged already, or missing: merge_shard says which
-        for sha, e in mf.load(shard)["files"].items():
+        sm = mf.load(shard)
+        _check_layout(shard, sm, Path(dataset))
+        for sha, e in sm["files"].items():
             if sha not in have:
                 have[sha] = e
             elif "shard_units" in have[sha] and "shard_units" in e:

@@ -54,20 +54,20 @@ from typing import Iterator, Sequence
 import json
 import os
 
+import sys
+
 import numpy as np
-import pyarrow.compute as pc
 import pyarrow.parquet as pq
 import torch
 
 from . import manifest as mf
-from .board import boards_from_bytes
-from .schema import FLAG_SCORE_MATE, FLAG_SCORE_NONE
+from .parts import ChainError, Group, layout, open_part
+from .schema import ANNOTATION_COLUMNS, FLAG_SCORE_MATE, FLAG_SCORE_NONE
 
 # Stockfish's generator writes internal units; nnue-pytorch converts with cp = 100·score/208.
 SF_INTERNAL_PER_PAWN = 208
-#: Optional columns written by ``nnue annotate`` (:mod:`nnue.pipeline.annotate`): carried into
-#: the batch as float32 centipawns (stm POV, NaN where null: in check) when every part has them.
-ANNOTATION_COLUMNS = ("base_eval", "teacher_eval")
+# ANNOTATION_COLUMNS: optional columns written by ``nnue annotate`` (:mod:`nnue.pipeline.annotate`):
+# carried into the batch as float32 centipawns (stm POV, NaN where null: in check) when every part has them.
 
 
 @dataclass(frozen=True)
@@ -249,7 +249,8 @@ class PackedStream(torch.utils.data.IterableDataset):
             if (d, part) in known:
                 continue
             order.append((d, str(part), scale))
-            pfile = pq.ParquetFile(part)
+            pfile = open_part(part)
+            layout(pfile)  # a part of a layout this build does not read: one line, before any epoch
             meta = pfile.metadata
             self.extra_columns = [c for c in self.extra_columns if c in pfile.schema_arrow.names]
             fi = len(self.parts)
@@ -335,7 +336,11 @@ class PackedStream(torch.utils.data.IterableDataset):
                 for n_read, i in enumerate(order[:16]):
                     if n_read >= 4 and total >= 131_072:
                         break
-                    cols, score_cp = self._read_columns(units[i])
+                    try:
+                        cols, score_cp = self._read_columns(units[i])
+                    except ChainError as e:
+                        self._damaged(units[i], e, count=False)
+                        continue
                     mask = (split_mask(cols["game_id"], self.split, self.val_fraction)
                             if self.split != "all" else np.ones(len(score_cp), bool))
                     no_skip = Filters(**{**self.filters.__dict__, "random_skip": 0.0})
@@ -391,7 +396,7 @@ class PackedStream(torch.utils.data.IterableDataset):
     def _parquet(self, fi: int) -> pq.ParquetFile:
         files = self.__dict__.setdefault("_files", {})  # per process: dropped when pickled
         if fi not in files:
-            files[fi] = pq.ParquetFile(self.parts[fi][0])
+            files[fi] = open_part(self.parts[fi][0])
         return files[fi]
 
     def __getstate__(self):
@@ -400,42 +405,51 @@ class PackedStream(torch.utils.data.IterableDataset):
         return state
 
     def _read_columns(self, unit: Unit, with_board: bool = False):
-        """One row group's columns as numpy arrays (board: pyarrow) and its scores in cp."""
+        """One row group as a :class:`~nnue.pipeline.parts.Group` (its columns as numpy arrays;
+        the boards, when ``with_board``, decoded from a chained part's chains when asked for) and
+        its scores in cp. Raises ChainError."""
         scale = self.parts[unit.file][1]
-        wanted = self._columns() + (["board"] + self.extra_columns if with_board else [])
-        table = self._parquet(unit.file).read_row_group(unit.row_group, columns=wanted, use_threads=False)
-        cols = {}
-        for c in wanted:
-            col = table.column(c)
-            if c == "board":
-                cols[c] = col
-            elif c in ("in_check", "best_move_is_capture"):  # nullable bools: null -> False
-                cols[c] = pc.fill_null(col, False).to_numpy(zero_copy_only=False)
-            elif c in ANNOTATION_COLUMNS:  # nullable int16 -> float32, null -> NaN
-                cols[c] = col.cast("float32").to_numpy(zero_copy_only=False).astype(np.float32)
-            else:
-                cols[c] = col.to_numpy()
-        score_cp = cols["score"].astype(np.float32) * np.float32(scale)
-        return cols, score_cp
+        wanted = self._columns() + (self.extra_columns if with_board else [])
+        g = Group(self._parquet(unit.file), unit.row_group, wanted, with_board=with_board)
+        score_cp = g["score"].astype(np.float32) * np.float32(scale)
+        return g, score_cp
+
+    def _damaged(self, unit: Unit, e: ChainError, count: bool) -> None:
+        """A row group that does not decode is skipped whole: one line on stderr naming it (once
+        per process), its rows counted under ``damaged``."""
+        seen = self.__dict__.setdefault("_damaged_units", set())
+        if (unit.file, unit.row_group) not in seen:
+            seen.add((unit.file, unit.row_group))
+            print(f"nnue stream: skipped a damaged row group ({unit.rows:,} rows): {e}", file=sys.stderr)
+        if count:
+            self.counts["damaged"] += unit.rows
 
     def _read_unit(self, unit: Unit, rng) -> tuple[np.ndarray, ...]:
-        cols, score_cp = self._read_columns(unit, with_board=True)
-        n = len(score_cp)
+        try:
+            cols, score_cp = self._read_columns(unit, with_board=True)
+            n = len(score_cp)
+            if self.split != "all":
+                keep = split_mask(cols["game_id"], self.split, self.val_fraction)
+                other = int(n - keep.sum())
+            else:
+                keep, other = np.ones(n, bool), 0
+            counts = Counter()
+            keep = filter_mask(cols, self.filters, counts, rng, score_cp, keep)
+            idx = None if keep.all() else np.flatnonzero(keep)
+            boards = cols.boards(idx)  # a chained part: only the kept rows' boards are written
+        except ChainError as e:
+            self._damaged(unit, e, count=True)
+            empty = np.zeros(0, np.float32)
+            return (np.zeros((0, 32), np.uint8), empty, empty, *[empty for _ in self.extra_columns])
         self.counts["read"] += n
+        self.counts["other_split"] += other
+        self.counts.update(counts)
         if self._part_rows is not None:
             self._part_rows[self.parts[unit.file][0].name] += n
-        if self.split != "all":
-            keep = split_mask(cols["game_id"], self.split, self.val_fraction)
-            self.counts["other_split"] += int(n - keep.sum())
-        else:
-            keep = np.ones(n, bool)
-        keep = filter_mask(cols, self.filters, self.counts, rng, score_cp, keep)
-        boards = boards_from_bytes(cols["board"])
         result = cols["result"]
         extra = [cols[c] for c in self.extra_columns]
-        if not keep.all():
-            idx = np.flatnonzero(keep)
-            boards, score_cp, result = np.take(boards, idx, axis=0), score_cp[idx], result[idx]
+        if idx is not None:
+            score_cp, result = score_cp[idx], result[idx]
             extra = [e[idx] for e in extra]
         return (boards, score_cp, (result.astype(np.float32) + 1) / 2, *extra)
 

@@ -2,12 +2,15 @@
 # The main job on the demo's data (data/demo: 2,400 games of our self-play, 268,884 positions):
 # pack -> train -> export -> evaluate, then a summary.
 # Usage: scripts/demo.sh [OUT]   (default OUT=demo-out; any existing OUT is replaced)
+# NNUE_USE_INSTALLED=1 (set in the container image): run the nnue on PATH instead of making .venv.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-bash scripts/setup.sh
 OUT=${1:-demo-out}
+if [ "${NNUE_USE_INSTALLED:-}" != 1 ]; then
+  bash scripts/setup.sh
+  export PATH="$PWD/.venv/bin:$PATH"
+fi
 rm -rf "$OUT"
-export PATH="$PWD/.venv/bin:$PATH"
 
 first=.venv/.nnue-demo-ran  # written at the end of a demo that ran through
 if [ ! -f "$first" ]; then

@@ -17,12 +17,11 @@ import shutil
 import sys
 from pathlib import Path
 
-import pyarrow.parquet as pq
-
 import nnue.pipeline.formats as formats
 from nnue.pipeline import manifest as mf
 from nnue.pipeline.convert import convert
 from nnue.pipeline.pack import pack
+from nnue.pipeline.parts import read_part
 
 TARGETS = ("plain", "bullet-text", "bulletformat", "marlinformat")
 
@@ -46,7 +45,7 @@ def main(argv: list[str]) -> int:
                 rejects = e.get("rejects_parts") or [e["rejects"]]
                 h = hashlib.sha256()
                 for name in parts:
-                    h.update(repr(pq.read_table(ds / name).to_pydict()).encode())
+                    h.update(repr(read_part(ds / name).to_pydict()).encode())  # logical rows, either layout
                 row.update(tables=h.hexdigest(), parts=len(parts),
                            rejects=hashlib.sha256(b"".join((ds / r).read_bytes() for r in rejects)).hexdigest())
             for to in TARGETS if s["packed"] else ():

@@ -46,6 +46,13 @@ def _sha256(path: Path) -> str:
     return h.hexdigest()
 
 
+def _option_files(options: dict) -> dict[str, list[str]]:
+    """The engine options whose value names an existing file (``EvalFile``): name -> [path,
+    sha256 of its bytes], so that a resume notices a net re-exported under the same path."""
+    return {name: [value, _sha256(Path(value))] for name, value in sorted(options.items())
+            if isinstance(value, str) and value and Path(value).is_file()}
+
+
 #: our search's default simulations per move in a match (``nnue match --net``): with the match's
 #: first-play urgency (:data:`MATCH_FPU`) 15 of 16 games between a good and a poor net were
 #: decided at 64 (docs/selfplay.md, "Matches that measure something")
@@ -278,7 +285,18 @@ class Recorder:
                 raise ValueError(f"{self.out_dir}: holds a match with other settings ({k}: {old_settings.get(k)!r} "
                                  f"there, {new_settings.get(k)!r} now); rerun with its settings to resume, or "
                                  f"choose another -o DIR")
-        if old_players != json.loads(json.dumps(self.players)):
+        new_players = json.loads(json.dumps(self.players))
+        for side, p in new_players.items():
+            old_p = old_players.get(side) if isinstance(old_players, dict) else None
+            if isinstance(old_p, dict) and "files" not in old_p:
+                p.pop("files", None)  # a match.json written before option files were hashed
+            old_files = (old_p.get("files") if isinstance(old_p, dict) else None) or {}
+            changed = [f"{side}'s {name} {entry[0]}" for name, entry in p.get("files", {}).items()
+                       if name in old_files and old_files[name] != entry]
+            if changed:
+                raise ValueError(f"{self.out_dir}: holds a match played with other contents of {', '.join(changed)} "
+                                 f"(its sha256 differs); choose another -o DIR")
+        if old_players != new_players:
             raise ValueError(f"{self.out_dir}: holds a match between other players ({old_players}); "
                              f"choose another -o DIR")
         size = self.pgn_path.stat().st_size if self.pgn_path.exists() else -1
@@ -665,8 +683,8 @@ def engine_match(engine_a: str, engine_b: str, out_dir: str | Path, *, games: in
                 **opening_settings(openings, book, random_plies, chess960), "seed": seed, "chess960": chess960,
                 "adjudication": adj.to_dict(), "engine_options": opts, "move_timeout": move_timeout,
                 "start_timeout": start_timeout, "sprt_stop": sprt_stop}
-    players = {s: {"engine": cmds[s], "id": probes[s]["id"], "options": opts[s], "info": probes[s]["info"]}
-               for s in "AB"}
+    players = {s: {"engine": cmds[s], "id": probes[s]["id"], "options": opts[s], "info": probes[s]["info"],
+                   "files": _option_files(opts[s])} for s in "AB"}
     tally = Tally(elo0, elo1, alpha, beta, model)
     view = _Live(live)
     rec = Recorder(out_dir, settings, players, tally, view)

@@ -68,10 +68,11 @@ def boards(fens):
 
 
 @pytest.fixture(scope="session")
-def warm_compiled():
+def warm_compiled(tmp_path_factory):
     """Compile (or load from numba's cache) the compiled decoders once per session, before any
     test's own time limit starts (test_fuzz.py fails a test that runs past 60 s)."""
     import numpy as np
+    import pyarrow as pa
 
     from nnue.pipeline.compiled import binpack as cb
 
@@ -86,6 +87,24 @@ def warm_compiled():
     fb = fixed.buffers(1)
     fixed.decode_bullet(np.zeros((1, 32), np.uint8), *(fb[k] for k in fixed.OUT))
     from nnue.pipeline.compiled import viri
+    from nnue.pipeline import parts
+    from nnue.pipeline.board import pack_fen
+    from nnue.pipeline.pack import _table
+
+    # the chained layout's encoder and decoders (every pack writes chains; readers decode them),
+    # through a real part so that the compiled signatures are the ones pack and the readers use
+    start = pack_fen("rnbqkbnr/pppppppp/8/8/4P3/8/PPPP1PPP/RNBQKBNR b KQkq - 0 1")
+    t = parts.encode(_table({"board": pa.array([start, start], pa.binary(32)), "score": pa.array([0, 0], pa.int16()),
+                             "result": pa.array([0, 0], pa.int8()), "ply": pa.array([1, 1], pa.uint16()),
+                             "piece_count": pa.array([32, 32], pa.uint8()), "in_check": pa.array([False, False]),
+                             "best_move": pa.array([52 | 44 << 6, None], pa.uint16()),
+                             "best_move_is_capture": pa.array([False, None]),
+                             "game_id": pa.array([0, 0], pa.uint64()), "flags": pa.array([0, 0], pa.uint8())}, 2, "0"), 2)
+    part = tmp_path_factory.mktemp("warm") / "part-0.parquet"
+    with parts.writer(part, t.schema) as w:
+        w.write_table(t)
+    assert parts.read_part(part).num_rows == 2
+    assert len(parts.Group(parts.open_part(part), 0, ["score"], with_board=True).boards(np.array([1]))) == 1
 
     vb = viri.buffers(4)
     viri.decode_games(np.zeros(36, np.uint8), 0, 36, True, -1, np.zeros(16, np.uint64), np.full(64, -1, np.int8),

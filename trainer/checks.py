@@ -198,6 +198,7 @@ def check_data(d: dict) -> None:
     if d.get("val_fraction", 0) == 1.0:
         raise ValueError("data.val_fraction=1.0: leaves no game to train on; a number in 0.0..<1.0")
     _int("data.num_workers", d.get("num_workers"), 0)
+    _int("data.prefetch", d.get("prefetch", 0), 0, 64)
     _int("data.seed", d.get("seed"), 0, none_ok=True)
     _int("data.positions_per_epoch", d.get("positions_per_epoch"), 1, none_ok=True)
     _int("data.batches_per_superbatch", d.get("batches_per_superbatch"), 1, none_ok=True)
@@ -231,8 +232,9 @@ def check_optimizer(o: dict) -> None:
     except Exception:
         raise ValueError(f"optimizer._target_={target}: not an importable optimiser class") from None
     _known("optimizer", o, _params(cls.__init__) | {"sparse_ft"})
-    if o.get("sparse_ft") is not None:
-        _bool("optimizer.sparse_ft", o["sparse_ft"])
+    if o.get("sparse_ft") not in (None, "auto"):  # auto: decided at the start of the run (trainer/fast_path.py)
+        if not isinstance(o["sparse_ft"], bool):
+            raise _bad("optimizer.sparse_ft", o["sparse_ft"], "true, false or auto")
         if o["sparse_ft"]:
             from .sparse_optim import adamw_settings
 
@@ -266,7 +268,7 @@ def check_train_config(cfg) -> None:
     check_trainer(c.get("trainer") or {})
     check_data(c.get("data") or {})
     check_optimizer(c.get("optimizer") or {})
-    if (c.get("optimizer") or {}).get("sparse_ft"):
+    if (c.get("optimizer") or {}).get("sparse_ft") is True:  # auto turns itself off where these refuse true
         t = c.get("trainer") or {}
         d, nodes = t.get("devices", 1), t.get("num_nodes", 1) or 1
         if nodes != 1 or d == -1 or (_is_int(d) and d > 1) or (isinstance(d, (list, tuple)) and len(d) > 1):

@@ -158,8 +158,13 @@ class LitNNUE(pl.LightningModule):
         if opt is not None:
             opt.eval()
 
+    def encode_batch(self, batch) -> SparseBatch:
+        """A packed batch -> its SparseBatch, encoded where its tensors are; a SparseBatch (encoded
+        ahead by the data module's prefetch thread, :mod:`nnue.trainer.data`) as it is."""
+        return batch if isinstance(batch, SparseBatch) else to_sparse_batch(batch, self.feature_set, self.buckets)
+
     def on_after_batch_transfer(self, batch, dataloader_idx: int = 0) -> SparseBatch:
-        return to_sparse_batch(batch, self.feature_set, self.buckets)
+        return self.encode_batch(batch)
 
     def forward(self, b: SparseBatch) -> torch.Tensor:
         return self.model(b.stm_indices, b.nstm_indices, b.bucket)
@@ -312,7 +317,7 @@ class LitNNUE(pl.LightningModule):
             return factory(self.parameters())
         sparse = kw.pop("sparse_ft")
         func, args = factory.func, factory.args
-        if not sparse:
+        if sparse is not True:  # false, or an "auto" nnue.trainer.fast_path.resolve did not decide: dense
             return func(self.parameters(), *args, **kw)
         from .sparse_optim import RowSparseAdamW, adamw_settings
 

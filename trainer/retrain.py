@@ -85,12 +85,12 @@ def gate_positions(dataset: Path, gate: dict, filters: dict, limit: int):
     (inside the training's validation split, so never trained on), through the training filters
     (quiet positions). Returns (boards (N, 32) uint8, score (N,) float32 cp, result (N,) float32
     in {0, ½, 1}), at most ``limit`` positions, in part order."""
-    import pyarrow.parquet as pq
     import torch
     from collections import Counter
 
     from nnue.pipeline import manifest as mf
     from nnue.pipeline.board import boards_from_bytes
+    from nnue.pipeline.parts import read_part
     from nnue.pipeline.stream import SF_INTERNAL_PER_PAWN, Filters, filter_mask, split_mask
 
     m = mf.load(dataset)
@@ -100,7 +100,7 @@ def gate_positions(dataset: Path, gate: dict, filters: dict, limit: int):
     for part in gate["parts"]:
         if not (dataset / part).exists():
             raise RetrainError(f"{dataset / part}: a part of the fixed gate set ({gate['path']}) is missing")
-        t = pq.read_table(dataset / part)
+        t = read_part(dataset / part)  # either layout, flat or chained
         cols = {c: t.column(c).to_numpy(zero_copy_only=False) for c in
                 ("game_id", "flags", "ply", "piece_count", "result", "score")}
         for c in ("in_check", "best_move_is_capture"):

@@ -112,6 +112,11 @@ def _run(cfg: DictConfig, interrupts: Interrupts) -> dict:
         log.info("%s", why)
     with open_dict(cfg):
         cfg.model.qat = qat  # the checkpoint's hparams hold the bool the run used
+    from .fast_path import resolve as resolve_fast_path
+
+    fast_path = resolve_fast_path(cfg)  # model.backend=auto, optimizer.sparse_ft=auto -> what runs
+    if runs.env_rank() == 0:
+        log.info(fast_path)
     lit = instantiate(cfg.model, optimizer=instantiate(cfg.optimizer), scheduler=plain(cfg.get("scheduler")),
                       lambda_schedule=plain(cfg.get("wdl_lambda")))
     lit.set_run_length(total, spe, float(cfg.optimizer.lr))

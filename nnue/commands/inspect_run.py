@@ -6,10 +6,10 @@ import json
 from pathlib import Path
 
 import numpy as np
-import pyarrow.parquet as pq
 
 from nnue.pipeline import manifest as mf
 from nnue.pipeline.board import unpack_fen
+from nnue.pipeline.parts import LAYOUT_NAMES, layout, open_part, read_group
 from nnue.pipeline.schema import FLAG_PLY_UNKNOWN, FLAG_SCORE_MATE, FLAG_SCORE_NONE
 
 
@@ -44,11 +44,17 @@ def run(args) -> int:
     n = games = none = mate = ply_unknown = in_check = capture = 0
     ids = []  # each row group's distinct game ids: a game packed from several inputs has one id
     fens = []
+    layouts: dict[str, int] = {}
+    part_bytes = 0
     for p in parts:
-        pf = pq.ParquetFile(p)
+        pf = open_part(p)
+        name = LAYOUT_NAMES[layout(pf)]
+        layouts[name] = layouts.get(name, 0) + 1
+        part_bytes += p.stat().st_size
         last_game = None  # games are contiguous runs of one game id within a part file
         for rg in range(pf.metadata.num_row_groups):
-            t = pf.read_row_group(rg, columns=cols + (["board"] if len(fens) < args.fens else []))
+            # a chained part's boards are decoded whole: inspect checks every chain (parts.ChainError)
+            t = read_group(pf, rg, cols + (["board", "best_move"] if len(fens) < args.fens or name == "chained" else []))
             a = {c: t.column(c).to_numpy(zero_copy_only=False) for c in cols}
             flags = a["flags"].astype(np.int64)
             scored = (flags & (FLAG_SCORE_NONE | FLAG_SCORE_MATE)) == 0
@@ -80,6 +86,8 @@ def run(args) -> int:
         "dataset": str(ds), "schema_version": m["schema_version"], "score_unit": m["score_unit"],
         # games: distinct game ids (issue 20); game_runs: runs of one game id in the parts, which
         # count a game once per input that holds it
+        # part layouts ({"chained": parts, "flat": parts}) and the parts' bytes per position
+        "layouts": layouts, "bytes_per_position": round(part_bytes / n, 3) if n else None,
         "files": len(m["files"]), "positions": n, "games": distinct, "game_runs": games, "read": totals["read"],
         "packed": totals["packed"], "rejected": totals["rejected"],
         "score": _hist_stats(score_h, -32768), "score_none": none, "score_mate": mate,
@@ -94,6 +102,9 @@ def run(args) -> int:
         return 0
     print(f"{ds}: {report['positions']:,} positions in {report['games']:,} games from "
           f"{report['files']} file(s); score unit {report['score_unit']}")
+    if n:
+        print(f"  parts: " + ", ".join(f"{v} {k}" for k, v in sorted(layouts.items()))
+              + f"; {report['bytes_per_position']} bytes a position")
     if report["game_runs"] > report["games"]:
         print(f"  {report['game_runs'] - report['games']:,} game(s) are in the dataset more than once "
               f"({report['game_runs']:,} runs of positions of {report['games']:,} distinct game ids); "

@@ -42,6 +42,11 @@ def add_parser(sub) -> None:
     s.add_argument("--dedup", action="store_true", help="reject positions already in the dataset or "
                    "earlier in this run, counted as 'duplicate position' (files then run one at a time; "
                    "default off)")
+    s.add_argument("--layout", choices=["chained", "flat"], default=None,
+                   help="part layout of a NEW dataset: chained (move chains: a board per chain, then move "
+                        "indices and scores, about 2.3 bytes a position) or flat (a 32-byte board per row, "
+                        "about 15 bytes a position, what nnue-forge wrote before); an existing dataset's "
+                        "new parts take its own layout (default: chained for a new dataset)")
     s.add_argument("--json", action="store_true",
                    help="print one JSON object: read, packed, rejected, files (default: text)")
     s.add_argument("--no-progress", action="store_true",

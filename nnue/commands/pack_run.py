@@ -48,13 +48,15 @@ def run(args) -> int:
         inputs = [f for f in files if str(f) in units]
         if not inputs:
             out_path.mkdir(parents=True, exist_ok=True)
-            mf.merge(out_path, [], score_unit=score_unit)  # an empty shard is still a dataset
+            # an empty shard is still a dataset
+            mf.merge(out_path, [], score_unit=score_unit,
+                     version={"flat": 1, "chained": 2}.get(args.layout))
             print(f"shard {k}/{n}: no input files ({len(files)} file(s) over {n} shards); {out_path} is empty")
             return 0
     summary = pack(inputs, args.output, fmt=args.format, score_unit=score_unit,
                    options=ReaderOptions(pgn_pov=args.pgn_pov), progress=not args.no_progress,
                    workers=args.workers if args.workers is not None else default_workers(), dedup=args.dedup,
-                   range_mb=args.range_mb, units=units)
+                   range_mb=args.range_mb, units=units, layout=args.layout)
     out = {"read": summary["read"], "packed": summary["packed"], "rejected": summary["rejected"],
            # records python-chess validated one by one (the compiled core settled the others)
            "validated_by_python_chess": summary["validated_by_python_chess"],

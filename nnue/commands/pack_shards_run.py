@@ -68,9 +68,13 @@ def _pack_shard(cfg: DictConfig) -> dict:
         return {"shard": k, "files": 0, "packed": 0}
     if (out / "merged.json").exists() and not (out / mf.MANIFEST).exists():
         return {"shard": k, "files": len(mine), "packed": None, "status": "already merged"}
+    # the shards take the layout of the dataset they are merged into (a new one: chained)
+    target = Path(to_absolute_path(str(cfg.output)))
+    layout = None if (out / mf.MANIFEST).exists() else \
+        {1: "flat", 2: "chained"}[mf.layout(target)] if target.is_dir() else None
     s = pack(mine, out, fmt=str(cfg.format), score_unit=unit,
              options=ReaderOptions(pgn_pov=str(cfg.pgn_pov)), progress=False, workers=int(cfg.workers),
-             range_mb=range_mb, units=units)
+             range_mb=range_mb, units=units, layout=layout)
     r = {"shard": k, "files": len(mine), "read": s["read"], "packed": s["packed"],
          "skipped_already_packed": len(s["skipped"])}
     print(json.dumps(r), flush=True)

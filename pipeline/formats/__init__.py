@@ -75,8 +75,9 @@ def names() -> list[str]:
 
 
 def writer_names() -> list[str]:
-    """The formats ``nnue convert --to`` can write (``spec.write`` set), in registry order."""
-    return [s.name for s in FORMATS.values() if s.write is not None]
+    """The formats ``nnue convert --to`` can write (``spec.write`` or ``spec.write_stream`` set),
+    in registry order."""
+    return [s.name for s in FORMATS.values() if s.write is not None or s.write_stream is not None]
 
 
 def get_format(name: str) -> FormatSpec:

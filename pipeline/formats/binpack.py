@@ -29,6 +29,7 @@ import numpy as np
 from ..records import MATE_BOUND, VALUE_NONE, FormatError, FormatSpec, ReaderOptions, Record, Reject, read_exact
 from ._binary import BitReaderMSB, zigzag_decode
 from ._boundaries import starts_finder
+from ._write import ChainWriter
 
 MAX_BLOCK = 100 * 1024 * 1024
 _STEM_TAIL = struct.Struct(">HHHH")
@@ -244,7 +245,62 @@ def find_ranges(path: Path, size: int):
     return starts_finder(np.array(blocks, np.int64))
 
 
+BLOCK = 1 << 20  # a block is closed once it holds this many bytes (Stockfish's suggestedChunkSize)
+
+
+class BinpackWriter(ChainWriter):
+    """``nnue convert --to binpack``: chains as Stockfish's writer makes them (a row continues the
+    row before when its result is negated, its ply one more and its position the one after that
+    row's move; :mod:`nnue.pipeline.compiled.chainout`), in ``BINP`` blocks closed at 1 MiB.
+    Rows with castling rights binpack cannot hold (Chess960) are not written (counted); plies
+    above 16,383 are written modulo 2^14 (counted in ``notes``)."""
+
+    NOT_WRITTEN = "castling rights binpack cannot hold (Chess960)"
+
+    def __init__(self):
+        super().__init__()
+        self.block = bytearray()
+
+    def links(self, c):
+        from ..compiled import chainout
+
+        n = len(c["best"])
+        cont, kind = np.zeros(n, np.bool_), np.zeros(n, np.uint8)
+        chainout.binpack_links(c["boards"], c["best"], c["result"], c["ply"], cont, kind)
+        return cont, kind
+
+    def chains(self, c, cont, kind, lo, hi) -> bytes:
+        from ..compiled import chainout
+
+        high = int(np.count_nonzero((c["ply"][lo:hi] > 0x3FFF) & (kind[lo:hi] == 0)))
+        if high:
+            self.notes["ply above 16383, written modulo 2^14"] = self.notes.get(
+                "ply above 16383, written modulo 2^14", 0) + high
+        score = np.where(c["none"], VALUE_NONE, c["score"]).astype(np.int64)
+        out = np.zeros(34 * (hi - lo) + 8 * (hi - lo) + 64, np.uint8)
+        ends = np.zeros(hi - lo, np.int64)
+        k = chainout.binpack_chains(c["boards"], c["best"], score, c["result"], c["ply"], cont, kind, lo, hi, out,
+                                    ends)
+        self.chain_count += k
+        pieces, start = [], 0
+        for e in ends[:k].tolist():  # a chain never crosses a block
+            if len(self.block) >= BLOCK:
+                pieces.append(self._close())
+            self.block += out[start:e].tobytes()
+            start = e
+        return b"".join(pieces)
+
+    def finish(self) -> bytes:
+        tail = super().finish()
+        return tail + (self._close() if self.block else b"")
+
+    def _close(self) -> bytes:
+        out = b"BINP" + len(self.block).to_bytes(4, "little") + bytes(self.block)
+        self.block = bytearray()
+        return out
+
+
 SPEC = FormatSpec("binpack", read, sniff, score_pov="side to move", result_pov="side to move",
                   doc="Stockfish .binpack", binary=True, extensions=(".binpack",), find_ranges=find_ranges,
-                  compiled=_compiled,
+                  compiled=_compiled, write_stream=BinpackWriter,
                   score_unit="sf-internal")

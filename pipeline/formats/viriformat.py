@@ -18,6 +18,7 @@ import numpy as np
 from ..board import unpack, unpack_fen
 from ..records import MATE_BOUND, VALUE_NONE, FormatSpec, PackedRows, ReaderOptions, Record, Reject, read_exact
 from ._boundaries import starts_finder
+from ._write import ChainWriter
 from ..chessrules import decode_move
 
 HEADER = 32
@@ -214,8 +215,35 @@ def find_ranges(path: Path, size: int):
     return starts_finder(viri_game_starts(words, size))
 
 
+class ViriWriter(ChainWriter):
+    """``nnue convert --to viriformat``: games as viriformat stores them (a header, then one
+    (move, eval white POV) pair per position, then 4 zero bytes; a row continues the row before
+    when its result is negated and its board is that row's after its move,
+    :mod:`nnue.pipeline.compiled.chainout`). Rows without a move are not written (counted)."""
+
+    NOT_WRITTEN = "no move (a viriformat position is a move and its eval)"
+
+    def links(self, c):
+        from ..compiled import chainout
+
+        n = len(c["best"])
+        cont, kind = np.zeros(n, np.bool_), np.zeros(n, np.uint8)
+        chainout.viri_links(c["boards"], c["best"], c["result"], cont, kind)
+        return cont, kind
+
+    def chains(self, c, cont, kind, lo, hi) -> bytes:
+        from ..compiled import chainout
+
+        out = np.zeros(40 * (hi - lo) + 64, np.uint8)
+        ends = np.zeros(hi - lo, np.int64)
+        k = chainout.viri_games(c["boards"], c["best"], c["score"], c["none"], c["result"], cont, kind, lo, hi,
+                                out, ends)
+        self.chain_count += k
+        return out[:int(ends[k - 1]) if k else 0].tobytes()
+
+
 # .bin is Stockfish .bin when its size and first record say so, else viriformat (detect_format)
 SPEC = FormatSpec("viriformat", read, sniff, score_pov="white", result_pov="white (header wdl)",
                   doc="viriformat games (marlinformat header + move/eval pairs)", binary=True,
                   extensions=(".vf", ".viri", ".bin"), find_ranges=find_ranges,
-                  detail_offsets=r"(?<=at )(byte) (\d+)", compiled=_compiled)
+                  detail_offsets=r"(?<=at )(byte) (\d+)", compiled=_compiled, write_stream=ViriWriter)

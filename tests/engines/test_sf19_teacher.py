@@ -6,13 +6,13 @@ official net (scripts/ensure_sf19.sh)."""
 from __future__ import annotations
 
 import numpy as np
-import pyarrow.parquet as pq
 
 from nnue.bench.bench_sf19_teacher import engine_cp
 from nnue.pipeline import annotate as an
 from nnue.pipeline import manifest as mf
 from nnue.pipeline.board import unpack_fen
 from nnue.pipeline.pack import pack
+from nnue.pipeline.parts import read_part
 
 from ..samples import CUT, XFEN960, selfplay
 from .sf19 import eval_traces, require_official_net, require_sf19
@@ -37,7 +37,7 @@ def test_teacher_eval_equals_stockfish_19(tmp_path):
     rows = []
     for e in mf.load(ds)["files"].values():
         for part in mf.entry_parts(e):
-            t = pq.read_table(ds / part, columns=["board", "in_check", "teacher_eval"])
+            t = read_part(ds / part, columns=["board", "in_check", "teacher_eval"])
             rows += zip(t.column("board").to_pylist(), t.column("in_check").to_pylist(),
                         t.column("teacher_eval").to_pylist())
     fens = [unpack_fen(b) for b, check, _ in rows if not check]

@@ -2,13 +2,13 @@
 from __future__ import annotations
 
 import chess
-import pyarrow.parquet as pq
 import pytest
 import torch
 
 from nnue.pipeline.board import boards_from_bytes, pack_fen, unpack_fen
 from nnue.pipeline.features import OutputBuckets, get_feature_set, parse_output_buckets
 from nnue.pipeline.features.board_tensor import piece_count
+from nnue.pipeline.parts import read_part
 from tests.samples import selfplay
 
 FS = get_feature_set("chess768")
@@ -28,7 +28,7 @@ def reference_chess768(board: chess.Board) -> tuple[list[int], list[int]]:
 
 
 def _boards(path, n):
-    t = pq.read_table(path, columns=["board"])
+    t = read_part(path, columns=["board"])
     return boards_from_bytes(t.column("board"))[:n]
 
 

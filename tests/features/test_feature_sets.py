@@ -3,13 +3,13 @@ against the python-chess reference (feature_reference.py) on real positions."""
 from __future__ import annotations
 
 import chess
-import pyarrow.parquet as pq
 import pytest
 import torch
 
 from nnue.pipeline.board import boards_from_bytes, pack_fen, unpack_fen
 from nnue.pipeline.features import get_feature_set, known_names
 from nnue.pipeline.features.kb768 import PRESETS, format_map, parse_map
+from nnue.pipeline.parts import read_part
 from tests.features.feature_reference import KB768_RANKS_FILES_NAME, REFERENCES
 from tests.samples import selfplay
 
@@ -188,7 +188,7 @@ def test_unmirrored_sets_see_the_mirror():
 # --- against the reference on real positions ----------------------------------------------
 
 def _dataset_boards(path, n, step=1, chess960=False):
-    t = pq.read_table(next(path.glob("part-*.parquet")), columns=["board"])
+    t = read_part(next(path.glob("part-*.parquet")), columns=["board"])
     boards = boards_from_bytes(t.column("board"))[:n:step].copy()
     return boards, [chess.Board(unpack_fen(b.tobytes()), chess960=chess960) for b in boards]
 

@@ -12,9 +12,9 @@ import struct
 from pathlib import Path
 
 import chess
-import pyarrow.parquet as pq
 
 from nnue.pipeline import manifest as mf
+from nnue.pipeline.parts import read_part
 
 REPO = Path(__file__).resolve().parents[2]
 SAMPLE = REPO / "data" / "sample" / "sf15-n5000-s1-sample.plain"  # as tests.samples.SAMPLE
@@ -190,7 +190,7 @@ def check_finished(summary: dict, dataset: Path, path: Path) -> list[dict]:
     m = mf.load(dataset)
     (entry,) = [e for e in m["files"].values() if e["path"] == str(path)]
     assert entry["read"] == entry["packed"] + sum(entry["rejected"].values())
-    assert pq.read_table(dataset / entry["part"]).num_rows == entry["packed"]
+    assert read_part(dataset / entry["part"]).num_rows == entry["packed"]
     rejects = [json.loads(line) for line in (dataset / entry["rejects"]).read_text().splitlines()]
     assert len(rejects) == sum(entry["rejected"].values())
     counts: dict[str, int] = {}

@@ -2,10 +2,10 @@
 python-chess path and assert identical datasets, rejects and per-record locations."""
 from __future__ import annotations
 
-import pyarrow.parquet as pq
 
 from nnue.pipeline.formats import FormatError, PackedRows, ReaderOptions, get_format, open_text
 from nnue.pipeline.pack import pack
+from nnue.pipeline.parts import read_part
 
 
 def locations(path, fast: bool, pov: str = "mover") -> tuple[list, int]:
@@ -38,7 +38,7 @@ def both(tmp_path, data: bytes | None = None, name: str = "x", path=None, pov: s
             continue
         (part,) = ds.glob("part-*.parquet")
         (rej,) = ds.glob("rejects-*.jsonl")
-        out.append((s["read"], s["packed"], s["rejected"], pq.read_table(part), rej.read_text()))
+        out.append((s["read"], s["packed"], s["rejected"], read_part(part), rej.read_text()))
     if errors:
         assert len(errors) == 2 and errors[0] == errors[1], errors
         both.last_error = errors[0]

@@ -14,13 +14,13 @@ from collections import Counter
 from pathlib import Path
 
 import chess
-import pyarrow.parquet as pq
 import pytest
 
 from nnue.pipeline.formats import (VALUE_NONE, FormatError, ReaderOptions, Record, Reject, detect_format,
                                    get_format)
 from nnue.pipeline.pack import pack
 from nnue.pipeline.schema import FLAG_PLY_UNKNOWN, FLAG_SCORE_NONE
+from nnue.pipeline.parts import read_part
 from tests.formats.formats_testlib import (SAMPLE, check_finished, encode_psv, king_takes_rook_uci, plain_records,
                                            public, viri_games)
 
@@ -41,7 +41,7 @@ def run_pack(path: Path, dataset: Path, fmt: str = "auto") -> tuple[dict, list[d
     summary = pack([path], dataset, fmt=fmt, progress=False)
     rejects = check_finished(summary, dataset, path)
     (entry,) = summary["files"]
-    return summary, rejects, pq.read_table(dataset / entry["part"]).to_pydict()
+    return summary, rejects, read_part(dataset / entry["part"]).to_pydict()
 
 
 def placement(board_text: str) -> str:
@@ -299,13 +299,13 @@ def marlin_round_trip(tmp_path_factory):
     """The bundled sample packed; its board column written as a .marlin file; that file packed."""
     tmp = tmp_path_factory.mktemp("marlin")
     s1 = pack([SAMPLE], tmp / "plain", progress=False)
-    t1 = pq.read_table(tmp / "plain" / s1["files"][0]["part"]).to_pydict()
+    t1 = read_part(tmp / "plain" / s1["files"][0]["part"]).to_pydict()
     marlin = tmp / "sample.marlin"
     marlin.write_bytes(b"".join(t1["board"]))
     assert detect_format(marlin) == "marlinformat"
     s2 = pack([marlin], tmp / "marlin", fmt="marlinformat", progress=False)
     check_finished(s2, tmp / "marlin", marlin)
-    t2 = pq.read_table(tmp / "marlin" / s2["files"][0]["part"]).to_pydict()
+    t2 = read_part(tmp / "marlin" / s2["files"][0]["part"]).to_pydict()
     return marlin, t1, s2, t2
 
 
@@ -391,7 +391,7 @@ def test_sfbin_packs_like_the_plain_sample(sfbin_sample, sample_dataset, tmp_pat
     from nnue.pipeline import manifest as mf
 
     (entry,) = mf.load(sample_dataset)["files"].values()
-    ref = pq.read_table(sample_dataset / entry["part"]).to_pydict()
+    ref = read_part(sample_dataset / entry["part"]).to_pydict()
     for col in ("board", "score", "result", "ply", "best_move", "best_move_is_capture", "flags"):
         assert t[col] == ref[col], col
 

@@ -10,12 +10,12 @@ import random
 import struct
 
 import numpy as np
-import pyarrow.parquet as pq
 import pytest
 
 from nnue.pipeline.formats import ReaderOptions
 from nnue.pipeline.formats import FormatError
 from nnue.pipeline.pack import pack
+from nnue.pipeline.parts import read_part
 from tests.formats.formats_testlib import binpack_chain_ends, public
 
 
@@ -47,7 +47,7 @@ def both(tmp_path, data: bytes, name: str = "x"):
             continue
         (part,) = ds.glob("part-*.parquet")
         (rej,) = ds.glob("rejects-*.jsonl")
-        out.append((s["read"], s["packed"], s["rejected"], pq.read_table(part), rej.read_text()))
+        out.append((s["read"], s["packed"], s["rejected"], read_part(part), rej.read_text()))
     if errors:
         assert len(errors) == 2 and errors[0] == errors[1], errors
         return None

@@ -11,11 +11,11 @@ import random
 
 import chess
 import numpy as np
-import pyarrow.parquet as pq
 import pytest
 
 from nnue.pipeline.formats import FormatError, ReaderOptions
 from nnue.pipeline.pack import pack
+from nnue.pipeline.parts import read_part
 from tests.formats.formats_testlib import encode_psv, plain_records, public
 from tests.samples import SAMPLE, selfplay
 
@@ -52,7 +52,7 @@ def both(tmp_path, data: bytes, fmt: str, name: str = "x"):
             continue
         (part,) = ds.glob("part-*.parquet")
         (rej,) = ds.glob("rejects-*.jsonl")
-        out.append((s["read"], s["packed"], s["rejected"], pq.read_table(part), rej.read_text()))
+        out.append((s["read"], s["packed"], s["rejected"], read_part(part), rej.read_text()))
     if errors:
         assert len(errors) == 2 and errors[0] == errors[1], errors
         return None

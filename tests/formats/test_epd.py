@@ -6,12 +6,12 @@ import io
 from collections import Counter
 
 import chess
-import pyarrow.parquet as pq
 import pytest
 
 from nnue.pipeline.formats import FormatError, ReaderOptions, Record, Reject, get_format
 from nnue.pipeline.pack import pack
 from nnue.pipeline.schema import FLAG_PLY_UNKNOWN, FLAG_SCORE_NONE
+from nnue.pipeline.parts import read_part
 from tests.formats.formats_testlib import check_finished, public
 
 
@@ -69,7 +69,7 @@ def test_epd_samples_pack_without_rejects(tmp_path, name, n):
     assert summary["files"][0]["format"] == "epd"
     rejects = check_finished(summary, tmp_path / "ds", path)
     assert (summary["read"], summary["packed"], rejects) == (n, n, [])
-    t = pq.read_table(tmp_path / "ds" / summary["files"][0]["part"]).to_pydict()
+    t = read_part(tmp_path / "ds" / summary["files"][0]["part"]).to_pydict()
     if name.startswith("samplefen"):
         assert all(f & FLAG_PLY_UNKNOWN and f & FLAG_SCORE_NONE for f in t["flags"])
     else:

@@ -5,13 +5,13 @@ from __future__ import annotations
 import json
 
 import numpy as np
-import pyarrow.parquet as pq
 import pytest
 
 from nnue.pipeline import manifest as mf
 from nnue.pipeline.convert import convert
 from nnue.pipeline.formats import ReaderOptions
 from nnue.pipeline.pack import pack
+from nnue.pipeline.parts import read_part
 from tests.samples import CUT, SAMPLE, public, selfplay
 
 
@@ -22,7 +22,7 @@ def _both(path, fmt, tmp_path):
         s = pack([path], ds, fmt=fmt, options=ReaderOptions(fast=fast), progress=False)
         entry = next(iter(mf.load(ds)["files"].values()))
         rejects = [json.loads(x) for x in (ds / entry["rejects"]).read_text().splitlines()]
-        table = pq.read_table(ds / entry["part"]) if entry["packed"] else None
+        table = read_part(ds / entry["part"]) if entry["packed"] else None
         out[fast] = (s, table, [(r["location"], r["reason"]) for r in rejects])
     return out
 

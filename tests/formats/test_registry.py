@@ -41,7 +41,9 @@ def test_tables_are_derived_from_the_specs():
     assert list(FORMATS.values()) == list(BUILTIN)
     assert formats.names() == ["plain", "bullet-text", "pgn", "epd", "binpack", "bin", "bulletformat",
                                "marlinformat", "viriformat"]
-    assert formats.writer_names() == ["plain", "bullet-text", "bulletformat", "marlinformat"]
+    assert formats.writer_names() == ["plain", "bullet-text", "binpack", "bulletformat", "marlinformat", "viriformat"]
+    # the chained formats are written as chains (a stream writer), the others row by row
+    assert [s.name for s in BUILTIN if s.write_stream is not None] == ["binpack", "viriformat"]
     assert EXTENSIONS == {".plain": ("plain",), ".txt": ("bullet-text",), ".pgn": ("pgn",), ".epd": ("epd",),
                           ".binpack": ("binpack",), ".bin": ("bin", "viriformat"), ".bf": ("bulletformat",),
                           ".marlin": ("marlinformat",), ".vf": ("viriformat",), ".viri": ("viriformat",)}
@@ -50,6 +52,7 @@ def test_tables_are_derived_from_the_specs():
     assert [s.name for s in BUILTIN if s.errors != "replace"] == ["pgn"]
     for s in BUILTIN:
         assert s.write_block is None or s.write is not None, s.name  # a bulk writer has its oracle
+        assert s.write is None or s.write_stream is None, s.name  # one way of writing a format
 
 
 def test_compiled_fast_paths_load():

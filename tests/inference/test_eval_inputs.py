@@ -5,7 +5,6 @@ import json
 
 import chess
 import numpy as np
-import pyarrow.parquet as pq
 import pytest
 import torch
 
@@ -14,6 +13,7 @@ from nnue.inference import evaluate, evaluate_fens
 from nnue.inference.api import evaluate_boards, evaluate_dataset
 from nnue.pipeline import manifest as mf
 from nnue.pipeline.board import boards_from_bytes
+from nnue.pipeline.parts import read_part
 from tests.netfiles import make_int_net
 from tests.samples import SAMPLE
 
@@ -29,7 +29,7 @@ def net_file(tmp_path_factory):
 def _dataset_boards(ds) -> torch.Tensor:
     m = mf.load(ds)
     parts = [ds / f["part"] for f in sorted(m["files"].values(), key=lambda e: e["part"]) if f["packed"]]
-    cols = [boards_from_bytes(pq.read_table(p, columns=["board"]).column("board")) for p in parts]
+    cols = [boards_from_bytes(read_part(p, columns=["board"]).column("board")) for p in parts]
     return torch.from_numpy(np.concatenate(cols).copy())
 
 

@@ -18,6 +18,7 @@ from nnue.pipeline import annotate as an
 from nnue.pipeline import manifest as mf
 from nnue.pipeline.board import pack_fen
 from nnue.pipeline.stream import Filters, PackedStream
+from nnue.pipeline.parts import read_part
 from tests.samples import SAMPLE, public, selfplay
 
 
@@ -48,7 +49,7 @@ def _column(ds: Path, name: str) -> tuple[np.ndarray, np.ndarray]:
     m = mf.load(ds)
     vals, checks = [], []
     for e in sorted(m["files"].values(), key=lambda e: e["part"]):
-        t = pq.read_table(ds / e["part"], columns=[name, "in_check"])
+        t = read_part(ds / e["part"], columns=[name, "in_check"])
         vals.append(t.column(name).cast("float64").to_numpy(zero_copy_only=False))
         checks.append(t.column("in_check").to_numpy(zero_copy_only=False))
     return np.concatenate(vals), np.concatenate(checks).astype(bool)
@@ -143,7 +144,7 @@ def test_stockfish_columns_units_pov_and_in_check(two_parts, tmp_path):
     # POV and units: both track the side-to-move search score of the self-play
     from scipy.stats import spearmanr
 
-    score = np.concatenate([pq.read_table(ds / e["part"], columns=["score"]).column("score").to_numpy()
+    score = np.concatenate([read_part(ds / e["part"], columns=["score"]).column("score").to_numpy()
                             for e in sorted(mf.load(ds)["files"].values(), key=lambda e: e["part"])])
     for col, floor in (("base_eval", 0.8), ("teacher_eval", 0.85)):
         v, in_check = _column(ds, col)

@@ -4,13 +4,13 @@ records, never the earlier ones twice; the manifest records the byte offset; gam
 a pack of the whole file gives; a file whose earlier bytes changed is a new file, with a warning."""
 from __future__ import annotations
 
-import pyarrow.parquet as pq
 import pytest
 
 from tests.samples import SAMPLE
 from nnue.pipeline import manifest as mf
 from nnue.pipeline.formats import ReaderOptions
 from nnue.pipeline.pack import pack
+from nnue.pipeline.parts import read_part
 
 
 def _games(n: int, start: int = 0) -> str:
@@ -38,7 +38,7 @@ def _rows(ds) -> list[tuple]:
     rows = []
     for e in sorted(m["files"].values(), key=mf.entry_key):
         for name in mf.entry_parts(e):
-            t = pq.read_table(ds / name)
+            t = read_part(ds / name)
             rows += list(zip(t.column("board").to_pylist(), t.column("game_id").to_pylist(),
                              t.column("score").to_pylist()))
     return rows

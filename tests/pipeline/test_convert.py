@@ -6,17 +6,17 @@ import subprocess
 import sys
 
 import chess
-import pyarrow.parquet as pq
 import pytest
 
 from nnue.pipeline.convert import convert
 from nnue.pipeline.formats import ReaderOptions
 from nnue.pipeline.pack import pack
+from nnue.pipeline.parts import read_part
 from tests.samples import SAMPLE, public, selfplay
 
 
 def _table(ds):
-    return pq.read_table(next(ds.glob("part-*.parquet")))
+    return read_part(next(ds.glob("part-*.parquet")))
 
 
 def test_plain_round_trip_is_identical_after_normalisation(sample_dataset, tmp_path):

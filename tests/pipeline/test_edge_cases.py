@@ -4,12 +4,12 @@ from __future__ import annotations
 import json
 
 import chess
-import pyarrow.parquet as pq
 
 from nnue.pipeline import manifest as mf
 from nnue.pipeline.board import unpack_fen
 from nnue.pipeline.formats.binpack import decode_stem
 from nnue.pipeline.pack import pack
+from nnue.pipeline.parts import read_part
 
 
 def _pack_plain(tmp_path, records: list[tuple[str, str, int, int, int]]):
@@ -18,7 +18,7 @@ def _pack_plain(tmp_path, records: list[tuple[str, str, int, int, int]]):
     src.write_text(text)
     s = pack([src], tmp_path / "ds", progress=False)
     entry = next(iter(mf.load(tmp_path / "ds")["files"].values()))
-    table = pq.read_table(tmp_path / "ds" / entry["part"]) if entry["packed"] else None
+    table = read_part(tmp_path / "ds" / entry["part"]) if entry["packed"] else None
     rejects = [json.loads(x) for x in (tmp_path / "ds" / entry["rejects"]).read_text().splitlines()]
     return s, table, rejects
 

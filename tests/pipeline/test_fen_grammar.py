@@ -5,12 +5,12 @@ python-chess reads it: it was "ply out of range -2" from bullet text and EPD).""
 from __future__ import annotations
 
 import chess
-import pyarrow.parquet as pq
 import pytest
 
 from nnue.pipeline.formats import ReaderOptions
 from nnue.pipeline.pack import pack
 from nnue.pipeline.positions import PositionError, parse_position
+from nnue.pipeline.parts import read_part
 
 START = "rnbqkbnr/pppppppp/8/8/8/8/PPPPPPPP/RNBQKBNR"
 KK = "4k3/8/8/8/8/8/8/4K3"
@@ -77,7 +77,7 @@ def test_every_text_format_reads_the_fen_table_alike(tmp_path, fmt, fast):
         assert (s["packed"] == 1) == ok, (fmt, fen, s)
         if ok:
             (part,) = ds.glob("part-*.parquet")
-            ply = pq.read_table(part).column("ply").to_pylist()[0]
+            ply = read_part(part).column("ply").to_pylist()[0]
             board = chess.Board(fen)
             want = board.ply() if fmt != "plain" else 0  # .plain's ply is its own field
             assert ply == want, (fmt, fen, ply, want)

@@ -6,10 +6,10 @@ import json
 from contextlib import redirect_stdout
 
 import numpy as np
-import pyarrow.parquet as pq
 
 from nnue.cli import main
 from nnue.pipeline.schema import FLAG_PLY_UNKNOWN, FLAG_SCORE_MATE, FLAG_SCORE_NONE
+from nnue.pipeline.parts import read_part
 from tests.samples import CUT, CUT_GAMES, CUT_POSITIONS, selfplay
 
 
@@ -22,7 +22,7 @@ def _inspect(ds, *extra):
 
 def test_inspect_matches_whole_table_statistics(selfplay_dataset):
     r = _inspect(selfplay_dataset, "--fens", "2")
-    t = pq.read_table(next(selfplay_dataset.glob("part-*.parquet")))
+    t = read_part(next(selfplay_dataset.glob("part-*.parquet")))
     flags = t["flags"].to_numpy().astype(np.int64)
     scored = (flags & (FLAG_SCORE_NONE | FLAG_SCORE_MATE)) == 0
     score = t["score"].to_numpy()[scored]

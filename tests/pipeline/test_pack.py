@@ -24,6 +24,7 @@ from nnue.pipeline.board import unpack, unpack_fen
 from nnue.pipeline.formats import FORMATS, FormatError, ReaderOptions, get_format
 from nnue.pipeline.pack import pack
 from nnue.pipeline.schema import FLAG_PLY_UNKNOWN, FLAG_SCORE_MATE, FLAG_SCORE_NONE, SCHEMA
+from nnue.pipeline.parts import read_part
 from tests.samples import SAMPLE, XFEN960, selfplay
 
 START = chess.STARTING_FEN
@@ -35,7 +36,7 @@ def run_pack(inputs, dataset, **kw):
 
 
 def table_of(dataset: Path, entry: dict):
-    t = pq.read_table(dataset / entry["part"])
+    t = read_part(dataset / entry["part"])
     assert t.schema.remove_metadata().equals(SCHEMA.remove_metadata())
     return t
 

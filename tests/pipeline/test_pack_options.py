@@ -3,11 +3,11 @@ from __future__ import annotations
 
 from collections import Counter
 
-import pyarrow.parquet as pq
 import pytest
 
 from nnue.pipeline import manifest as mf
 from nnue.pipeline.pack import DEDUP_KEY_BYTES, pack
+from nnue.pipeline.parts import read_part
 from tests.samples import SAMPLE
 
 
@@ -26,7 +26,7 @@ def _boards(ds):
     m = mf.load(ds)
     out = Counter()
     for e in m["files"].values():
-        out.update(pq.read_table(ds / e["part"], columns=["board"]).column("board").to_pylist())
+        out.update(read_part(ds / e["part"], columns=["board"]).column("board").to_pylist())
     return out
 
 

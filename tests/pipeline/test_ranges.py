@@ -23,6 +23,7 @@ from nnue.pipeline.formats import ReaderOptions
 from nnue.pipeline.pack import pack
 from nnue.pipeline.ranges import plan, range_bytes
 from nnue.pipeline.shard import merge_datasets, shard_units
+from nnue.pipeline.parts import read_part
 
 from tests.formats import formats_testlib as lib
 from tests.samples import CUT, SAMPLE, public, public_if_present, selfplay, selfplay_zst
@@ -31,7 +32,7 @@ from tests.samples import CUT, SAMPLE, public, public_if_present, selfplay, self
 def rows(ds: Path) -> pa.Table:
     """Every row of a dataset, parts in order."""
     m = mf.load(ds)
-    tables = [pq.read_table(ds / name) for e in sorted(m["files"].values(), key=mf.entry_key)
+    tables = [read_part(ds / name) for e in sorted(m["files"].values(), key=mf.entry_key)
               for name in mf.entry_parts(e)]
     return pa.concat_tables(tables).combine_chunks()
 
@@ -79,7 +80,7 @@ def check_identity(tmp_path: Path, inputs: list[Path], mb: float, fmt: str = "au
     for e in ranged:
         if e["format"] in ("epd", "bulletformat"):  # no games: each position is its own
             continue
-        ids = [pq.read_table(one / p, columns=["game_id"]).column("game_id").to_pylist() for p in e["parts"]]
+        ids = [read_part(one / p, columns=["game_id"]).column("game_id").to_pylist() for p in e["parts"]]
         ids = [g for g in ids if g]
         assert all(a[-1] != b[0] for a, b in zip(ids, ids[1:]))
     return mo
@@ -160,7 +161,7 @@ def test_text_boundaries_fall_where_the_reader_starts_a_game(tmp_path):
     (e,) = mf.load(ds)["files"].values()
     last = None
     for p in e["parts"]:
-        g = pq.read_table(ds / p, columns=["game_id", "ply"])
+        g = read_part(ds / p, columns=["game_id", "ply"])
         if last is not None:
             assert g.column("game_id")[0].as_py() != last
         last = g.column("game_id")[-1].as_py()

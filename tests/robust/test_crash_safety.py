@@ -20,7 +20,7 @@ import sys
 import time
 from pathlib import Path
 
-import pyarrow.parquet as pq
+from nnue.pipeline.parts import read_part
 import pytest
 from tests.samples import SAMPLE, selfplay
 
@@ -52,7 +52,7 @@ def _dataset_state(ds: Path):
     if not ds.exists():
         return None
     for part in ds.glob("part-*.parquet"):
-        pq.read_table(part)  # a part file under its final name is whole
+        read_part(part)  # a part file under its final name is whole
     if not (ds / "manifest.json").exists():
         return {}
     from nnue.pipeline import manifest as mf
@@ -62,7 +62,7 @@ def _dataset_state(ds: Path):
     for sha, e in m["files"].items():
         import pyarrow as pa
 
-        t = pa.concat_tables([pq.read_table(ds / name) for name in mf.entry_parts(e)])
+        t = pa.concat_tables([read_part(ds / name) for name in mf.entry_parts(e)])
         assert t.num_rows == e["packed"]
         rejects = 0
         for name in mf.entry_rejects(e):

@@ -7,10 +7,10 @@ from __future__ import annotations
 import subprocess
 import sys
 
-import pyarrow.parquet as pq
 import pytest
 
 from nnue.pipeline import manifest as mf
+from nnue.pipeline.parts import read_part
 from tests.samples import selfplay
 
 NNUE = [sys.executable, "-m", "nnue.cli"]
@@ -21,7 +21,7 @@ def _keys(ds) -> tuple[list, dict]:
     m = mf.load(ds)  # read == packed + rejected per file
     keys = []
     for e in m["files"].values():
-        t = pq.read_table(ds / e["part"], columns=["board"])
+        t = read_part(ds / e["part"], columns=["board"])
         assert t.num_rows == e["packed"]
         keys += [b[:KEY] for b in t.column("board").to_pylist()]
     return keys, m

@@ -7,12 +7,12 @@ from pathlib import Path
 
 import chess
 import numpy as np
-import pyarrow.parquet as pq
 import pytest
 
 from nnue.pipeline import manifest as mf
 from nnue.pipeline.pack import GAME_ID_POSITIONS, GameIds, pack
 from nnue.pipeline.stream import split_mask
+from nnue.pipeline.parts import read_part
 from tests.samples import SAMPLE, selfplay
 
 KEY = 25  # position key bytes of a packed board
@@ -20,7 +20,7 @@ KEY = 25  # position key bytes of a packed board
 
 def tables(ds) -> dict:
     """{input file name: its part table as a dict of columns}."""
-    return {Path(e["path"]).name: pq.read_table(ds / e["part"]).to_pydict() for e in mf.load(ds)["files"].values()}
+    return {Path(e["path"]).name: read_part(ds / e["part"]).to_pydict() for e in mf.load(ds)["files"].values()}
 
 
 @pytest.fixture(scope="module")
@@ -81,7 +81,7 @@ def _ids(tmp_path, name: str, text: str) -> list[int]:
     ds = tmp_path / f"ds-{name}"
     s = pack([f], ds, progress=False)
     assert s["rejected"] == {}, s
-    return pq.read_table(ds / s["files"][0]["part"]).column("game_id").to_pylist()
+    return read_part(ds / s["files"][0]["part"]).column("game_id").to_pylist()
 
 
 def test_id_ignores_scores_counters_and_result(tmp_path):
@@ -108,7 +108,7 @@ def test_many_games_in_one_file_do_not_collide(tmp_path):
     """The bundled sample (38 games): one id per game, ids change exactly at game starts."""
     ds = tmp_path / "ds"
     s = pack([SAMPLE], ds, progress=False)
-    t = pq.read_table(ds / s["files"][0]["part"]).to_pydict()
+    t = read_part(ds / s["files"][0]["part"]).to_pydict()
     starts = [0] + [i for i in range(1, len(t["ply"])) if t["ply"][i] != t["ply"][i - 1] + 1]
     ids = t["game_id"]
     assert len(set(ids)) == len(starts) == 38
@@ -132,7 +132,7 @@ def test_dedup_does_not_change_ids(tmp_path):
     pack([cut], ds, progress=False)
     s = pack([txt], ds, progress=False, dedup=True)
     assert set(s["rejected"]) == {"duplicate position"} and s["rejected"]["duplicate position"] >= second + 5
-    got = pq.read_table(ds / s["files"][0]["part"]).to_pydict()
+    got = read_part(ds / s["files"][0]["part"]).to_pydict()
     # the rows kept are a subsequence of the rows packed alone, each with its id there
     j = second + 5
     for b, gid in zip(got["board"], got["game_id"]):
@@ -154,7 +154,7 @@ def test_games_without_boundaries_hash_each_position(tmp_path):
     ids = []
     for f in (a, b):
         s = pack([f], tmp_path / f"ds-{f.stem}", progress=False)
-        ids.append(pq.read_table(tmp_path / f"ds-{f.stem}" / s["files"][0]["part"]).column("game_id").to_pylist())
+        ids.append(read_part(tmp_path / f"ds-{f.stem}" / s["files"][0]["part"]).column("game_id").to_pylist())
     assert len(set(ids[0])) == 3 and ids[1] == ids[0][::-1]
 
 

@@ -15,6 +15,7 @@ import chess.pgn
 import pytest
 
 from nnue.pipeline.formats import ReaderOptions, Record, Reject, get_format
+from nnue.pipeline.parts import read_part
 
 BAD_EVAL = "eval comment not understood"
 
@@ -196,7 +197,6 @@ def test_c_chess_cli_file_packs_in_range(tmp_path):
     src.write_text(_moves("38/21", "-24/20", "350/19", "-M2/18"))
     s = pack([src], tmp_path / "ds", fmt="pgn", progress=False)
     assert s["rejected"] == {} and s["packed"] == 4
-    import pyarrow.parquet as pq
-
+    
     (part,) = (tmp_path / "ds").glob("part-*.parquet")
-    assert pq.read_table(part).column("score").to_pylist() == [38, -24, 350, -(32000 - 4)]
+    assert read_part(part).column("score").to_pylist() == [38, -24, 350, -(32000 - 4)]

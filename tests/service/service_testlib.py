@@ -6,7 +6,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-import pyarrow.parquet as pq
+from nnue.pipeline.parts import read_part
 
 REPO = Path(__file__).resolve().parents[2]
 SAMPLE = REPO / "data" / "sample" / "sf15-n5000-s1-sample.plain"
@@ -44,7 +44,7 @@ def dataset_rows(dataset: Path, manifest: dict) -> int:
     """Rows actually readable from the part files the manifest lists (checks each count)."""
     total = 0
     for e in manifest["files"].values():
-        n = pq.read_table(dataset / e["part"]).num_rows
+        n = read_part(dataset / e["part"]).num_rows
         assert n == e["packed"], (e["path"], n, e["packed"])
         total += n
     return total

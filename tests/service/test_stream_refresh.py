@@ -17,6 +17,7 @@ import pyarrow.parquet as pq
 from nnue.pipeline import manifest as mf
 from nnue.pipeline.pack import pack
 from nnue.pipeline.stream import Filters, PackedStream, split_mask
+from nnue.pipeline.parts import read_part
 from tests.service.service_testlib import NNUE, cut_dumps, env
 
 NO_FILTERS = Filters(skip_in_check=False, skip_capture=False, skip_score_none=False, skip_mate=False)
@@ -40,9 +41,9 @@ def test_refresh_adds_new_parts_and_keeps_the_split(tmp_path):
     assert n_train2 + n_val2 == 1200 and n_train2 > n_train and n_val2 >= n_val
     # the split is a function of the game id only: each part's val rows are what split_mask says
     for e in mf.load(ds)["files"].values():
-        gid = pq.read_table(ds / e["part"], columns=["game_id"]).column("game_id").to_numpy()
+        gid = read_part(ds / e["part"], columns=["game_id"]).column("game_id").to_numpy()
         assert split_mask(gid, "val", 0.3).sum() + split_mask(gid, "train", 0.3).sum() == len(gid)
-    expected_val = sum(int(split_mask(pq.read_table(ds / e["part"], columns=["game_id"]).column("game_id")
+    expected_val = sum(int(split_mask(read_part(ds / e["part"], columns=["game_id"]).column("game_id")
                                       .to_numpy(), "val", 0.3).sum()) for e in mf.load(ds)["files"].values())
     assert n_val2 == expected_val
 

@@ -13,31 +13,32 @@ import pytest
 import torch
 
 from nnue.pipeline.stream import Filters, PackedStream
+from nnue.pipeline.parts import read_part
 from tests.samples import SAMPLE, selfplay
 
 NO_FILTERS = Filters(skip_in_check=False, skip_capture=False, skip_score_none=False, skip_mate=False)
 
 
-def _pack_small_groups(src, out, rows=256):
+def _pack_small_groups(src, out, layout, rows=256):
     from nnue.pipeline import pack as pack_mod
 
     old = pack_mod.ROW_GROUP
     pack_mod.ROW_GROUP = rows
     try:
-        pack_mod.pack([src], out, progress=False)
+        pack_mod.pack([src], out, progress=False, layout=layout)
     finally:
         pack_mod.ROW_GROUP = old
     return out
 
 
 @pytest.fixture(scope="module")
-def two_sources(tmp_path_factory):
+def two_sources(tmp_path_factory, layout):
     """Two datasets with disjoint boards and small row groups: the standard-chess sample
     (4,015 rows) and the Chess960 self-play file."""
     base = tmp_path_factory.mktemp("sources")
-    a = _pack_small_groups(SAMPLE, base / "a")
-    b = _pack_small_groups(selfplay("sf15-960-xfen-s2.plain"), base / "b")
-    boards = [set(pq.read_table(next(d.glob("part-*.parquet")))["board"].to_pylist()) for d in (a, b)]
+    a = _pack_small_groups(SAMPLE, base / "a", layout)
+    b = _pack_small_groups(selfplay("sf15-960-xfen-s2.plain"), base / "b", layout)
+    boards = [set(read_part(next(d.glob("part-*.parquet")))["board"].to_pylist()) for d in (a, b)]
     return a, b, boards[0] - boards[1], boards[1] - boards[0]
 
 
@@ -142,6 +143,44 @@ def test_fixed_epochs_continue_through_the_data(two_sources):
     assert set(_boards(s)) == seen[1]  # deterministic per epoch
 
 
+def test_a_resumed_stream_replays_its_epochs_exactly(two_sources):
+    """A stream built afresh and set to epoch e (what a resume does) yields, batch for batch, what
+    the first stream yielded in its epoch e (one-pass and fixed-length epochs, both layouts)."""
+    a, *_ = two_sources
+    for kw in ({}, {"positions_per_epoch": 1280}):
+        def batches(s):
+            return [(b["boards"].numpy().tobytes(), b["score"].numpy().tobytes(), b["result"].numpy().tobytes())
+                    for b in s]
+
+        first = PackedStream([a], 128, shuffle_buffer=512, seed=4, **kw)
+        epochs = []
+        for e in range(3):
+            first.set_epoch(e)
+            epochs.append(batches(first))
+        resumed = PackedStream([a], 128, shuffle_buffer=512, seed=4, **kw)
+        resumed.set_epoch(2)
+        assert batches(resumed) == epochs[2] and epochs[2] != epochs[1] and len(epochs[2]) >= 5
+
+
+def test_refresh_takes_in_new_parts_between_epochs(tmp_path, layout):
+    """Parts packed into the dataset after the stream was built join it at refresh, in the
+    dataset's own layout; the parts known before keep their units."""
+    from nnue.pipeline.pack import pack
+    from nnue.pipeline.parts import LAYOUT_NAMES, layout as part_layout, open_part
+
+    ds = tmp_path / "ds"
+    pack([SAMPLE], ds, progress=False, layout=layout)
+    s = PackedStream([ds], 256, shuffle_buffer=1024, split="all", filters=NO_FILTERS, drop_last=False)
+    before = sum(len(b["score"]) for b in s)
+    units = list(s.units)
+    pack([selfplay("sf15-960-xfen-s2.plain")], ds, progress=False)
+    assert {LAYOUT_NAMES[part_layout(open_part(p))] for p in ds.glob("part-*.parquet")} == {layout}
+    got = s.refresh()
+    assert got["new_parts"] == 1 and got["new_positions"] == 4586 and s.units[:len(units)] == units
+    s.set_epoch(1)
+    assert sum(len(b["score"]) for b in s) == before + 4586
+
+
 # --- DataModule ---------------------------------------------------------------------------
 
 def test_datamodule_superbatches_and_epoch_reshuffle(sample_dataset):
@@ -179,7 +218,7 @@ def test_datamodule_epoch_settings_and_weights(sample_dataset):
 
 def test_output_order_is_uncorrelated_with_file_order(two_sources):
     a, *_ = two_sources
-    table = pq.read_table(next(a.glob("part-*.parquet")))
+    table = read_part(next(a.glob("part-*.parquet")))
     pos = {b: i for i, b in enumerate(table["board"].to_pylist())}
     rows = _boards(PackedStream([a], 128, shuffle_buffer=4096, split="all", filters=NO_FILTERS, drop_last=False))
     where = np.array([pos[r] for r in rows])
@@ -193,13 +232,20 @@ def _big_dataset(src, out, copies=100, rows_per_group=2000):
     """The packed sample tiled ``copies`` times (distinct game ids), in small row groups."""
     out.mkdir()
     part = next(src.glob("part-*.parquet"))
-    t = pq.read_table(part)
+    t = read_part(part)
     tables = []
     for k in range(copies):
         gid = pa.array(t["game_id"].to_numpy() + np.uint64(k * 1_000_003), pa.uint64())
         tables.append(t.set_column(t.schema.get_field_index("game_id"), "game_id", gid))
     big = pa.concat_tables(tables)
-    pq.write_table(big, out / part.name, row_group_size=rows_per_group, compression="zstd")
+    from nnue.pipeline import parts
+
+    if parts.layout(parts.open_part(part)) == parts.CHAINED:  # the part's own layout
+        big_c = parts.encode(big, rows_per_group)
+        with parts.writer(out / part.name, big_c.schema) as w:
+            w.write_table(big_c, row_group_size=rows_per_group)
+    else:
+        pq.write_table(big, out / part.name, row_group_size=rows_per_group, compression="zstd")
     m = json.loads((src / "manifest.json").read_text())
     for f in m["files"].values():
         f["read"] = f["packed"] = big.num_rows

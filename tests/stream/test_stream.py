@@ -4,20 +4,20 @@ from __future__ import annotations
 from collections import Counter
 
 import numpy as np
-import pyarrow.parquet as pq
 import pytest
 import torch
 
 from nnue.pipeline.batch import to_sparse_batch
 from nnue.pipeline.features import get_feature_set, parse_output_buckets
 from nnue.pipeline.stream import Filters, PackedStream, split_mask
+from nnue.pipeline.parts import read_part
 from tests.samples import SAMPLE
 
 NO_FILTERS = Filters(skip_in_check=False, skip_capture=False, skip_score_none=False, skip_mate=False)
 
 
 def _table(ds):
-    return pq.read_table(next(ds.glob("part-*.parquet")))
+    return read_part(next(ds.glob("part-*.parquet")))
 
 
 def _rows(stream):
@@ -106,14 +106,14 @@ def test_shuffle_mixes_games(selfplay_dataset):
     assert len({game_of[bytes(r)] for r in first["boards"].numpy()}) < 5
 
 
-def test_rank_shards_are_disjoint_and_cover(tmp_path):
+def test_rank_shards_are_disjoint_and_cover(tmp_path, layout):
     from nnue.pipeline import pack as pack_mod
 
     # small row groups so that there is something to shard
     old = pack_mod.ROW_GROUP
     pack_mod.ROW_GROUP = 500
     try:
-        pack_mod.pack([SAMPLE], tmp_path / "ds", progress=False)
+        pack_mod.pack([SAMPLE], tmp_path / "ds", progress=False, layout=layout)
     finally:
         pack_mod.ROW_GROUP = old
     shards = [_rows(PackedStream([tmp_path / "ds"], 64, shuffle_buffer=1024, split="all",
@@ -124,16 +124,16 @@ def test_rank_shards_are_disjoint_and_cover(tmp_path):
     total = sum(sets, Counter())
     # every row exactly once over the ranks (multiset equality), each rank non-empty
     assert sum(len(s) for s in shards) == 4015 and all(len(s) > 0 for s in shards)
-    assert total == Counter(pq.read_table(next((tmp_path / "ds").glob("part-*.parquet")))["board"].to_pylist())
+    assert total == Counter(read_part(next((tmp_path / "ds").glob("part-*.parquet")))["board"].to_pylist())
 
 
-def test_dataloader_workers_shard_row_groups(tmp_path):
+def test_dataloader_workers_shard_row_groups(tmp_path, layout):
     from nnue.pipeline import pack as pack_mod
 
     old = pack_mod.ROW_GROUP
     pack_mod.ROW_GROUP = 700
     try:
-        pack_mod.pack([SAMPLE], tmp_path / "ds", progress=False)
+        pack_mod.pack([SAMPLE], tmp_path / "ds", progress=False, layout=layout)
     finally:
         pack_mod.ROW_GROUP = old
     s = PackedStream([tmp_path / "ds"], 100, shuffle_buffer=0, split="all", filters=NO_FILTERS,
@@ -143,7 +143,7 @@ def test_dataloader_workers_shard_row_groups(tmp_path):
     for b in loader:
         rows += list(map(bytes, b["boards"].numpy()))
     assert len(rows) == 4015
-    assert Counter(rows) == Counter(pq.read_table(next((tmp_path / "ds").glob("part-*.parquet")))["board"].to_pylist())
+    assert Counter(rows) == Counter(read_part(next((tmp_path / "ds").glob("part-*.parquet")))["board"].to_pylist())
 
 
 def test_sparse_batch_contract(sample_dataset):

@@ -14,6 +14,7 @@ from nnue.trainer.checks import check_train_args
 from nnue.pipeline.annotate import annotate
 from nnue.pipeline.batch import SparseBatch
 from nnue.trainer.loss import check_loss_config, training_loss, wdl_loss
+from nnue.pipeline.parts import read_part
 
 NAN = float("nan")
 
@@ -83,8 +84,6 @@ def teacher_net(folder):
 
 
 def test_annotate_with_a_net_teacher_is_its_integer_eval(sample_dataset, tmp_path):
-    import pyarrow.parquet as pq
-
     from nnue.inference import evaluate
     from nnue.pipeline.board import boards_from_bytes
 
@@ -94,7 +93,7 @@ def test_annotate_with_a_net_teacher_is_its_integer_eval(sample_dataset, tmp_pat
     net.save(tmp_path / "t" / "net.safetensors")
     annotate(ds, teacher=str(tmp_path / "t" / "net.safetensors"), progress=False)
     for part in ds.glob("part-*.parquet"):
-        t = pq.read_table(part)
+        t = read_part(part)
         want = evaluate(net, torch.from_numpy(boards_from_bytes(t.column("board")))).clamp(-32767, 32767)
         got = torch.tensor(t.column("teacher_eval").to_numpy(), dtype=torch.int64)
         assert torch.equal(got, want)

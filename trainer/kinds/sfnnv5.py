@@ -121,6 +121,12 @@ class SFNNv5Net(nn.Module):
     #: transformer's gradient then holds only the rows a batch touched (RowSparseAdamW)
     sparse_grad = False
 
+    @staticmethod
+    def compiled_ft(activation: str, qat: bool) -> bool:
+        """Whether the numba backend computes the feature transformer compiled (not under QAT:
+        :meth:`_accumulators`, :meth:`_ft_outputs`); the kind record's ``compiled_ft``."""
+        return not qat
+
     def __init__(self, arch: SFNNv5Arch, backend: str = "auto", factors: torch.Tensor | None = None):
         super().__init__()
         self.arch, self.backend = arch, backend
@@ -352,4 +358,4 @@ def import_checkpoint(net: SFNNv5IntegerNet) -> tuple[dict[str, torch.Tensor], d
 
 KIND = TrainerKind("sfnnv5", inference.KIND, SFNNv5Arch, SFNNv5Net, quantise, audit, calibrate,
                    layers_key="sfnnv5", features="halfkav2_hm", output_buckets="SFPieceCount<8>",
-                   import_checkpoint=import_checkpoint)
+                   import_checkpoint=import_checkpoint, compiled_ft=SFNNv5Net.compiled_ft)

@@ -1,0 +1,171 @@
+"""The chained dataset layout against the flat one, side by side in one run: bytes per position (and each column's share), pack speed, stream end to end.
+
+``nnue bench chained [--runs N] [--out FILE]`` prints one JSON object. Inputs: Stockfish's
+``small.binpack`` (434,921 positions) and our own ``.plain`` self-play ``sf15-n2000-s11.plain``
+(224,965) from ``../shared/data``, and the self-play cut the repo ships (12,678). For each input
+and layout (``nnue pack --layout chained|flat``, one worker):
+
+* ``bytes_per_position``: the part files' bytes over the positions, and per physical column
+  (Parquet's compressed column-chunk sizes; ``footer`` is the rest of the file);
+* ``pack``: positions per CPU second of this process and per wall second, medians of ``--runs``
+  packs, the two layouts alternating run by run;
+* then, on the self-play file: the stream end to end (Parquet -> SparseBatch, HalfKAv2_hm, one
+  thread), from ``bench_stream --layouts chained,flat`` (same process, alternating), and the
+  in-place upgrade of the flat dataset (``nnue convert --to chained``) and the chained writers
+  (``--to binpack``, ``--to viriformat``) in positions per second.
+
+Targets (the chained layout): at most 2.4 bytes a position on small.binpack, 3.0 on the .plain
+self-play; pack no slower than flat; the stream end to end no slower than flat.
+"""
+from __future__ import annotations
+
+import json
+import os
+import platform
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from nnue.bench import emit, parser
+
+REPO = Path(__file__).resolve().parents[1]
+SHARED = REPO.parent / "shared" / "data"
+INPUTS = {"small.binpack": SHARED / "public" / "small.binpack",
+          "sf15-n2000-s11.plain": SHARED / "selfplay" / "sf15-n2000-s11.plain"}
+SHIPPED = REPO / "tests" / "data" / "selfplay" / "sf15-n2000-s11-cut.plain.zst"  # our own, in the repo
+TARGETS = {"small.binpack": 2.4, "sf15-n2000-s11.plain": 3.0}
+LAYOUTS = ("chained", "flat")
+
+
+def column_shares(ds: Path) -> dict:
+    """Bytes per position of a dataset's parts, whole and per physical column."""
+    import pyarrow.parquet as pq
+
+    rows = size = 0
+    cols: dict[str, int] = {}
+    for p in sorted(ds.glob("part-*.parquet")):
+        md = pq.ParquetFile(p).metadata
+        rows += md.num_rows
+        size += p.stat().st_size
+        for rg in range(md.num_row_groups):
+            for c in range(md.num_columns):
+                cc = md.row_group(rg).column(c)
+                cols[cc.path_in_schema] = cols.get(cc.path_in_schema, 0) + cc.total_compressed_size
+    per = {k: round(v / rows, 4) for k, v in cols.items()}
+    per["footer"] = round((size - sum(cols.values())) / rows, 4)
+    return {"positions": rows, "bytes": size, "bytes_per_position": round(size / rows, 3),
+            "share": {k: round(v / size, 4) for k, v in cols.items()}, "per_position": per}
+
+
+def _timed_pack(src: Path, out: Path, layout: str) -> tuple[float, float, int]:
+    from nnue.pipeline.pack import pack
+
+    w, c = time.perf_counter(), time.process_time()
+    s = pack([src], out, progress=False, layout=layout, workers=1)
+    return time.perf_counter() - w, time.process_time() - c, s["packed"]
+
+
+def main(argv=None) -> int:
+    p = parser("nnue bench chained", __doc__.split("\n\n")[0])
+    p.add_argument("--runs", type=int, default=3, help="timed packs per input and layout (median reported)")
+    p.add_argument("--stream-repeats", type=int, default=5, help="timed stream passes per layout")
+    p.add_argument("--out", default=None, help="also write the JSON to this file")
+    p.add_argument("--json", action="store_true", help="(accepted for symmetry; output is always JSON)")
+    a = p.parse_args(argv)
+    import pyarrow as pa
+
+    pa.set_cpu_count(1)
+    pa.set_io_thread_count(1)
+    inputs = {k: v for k, v in INPUTS.items() if v.exists()}
+    inputs["sf15-n2000-s11-cut.plain.zst (shipped)"] = SHIPPED
+    report = {"benchmark": "chained", "python": platform.python_version(), "machine": platform.machine(),
+              "cores": os.cpu_count(), "load_avg_1m_at_start": round(os.getloadavg()[0], 2), "runs": a.runs,
+              "missing_inputs": sorted(k for k, v in INPUTS.items() if not v.exists()), "inputs": {}}
+    with tempfile.TemporaryDirectory(prefix="bench_chained_") as tmp:
+        tmp = Path(tmp)
+        for name, src in inputs.items():
+            # warm-up (numba's cache, the page cache), then the layouts alternating run by run
+            for layout in LAYOUTS:
+                _timed_pack(src, tmp / f"warm-{layout}", layout)
+            runs = {k: [] for k in LAYOUTS}
+            for i in range(a.runs):
+                for layout in LAYOUTS:
+                    runs[layout].append(_timed_pack(src, tmp / f"{name}-{layout}-{i}", layout))
+            entry = {}
+            for layout in LAYOUTS:
+                n = runs[layout][0][2]
+                entry[layout] = {"bytes": column_shares(tmp / f"{name}-{layout}-0"),
+                                 "pack_pos_per_cpu_s": round(n / statistics.median(r[1] for r in runs[layout])),
+                                 "pack_pos_per_s": round(n / statistics.median(r[0] for r in runs[layout]))}
+            c, f = entry["chained"], entry["flat"]
+            entry["flat_over_chained_bytes"] = round(f["bytes"]["bytes"] / c["bytes"]["bytes"], 2)
+            entry["pack_cpu_speed_chained_over_flat"] = round(c["pack_pos_per_cpu_s"] / f["pack_pos_per_cpu_s"], 3)
+            if name in TARGETS:
+                entry["target_bytes_per_position"] = TARGETS[name]
+                entry["target_met"] = c["bytes"]["bytes_per_position"] <= TARGETS[name]
+            report["inputs"][name] = entry
+        plain = INPUTS["sf15-n2000-s11.plain"]
+        if plain.exists():
+            from nnue.bench import bench_stream
+
+            out = tmp / "stream.json"
+            with open(os.devnull, "w") as null:
+                saved, sys.stdout = sys.stdout, null
+                try:
+                    bench_stream.main(["--plain", str(plain), "--feature-sets", "halfkav2_hm", "--layouts",
+                                       "chained,flat", "--repeats", str(a.stream_repeats), "--out", str(out)])
+                finally:
+                    sys.stdout = saved
+            s = json.loads(out.read_text())
+            fs = s["feature_sets"]["halfkav2_hm"]
+            report["stream"] = {"input": plain.name, "rows": s["dataset"]["rows"],
+                                "positions_after_default_filters": s["dataset"]["positions_after_default_filters"],
+                                "stream_only": s["stream_by_layout"],
+                                "end_to_end_halfkav2_hm": fs["end_to_end_cpu_by_layout"],
+                                "chained_vs_flat": s["chained_vs_flat"]}
+            report["upgrade_and_writers"] = _upgrade_and_writers(plain, tmp)
+    report["notes"] = NOTES
+    return emit(report, a.out)
+
+
+def _upgrade_and_writers(src: Path, tmp: Path) -> dict:
+    """Positions per second of the in-place upgrade of a flat dataset and of the chained writers."""
+    import shutil
+
+    from nnue.pipeline.convert import convert
+    from nnue.pipeline.upgrade import upgrade
+
+    out = {}
+    flat = tmp / f"{src.name}-flat-0"
+    ds = tmp / "upgrade"
+    shutil.copytree(flat, ds)
+    w = time.perf_counter()
+    r = upgrade(ds)
+    out["upgrade_pos_per_s"] = round(r["positions"] / (time.perf_counter() - w))
+    for fmt in ("binpack", "viriformat"):
+        w = time.perf_counter()
+        r = convert(ds, fmt, tmp / f"out.{fmt}")
+        out[f"convert_to_{fmt}_pos_per_s"] = round(r["rows"] / (time.perf_counter() - w))
+        out[f"{fmt}_bytes_per_position"] = round((tmp / f"out.{fmt}").stat().st_size / r["rows"], 3)
+    return out
+
+
+NOTES = [
+    "One worker, one Arrow thread; pack and stream rates per CPU second of this process are the "
+    "figures least disturbed by other load on the shared 2-core VM (the load average at the start "
+    "is in load_avg_1m_at_start; other agents' jobs ran throughout).",
+    "Bytes: the chained layout stores a chain's board once (stem), then per position the move's "
+    "index among the position's candidate moves (move, BYTE_STREAM_SPLIT) and the score as a "
+    "zigzag delta from minus the score above (score_delta, BYTE_STREAM_SPLIT); ply and piece "
+    "count only where they do not follow from the row above (ply_reset, piece_count_reset); "
+    "result, flags, source dictionary-encoded; game_id plain (zstd finds its runs).",
+    "Stream: the chained layout decodes every row of a row group (each position is played from "
+    "the one above: the move's index is turned back into a move, the move played, the packed "
+    "board updated in place) and writes the boards of the rows the split and filters keep; the "
+    "flat layout reads a 32-byte board column. See chained_vs_flat for the ratio.",
+]
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,672 @@
+"""Compiled move chains: encode a run of packed boards as chain starts and move indices, and decode them back.
+
+The chained dataset layout (:mod:`nnue.pipeline.parts`) stores a position that follows the row
+before it by that row's move as nothing but the move's index (below) and its own score and
+result; the first row of a chain stores its whole 32-byte packed board. Both directions carry the
+same board state (:mod:`.chesscore`: ``bb``, ``pc``, ``st``), so what the decoder rebuilds is what
+the encoder compared:
+
+* a chain start loads its state from its packed board (marlinformat layout,
+  :mod:`nnue.pipeline.board`): pieces and castling rooks, side to move, the en-passant square
+  (which a packed board holds only when an en-passant capture is legal), halfmove clock,
+  fullmove number;
+* a row that continues plays the row before's move on that state (:func:`_play`: what
+  :func:`.chesscore.push` does, Chess960's king-takes-rook castling too, with the packed board kept
+  as four 64-bit words and updated move by move), keeps the en-passant square only when a capture
+  onto it is legal (:func:`.chesscore.legal_ep`, as the packer does), and takes the board's eval
+  (white POV) and wdl from its own score and result (stm POV), as the packer writes every board
+  (:func:`.chesscore.write_board`; counters clamped to u8/u16 there).
+
+The encoder (:func:`encode`) makes a row a continuation only when that rebuilt board equals the
+row's packed board in all 32 bytes and the move's index gives back the row before's packed move
+exactly; otherwise it is a chain start; :func:`decode` rebuilds the rows with the same functions. Nothing is lost whatever the rows are (shuffled dumps, EPD: every row a start).
+
+**Move index** of a move in a position: the mover's pieces are taken by type (king, pawns,
+knights, bishops, rooks, queens: :data:`ORDER`) and within a type in ascending square order, each
+with its destinations in ascending square order (a pawn's pushes, captures and the
+en-passant square when a capture onto it is legal, four entries each, N B R Q, on its promotion
+rank; a king's attacked squares without its own pieces, plus the squares of its own rooks that
+carry a castling right, which is how castling is stored; any other piece's attacks without its
+own pieces); the index is the move's place in that list. Like binpack's movetext (a piece index
+then a destination index) it needs no legality test, only each piece's attacks; unlike it the
+index is one number per row in a byte-aligned column that zstd compresses (``uint16``; a few
+hundred entries at most). A packed move whose index gives back a different packed move (or none)
+is kept whole instead (``raw``). :func:`move_index` / :func:`index_move` define the list (the
+reference); the hot paths use :func:`_move_index_fast` / :func:`_index_fast`, which count the
+pawns' entries for all pawns at once (tested equal).
+"""
+from __future__ import annotations
+
+import numpy as np
+from numba import njit
+
+from .bits import lsb, msb, popcount
+from .chesscore import CASTLE, KING, OCC, PAWN, PAWN_ATT, KING_ATT, RANK_MASK, ROOK, SQ, U64, legal_ep, move_code, \
+    piece_attacks, push, write_board, attackers
+from .chesscore import KNIGHT_ATT, RAYS, bishop_att, rook_att
+from .fixed import _marlin
+
+NO_MOVE = -1
+# the order of piece types in the move list: the king, pawns and knights first (their entries are
+# counted without sliding attacks, and they make more than half the moves of real games), then
+# the sliders; bench/results/chained_cpu.json has what it saves in the stream's decoder
+ORDER = np.array([5, 0, 1, 2, 3, 4], np.int64)
+BAD_STEM, NO_MOVE_ABOVE, BAD_FIELDS, BAD_INDEX, ILLEGAL = 1, 2, 3, 4, 5  # why decode stops (WHY below)
+
+
+@njit(cache=True)
+def load(boards, r, bb, pc, st):
+    """State of packed board ``boards[r]`` into bb/pc/st (st: side to move, en-passant square or
+    −1, halfmove clock, fullmove number). False for a board that does not decode."""
+    if not _marlin(boards, r, bb, pc):
+        return False
+    st[0] = boards[r, 24] >> 7
+    ep = np.int64(boards[r, 24] & 0x7F)
+    st[1] = -1 if ep == 64 else ep
+    st[2] = boards[r, 25]
+    st[3] = np.int64(boards[r, 26]) | (np.int64(boards[r, 27]) << 8)
+    return True
+
+
+@njit(cache=True, inline="always")
+def _pawn_dests(us, ep, frm, own, enemy):
+    """(destination mask, entries per destination) of a pawn of side ``us`` on ``frm``."""
+    occ = own | enemy
+    targets = enemy
+    if ep >= 0:
+        targets |= SQ[ep]
+    dest = PAWN_ATT[us, frm] & targets
+    if us == 0:
+        fwd = frm + 8
+        if fwd < 64 and not occ & SQ[fwd]:
+            dest |= SQ[fwd]
+            if (frm >> 3) == 1 and not occ & SQ[fwd + 8]:
+                dest |= SQ[fwd + 8]
+        return dest, 4 if (frm >> 3) == 6 else 1
+    fwd = frm - 8
+    if fwd >= 0 and not occ & SQ[fwd]:
+        dest |= SQ[fwd]
+        if (frm >> 3) == 6 and not occ & SQ[fwd - 8]:
+            dest |= SQ[fwd - 8]
+    return dest, 4 if (frm >> 3) == 1 else 1
+
+
+@njit(cache=True, inline="always")
+def _piece_dests(bb, us, t, frm, own, occ):
+    """Destination mask of a knight, bishop, rook, queen or king (with its castling rooks)."""
+    if t == KING:
+        return (KING_ATT[frm] & ~own) | (bb[CASTLE] & own & RANK_MASK[us])
+    return piece_attacks(t, frm, occ) & ~own
+
+
+@njit(cache=True, inline="always")
+def _count(bb, pc, us, ep, t, s, own, enemy):
+    """Entries of the piece of type t on s in the list: destinations, four each for a pawn on
+    its promotion rank."""
+    if t == PAWN:
+        d, k = _pawn_dests(us, ep, s, own, enemy)
+        return popcount(d) * k
+    return popcount(_piece_dests(bb, us, t, s, own, own | enemy))
+
+
+@njit(cache=True)
+def move_index(bb, pc, us, ep, frm, to, promo):
+    """Index of the move frm→to (promo 0, or 1..4 = N B R Q) in the list of the module
+    docstring (pieces by type in the order of ORDER, then by square), or −1 when it is not in it."""
+    if frm < 0 or frm > 63 or to < 0 or to > 63 or pc[frm] < 0 or (pc[frm] >> 3) != us:
+        return NO_MOVE
+    own = bb[OCC + us]
+    enemy = bb[OCC + 1 - us]
+    mt = pc[frm] & 7
+    base = 0
+    for t in ORDER:
+        m = bb[8 * us + t]
+        if t == mt:
+            m &= SQ[frm] - U64(1)
+        while m:
+            s = lsb(m)
+            m &= m - U64(1)
+            base += _count(bb, pc, us, ep, t, s, own, enemy)
+        if t == mt:
+            break
+    if mt == PAWN:
+        d, k = _pawn_dests(us, ep, frm, own, enemy)
+    else:
+        d, k = _piece_dests(bb, us, mt, frm, own, own | enemy), 1
+    if not d & SQ[to]:
+        return NO_MOVE
+    if (k == 4) != (promo != 0):
+        return NO_MOVE
+    before = popcount(d & (SQ[to] - U64(1)))
+    return base + before * k + (promo - 1 if k == 4 else 0)
+
+
+@njit(cache=True, inline="always")
+def _pick(s, d, k, idx):
+    """(True, from, to, promo) of entry ``idx`` of the piece on s with destinations d, k entries
+    a destination (4: a pawn's promotions N B R Q)."""
+    for _ in range(idx // k):
+        d &= d - U64(1)
+    return True, s, lsb(d), (idx % k + 1 if k == 4 else 0)
+
+
+@njit(cache=True)
+def index_move(bb, pc, us, ep, idx):
+    """(ok, from, to, promo) of the move at ``idx`` of the list; ok False when there is none."""
+    own = bb[OCC + us]
+    enemy = bb[OCC + 1 - us]
+    for t in ORDER:
+        m = bb[8 * us + t]
+        while m:
+            s = lsb(m)
+            m &= m - U64(1)
+            if t == PAWN:
+                d, k = _pawn_dests(us, ep, s, own, enemy)
+            else:
+                d, k = _piece_dests(bb, us, t, s, own, own | enemy), 1
+            n = popcount(d) * k
+            if idx < n:
+                return _pick(s, d, k, idx)
+            idx -= n
+    return False, 0, 0, 0
+
+
+@njit(cache=True, inline="always")
+def _unpack_move(best):
+    """(from, to, promo) of a packed move (viriformat layout: promo 1..4 when flag 3)."""
+    return best & 63, (best >> 6) & 63, ((best >> 12) & 3) + 1 if (best >> 14) == 3 else 0
+
+
+@njit(cache=True)
+def _advance(bb, pc, st, frm, to, promo):
+    """Play a move and keep the en-passant square only when a capture onto it is legal."""
+    push(bb, pc, st, frm, to, promo)
+    if st[1] >= 0:
+        st[1] = legal_ep(bb, pc, st[0], st[1])
+
+
+@njit(cache=True, inline="always")
+def _mover_safe(bb, st, occ):
+    """After a move (st[0] the side to move now, occ every piece): the side that moved has not
+    left its king in check. The move list holds every piece's attacks (pseudo-legal moves), so
+    this is what makes a decoded move a legal one (castling's path is not checked). A ray from
+    the king is walked only where a slider of the right kind stands on it."""
+    them = st[0]
+    k = bb[8 * (1 - them) + KING]
+    if k == 0:
+        return True
+    ksq = lsb(k)
+    b = 8 * them
+    if (KNIGHT_ATT[ksq] & bb[b + 1]) | (KING_ATT[ksq] & bb[b + 5]) | (PAWN_ATT[1 - them, ksq] & bb[b]):
+        return False
+    rq = bb[b + 3] | bb[b + 4]
+    bq = bb[b + 2] | bb[b + 4]
+    for d in range(8):
+        cand = rq if d == 0 or d == 1 or d == 4 or d == 5 else bq
+        ray = RAYS[d, ksq]
+        if ray & cand:
+            block = ray & occ
+            first = lsb(block) if d < 4 else msb(block)
+            if SQ[first] & cand:
+                return False
+    return True
+
+
+@njit(cache=True)
+def encode(boards, best, has_best, score, result, ply, pcount, capture, group, o_start, o_move, o_has_move,
+           o_raw, o_delta, o_ply_keep, o_pc_keep):
+    """Chain a run of flat rows into the chained layout's columns (:mod:`nnue.pipeline.parts`).
+    boards (n, 32) uint8 packed boards (C-contiguous); best (n,) uint16 packed moves where
+    has_best; score (n,) int16, result (n,) int8 stm POV (score 0 where there is none, as the
+    board's eval holds it); ply (n,) uint16, pcount (n,) uint8, capture (n,) bool (null as
+    False); group: a row whose position in the run is a multiple of it starts a chain (row groups
+    hold whole chains). Writes o_start (a chain starts here: its board is stored), o_move /
+    o_has_move (the move's index), o_raw (the move is kept whole: ``move_raw``), o_delta (uint32
+    zigzag of the score at a start, of score + score above after), o_ply_keep / o_pc_keep (the
+    ply / piece count does not follow from the row above). Returns the number of chain starts.
+    The position after a move is made by the stream's own step (:func:`_play`, the board kept as
+    words) and compared with the row's board word by word, so what is chained is what the
+    decoders rebuild."""
+    n = boards.shape[0]
+    words = boards.view(np.uint64)
+    bb = np.zeros(16, np.uint64)
+    pc = np.full(64, -1, np.int8)
+    st = np.zeros(4, np.int64)
+    ok = False  # the state holds row r - 1's position
+    starts = 0
+    pf = 0
+    pt = 0
+    pp = 0
+    occ = U64(0)
+    lo = U64(0)
+    hi = U64(0)
+    have = False  # row r - 1's move, found in the list
+    for r in range(n):
+        cont = False
+        if ok and have and r % group != 0:
+            occ, lo, hi = _play(bb, pc, st, occ, lo, hi, pf, pt, pp)
+            us = st[0]
+            sc = np.int64(score[r]) if us == 0 else -np.int64(score[r])
+            wdl = (np.int64(result[r]) if us == 0 else -np.int64(result[r])) + 1
+            if -32768 <= sc <= 32767 and 0 <= wdl <= 2 and occ == words[r, 0] and lo == words[r, 1] \
+                    and hi == words[r, 2] and _mover_safe(bb, st, occ):
+                cont = words[r, 3] == _tail(st, us, sc, wdl)
+        if not cont:
+            starts += 1
+            ok = load(boards, r, bb, pc, st)
+            occ = words[r, 0]
+            lo = words[r, 1]
+            hi = words[r, 2]
+        o_start[r] = not cont
+        s = np.int64(score[r])
+        d = s if not cont else s + np.int64(score[r - 1])
+        o_delta[r] = 2 * d if d >= 0 else -2 * d - 1
+        o_ply_keep[r] = not cont or np.int64(ply[r]) != np.int64(ply[r - 1]) + 1
+        o_pc_keep[r] = not cont or np.int64(pcount[r]) != np.int64(pcount[r - 1]) - (1 if capture[r - 1] else 0)
+        o_move[r] = 0
+        o_has_move[r] = False
+        o_raw[r] = False
+        have = False
+        if has_best[r]:
+            o_raw[r] = True
+            b = np.int64(best[r])
+            if ok:
+                f, t, p = _unpack_move(b)
+                idx = _move_index_fast(bb, pc, st[0], st[1], f, t, p)
+                if idx >= 0:
+                    code, _cap = move_code(bb, pc, st[0], st[1], f, t, p)
+                    if code == b:
+                        o_move[r] = idx
+                        o_has_move[r] = True
+                        o_raw[r] = False
+                        have = True
+                        pf, pt, pp = f, t, p
+    return starts
+
+
+WHY = {BAD_STEM: "the chain's first board does not decode",
+       NO_MOVE_ABOVE: "the row continues a chain, but the row above has no move (or one kept whole)",
+       BAD_FIELDS: "its score or result does not fit a packed board",
+       BAD_INDEX: "its move index is no move of its position",
+       ILLEGAL: "its move is illegal in its position (it leaves its own king in check)"}
+
+
+@njit(cache=True)
+def undelta_scores(start, delta, o_score):
+    """Scores from ``score_delta`` (n,) uint32: zigzag of the score at a chain start, of the score
+    plus the score above after. Writes o_score (n,) int16; returns −1 or the first row whose score
+    falls outside int16."""
+    prev = 0
+    for r in range(start.shape[0]):
+        z = np.int64(delta[r])
+        d = (z >> 1) ^ -(z & 1)
+        s = d if start[r] else d - prev
+        if s < -32768 or s > 32767:
+            return r
+        o_score[r] = s
+        prev = s
+    return -1
+
+
+@njit(cache=True)
+def fill_ply(keep, values):
+    """Plies from ``ply_reset``: the value where kept (a chain start or a ply that does not follow),
+    else the ply above plus one. (n,) bool, (n,) uint16 -> (n,) uint16."""
+    n = keep.shape[0]
+    out = np.empty(n, np.uint16)
+    prev = 0
+    for r in range(n):
+        prev = np.int64(values[r]) if keep[r] else prev + 1
+        out[r] = prev
+    return out
+
+
+@njit(cache=True)
+def fill_piece_count(keep, values, capture):
+    """Piece counts from ``piece_count_reset``: the value where kept, else the count above less
+    one when the move above captured. (n,) bool, (n,) uint8, (n,) bool -> (n,) uint8."""
+    n = keep.shape[0]
+    out = np.empty(n, np.uint8)
+    prev = 0
+    for r in range(n):
+        if keep[r]:
+            prev = np.int64(values[r])
+        elif r and capture[r - 1]:
+            prev -= 1
+        out[r] = prev
+    return out
+
+
+# ============================================================================ the stream's decoder
+# decoding (bench/results/chained_cpu.json): the packed board
+# is kept as four words (occupancy, the two words of nibbles, the tail) and updated by each move
+# (a nibble removed or inserted where its square ranks among the occupied ones) instead of being
+# rebuilt, the move is played with the state in place, and the pawns' share of the move list is
+# counted for all pawns at once. The encoder steps with the same functions.
+FILE_A = U64(0x0101010101010101)
+FILE_H = U64(0x8080808080808080)
+RANK_3 = U64(0x0000000000FF0000)
+RANK_6 = U64(0x0000FF0000000000)
+RANK_1 = U64(0x00000000000000FF)
+RANK_8 = U64(0xFF00000000000000)
+M64 = U64(0xFFFFFFFFFFFFFFFF)
+
+
+@njit(cache=True, inline="always")
+def _low(n):
+    """The mask of the n lowest bits (n in 0..64)."""
+    return M64 if n >= 64 else (U64(1) << U64(n)) - U64(1)
+
+
+@njit(cache=True, inline="always")
+def _nib_del(lo, hi, i):
+    """The 128-bit nibble string (lo, hi) without nibble i (the ones above move down)."""
+    if i < 16:
+        m = _low(4 * i)
+        lo = (lo & m) | ((lo >> U64(4)) & ~m) | ((hi & U64(15)) << U64(60))
+        hi = hi >> U64(4)
+    else:
+        m = _low(4 * (i - 16))
+        hi = (hi & m) | ((hi >> U64(4)) & ~m)
+    return lo, hi
+
+
+@njit(cache=True, inline="always")
+def _nib_ins(lo, hi, i, code):
+    """The 128-bit nibble string (lo, hi) with ``code`` inserted as nibble i (the ones from i up
+    move up; the top nibble falls off, there being at most 32)."""
+    c = U64(code)
+    if i < 16:
+        m = _low(4 * i)
+        hi = (hi << U64(4)) | (lo >> U64(60))
+        lo = (lo & m) | ((lo << U64(4)) & ~m & ~(U64(15) << U64(4 * i))) | (c << U64(4 * i))
+    else:
+        j = i - 16
+        m = _low(4 * j)
+        hi = (hi & m) | ((hi << U64(4)) & ~m & ~(U64(15) << U64(4 * j))) | (c << U64(4 * j))
+    return lo, hi
+
+
+@njit(cache=True, inline="always")
+def _rank(occ, sq):
+    return popcount(occ & (SQ[sq] - U64(1)))
+
+
+@njit(cache=True, inline="always")
+def _take_sq(bb, pc, occ, lo, hi, sq):
+    """Remove the piece on sq from the state and the nibbles; returns (occ, lo, hi, its code)."""
+    code = pc[sq]
+    lo, hi = _nib_del(lo, hi, _rank(occ, sq))
+    occ &= ~SQ[sq]
+    pc[sq] = -1
+    bb[code] &= ~SQ[sq]
+    bb[OCC + (code >> 3)] &= ~SQ[sq]
+    return occ, lo, hi, code
+
+
+@njit(cache=True, inline="always")
+def _put_sq(bb, pc, occ, lo, hi, sq, code):
+    lo, hi = _nib_ins(lo, hi, _rank(occ, sq), code)
+    occ |= SQ[sq]
+    pc[sq] = code
+    bb[code] |= SQ[sq]
+    bb[OCC + (code >> 3)] |= SQ[sq]
+    return occ, lo, hi
+
+
+@njit(cache=True, inline="always")
+def _play(bb, pc, st, occ, lo, hi, frm, to, promo):
+    """:func:`.chesscore.push` (then the en-passant square kept only when a capture onto it is
+    legal, as :func:`_advance`), keeping the nibbles in step; returns (occ, lo, hi)."""
+    us = st[0]
+    ep_old = st[1]
+    st[1] = -1
+    st[2] += 1
+    if us == 1:
+        st[3] += 1
+    p = pc[frm]
+    t = p & 7
+    own = bb[OCC + us]
+    if t == PAWN or (bb[OCC + 1 - us] & (SQ[frm] | SQ[to])):
+        st[2] = 0
+    before = bb[CASTLE]
+    cr = before & ~SQ[to] & ~SQ[frm]
+    if t == KING:
+        cr &= ~RANK_MASK[us]
+    bb[CASTLE] = cr
+    if t == KING and own & SQ[to]:
+        home = 56 * us
+        occ, lo, hi, _c = _take_sq(bb, pc, occ, lo, hi, frm)
+        occ, lo, hi, _c = _take_sq(bb, pc, occ, lo, hi, to)
+        if to < frm:
+            occ, lo, hi = _put_sq(bb, pc, occ, lo, hi, home + 2, 8 * us + KING)
+            occ, lo, hi = _put_sq(bb, pc, occ, lo, hi, home + 3, 8 * us + ROOK)
+        else:
+            occ, lo, hi = _put_sq(bb, pc, occ, lo, hi, home + 6, 8 * us + KING)
+            occ, lo, hi = _put_sq(bb, pc, occ, lo, hi, home + 5, 8 * us + ROOK)
+    else:
+        occ, lo, hi, _c = _take_sq(bb, pc, occ, lo, hi, frm)
+        captured = -1
+        if occ & SQ[to]:
+            occ, lo, hi, captured = _take_sq(bb, pc, occ, lo, hi, to)
+        if t == PAWN:
+            diff = to - frm
+            if diff == 16 and (frm >> 3) == 1:
+                st[1] = frm + 8
+            elif diff == -16 and (frm >> 3) == 6:
+                st[1] = frm - 8
+            elif to == ep_old and (diff == 7 or diff == 9 or diff == -7 or diff == -9) and captured < 0:
+                occ, lo, hi, _c = _take_sq(bb, pc, occ, lo, hi, ep_old + (-8 if us == 0 else 8))
+        if promo != 0:
+            t = promo
+        occ, lo, hi = _put_sq(bb, pc, occ, lo, hi, to, 8 * us + t)
+    st[0] = 1 - us
+    # rooks still standing that lost their right: code 6 -> 3 (not the moved piece, nor one now on a square that lost one)
+    lost = before & ~cr & occ & ~(SQ[to] | SQ[frm])
+    while lost:
+        s = lsb(lost)
+        lost &= lost - U64(1)
+        i = _rank(occ, s)
+        if i < 16:
+            lo ^= U64(5) << U64(4 * i)
+        else:
+            hi ^= U64(5) << U64(4 * (i - 16))
+    if st[1] >= 0:
+        st[1] = legal_ep(bb, pc, st[0], st[1])
+    return occ, lo, hi
+
+
+@njit(cache=True, inline="always")
+def _pawn_total(us, ep, pawns, own, enemy):
+    """Entries of the pawns ``pawns`` of side us in the list, counted for all of them at once."""
+    empty = ~(own | enemy)
+    targets = enemy
+    if ep >= 0:
+        targets |= SQ[ep]
+    if us == 0:
+        p1 = (pawns << U64(8)) & empty
+        p2 = ((p1 & RANK_3) << U64(8)) & empty
+        cw = ((pawns & ~FILE_A) << U64(7)) & targets
+        ce = ((pawns & ~FILE_H) << U64(9)) & targets
+        last = RANK_8
+    else:
+        p1 = (pawns >> U64(8)) & empty
+        p2 = ((p1 & RANK_6) >> U64(8)) & empty
+        cw = ((pawns & ~FILE_A) >> U64(9)) & targets
+        ce = ((pawns & ~FILE_H) >> U64(7)) & targets
+        last = RANK_1
+    return popcount(p1) + popcount(p2) + popcount(cw) + popcount(ce) + \
+        3 * (popcount(p1 & last) + popcount(cw & last) + popcount(ce & last))
+
+
+@njit(cache=True, inline="always")
+def _slider_dests(t, s, occ, own):
+    if t == 1:
+        return KNIGHT_ATT[s] & ~own
+    if t == 2:
+        return bishop_att(s, occ) & ~own
+    if t == 3:
+        return rook_att(s, occ) & ~own
+    return (rook_att(s, occ) | bishop_att(s, occ)) & ~own
+
+
+@njit(cache=True, inline="always")
+def _index_fast(bb, pc, us, ep, idx):
+    """:func:`index_move`, with the pawns' entries counted for all pawns at once and a loop per
+    piece type. (Magic-multiplication slider attacks were tried here and saved 3 % of the
+    decoder's time: not kept.)"""
+    own = bb[OCC + us]
+    enemy = bb[OCC + 1 - us]
+    occ = own | enemy
+    ksq = lsb(bb[8 * us + KING])
+    kd = (KING_ATT[ksq] & ~own) | (bb[CASTLE] & own & RANK_MASK[us])
+    nk = popcount(kd)
+    if idx < nk:
+        return _pick(ksq, kd, 1, idx)
+    idx -= nk
+    pawns = bb[8 * us + PAWN]
+    n = _pawn_total(us, ep, pawns, own, enemy)
+    if idx < n:
+        m = pawns
+        while m:
+            s = lsb(m)
+            m &= m - U64(1)
+            d, k = _pawn_dests(us, ep, s, own, enemy)
+            c = popcount(d) * k
+            if idx < c:
+                return _pick(s, d, k, idx)
+            idx -= c
+        return False, 0, 0, 0
+    idx -= n
+    for t in range(1, 5):
+        m = bb[8 * us + t]
+        while m:
+            s = lsb(m)
+            m &= m - U64(1)
+            d = _slider_dests(t, s, occ, own)
+            c = popcount(d)
+            if idx < c:
+                return _pick(s, d, 1, idx)
+            idx -= c
+    return False, 0, 0, 0
+
+
+@njit(cache=True, inline="always")
+def _move_index_fast(bb, pc, us, ep, frm, to, promo):
+    """:func:`move_index`, counted as :func:`_index_fast` decodes (the pawns at once)."""
+    if frm < 0 or frm > 63 or to < 0 or to > 63 or pc[frm] < 0 or (pc[frm] >> 3) != us:
+        return NO_MOVE
+    own = bb[OCC + us]
+    enemy = bb[OCC + 1 - us]
+    occ = own | enemy
+    mt = pc[frm] & 7
+    k = 1
+    if mt == KING:
+        base = 0
+        d = (KING_ATT[frm] & ~own) | (bb[CASTLE] & own & RANK_MASK[us])
+    else:
+        base = popcount((KING_ATT[lsb(bb[8 * us + KING])] & ~own) | (bb[CASTLE] & own & RANK_MASK[us]))
+        pawns = bb[8 * us + PAWN]
+        if mt == PAWN:
+            base += _pawn_total(us, ep, pawns & (SQ[frm] - U64(1)), own, enemy)
+            d, k = _pawn_dests(us, ep, frm, own, enemy)
+        else:
+            base += _pawn_total(us, ep, pawns, own, enemy)
+            for t in range(1, mt + 1):
+                m = bb[8 * us + t]
+                if t == mt:
+                    m &= SQ[frm] - U64(1)
+                while m:
+                    s = lsb(m)
+                    m &= m - U64(1)
+                    base += popcount(_slider_dests(t, s, occ, own))
+            d = _slider_dests(mt, frm, occ, own)
+    if not d & SQ[to]:
+        return NO_MOVE
+    if (k == 4) != (promo != 0):
+        return NO_MOVE
+    return base + popcount(d & (SQ[to] - U64(1))) * k + (promo - 1 if k == 4 else 0)
+
+
+@njit(cache=True, inline="always")
+def _tail(st, us, sc, wdl):
+    """The packed board's last word: stm/ep, halfmove clock, fullmove number, eval, wdl (as
+    :func:`.chesscore.write_board` writes them)."""
+    ep = st[1]
+    tail = U64((128 if us == 1 else 0) | (64 if ep < 0 else ep))
+    tail |= U64(min(max(st[2], 0), 255)) << U64(8)
+    tail |= U64(min(max(st[3], 0), 65535)) << U64(16)
+    tail |= U64(sc & 0xFFFF) << U64(32)
+    tail |= U64(wdl) << U64(48)
+    return tail
+
+
+@njit(cache=True)
+def decode(start, stems, index, has, raw, has_raw, score, result, dest, o_board, o_best):
+    """Rebuild the packed boards (and moves) of one row group of chained rows. start (n,) bool:
+    the row's board is ``stems[k]``, k its rank among the starts (stems (starts, 32) uint8);
+    index (n,) uint16 the move's index where ``has``; raw (n,) uint16 a packed move kept whole
+    where ``has_raw``; score (n,) int16, result (n,) int8 stm POV. Writes the board of row r to
+    ``o_board[dest[r]]`` ((m, 4) uint64: an (m, 32) uint8 array viewed as words), not at all
+    where ``dest[r] < 0`` (the row is still played: the stream's split and filters dropped it);
+    o_best: (n,) int64 packed moves (−1: none), or a zero-length array for none (the stream: moves
+    kept whole never continue a chain). Returns (−1, 0), or (the first row that does not decode,
+    why: :data:`WHY` index; for :data:`ILLEGAL` the row whose move it is); the rows after it are
+    not written."""
+    n = start.shape[0]
+    best = o_best.shape[0] > 0
+    bb = np.zeros(16, np.uint64)
+    pc = np.full(64, -1, np.int8)
+    st = np.zeros(4, np.int64)
+    k = 0
+    have = False
+    pf = 0
+    pt = 0
+    pp = 0
+    occ = U64(0)
+    lo = U64(0)
+    hi = U64(0)
+    for r in range(n):
+        if start[r]:
+            if k >= stems.shape[0] or not load(stems, k, bb, pc, st):
+                return r, BAD_STEM
+            occ = U64(0)
+            lo = U64(0)
+            hi = U64(0)
+            tail = U64(0)
+            for i in range(8):
+                occ |= U64(stems[k, i]) << U64(8 * i)
+                lo |= U64(stems[k, 8 + i]) << U64(8 * i)
+                hi |= U64(stems[k, 16 + i]) << U64(8 * i)
+                tail |= U64(stems[k, 24 + i]) << U64(8 * i)
+            k += 1
+        else:
+            if not have:
+                return r, NO_MOVE_ABOVE
+            occ, lo, hi = _play(bb, pc, st, occ, lo, hi, pf, pt, pp)
+            if not _mover_safe(bb, st, occ):
+                return r - 1, ILLEGAL
+            us = st[0]
+            sc = np.int64(score[r]) if us == 0 else -np.int64(score[r])
+            wdl = (np.int64(result[r]) if us == 0 else -np.int64(result[r])) + 1
+            if sc < -32768 or sc > 32767 or wdl < 0 or wdl > 2:
+                return r, BAD_FIELDS
+            tail = _tail(st, us, sc, wdl)
+        d = dest[r]
+        if d >= 0:
+            o_board[d, 0] = occ
+            o_board[d, 1] = lo
+            o_board[d, 2] = hi
+            o_board[d, 3] = tail
+        have = False
+        if best:
+            o_best[r] = np.int64(raw[r]) if has_raw[r] else -1
+        if has[r]:
+            ok, pf, pt, pp = _index_fast(bb, pc, st[0], st[1], np.int64(index[r]))
+            if not ok:
+                return r, BAD_INDEX
+            if best:
+                code, _cap = move_code(bb, pc, st[0], st[1], pf, pt, pp)
+                o_best[r] = code
+            have = True
+    return -1, 0

@@ -1,0 +1,389 @@
+"""Read and write a dataset's part files in either layout: flat rows (schema 1) or move chains (schema 2).
+
+Every reader of a dataset goes through here and sees the same *logical* columns whatever the
+layout: those of :data:`nnue.pipeline.schema.SCHEMA` (``board``, ``score``, ``result``, ``ply``,
+``piece_count``, ``in_check``, ``best_move``, ``best_move_is_capture``, ``game_id``, ``source``,
+``flags``) plus the annotation columns (``base_eval``, ``teacher_eval``) where the part has them.
+
+**Flat** (schema 1): one row per position, the logical columns as they are.
+
+**Chained** (schema 2, :data:`nnue.pipeline.schema.CHAINED_SCHEMA`): the positions of a game that
+follow each other by one move are a chain; only a chain's first row stores its 32-byte board.
+The physical columns and how each logical one comes back (``start``: the row begins a chain, i.e.
+its ``stem`` is not null; the row before is the one above in the same row group):
+
+=====================  ==========================================  =====================================
+physical column        stored                                      logical column
+=====================  ==========================================  =====================================
+``stem``               binary(32), the board at a chain start,     ``board``: decoded (moves played,
+                       null elsewhere                              :mod:`nnue.pipeline.compiled.chain`)
+``move``               uint16, the move's index among the          ``best_move``: decoded from it,
+                       position's candidate moves (chain module),  or ``move_raw``; null when both are
+                       null: no move or kept whole                 null
+``move_raw``           uint16, a packed move kept whole, else null
+``score_delta``        uint32, zigzag of the score at a start,     ``score``: ``delta - score above``
+                       of ``score + score above`` after
+``ply_reset``          uint16, null where the ply is the one       ``ply``
+                       above plus one
+``piece_count_reset``  uint8, null where the piece count is the    ``piece_count``
+                       one above, less one when its move captured
+``result``, ``in_check``, ``best_move_is_capture``, ``game_id``,   as they are
+``source``, ``flags``, annotation columns
+=====================  ==========================================  =====================================
+
+Every row group starts a chain (a chain never crosses row groups), so any row group is read
+alone. Encodings (chosen by measurement, ``bench/results/chained_cpu.json``): ``score_delta`` and
+``move`` BYTE_STREAM_SPLIT (their high bytes are nearly all zero), ``result``, ``flags`` and
+``source`` dictionary, ``game_id`` plain (zstd finds its runs), everything zstd. A chain that does
+not decode (a move index that is no move, a move that leaves its own king in check, a
+continuation with no move above it, a score delta that overflows int16, a chain that crosses
+row groups) raises :class:`ChainError` naming the
+file, row group and row.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Iterable, Iterator, Sequence
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+
+from .schema import (ANNOTATION_COLUMNS, CHAINED_SCHEMA, CHAINED_VERSION, FLAT_VERSION, SCHEMA, SCHEMA_KEY,
+                     STATS_OFF)
+
+FLAT, CHAINED = FLAT_VERSION, CHAINED_VERSION
+LAYOUT_NAMES = {FLAT: "flat", CHAINED: "chained"}
+# the physical columns each logical column of a chained part is made from (besides "stem")
+_NEEDS = {"board": ("move", "score_delta", "result"), "best_move": ("move", "move_raw", "score_delta", "result"),
+          "score": ("score_delta",), "ply": ("ply_reset",),
+          "piece_count": ("piece_count_reset", "best_move_is_capture")}
+
+
+class ChainError(ValueError):
+    """A chained part whose chains do not decode: the message names the file, row group and row."""
+
+
+def layout(pf: pq.ParquetFile) -> int:
+    """A part's layout (:data:`FLAT` or :data:`CHAINED`) from its schema metadata. Raises
+    ValueError for a version this build does not read."""
+    meta = pf.schema_arrow.metadata or {}
+    raw = meta.get(SCHEMA_KEY.encode(), b"1")
+    try:
+        v = int(raw)
+    except ValueError:
+        v = None
+    if v not in LAYOUT_NAMES:
+        raise ValueError(f"{getattr(pf, '_nnue_path', 'part')}: dataset part of schema version {raw.decode(errors='replace')}; "
+                         f"this build reads {', '.join(map(str, LAYOUT_NAMES))}")
+    return v
+
+
+def open_part(path: str | Path) -> pq.ParquetFile:
+    """The Parquet file of a part, with its path kept for messages."""
+    pf = pq.ParquetFile(path)
+    pf._nnue_path = str(path)
+    return pf
+
+
+def names(pf: pq.ParquetFile) -> list[str]:
+    """The logical columns a part holds (SCHEMA's, then its annotation columns)."""
+    have = set(pf.schema_arrow.names)
+    return list(SCHEMA.names) + [c for c in ANNOTATION_COLUMNS if c in have]
+
+
+def _where(pf, rg: int, row: int | None = None) -> str:
+    at = f"row group {rg}" + ("" if row is None else f", row {row}")
+    return f"{getattr(pf, '_nnue_path', 'part')}: {at}"
+
+
+# ------------------------------------------------------------------------------ writing
+def writer(path: str | Path, schema: pa.Schema = CHAINED_SCHEMA) -> pq.ParquetWriter:
+    """A ParquetWriter for a part of ``schema`` (flat or chained, with any annotation columns),
+    with the layout's encodings (module docstring)."""
+    names_ = schema.names
+    if schema.metadata and schema.metadata.get(SCHEMA_KEY.encode()) == str(CHAINED).encode():
+        enc = {c: "BYTE_STREAM_SPLIT" for c in ("score_delta", "move") if c in names_}
+        return pq.ParquetWriter(path, schema, compression="zstd",
+                                use_dictionary=[c for c in ("source", "flags", "result") if c in names_],
+                                column_encoding=enc, write_statistics=[c for c in names_ if c not in STATS_OFF])
+    # flat: board and game_id are high-entropy (dictionary-encoding them costs read time and space);
+    # no min/max statistics for board (32 opaque bytes: a fifth of the write time, never used)
+    return pq.ParquetWriter(path, schema, compression="zstd", use_dictionary=[c for c in ("source", "flags") if c in names_],
+                            write_statistics=[c for c in names_ if c != "board"])
+
+
+def _boards(col) -> np.ndarray:
+    from .board import boards_from_bytes
+
+    return np.ascontiguousarray(boards_from_bytes(col))
+
+
+def encode(table: pa.Table, group: int) -> pa.Table:
+    """Flat rows (SCHEMA's columns, annotation columns after them) as a chained table: rows in
+    the same order, a chain start at least every ``group`` rows (write it in row groups of
+    ``group``). The columns are made in one compiled pass (:func:`nnue.pipeline.compiled.chain.encode`)."""
+    from .compiled import chain
+
+    n = table.num_rows
+    boards = _boards(table.column("board"))
+    bm = table.column("best_move").combine_chunks()
+    best = _values(bm, np.uint16) if bm.buffers()[1] is not None else np.zeros(n, np.uint16)
+    best_valid = _valid(bm)
+    cap = _bools(table.column("best_move_is_capture").combine_chunks())
+    start, move_valid, raw_valid, ply_keep, pc_keep = (np.empty(n, np.bool_) for _ in range(5))
+    move = np.empty(n, np.uint16)
+    delta = np.empty(n, np.uint32)
+    ply = _values(table.column("ply").combine_chunks(), np.uint16)
+    pcount = _values(table.column("piece_count").combine_chunks(), np.uint8)
+    chain.encode(boards, best, best_valid, _values(table.column("score").combine_chunks(), np.int16),
+                 _values(table.column("result").combine_chunks(), np.int8), ply, pcount, cap, group,
+                 start, move, move_valid, raw_valid, delta, ply_keep, pc_keep)
+    stem_buf = np.zeros((n, 32), np.uint8)
+    stem_buf[start] = boards[start]
+    cols = {
+        "stem": pa.FixedSizeBinaryArray.from_buffers(pa.binary(32), n, [_mask_buffer(start), pa.py_buffer(stem_buf)]),
+        "move": _nullable(move, move_valid, pa.uint16()),
+        "move_raw": _nullable(best, raw_valid, pa.uint16()),
+        "score_delta": pa.Array.from_buffers(pa.uint32(), n, [None, pa.py_buffer(delta)]),
+        "result": table.column("result"),
+        "ply_reset": _nullable(ply, ply_keep, pa.uint16()),
+        "piece_count_reset": _nullable(pcount, pc_keep, pa.uint8()),
+    }
+    for c in ("in_check", "best_move_is_capture", "game_id", "source", "flags"):
+        cols[c] = table.column(c)
+    extra = [f for f in table.schema if f.name in ANNOTATION_COLUMNS]
+    schema = chained_schema(extra)
+    for f in extra:
+        cols[f.name] = table.column(f.name)
+    return pa.table([cols[name] for name in schema.names], schema=schema)
+
+
+def _nullable(values: np.ndarray, valid: np.ndarray, type_: pa.DataType) -> pa.Array:
+    """A nullable Arrow array of ``values`` (whatever sits under the nulls) where ``valid``."""
+    return pa.Array.from_buffers(type_, len(values), [_mask_buffer(valid), pa.py_buffer(np.ascontiguousarray(values))],
+                                 null_count=int(len(valid) - np.count_nonzero(valid)))
+
+
+def _mask_buffer(valid: np.ndarray) -> pa.Buffer:
+    return pa.py_buffer(np.packbits(valid, bitorder="little"))
+
+
+def chained_schema(extra: Sequence[pa.Field] = (), metadata: dict | None = None) -> pa.Schema:
+    """CHAINED_SCHEMA with annotation fields after it (and more metadata)."""
+    meta = dict(CHAINED_SCHEMA.metadata)
+    meta.update(metadata or {})
+    return pa.schema(list(CHAINED_SCHEMA) + list(extra), metadata=meta)
+
+
+def flat_schema(extra: Sequence[pa.Field] = (), metadata: dict | None = None) -> pa.Schema:
+    """SCHEMA with annotation fields after it (and more metadata)."""
+    meta = dict(SCHEMA.metadata)
+    meta.update(metadata or {})
+    return pa.schema(list(SCHEMA) + list(extra), metadata=meta)
+
+
+# ------------------------------------------------------------------------------ reading
+def _physical(want: Iterable[str]) -> list[str]:
+    out = ["stem"]
+    for c in want:
+        for p in _NEEDS.get(c, (c,)):
+            if p not in out:
+                out.append(p)
+    return out
+
+
+def _valid(col) -> np.ndarray:
+    if isinstance(col, pa.ChunkedArray):
+        col = col.combine_chunks()
+    if col.null_count == 0:
+        return np.ones(len(col), np.bool_)
+    return col.is_valid().to_numpy(zero_copy_only=False)
+
+
+def _values(col, dtype) -> np.ndarray:
+    """A nullable column's values buffer (whatever sits under nulls), as ``dtype``."""
+    if isinstance(col, pa.ChunkedArray):
+        col = col.combine_chunks()
+    return np.frombuffer(col.buffers()[1], dtype=dtype, count=len(col), offset=col.offset * np.dtype(dtype).itemsize)
+
+
+def _decode(pf, rg: int, t: pa.Table, want: Sequence[str]) -> dict[str, np.ndarray]:
+    """The logical columns ``want`` that need chain context, from a chained row group's physical
+    table: {"board": (n, 32) uint8, "best_move": (n,) int64 (−1 none), "score": (n,) int16,
+    "ply": (n,) uint16, "piece_count": (n,) uint8}. Raises ChainError."""
+    from .compiled import chain
+
+    n = t.num_rows
+    stem = t.column("stem").combine_chunks()
+    start = _valid(stem)
+    if n and not start[0]:
+        raise ChainError(f"{_where(pf, rg, 0)}: a chain crosses row groups (the row group's first row continues one)")
+    out: dict[str, np.ndarray] = {}
+    need_score = any(c in want for c in ("score", "board", "best_move"))
+    if need_score:
+        score = np.empty(n, np.int16)
+        bad = chain.undelta_scores(start, _values(t.column("score_delta"), np.uint32), score)
+        if bad >= 0:
+            raise ChainError(f"{_where(pf, rg, bad)}: score delta overflows int16")
+        out["score"] = score
+    if "ply" in want:
+        col = t.column("ply_reset").combine_chunks()
+        out["ply"] = chain.fill_ply(_valid(col), _values(col, np.uint16))
+    if "piece_count" in want:
+        col = t.column("piece_count_reset").combine_chunks()
+        cap = t.column("best_move_is_capture").combine_chunks()
+        capv = _valid(cap) & _bools(cap)
+        out["piece_count"] = chain.fill_piece_count(_valid(col), _values(col, np.uint8), capv)
+    if "board" in want or "best_move" in want:
+        stems = _boards(stem.filter(pa.array(start))) if n else np.zeros((0, 32), np.uint8)
+        mv = t.column("move").combine_chunks()
+        index = _values(mv, np.uint16)
+        has = _valid(mv)
+        result = t.column("result").to_numpy()
+        boards = np.empty((n, 32), np.uint8)
+        if "best_move" in want:
+            raw = t.column("move_raw").combine_chunks()
+            raw_values, raw_valid = _values(raw, np.uint16), _valid(raw)
+            best = np.empty(n, np.int64)
+            out["best_move"] = best
+        else:
+            raw_values, raw_valid, best = index, has, np.zeros(0, np.int64)
+        bad, why = chain.decode(start, stems, index, has, raw_values, raw_valid, score, result, np.arange(n),
+                                boards.view(np.uint64), best)
+        if bad >= 0:
+            raise ChainError(f"{_where(pf, rg, bad)}: {chain.WHY[why]}")
+        out["board"] = boards
+    return out
+
+
+def _bools(col: pa.Array) -> np.ndarray:
+    return pc.fill_null(col, False).to_numpy(zero_copy_only=False)
+
+
+def read_group(pf: pq.ParquetFile, rg: int, columns: Sequence[str] | None = None) -> pa.Table:
+    """Row group ``rg`` of a part as a table of logical columns (``columns``, default all the
+    part has), in that order, with SCHEMA's types (annotation columns int16). Raises
+    ChainError (a chained part that does not decode), KeyError (a column the part lacks)."""
+    cols = list(columns) if columns is not None else names(pf)
+    if layout(pf) == FLAT:
+        return pf.read_row_group(rg, columns=cols, use_threads=False)
+    have = set(pf.schema_arrow.names)
+    for c in cols:
+        if c not in _NEEDS and c not in have:
+            raise KeyError(f"{getattr(pf, '_nnue_path', 'part')}: no {c} column")
+    t = pf.read_row_group(rg, columns=_physical(cols), use_threads=False)
+    dec = _decode(pf, rg, t, [c for c in cols if c in _NEEDS])
+    arrays = []
+    for c in cols:
+        if c == "board":
+            b = dec["board"]
+            arrays.append(pa.FixedSizeBinaryArray.from_buffers(pa.binary(32), len(b), [None, pa.py_buffer(b)]))
+        elif c == "best_move":
+            best = dec["best_move"]
+            arrays.append(pa.array(np.where(best >= 0, best, 0).astype(np.uint16), pa.uint16(), mask=best < 0))
+        elif c in dec:
+            arrays.append(pa.array(dec[c], SCHEMA.field(c).type))
+        else:
+            arrays.append(t.column(c).combine_chunks())
+    fields = [SCHEMA.field(c) if c in SCHEMA.names else pf.schema_arrow.field(c) for c in cols]
+    return pa.Table.from_arrays(arrays, schema=pa.schema(fields))
+
+
+class Group:
+    """One row group of a part as NumPy arrays, for the stream: ``g[c]`` a logical column (not
+    ``board``): ``in_check`` / ``best_move_is_capture`` bool (null as False), annotation columns
+    float32 (null as NaN), the rest as stored (SCHEMA's dtypes); :meth:`boards` the packed boards
+    of the rows asked for, decoded from the chains only then (a chained part decodes every row,
+    but writes only those). ``with_board``: the boards will be asked for. Raises ChainError
+    (here or in :meth:`boards`)."""
+
+    def __init__(self, pf: pq.ParquetFile, rg: int, columns: Sequence[str], with_board: bool = False):
+        self.pf, self.rg = pf, rg
+        self.chained = layout(pf) == CHAINED
+        cols = [c for c in columns if c != "board"]
+        want = cols + (["board"] if with_board else [])
+        t = pf.read_row_group(rg, columns=_physical(want) if self.chained else want, use_threads=False)
+        self.n = t.num_rows
+        self.t = t
+        self.cols: dict[str, np.ndarray] = {}
+        if self.chained:
+            self.cols.update(_decode(pf, rg, t, [c for c in cols if c in _NEEDS]))
+        for c in cols:
+            if c in self.cols:
+                continue
+            col = t.column(c)
+            if c in ("in_check", "best_move_is_capture"):
+                self.cols[c] = pc.fill_null(col, False).to_numpy(zero_copy_only=False)
+            elif c in ANNOTATION_COLUMNS:
+                self.cols[c] = col.cast("float32").to_numpy(zero_copy_only=False).astype(np.float32)
+            else:
+                self.cols[c] = col.to_numpy()
+
+    def __getitem__(self, c: str) -> np.ndarray:
+        return self.cols[c]
+
+    def boards(self, rows: np.ndarray | None = None) -> np.ndarray:
+        """(k, 32) uint8 packed boards of ``rows`` (increasing row indices; None: every row)."""
+        if not self.chained:
+            b = _boards(self.t.column("board"))
+            return b if rows is None else np.take(b, rows, axis=0)
+        from .compiled import chain
+
+        t = self.t
+        stem = t.column("stem").combine_chunks()
+        start = _valid(stem)
+        stems = _boards(stem.filter(pa.array(start))) if self.n else np.zeros((0, 32), np.uint8)
+        mv = t.column("move").combine_chunks()
+        score = self.cols.get("score")
+        if score is None:
+            score = np.empty(self.n, np.int16)
+            chain.undelta_scores(start, _values(t.column("score_delta"), np.uint32), score)
+        dest = np.arange(self.n) if rows is None else np.full(self.n, -1, np.int64)
+        if rows is not None:
+            dest[rows] = np.arange(len(rows))
+        out = np.empty((self.n if rows is None else len(rows), 32), np.uint8)
+        index, has = _values(mv, np.uint16), _valid(mv)
+        bad, why = chain.decode(start, stems, index, has, index, has, score, t.column("result").to_numpy(), dest,
+                                out.view(np.uint64), np.zeros(0, np.int64))
+        if bad >= 0:
+            raise ChainError(f"{_where(self.pf, self.rg, bad)}: {chain.WHY[why]}")
+        return out
+
+
+def read_arrays(pf: pq.ParquetFile, rg: int, columns: Sequence[str]) -> dict[str, np.ndarray]:
+    """Row group ``rg`` as NumPy arrays (:class:`Group`'s dtypes; ``board`` (n, 32) uint8).
+    Raises ChainError."""
+    g = Group(pf, rg, columns, with_board="board" in columns)
+    return {c: g.boards() if c == "board" else g[c] for c in columns}
+
+
+def row_group_boards(pf: pq.ParquetFile, rg: int, t: pa.Table) -> np.ndarray:
+    """The packed boards (n, 32) uint8 of row group ``rg``, from ``t``: that row group as read
+    with its physical columns (the flat layout's ``board``, or the chained layout's columns
+    that :func:`_decode` needs). Raises ChainError."""
+    if "board" in t.column_names:
+        return _boards(t.column("board"))
+    return _decode(pf, rg, t, ["board"])["board"]
+
+
+def row_groups(path: str | Path, columns: Sequence[str] | None = None) -> Iterator[pa.Table]:
+    """Each row group of a part, as :func:`read_group` gives it."""
+    pf = open_part(path)
+    for rg in range(pf.metadata.num_row_groups):
+        yield read_group(pf, rg, columns)
+
+
+def read_part(path: str | Path, columns: Sequence[str] | None = None) -> pa.Table:
+    """A whole part as one table of logical columns (:func:`read_group`)."""
+    pf = open_part(path)
+    tables = [read_group(pf, rg, columns) for rg in range(pf.metadata.num_row_groups)]
+    if not tables:
+        cols = list(columns) if columns is not None else names(pf)
+        return pa.table({c: pa.array([], SCHEMA.field(c).type if c in SCHEMA.names else pa.int16()) for c in cols})
+    return pa.concat_tables(tables)
+
+
+def num_rows(path: str | Path) -> int:
+    return pq.ParquetFile(path).metadata.num_rows
