@@ -27,7 +27,10 @@ cores would do (perfect use of both, as on a quiet machine), beside the measured
 The config is ``nnue train``'s, composed from ``conf/`` with the overrides given (positional, as
 for ``nnue train``) over the bench's defaults: batch 16,384, a shuffle buffer of 4 batches (so
 that every timed window holds its refills), one fixed-length epoch cycling the data. Data:
-``--data DATASET``, else the bundled sample packed into a temporary folder. ``--suite cpu``
+``--data DATASET`` (or ``--data sample``: the bundled 4,015 positions, for toy runs), else real data
+packed into a temporary folder: ``../shared/data/public/small.binpack`` where it exists (what
+nnue-pytorch is timed on), else the demo's self-play the repo ships (``data/demo``); the JSON's
+``data`` says which. ``--suite cpu``
 runs the issue's CPU targets (and the deep 1,024 net beside the Stockfish kind) and writes them
 together.
 
@@ -39,6 +42,7 @@ import gc
 import os
 import shlex
 import statistics
+import sys
 import tempfile
 import time
 from pathlib import Path
@@ -91,10 +95,18 @@ def compose(overrides: list[str], data: str, batch: int, device: str):
                 f"trainer={'gpu' if device == 'cuda' else 'cpu'}"]
     import warnings
 
+    from nnue.trainer.fast_path import resolve
+
     GlobalHydra.instance().clear()
     with warnings.catch_warnings(), initialize_config_module(config_module="nnue.conf", version_base="1.3"):
         warnings.simplefilter("ignore", UserWarning)   # Hydra's schema-matching deprecation note
-        return hydra_compose("train", overrides=defaults + list(overrides))
+        cfg = hydra_compose("train", overrides=defaults + list(overrides))
+    from omegaconf import open_dict
+
+    note = resolve(cfg)  # model.backend=auto, optimizer.sparse_ft=auto: as nnue train decides them
+    with open_dict(cfg):
+        cfg.fast_path_note = note  # the line nnue train logs (describe())
+    return cfg
 
 
 def build(cfg):
@@ -125,9 +137,13 @@ def summarise(walls: list[float], cpus: list[float], batch: int) -> dict:
             "positions_per_s_median": batch / med, "window_positions_per_s": batch * len(walls) / sum(walls),
             "cpu_s_per_step_median": cpu, "cpu_s_per_step_mean": statistics.mean(cpus),
             "cpu_utilisation": cpu / med if med else None,
+            # the cores the step kept busy on average: CPU seconds over wall seconds of the window
+            # (this process's threads, the prefetch thread's included; DataLoader worker processes not)
+            "cores_used": sum(cpus) / sum(walls),
             # an ESTIMATE, not a measurement: the rate if the step's CPU seconds ran on 2 idle cores
-            # with no loss (positions / (cpu_s_per_step / 2)); on a shared machine the wall-clock
-            # rate above is only as quiet as the load average
+            # kept busy all the time (positions / (cpu_s_per_step / 2)); it overstates a step that
+            # keeps fewer cores busy (cores_used); on a shared machine the wall-clock rate above is
+            # only as quiet as the load average
             "positions_per_s_estimate_2_idle_cores": 2 * batch / cpu if cpu else None}
 
 
@@ -245,11 +261,12 @@ PHASES = ("stream", "features", "forward_loss", "backward", "optimizer", "clip")
 
 
 def run_plain(cfg, device: torch.device, steps: int, warmup: int) -> tuple[list[float], list[float], dict]:
-    """The same step without Lightning, phase by phase."""
-    from nnue.pipeline.batch import to_sparse_batch
-
+    """The same step without Lightning, phase by phase (the data module's prefetch thread encodes
+    the features ahead on the CPU, as under Lightning)."""
     lit, dm = build(cfg)
     lit.to(device)
+    if device.type == "cpu":
+        dm.encode = lit.encode_batch
     opt = lit.configure_optimizers()
     sparse = hasattr(opt, "flush")
     model, scheme = lit.model, lit.scheme
@@ -260,12 +277,11 @@ def run_plain(cfg, device: torch.device, steps: int, warmup: int) -> tuple[list[
         t = [time.perf_counter()]
         c = [time.process_time()]
         c0 = c[0]
-        packed = next(it)
-        packed = {k: v.to(device, non_blocking=True) for k, v in packed.items()}
+        packed = dm.transfer_batch_to_device(next(it), device, 0)
         sync(device)
         t.append(time.perf_counter())
         c.append(time.process_time())
-        b = to_sparse_batch(packed, lit.feature_set, lit.buckets)
+        b = lit.encode_batch(packed)  # as on_after_batch_transfer: a batch encoded ahead passes through
         sync(device)
         t.append(time.perf_counter())
         c.append(time.process_time())
@@ -340,7 +356,8 @@ def describe(cfg) -> dict:
     return {"features": m.features, "kind": m.kind, "hidden": m.hidden, "activation": m.activation,
             "output_buckets": m.output_buckets, "factoriser": bool(m.factoriser), "backend": m.backend,
             "backend_resolved": K.resolve_backend(m.backend, dev),
-            "sparse_ft": bool(cfg.optimizer.get("sparse_ft", False)), "batch_size": cfg.data.batch_size,
+            "sparse_ft": cfg.optimizer.get("sparse_ft", False) is True, "batch_size": cfg.data.batch_size,
+            "fast_path": cfg.get("fast_path_note"),
             "deep": dict(m.deep) if m.get("deep") else None}
 
 
@@ -416,16 +433,35 @@ def bench_config(overrides: list[str], data: str, batch: int, device: torch.devi
     return out
 
 
-def sample_dataset(tmp: str) -> str:
+REPO = Path(__file__).resolve().parents[1]
+#: the default data, first found: the third-party small.binpack of ../shared (434,921 positions of
+#: Stockfish data, what nnue-pytorch is timed on), else the demo's self-play the repo ships
+DEFAULT_DATA = (("small.binpack", REPO.parent / "shared" / "data" / "public" / "small.binpack",
+                 "third-party Stockfish data (../shared/data/public/small.binpack), what nnue-pytorch is timed on"),
+                ("demo", REPO / "data" / "demo", "our self-play the repo ships (data/demo: 2,400 games)"))
+SAMPLE = ("sample", REPO / "data" / "sample", "the bundled sample (data/sample: 4,015 positions; toy runs only)")
+
+
+def bench_data(choice: str | None, tmp: str) -> tuple[str, dict]:
+    """(dataset folder, what it is) for ``--data``: a packed dataset as given; ``sample`` (the
+    bundled 4,015 positions, for toy runs); default (None): the first of :data:`DEFAULT_DATA` that
+    exists, packed into ``tmp`` (real data: a batch of 16,384 holds no position twice)."""
+    from nnue.pipeline.manifest import load, totals
     from nnue.pipeline.pack import pack
 
-    here = Path(__file__).resolve().parents[1] / "data" / "sample"
-    src = sorted(here.glob("*.plain"))
-    if not src:
-        raise SystemExit("bench train: no --data and no bundled sample (data/sample/*.plain)")
-    out = Path(tmp) / "sample"
-    pack(src, out, progress=False)
-    return str(out)
+    if choice not in (None, "sample"):
+        return choice, {"source": choice, "what": "the dataset given (--data)",
+                        "positions_packed": totals(load(choice))["packed"]}
+    name, src, what = SAMPLE if choice == "sample" else next(
+        (d for d in DEFAULT_DATA if d[1].exists()), (None, None, None))
+    if name is None:
+        raise SystemExit("bench train: no --data, no ../shared/data/public/small.binpack and no data/demo")
+    files = [src] if src.is_file() else sorted(f for f in src.iterdir() if f.name.endswith((".plain", ".plain.zst")))
+    out = Path(tmp) / name
+    t = time.perf_counter()
+    pack(files, out, progress=False)
+    return str(out), {"source": name, "what": what, "files": [f.name for f in files],
+                      "positions_packed": totals(load(out))["packed"], "pack_s": round(time.perf_counter() - t, 1)}
 
 
 def environment(device: torch.device) -> dict:
@@ -437,6 +473,7 @@ def environment(device: torch.device) -> dict:
 
     env = {"device": device.type, "torch": torch.__version__, "numba": numba.__version__,
            "python": platform.python_version(), "machine": platform.machine(), "cpu_count": os.cpu_count(),
+           "cores_available": len(os.sched_getaffinity(0)),
            "torch_threads": torch.get_num_threads(), "numba_threads": numba.get_num_threads(),
            # PASSIVE: torch's OpenMP threads sleep instead of spinning between ops; on a shared
            # machine the spinning costs ~10x the CPU time of the feature encoding (see README)
@@ -458,7 +495,9 @@ def run(argv=None) -> dict:
     """The benchmark (module docstring); returns the report it prints."""
     p = parser("nnue bench train", __doc__.splitlines()[0])
     p.add_argument("overrides", nargs="*", help="nnue train's Hydra overrides, e.g. features=halfkav2_hm model=deep")
-    p.add_argument("--data", help="a packed dataset (default: the bundled sample, packed into a temporary folder)")
+    p.add_argument("--data", help="a packed dataset, or 'sample' (the bundled 4,015 positions: toy runs); "
+                                  "default: ../shared/data/public/small.binpack where it exists, else data/demo, "
+                                  "packed into a temporary folder")
     p.add_argument("--batch", type=int, help=f"positions per step (data.batch_size; default {BATCH:,}, or the "
                                               "suite's own)")
     p.add_argument("--device", default="cpu", choices=["cpu", "cuda"], help="where the model and batches live")
@@ -508,10 +547,11 @@ def run(argv=None) -> dict:
         except Exception as e:  # Hydra's override and config errors
             p.error(f"bad override: {' '.join(str(e).split())}")
     with tempfile.TemporaryDirectory() as tmp:
-        data = a.data or sample_dataset(tmp)
+        data, data_info = bench_data(a.data, tmp)
         result = {"benchmark": "train: end-to-end positions/s of the training step (stream -> features -> "
                                "forward/backward -> optimiser step)",
-                  "environment": environment(device), "data": a.data or "bundled sample (data/sample)",
+                  "command": "nnue bench train " + shlex.join(sys.argv[1:] if argv is None else argv),
+                  "environment": environment(device), "data": data_info,
                   "timing": {"steps": a.steps, "warmup": a.warmup, "rounds": a.rounds,
                              "statistic": "median over every timed step of every round; window = timed positions / timed "
                                            "wall time; lightning_overhead on the window rates"}, "runs": []}

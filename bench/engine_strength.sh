@@ -5,7 +5,8 @@
 #   B. an sfnnv5 net trained from scratch on our self-play, against Stockfish's classical eval
 #      (Use NNUE=false).
 # Results: bench/results/engine_strength_{finetune,scratch}.json (match.json of each, with the
-# training settings) when SAVE=1. Needs Stockfish 15.1 (/usr/games/stockfish) and ../shared.
+# training settings) when SAVE=1. Needs Stockfish 15.1 (/usr/games/stockfish); trains on
+# ../shared/data/selfplay where it is, else on the repo's data/demo (bench/selfplay_data.sh).
 # Usage: [SAVE=1] [NODES=2000] [GAMES=200] [POSITIONS=819200] bash bench/engine_strength.sh [WORK_DIR]
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -16,9 +17,9 @@ SF=${STOCKFISH:-/usr/games/stockfish}
 NODES=${NODES:-2000}
 GAMES=${GAMES:-200}
 POSITIONS=${POSITIONS:-819200}
-SP=../shared/data/selfplay
+source bench/selfplay_data.sh  # SP, SP_FILES: ../shared/data/selfplay, else data/demo (with a note)
 mkdir -p "$W"
-[ -f "$W/dataset/manifest.json" ] || nnue pack "$SP"/*.plain "$SP"/*.plain.zst -o "$W/dataset" --no-progress
+[ -f "$W/dataset/manifest.json" ] || nnue pack "${SP_FILES[@]}" -o "$W/dataset" --no-progress
 if [ ! -f "$W/sf/import.json" ]; then
   printf 'export_net %s\nquit\n' "$W/builtin.nnue" | "$SF" > /dev/null
   nnue import-net "$W/builtin.nnue" -o "$W/sf" > /dev/null

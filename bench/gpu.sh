@@ -100,7 +100,7 @@ else
     --warmup 0 --copy-mib 4 --backends torch --out "$OUT_DIR/activations_gpu$SFX.json"
   # shellcheck disable=SC2086
   step "bench train --suite gpu (toy, cpu)" bench_train_gpu$SFX.log 240 "$PY" -m nnue.bench.bench_train --suite gpu --device cpu \
-    --batch 64 --steps 1 --warmup 0 --rounds 1 --variants plain --out "$OUT_DIR/train_gpu$SFX.json" \
+    --data sample --batch 64 --steps 1 --warmup 0 --rounds 1 --variants plain --out "$OUT_DIR/train_gpu$SFX.json" \
     model.hidden=32 data.num_workers=0 ${TRAIN_OVERRIDES:-}
 fi
 

@@ -17,9 +17,10 @@ RESULT=bench/results/quality_selfplay.json
 if [ "$EXPERIMENT" != demo ]; then RESULT=bench/results/quality_selfplay_$EXPERIMENT.json; fi
 if [ -n "${NAME:-}" ]; then RESULT=bench/results/quality_selfplay_$NAME.json; fi
 read -r -a EXTRA <<< "${OVERRIDES:-}"
-SP=../shared/data/selfplay
+source bench/selfplay_data.sh  # SP, SP_FILES: ../shared/data/selfplay, else data/demo (with a note)
+export SP
 if [ ! -f "$W/dataset/manifest.json" ]; then
-  nnue pack "$SP"/*.plain "$SP"/*.plain.zst -o "$W/dataset" --no-progress
+  nnue pack "${SP_FILES[@]}" -o "$W/dataset" --no-progress
 fi
 start=$(date +%s)
 nnue train experiment="$EXPERIMENT" data.path="$W/dataset" paths.output_dir="$W/run" trainer.enable_progress_bar=false "${EXTRA[@]}"
@@ -27,10 +28,10 @@ train_s=$(( $(date +%s) - start ))
 nnue export "$W/run/checkpoints/last.ckpt" -o "$W/net"
 python -m nnue.trainer.report --run "$W/run" --net "$W/net" --json > "$W/report.json"
 python - "$W" "$train_s" "$EXPERIMENT ${OVERRIDES:-}" <<'PY'
-import json, platform, sys, torch
+import json, os, platform, sys, torch
 w, train_s, exp = sys.argv[1], int(sys.argv[2]), sys.argv[3].strip()
 r = json.load(open(f"{w}/report.json"))
-r |= {"recipe": f"experiment={exp} on all ../shared/data/selfplay/*.plain[.zst]",
+r |= {"recipe": f"experiment={exp} on all {os.environ['SP']}/*.plain[.zst]",
       "train_seconds": train_s, "machine": f"{platform.machine()}, {torch.get_num_threads()} threads",
       "target_spearman_net": 0.85}
 print(json.dumps(r, indent=1))

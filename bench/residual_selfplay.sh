@@ -23,8 +23,8 @@ export PATH="$PWD/.venv/bin:$PATH"
 W=${1:-$(mktemp -d)}
 EPOCHS=${EPOCHS:-3}
 JOBS=${JOBS:-1}
-SP=../shared/data/selfplay
-read -r -a FILES <<< "${SETS:-$(cd "$SP" && echo *.plain *.plain.zst)}"
+source bench/selfplay_data.sh  # SP, SP_FILES: ../shared/data/selfplay, else data/demo (with a note)
+if [ -n "${SETS:-}" ]; then read -r -a FILES <<< "$SETS"; else FILES=("${SP_FILES[@]##*/}"); fi
 if [ ! -f "$W/dataset/manifest.json" ]; then
   nnue pack "${FILES[@]/#/$SP/}" -o "$W/dataset" --no-progress
 fi
@@ -68,10 +68,10 @@ for name in "${NAMES[@]}"; do
   if [ "$running" -ge "$JOBS" ]; then wait -n; running=$((running - 1)); fi
 done
 wait
-python - "$W" "$EPOCHS" "${FILES[*]}" "${NAMES[@]}" <<'PY'
+python - "$W" "$EPOCHS" "${FILES[*]}" "$SP" "${NAMES[@]}" <<'PY'
 import json, sys
-w, epochs, files, names = sys.argv[1], int(sys.argv[2]), sys.argv[3], sys.argv[4:]
-out = {"recipe": f"trainer.max_epochs={epochs} of 131,072 positions, on ../shared/data/selfplay/{{{files}}}, annotated "
+w, epochs, files, sp, names = sys.argv[1], int(sys.argv[2]), sys.argv[3], sys.argv[4], sys.argv[5:]
+out = {"recipe": f"trainer.max_epochs={epochs} of 131,072 positions, on {sp}/{{{files}}}, annotated "
                  "with --base stockfish-classical --teacher stockfish-nnue (C: --base material); A-C, P: experiment=demo; "
                  "TA, TB: model=tiny; float nets and the integer nets nnue export wrote (α = ½ in the header)",
        "annotate": json.load(open(f"{w}/annotate.json"))["columns"]}

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Fine-tune Stockfish 19's official net on our self-play, export it, and check it in the real engine.
-# From a fresh clone (needs Node.js + npm for the engine and the net, and a packed dataset or
-# ../shared/data/selfplay to pack):
+# From a fresh clone (needs Node.js + npm for the engine and the net; DATA=DATASET, else it packs
+# our self-play: bench/selfplay_data.sh picks the folder, the repo's data/demo in a bare clone):
 #   1. scripts/ensure_sf19.sh: the engine (WebAssembly, npm) and the official net nn-1a298aa575a0.nnue;
 #   2. nnue import-net: the official net's float weights (WORK/sf19/checkpoint.safetensors);
 #   3. nnue export of those weights unchanged, with the same data: the official net's own line
@@ -29,9 +29,9 @@ OFFICIAL=$CACHE/nn-1a298aa575a0.nnue
 mkdir -p "$W"
 W=$(cd "$W" && pwd)
 DATA=${DATA:-$W/dataset}
-SP=../shared/data/selfplay
-if [ ! -f "$DATA/manifest.json" ]; then  # all of our self-play: 825,717 positions
-  nnue pack "$SP"/*.plain "$SP"/*.plain.zst -o "$DATA" --no-progress
+if [ ! -f "$DATA/manifest.json" ]; then  # all of our self-play (825,717 positions), else data/demo, with a note
+  source bench/selfplay_data.sh  # SP, SP_FILES
+  nnue pack "${SP_FILES[@]}" -o "$DATA" --no-progress
 fi
 [ -f "$W/sf19/import.json" ] || nnue import-net "$OFFICIAL" -o "$W/sf19"
 # the official net, exported again from its float weights with the same data: byte-identical, and

@@ -12,11 +12,12 @@ bash scripts/setup.sh
 export PATH="$PWD/.venv/bin:$PATH"
 W=${1:-$(mktemp -d)}
 read -r -a EXTRA <<< "${OVERRIDES:-}"
-SP=../shared/data/selfplay
+source bench/selfplay_data.sh  # SP, SP_FILES: ../shared/data/selfplay, else data/demo (with a note)
+export SP
 SF=${STOCKFISH:-/usr/games/stockfish}
 mkdir -p "$W"
 if [ ! -f "$W/dataset/manifest.json" ]; then
-  nnue pack "$SP"/*.plain "$SP"/*.plain.zst -o "$W/dataset" --no-progress
+  nnue pack "${SP_FILES[@]}" -o "$W/dataset" --no-progress
 fi
 if [ ! -f "$W/sf/import.json" ]; then
   printf 'export_net %s\nquit\n' "$W/builtin.nnue" | "$SF" > /dev/null
@@ -37,7 +38,7 @@ python - "$W" "${OVERRIDES:-}" <<'PY'
 import json, os, platform, sys
 w, extra = sys.argv[1], sys.argv[2]
 ann = json.load(open(f"{w}/annotate.json"))
-out = {"recipe": f"experiment=quality {extra}".strip() + " on all ../shared/data/selfplay/*.plain[.zst]",
+out = {"recipe": f"experiment=quality {extra}".strip() + " on all " + os.environ["SP"] + "/*.plain[.zst]",
        "teacher": "Stockfish 15.1's built-in net (nnue import-net), evaluated by nnue's integer inference",
        "annotate": {"positions": ann["positions_annotated"], "seconds": ann["seconds"],
                     "positions_per_s": ann["positions_per_s"]},

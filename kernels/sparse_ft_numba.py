@@ -29,7 +29,9 @@ cache. With ``sparse_grad=True`` the weight's gradient is a coalesced sparse COO
 rows (what :class:`nnue.trainer.sparse_optim.RowSparseAdamW` reads), else a dense (F, H) tensor
 with zeros elsewhere (any torch optimiser). The factor's gradient is dense (V, H): each touched
 row's gradient added to its virtual row. Work is split with numba's ``prange``;
-``numba.set_num_threads`` sets the threads.
+``numba.set_num_threads`` sets the threads. The kernels release the GIL (``nogil``), so that the
+trainer's prefetch thread (reading and encoding the next batches, :mod:`nnue.trainer.data`) runs
+while they do.
 
 Pass-through columns (:func:`sparse_ft_pair_passthrough`): a Stockfish-style feature
 transformer holds L accumulator columns and P PSQT columns in one matrix; the kernel applies the
@@ -96,7 +98,7 @@ def _fq(x, qa):
     return x + np.float32(q - x)
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def _gather_sum(acc, w, fac, fmap, idx, has_fac):
     """acc[:] = Σ over the valid slots of idx (in slot order) of the folded row of each feature.
 
@@ -139,7 +141,7 @@ def _gather_sum(acc, w, fac, fmap, idx, has_fac):
             k += 1
 
 
-@njit(parallel=True, cache=True)
+@njit(parallel=True, cache=True, nogil=True)
 def _fold_quant_rows(w, fac, fmap, rows, qv, out):
     """QAT: out[u] = the folded row rows[u] (``w[f] + fac[fmap[f]]``, or ``w[f]`` without a
     factoriser: fac (0, H)), each element j on the grid of 1/qv[j] (:func:`_fq`): the values the
@@ -158,7 +160,7 @@ def _fold_quant_rows(w, fac, fmap, rows, qv, out):
                 dst[j] = _fq(w[f, j], qv[j])
 
 
-@njit(parallel=True, cache=True)
+@njit(parallel=True, cache=True, nogil=True)
 def _remap_indices(idx, remap, out):
     """out[b, a] = remap[idx[b, a]] for the valid slots, −1 for padding (any negative value)."""
     for b in prange(idx.shape[0]):
@@ -167,7 +169,7 @@ def _remap_indices(idx, remap, out):
             out[b, a] = remap[f] if f >= 0 else -1
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def _add_bias_activate(acc, bias, out, o0, act, L, hi, og):
     """acc += bias (all H columns); out[o0 : o0 + L'] = act(acc[:L]) (L' = L/2 for pairwise),
     the clamp's upper end ``hi`` (f32; 1 for every activation but Stockfish 19's 255/256); og > 0
@@ -193,13 +195,13 @@ def _add_bias_activate(acc, bias, out, o0, act, L, hi, og):
             out[o0 + j] = min(max(acc[j], np.float32(0.0)), hi)
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def _add_bias_raw(out_row, o0, bias):
     for j in range(bias.shape[0]):
         out_row[o0 + j] += bias[j]
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def _pair_order(stm, nstm, F, by_lowest, highest=False):
     """(2B,) int64 processing order of the (position, perspective) pairs q = 2·b + p: by their lowest
     valid feature (``highest``: their highest) in a counting sort (pairs without any come last)
@@ -238,7 +240,7 @@ def _pair_order(stm, nstm, F, by_lowest, highest=False):
     return order
 
 
-@njit(parallel=True, cache=True)
+@njit(parallel=True, cache=True, nogil=True)
 def _ft_fwd(w, fac, fmap, bias, stm, nstm, order, act, hi, og, out, accs, raw):
     """Forward over the batch (module docstring). w (F, H) f32; fac (V, H) f32, V = 0 without a
     factoriser; fmap (F,) int64 in 0..V−1; bias (H,); stm/nstm (B, A) int32; order (2B,) the
@@ -269,7 +271,7 @@ def _ft_fwd(w, fac, fmap, bias, stm, nstm, order, act, hi, og, out, accs, raw):
                 raw[b, p * P + j] = acc[L + j]
 
 
-@njit(parallel=True, cache=True)
+@njit(parallel=True, cache=True, nogil=True)
 def _grad_acc(gout, accs, order, act, ga, graw, hi):
     """ga (2B, H) = d loss / d acc, row i for pair order[i], from gout (B, 2·L') and the saved
     accs (2B, H) (for none: a copy of gout's rows in that order); the last P columns from graw
@@ -309,7 +311,7 @@ def _grad_acc(gout, accs, order, act, ga, graw, hi):
                 g[j] = gout[b, p * L + j] if (x >= zero and x <= hi) else zero
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def _touched_rows(stm, nstm, F):
     """(counts (F + 1,) int64 exclusive prefix sums of each feature's occurrences, rows (U,) int64
     the touched features ascending)."""
@@ -337,7 +339,7 @@ def _touched_rows(stm, nstm, F):
     return counts, rows
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def _feature_lists(stm, nstm, order, offsets):
     """pairs (N,) int32: the rows of grad_acc (processing ranks i, ascending) of every feature,
     grouped by feature at ``offsets`` (:func:`_touched_rows`)."""
@@ -356,7 +358,7 @@ def _feature_lists(stm, nstm, order, offsets):
     return pairs
 
 
-@njit(parallel=True, cache=True)
+@njit(parallel=True, cache=True, nogil=True)
 def _row_grads(ga, offsets, pairs, rows, values):
     """By feature: values[u] = Σ ga[i] over the ranks i of feature rows[u], ascending (values (U, H))."""
     H = ga.shape[1]
@@ -378,7 +380,7 @@ def _row_grads(ga, offsets, pairs, rows, values):
             k += 1
 
 
-@njit(parallel=True, cache=True)
+@njit(parallel=True, cache=True, nogil=True)
 def _row_grads_scatter(ga, stm, nstm, order, rows, priv, values):
     """By position: each of the C = priv.shape[0] fixed slices of the pairs adds its grad_acc rows
     into its own dense (F, H) copy priv[c] (small weights: the copy stays in cache), then
@@ -410,7 +412,7 @@ def _row_grads_scatter(ga, stm, nstm, order, rows, priv, values):
                 dst[j] += priv[c, f, j]
 
 
-@njit(parallel=True, cache=True)
+@njit(parallel=True, cache=True, nogil=True)
 def _bias_grad(ga, parts):
     """parts (C, H): partial sums of ga's rows in chunks of _BIAS_CHUNK (summed by the host)."""
     N, H = ga.shape
@@ -424,7 +426,7 @@ def _bias_grad(ga, parts):
                 dst[j] += src[j]
 
 
-@njit(parallel=True, cache=True)
+@njit(parallel=True, cache=True, nogil=True)
 def _factor_grad(values, rows, fmap, gfac, block):
     """gfac[fmap[rows[u]]] += values[u] (rows mapped to −1 have no virtual row), split over
     column blocks of width ``block``."""

@@ -20,9 +20,16 @@ def atomic_write_bytes(path: str | Path, data: bytes) -> None:
 @contextmanager
 def atomic_writer(path: str | Path):
     """``with atomic_writer(p) as f: f.write(...)``: a binary file that appears under ``path``
-    only when the block ends without an exception (temporary file + fsync + rename)."""
+    only when the block ends without an exception (temporary file + fsync + rename). The folder
+    must exist: FileNotFoundError (NotADirectoryError under a file) naming it, not the
+    temporary file."""
     path = Path(path)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    except (FileNotFoundError, NotADirectoryError) as e:  # name the folder, not the temporary file
+        what = ("no such folder to write {} into; create it first" if isinstance(e, FileNotFoundError)
+                else "not a folder (a path under a file): cannot write {} there")
+        raise type(e)(f"{path.parent}: {what.format(path.name)}") from None
     try:
         with os.fdopen(fd, "wb") as f:
             yield f

@@ -37,6 +37,8 @@ LAYOUTS = {"chained": CHAINED_VERSION, "flat": FLAT_VERSION}  # nnue pack --layo
 
 ROW_GROUP = 65536
 SCORE_UNITS = ("cp", "sf-internal")
+#: what each unit is, for the line ``nnue pack`` prints
+UNIT_WORDS = {"cp": "UCI centipawns", "sf-internal": "Stockfish internal units (cp = 100·score/208 when streamed)"}
 
 DEDUP_KEY_BYTES = 25  # occupancy, piece nibbles, stm/ep: the position, not its counters or labels
 GAME_ID_POSITIONS = 16  # a game's id hashes the keys of its first this-many valid positions
@@ -707,8 +709,34 @@ def default_workers() -> int:
         return max(1, os.cpu_count() or 1)
 
 
+def resolve_score_unit(asked: str, files: list[Path], fmt: str, existing: str | None) -> tuple[str, str]:
+    """The score unit to pack ``files`` in, and where it came from. ``asked``: ``cp``,
+    ``sf-internal`` or ``auto`` (each format's documented unit, :attr:`FormatSpec.score_unit`:
+    Stockfish's ``.bin``/``.binpack`` hold its internal units, every other format centipawns).
+    ``existing``: the dataset's unit (None for a new one). Raises ValueError, naming a file of
+    each unit, when ``auto`` finds inputs of two units, or one unlike the dataset's."""
+    if asked != "auto":
+        return asked, "--score-unit"
+    by: dict[str, list[tuple[Path, str]]] = {}
+    for f in files:
+        name = detect_format(f) if fmt == "auto" else fmt
+        by.setdefault(get_format(name).score_unit, []).append((Path(f), name))
+    if not by:
+        return existing or "cp", "the dataset" if existing else "the default"
+    if len(by) > 1:
+        (u1, [(f1, n1), *_]), (u2, [(f2, n2), *_]) = sorted(by.items())[:2]
+        raise ValueError(f"the inputs' formats hold scores in two units: {f1} ({n1}) in {u1}, {f2} ({n2}) in {u2}; "
+                         f"a dataset has one unit: pack them into two datasets, or give --score-unit")
+    unit, [(f, name), *_] = next(iter(by.items()))
+    if existing not in (None, unit):
+        raise ValueError(f"the dataset holds scores in {existing}, and {f} ({name}) holds {unit} by its format; "
+                         f"give --score-unit {existing} if its scores are {UNIT_WORDS[existing].split(' (')[0]}, "
+                         f"else pack it into another dataset")
+    return unit, f"the format's unit ({', '.join(sorted({n for _, n in by[unit]}))})"
+
+
 def pack(inputs: Iterable[str | Path], dataset: str | Path, fmt: str = "auto",
-         score_unit: str = "cp", options: ReaderOptions = ReaderOptions(),
+         score_unit: str = "auto", options: ReaderOptions = ReaderOptions(),
          progress: bool = True, workers: int = 1, dedup: bool = False,
          range_mb: float | None = None, units: dict | None = None, layout: str | None = None) -> dict:
     """Pack inputs into ``dataset`` (created if needed) and return a summary.
@@ -729,16 +757,19 @@ def pack(inputs: Iterable[str | Path], dataset: str | Path, fmt: str = "auto",
     units: {path: nominal range indices} to pack only those ranges of those files (``--shard``,
     :func:`nnue.pipeline.shard.shard_units`); a file none of whose ranges are listed is skipped.
 
+    score_unit: ``auto`` (each format's documented unit: :func:`resolve_score_unit`), ``cp`` or
+    ``sf-internal``.
+
     Returns {"read", "packed", "rejected": {reason: count}, "validated_by_python_chess",
     "files": [...], "skipped": [...] (already in the dataset), "ignored": [...] (files in
-    input folders with no dump extension)} for this run. Raises FormatError (bad format),
+    input folders with no dump extension), "score_unit", "score_unit_from"} for this run. Raises FormatError (bad format),
     ManifestError (unreadable dataset) or ValueError (mixed score units in one dataset, bad
     workers or range size).
     """
     from .ranges import DEFAULT_RANGE_MB, range_bytes
 
-    if score_unit not in SCORE_UNITS:
-        raise ValueError(f"score unit {score_unit!r} not one of {SCORE_UNITS}")
+    if score_unit not in SCORE_UNITS + ("auto",):
+        raise ValueError(f"score unit {score_unit!r} not one of auto, {', '.join(SCORE_UNITS)}")
     if workers < 1:
         raise ValueError(f"workers must be at least 1, got {workers}")
     rbytes = range_bytes(DEFAULT_RANGE_MB if range_mb is None else range_mb)
@@ -772,11 +803,13 @@ def _pack_into(dataset, files, ignored, fmt, score_unit, options, progress, work
     from .ranges import plan
 
     m = mf.load(dataset) if (dataset / mf.MANIFEST).exists() else mf.new(version)
+    score_unit, unit_from = resolve_score_unit(score_unit, files, fmt, m["score_unit"])
     if m["score_unit"] not in (None, score_unit):
         raise ValueError(f"{dataset} holds scores in {m['score_unit']}, not {score_unit}")
     m["score_unit"] = score_unit
     summary = {"read": 0, "packed": 0, "rejected": Counter(), "validated_by_python_chess": 0, "files": [],
-               "skipped": [], "ignored": [str(p) for p in ignored]}
+               "skipped": [], "ignored": [str(p) for p in ignored], "score_unit": score_unit,
+               "score_unit_from": unit_from}
     todo = []
     appends: dict[str, dict] = {}  # sha256 of a grown input -> {"prev": its earlier entry}
     summary["warnings"] = []

@@ -154,6 +154,9 @@ class FormatSpec:
     ``write``. write_stream: for formats that chain a game's positions (binpack, viriformat),
     instead of ``write``: a factory of a writer with ``rows(cols) -> bytes`` per row group and
     ``finish() -> bytes`` (:class:`nnue.pipeline.formats._write.ChainWriter`).
+    score_unit: the unit the format's scores are in unless ``--score-unit`` says
+    otherwise (``cp``: UCI centipawns; ``sf-internal``: Stockfish's internal units, which its own
+    generator writes into ``.bin`` and ``.binpack``).
     """
 
     name: str
@@ -172,6 +175,7 @@ class FormatSpec:
     write: Callable[[dict], bytes] | None = None
     write_block: Callable | None = None
     write_stream: Callable | None = None
+    score_unit: str = "cp"
 
 
 class _ZstdReader(io.RawIOBase):

@@ -243,10 +243,12 @@ class PackedStream(torch.utils.data.IterableDataset):
     def _add_parts(self, listing: Sequence[tuple[int, str, float]]) -> tuple[int, int]:
         # one dataset may be given twice (two weighted sources): a part is known per source
         known = self.__dict__.setdefault("_known", set())
+        order = self.__dict__.setdefault("_listing", [])
         new_parts = rows = 0
         for d, part, scale in listing:
             if (d, part) in known:
                 continue
+            order.append((d, str(part), scale))
             pfile = open_part(part)
             layout(pfile)  # a part of a layout this build does not read: one line, before any epoch
             meta = pfile.metadata
@@ -260,6 +262,23 @@ class PackedStream(torch.utils.data.IterableDataset):
             new_parts += 1
             rows += meta.num_rows
         return new_parts, rows
+
+    def known_parts(self) -> list[tuple[int, str, float]]:
+        """(dataset index, part file, score scale) of every part the stream reads, in the order it
+        took them in (the order its units are numbered in): with :meth:`restrict_to`, what
+        rebuilds this stream's epochs exactly (a resumed run replays an epoch from it)."""
+        return [tuple(x) for x in self.__dict__.get("_listing", [])]
+
+    def restrict_to(self, listing: Sequence[tuple[int, str, float]]) -> None:
+        """Read exactly the parts of ``listing`` (:meth:`known_parts` of an earlier stream), in its
+        order, forgetting the others: parts packed since then join at the next :meth:`refresh`."""
+        self.parts, self.units, self._known, self._listing = [], [], set(), []
+        self.extra_columns = list(ANNOTATION_COLUMNS)
+        self._add_parts([(int(d), str(p), float(sc)) for d, p, sc in listing])
+        if not self.parts:
+            self.extra_columns = []
+        self._keep = None
+        self.__dict__.pop("_files", None)
 
     def refresh(self, listing: Sequence[tuple[int, str, float]] | None = None) -> dict:
         """Take in the part files added to the datasets since the stream was built (or last

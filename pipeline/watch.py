@@ -82,7 +82,7 @@ class Watcher:
     """
 
     def __init__(self, folders: Iterable[str | Path], dataset: str | Path, *, fmt: str = "auto",
-                 score_unit: str = "cp", options: ReaderOptions = ReaderOptions(), dedup: bool = False,
+                 score_unit: str = "auto", options: ReaderOptions = ReaderOptions(), dedup: bool = False,
                  settle: float = 5.0, interval: float = 2.0, log: Callable[[str], None] | None = None,
                  inotify: bool = True):
         self.folders = [Path(f) for f in folders]
@@ -151,7 +151,10 @@ class Watcher:
     def _complete(self, path: Path, size: int, mtime: int, now: float) -> bool:
         prev = self._seen.get(path)
         if prev is None or prev[:2] != (size, mtime):
-            self._seen[path] = (size, mtime, now)
+            # first seen (or changed): unchanged since its mtime, so a file last written at least
+            # `settle` s ago (by the wall clock) has settled already; only a newer one is watched
+            age = max(0.0, time.time() - mtime / 1e9)
+            self._seen[path] = (size, mtime, now - (age if prev is None else 0.0))
             prev = self._seen[path]
         if Path(f"{path}{DONE_SUFFIX}").exists():
             return True
@@ -226,6 +229,19 @@ class Watcher:
         self._handled[path] = state
         self._moved.discard(path)
 
+    def _idle_line(self) -> str:
+        from . import formats
+        from .ranges import COMPRESSED
+
+        exts = ", ".join(sorted(formats.EXTENSIONS))
+        return (f"waiting for new dumps in {', '.join(map(str, self.folders))}: files named *{{{exts}}} "
+                f"(also {', '.join(sorted(COMPRESSED))}-compressed), each taken once complete (renamed into the "
+                f"folder, or NAME{DONE_SUFFIX} written beside it, or unchanged for {self.settle:g} s)")
+
+    def _waiting_line(self, n: int) -> str:
+        return (f"{n} dump(s) still being written: each taken once renamed into place, marked by "
+                f"NAME{DONE_SUFFIX}, or unchanged for {self.settle:g} s")
+
     def pass_once(self) -> int:
         """One scan and the packing of whatever is complete. Returns dumps still settling."""
         ready, waiting = self.scan()
@@ -251,9 +267,16 @@ class Watcher:
         self.log(f"{_stamp()} watching {', '.join(map(str, self.folders))} -> {self.dataset} "
                  f"({mode} every {self.interval:g} s, settle {self.settle:g} s)")
         deadline = time.monotonic() + max(3 * self.settle, 10.0)
+        said_idle, said_waiting = False, 0  # the first idle scan says what it waits for; settling dumps when their count changes
         try:
             while True:
                 waiting = self.pass_once()
+                if waiting and waiting != said_waiting:
+                    self.log(f"{_stamp()} {self._waiting_line(waiting)}")
+                elif not waiting and not said_idle and not once:
+                    self.log(f"{_stamp()} {self._idle_line()}")
+                    said_idle = True
+                said_waiting = waiting
                 if once and not waiting:
                     break
                 if once and time.monotonic() > deadline:

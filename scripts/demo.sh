@@ -2,13 +2,21 @@
 # The main job on the demo's data (data/demo: 2,400 games of our self-play, 268,884 positions):
 # pack -> train -> export -> evaluate, then a summary.
 # Usage: scripts/demo.sh [OUT]   (default OUT=demo-out; any existing OUT is replaced)
+# NNUE_USE_INSTALLED=1 (set in the container image): run the nnue on PATH instead of making .venv.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-bash scripts/setup.sh
 OUT=${1:-demo-out}
+if [ "${NNUE_USE_INSTALLED:-}" != 1 ]; then
+  bash scripts/setup.sh
+  export PATH="$PWD/.venv/bin:$PATH"
+fi
 rm -rf "$OUT"
-export PATH="$PWD/.venv/bin:$PATH"
 
+first=.venv/.nnue-demo-ran  # written at the end of a demo that ran through
+if [ ! -f "$first" ]; then
+  echo "(first run: numba compiles the pack, evaluation and training kernels as they are first used and" \
+       "caches them; this adds a few minutes, once: later runs start in seconds)"
+fi
 echo "== pack data/demo -> $OUT/dataset"
 nnue pack data/demo -o "$OUT/dataset"
 nnue inspect "$OUT/dataset" --fens 2
@@ -29,3 +37,4 @@ printf '%s\n' \
 paste -d ' ' <(nnue eval "$OUT/net/net.safetensors" --fens "$OUT/fens.txt") "$OUT/fens.txt"
 
 nnue report "$OUT/run" --net "$OUT/net"
+touch "$first"

@@ -23,7 +23,7 @@ from pathlib import Path
 
 from nnue.pipeline.atomic import atomic_write_bytes
 
-from .engines import MOVE_TIMEOUT, EngineCrash, close_engine, engine_argv, open_engine, play_engine_game
+from .engines import MOVE_TIMEOUT, START_TIMEOUT, EngineCrash, close_engine, open_engine, play_engine_game, probe_engine
 from .generate import _game_seed, _plan
 from .play import Adjudication, make_opening
 
@@ -33,9 +33,11 @@ FILE_PATTERN = "datagen-{:05d}.plain"
 def datagen(engine: str, out_dir: str | Path, *, games: int, nodes: int = 5000, threads: int = 1,
             random_plies: int = 8, chess960: bool = False, adjudication: Adjudication | None = None,
             games_per_file: int = 25, seed: int = 0, options: dict | None = None, progress: bool = True,
-            move_timeout: float | None = MOVE_TIMEOUT) -> dict:
+            move_timeout: float | None = MOVE_TIMEOUT, start_timeout: float = START_TIMEOUT) -> dict:
     """Play ``games`` games of ``engine`` (a command line) against itself into ``out_dir``.
-    threads: games at once, each thread with its own engine process. Returns a summary (games,
+    threads: games at once, each thread with its own engine process. start_timeout: seconds for
+    the engine's ``uciok``, ``readyok`` and first ``go nodes 1``, in the check before the run
+    (:func:`~nnue.selfplay.engines.probe_engine`) and at every (re)start. Returns a summary (games,
     positions, crashed_games, timed_out_games, files written, seconds, games/s, positions/s). Raises
     FileNotFoundError / ValueError (engine missing or not UCI; bad settings; a folder holding
     another run) before any game."""
@@ -46,15 +48,16 @@ def datagen(engine: str, out_dir: str | Path, *, games: int, nodes: int = 5000, 
         raise ValueError("games, threads, games per file and nodes must be ≥ 1, random plies ≥ 0")
     if move_timeout is not None and not move_timeout > 0:
         raise ValueError(f"--move-timeout {move_timeout}: seconds > 0")
-    engine_argv(engine)
-    opts = {"Threads": 1, "Hash": 16, **(options or {})}
-    probe = open_engine(engine, opts)
-    engine_name = probe.id.get("name", engine)
-    close_engine(probe)
+    if not start_timeout > 0:
+        raise ValueError(f"--start-timeout {start_timeout}: seconds > 0")
+    # checked as the games will use it, before anything is written
+    probe = probe_engine(engine, {"Threads": 1, "Hash": 16}, options or {}, timeout=start_timeout, chess960=chess960)
+    opts, engine_name = probe["options"], probe["id"]
+    asked = {"Threads": 1, "Hash": 16, **(options or {})}  # run.json's record (resume compares it)
     adj = adjudication or Adjudication()
     settings = {"engine": engine, "engine_name": engine_name, "nodes": nodes, "games": games,
                 "games_per_file": games_per_file, "random_plies": random_plies, "chess960": chess960, "seed": seed,
-                "adjudication": adj.to_dict(), "engine_options": opts}
+                "adjudication": adj.to_dict(), "engine_options": asked}
     files = _plan(settings, out_dir, FILE_PATTERN)
     gpf = games_per_file
     todo = [(f, g) for f in files for g in range(f * gpf, min(games, (f + 1) * gpf))]
@@ -63,7 +66,7 @@ def datagen(engine: str, out_dir: str | Path, *, games: int, nodes: int = 5000, 
     limit = chess.engine.Limit(nodes=nodes)
     lock = threading.Lock()
     counts = {"games": 0, "positions": 0, "crashed_games": 0, "timed_out_games": 0}
-    errors: list[str] = []
+    errors: list[BaseException] = []
     it = iter(todo)
     t0 = time.monotonic()
     bar = None
@@ -91,7 +94,7 @@ def datagen(engine: str, out_dir: str | Path, *, games: int, nodes: int = 5000, 
     def worker():
         eng = None
         try:
-            eng = open_engine(engine, opts)
+            eng = open_engine(engine, opts, start_timeout)
             while not errors:
                 with lock:
                     nxt = next(it, None)
@@ -108,11 +111,11 @@ def datagen(engine: str, out_dir: str | Path, *, games: int, nodes: int = 5000, 
                     with lock:
                         counts["timed_out_games" if e.kind == "timeout" else "crashed_games"] += 1
                     close_engine(eng, kill=True)
-                    eng = open_engine(engine, opts)
+                    eng = open_engine(engine, opts, start_timeout)
                     text = ""
                 finish(f, g, text)
         except Exception as e:
-            errors.append(f"{type(e).__name__}: {e}")
+            errors.append(e)
         finally:
             close_engine(eng)
 
@@ -126,7 +129,10 @@ def datagen(engine: str, out_dir: str | Path, *, games: int, nodes: int = 5000, 
         if bar is not None:
             bar.close()
     if errors:
-        raise RuntimeError(f"datagen stopped: {errors[0]} (finished files are complete; rerun to resume)")
+        e = errors[0]
+        if isinstance(e, ValueError):  # the engine did not (re)start: its one line (status 2)
+            raise ValueError(f"datagen stopped: {e} (finished files are complete; rerun to resume)") from None
+        raise RuntimeError(f"datagen stopped: {type(e).__name__}: {e} (finished files are complete; rerun to resume)")
     dt = time.monotonic() - t0
     return {"games": counts["games"], "positions": counts["positions"], "crashed_games": counts["crashed_games"],
             "timed_out_games": counts["timed_out_games"],

@@ -18,7 +18,7 @@ import chess.engine
 
 from nnue.pipeline.constants import MATE, VALUE_NONE
 
-from .limits import MOVE_TIMEOUT
+from .limits import MOVE_TIMEOUT, START_TIMEOUT
 from .mcts import SearchConfig
 from .play import Adjudication, Game, Player
 
@@ -88,26 +88,95 @@ def _uci_options(lines: list[str]) -> dict[str, dict]:
     return out
 
 
+#: what python-chess, which plays every game, does with the options it manages itself: one that
+#: names them is refused before the match (python-chess would refuse it when a game starts)
+MANAGED = {"uci_chess960": "set from --chess960 for every game", "uci_variant": "always standard chess here",
+           "multipv": "one principal variation: a game needs one move", "ponder": "no pondering: engines move in turn"}
+
+
 def _check_option(cmd: str, spec: dict, value) -> object:
-    """An option value as the engine's declared type wants it; ValueError naming the option."""
+    """An option value as the engine's declared type wants it, checked as python-chess will check
+    it when a game starts (:meth:`chess.engine.Option.parse`, managed options); ValueError naming
+    the option and why."""
     name, typ = spec["name"], spec["type"]
+    if name.lower() in MANAGED:
+        raise ValueError(f"engine {cmd!r}: option {name!r} cannot be set: python-chess, which plays the games, "
+                         f"manages it ({MANAGED[name.lower()]})")
     if typ == "check":
         v = str(value).strip().lower()
         if v not in ("true", "false"):
             raise ValueError(f"engine {cmd!r}: option {name!r} is a check: true or false, not {value!r}")
-        return v == "true"
-    if typ == "spin":
+        out = v == "true"
+    elif typ == "spin":
         try:
-            v = int(str(value))
-            lo, hi = int(spec.get("min", v)), int(spec.get("max", v))
+            out = int(str(value))
+            lo, hi = int(spec.get("min", out)), int(spec.get("max", out))
         except ValueError:
             raise ValueError(f"engine {cmd!r}: option {name!r} is a spin: an integer, not {value!r}") from None
-        if not lo <= v <= hi:
-            raise ValueError(f"engine {cmd!r}: option {name!r} is {v}, outside its range {lo}..{hi}")
-        return v
-    if typ == "combo" and str(value) not in spec["var"]:
+        if not lo <= out <= hi:
+            raise ValueError(f"engine {cmd!r}: option {name!r} is {out}, outside its range {lo}..{hi}")
+    elif typ == "combo" and str(value) not in spec["var"]:
         raise ValueError(f"engine {cmd!r}: option {name!r} is {value!r}, not one of {', '.join(spec['var'])}")
-    return str(value)
+    elif typ == "button":
+        out = None  # pressed: "setoption name N", no value
+    else:
+        out = str(value)
+    try:  # exactly what python-chess's configure will do with it at every game's start
+        chess.engine.Option(name, typ, None, None, None, spec["var"] or None).parse(out)
+    except chess.engine.EngineError as e:
+        raise ValueError(f"engine {cmd!r}: option {name!r}: python-chess, which plays the games, refuses "
+                         f"{value!r} ({e})") from None
+    return out
+
+
+def _setoption(name: str, value) -> str:
+    """The ``setoption`` line python-chess sends for ``value`` (a checked value of the option's type)."""
+    if value is None:
+        return f"setoption name {name}"
+    return f"setoption name {name} value {str(value).lower() if isinstance(value, bool) else value}"
+
+
+def _net_files(cmd: str, argv: list[str], user: dict) -> dict[str, dict]:
+    """Check every ``EvalFile*`` value the user gave that names a ``.nnue`` file with our own
+    reader, before the engine starts: the net kind whose engine reader takes the file's version
+    (:func:`nnue.inference.kinds.engine_reader_of`) reads it whole, with every check it makes. A
+    relative path is looked up where the engine will look first: the working folder, then the
+    engine program's folder. Returns {value: {"version": int, "reader": EngineFile or None (a
+    version no kind reads: passed on to the engine, which may read it)}}; ValueError, one line,
+    for a missing or unreadable file or one our reader refuses (truncated, damaged: the byte and
+    field)."""
+    from nnue.inference import kinds
+    from nnue.inference.net import NetFormatError
+
+    out = {}
+    for k, v in user.items():
+        value = str(v)
+        if not k.lower().startswith("evalfile") or not value.lower().endswith(".nnue"):
+            continue
+        p = Path(value)
+        prog = Path(shutil.which(argv[0]) or argv[0])
+        where = [p] if p.is_absolute() else [p, prog.resolve().parent / p]
+        found = next((c for c in where if c.exists()), None)
+        if found is None:
+            looked = "" if p.is_absolute() else f" (looked in {Path.cwd()} and in the engine's folder {where[1].parent})"
+            raise ValueError(f"engine {cmd!r}: option {k}={value}: no such file{looked}")
+        try:
+            if found.is_dir():
+                raise NetFormatError(f"{found}: a folder, not a .nnue file")
+            try:
+                data = found.read_bytes()
+            except OSError as e:
+                raise NetFormatError(f"{found}: cannot read: {e.strerror or e}") from None
+            if len(data) < 4:
+                raise NetFormatError(f"{found}: {len(data)} byte(s), too short for a .nnue file (a 4-byte version "
+                                     f"first; we read {kinds.engine_versions('.nnue')})")
+            reader = kinds.engine_reader_of(found, data)
+            if reader is not None:
+                reader.read(found, data)
+        except NetFormatError as e:
+            raise ValueError(f"engine {cmd!r}: option {k}={value}: not a net we can read: {e}") from None
+        out[value] = {"version": int.from_bytes(data[:4], "little"), "reader": reader}
+    return out
 
 
 #: Stockfish's fixed lines around a net it could not load (``Network::verify``): they say nothing
@@ -117,32 +186,42 @@ _BOILERPLATE = ("compatible with the engine must be available", "might need to s
                 "can be downloaded from", "will be terminated now")
 
 
-def _reason_lines(lines: list[str]) -> list[str]:
-    """An engine's error lines shortened to the reason: Stockfish's fixed lines left out (all of
-    them kept when nothing else is left)."""
-    kept = [x for x in lines if not any(b in x for b in _BOILERPLATE)]
-    return kept or lines
+def _reason(lines: list[str], values: list[str]) -> list[str]:
+    """An engine's error lines cut to the reason: Stockfish's fixed lines left out (all of them
+    kept when nothing else is left), the lines that name one of the option ``values`` (a net
+    file) first, at most two lines of at most 300 characters."""
+    cut = [x.strip() for x in lines if x.strip()]
+    kept = [x for x in cut if not any(b in x for b in _BOILERPLATE)] or cut
+    named = [x for x in kept if any(v and v in x for v in values)]
+    picked = list(dict.fromkeys(named or kept))[:2]
+    return [x if len(x) <= 300 else x[:297] + "..." for x in picked]
 
 
 def probe_engine(cmd: str, options: dict | None = None, user: dict | None = None,
-                 timeout: float = 20.0) -> dict:
-    """Start ``cmd`` once as a raw UCI process and check it before a match: it answers ``uci``
-    with ``uciok``; every option in ``user`` (the ones the user asked for) is one it declares,
-    with a value of its type; with ``options`` and ``user`` set it answers ``isready`` and plays
-    ``go nodes 1`` from the start position without exiting and without an ``info string ERROR``
-    line (how Stockfish 15.1 says it could not load its EvalFile, before it exits).
+                 timeout: float = START_TIMEOUT, chess960: bool = False) -> dict:
+    """Start ``cmd`` once as a raw UCI process and check it before a match, as the games will
+    use it: every ``EvalFile`` naming a ``.nnue`` file is read with our own reader first; the
+    engine answers ``uci`` with ``uciok``; every option in ``user`` (the ones the user asked for)
+    is one it declares, not one python-chess manages, with a value of its type; with
+    ``chess960`` it declares ``UCI_Chess960``; with ``options`` and ``user`` set it answers
+    ``isready`` and plays ``go nodes 1`` from the start position without exiting and without an
+    ``info string ERROR`` line (how Stockfish 15.1 says it could not load its EvalFile, before it
+    exits). ``timeout``: seconds for each of ``uciok``, ``readyok`` and ``bestmove`` (the same
+    limit :func:`open_engine` gives every game's start).
 
     Returns {"id": the engine's ``id name``, "options": ``options`` and ``user`` merged under
     the engine's own option names (values of its types; options it lacks among ``options``
     dropped), "info": its ``info string`` lines (Stockfish: "NNUE evaluation using FILE
     enabled" or "classical evaluation enabled")}. Raises FileNotFoundError (no such program),
-    ValueError "does not speak UCI", or ValueError quoting the engine's own error lines."""
+    ValueError "does not speak UCI", a timeout naming the limit, or the engine's reason for
+    refusing its settings (its error lines cut to the reason)."""
     import queue as queue_mod
     import subprocess
     import threading
     import time
 
     argv = engine_argv(cmd)
+    nets = _net_files(cmd, argv, user or {})
     try:
         proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                                 text=True, errors="replace", bufsize=1, start_new_session=True)
@@ -189,8 +268,10 @@ def probe_engine(cmd: str, options: dict | None = None, user: dict | None = None
                 code = proc.wait(timeout=0.5)
             except subprocess.TimeoutExpired:
                 code = None
-            how = f"it exited (status {code}) without uciok" if code is not None else f"no uciok within {timeout:g} s"
-            raise ValueError(f"engine {cmd!r} does not speak UCI ({how}"
+            if code is None:
+                raise ValueError(f"engine {cmd!r} sent no uciok within {timeout:g} s (the start-up limit, "
+                                 f"--start-timeout)" + (f"; it printed {quote(said)}" if said else ""))
+            raise ValueError(f"engine {cmd!r} does not speak UCI (it exited (status {code}) without uciok"
                              + (f"; it printed {quote(said)}" if said else "") + ")")
         declared = _uci_options(seen)
         name = next((x.split(None, 2)[2] for x in seen if x.startswith("id name ")), argv[0])
@@ -203,9 +284,11 @@ def probe_engine(cmd: str, options: dict | None = None, user: dict | None = None
                 raise ValueError(f"engine {cmd!r} has no option {k!r} (it has: "
                                  f"{', '.join(d['name'] for d in declared.values()) or 'none'})")
             merged[declared[k.lower()]["name"]] = _check_option(cmd, declared[k.lower()], v)
+        if chess960 and "uci_chess960" not in declared:
+            raise ValueError(f"engine {cmd!r} has no option UCI_Chess960: it does not play Chess960 (--chess960)")
         start = len(seen)
         for k, v in merged.items():
-            send(f"setoption name {k} value {str(v).lower() if isinstance(v, bool) else v}")
+            send(_setoption(k, v))
         send("isready")
         ready = until("readyok")
         if ready:
@@ -220,14 +303,21 @@ def probe_engine(cmd: str, options: dict | None = None, user: dict | None = None
                 code = proc.wait(timeout=2)
             except subprocess.TimeoutExpired:
                 code = None
-            what = _reason_lines(errors) or [x for x in said if x.strip() and not x.startswith("info depth")][-3:]
+            if not errors and code is None:
+                waited = "bestmove to 'go nodes 1'" if "readyok" in said else "readyok after its options"
+                raise ValueError(f"engine {cmd!r} sent no {waited} within {timeout:g} s (the start-up limit, "
+                                 f"--start-timeout)")
+            values = [v for v in merged.values() if isinstance(v, str) and len(v) > 3]  # paths, not "16"
+            what = _reason(errors, values) if errors else \
+                [x for x in said if x.strip() and not x.startswith("info depth")][-2:]
             gone = f"exited (status {code})" if code is not None else ""
-            if errors:
-                how = "reported errors" + (f" and {gone}" if gone else "")
-            else:
-                how = gone or f"sent no {'bestmove' if 'readyok' in said else 'readyok'} within {timeout:g} s"
-            raise ValueError(f"engine {cmd!r} refused its settings {merged}: it {how}"
-                             + (f": {quote(what)}" if what else ""))
+            how = ("reported errors" + (f" and {gone}" if gone else "")) if errors else gone
+            note = "".join(f"; {v} is a .nnue of version 0x{r['version']:08X}, none we read (we read "
+                           f"{_versions()})" if r["reader"] is None else f"; {v} is a {r['reader'].name} (our reader reads it whole)"
+                           for v, r in nets.items())
+            shown = {k: v for k, v in merged.items() if k not in ("Threads", "Hash")}
+            raise ValueError(f"engine {cmd!r} refused its settings {shown or merged}: it {how}"
+                             + (f": {quote(what)}" if what else "") + note)
         info = [x.split(None, 2)[2] for x in said if x.startswith("info string ") and len(x.split(None, 2)) > 2]
         return {"id": name, "options": merged, "info": info}
     finally:
@@ -244,22 +334,38 @@ def probe_engine(cmd: str, options: dict | None = None, user: dict | None = None
                 pass
 
 
-def open_engine(cmd: str, options: dict | None = None, timeout: float = 10.0) -> chess.engine.SimpleEngine:
-    """Start a UCI engine and configure ``options``. FileNotFoundError: no such program;
-    ValueError: it does not speak UCI (no ``uciok`` within ``timeout`` s, or it exits)."""
+def _versions() -> str:
+    from nnue.inference.kinds import engine_versions
+
+    return engine_versions(".nnue")
+
+
+def open_engine(cmd: str, options: dict | None = None, timeout: float = START_TIMEOUT) -> chess.engine.SimpleEngine:
+    """Start a UCI engine for games and configure ``options`` (values checked by
+    :func:`probe_engine`), then wait for ``readyok`` (Stockfish loads its net there).
+    ``timeout``: seconds for ``uciok`` and for ``readyok``, the limit the probe used.
+    FileNotFoundError: no such program; ValueError: it does not speak UCI (it exits), it sent
+    no ``uciok``/``readyok`` within ``timeout`` (naming the limit), or an option was refused."""
     argv = engine_argv(cmd)
+    limit = f"within {timeout:g} s (the start-up limit, --start-timeout)"
     try:
         # its own process group: a Ctrl-C at the terminal stops the match, which then quits its engines
         eng = chess.engine.SimpleEngine.popen_uci(argv, timeout=timeout, setpgrp=True,
                                                   stderr=__import__("subprocess").DEVNULL)
-    except (chess.engine.EngineError, chess.engine.EngineTerminatedError, TimeoutError, OSError) as e:
+    except TimeoutError:
+        raise ValueError(f"engine {cmd!r} sent no uciok {limit}") from None
+    except (chess.engine.EngineError, chess.engine.EngineTerminatedError, OSError) as e:
         raise ValueError(f"engine {cmd!r} does not speak UCI ({type(e).__name__}: {e or 'no uciok'})") from None
     try:
         for k, v in (options or {}).items():
             if k in eng.options:
                 eng.configure({k: v})
+        eng.ping()
+    except TimeoutError:
+        close_engine(eng, kill=True)
+        raise ValueError(f"engine {cmd!r} sent no readyok after its options {limit}") from None
     except (chess.engine.EngineError, chess.engine.EngineTerminatedError) as e:
-        eng.close()
+        close_engine(eng, kill=True)
         raise ValueError(f"engine {cmd!r}: setting options failed: {e}") from None
     return eng
 

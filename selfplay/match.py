@@ -33,7 +33,7 @@ import chess
 from nnue.pipeline.atomic import atomic_write_bytes
 
 from .mcts import SearchConfig, check_searchable
-from .engines import MOVE_TIMEOUT, play_engine_game
+from .engines import MOVE_TIMEOUT, START_TIMEOUT, play_engine_game
 from .play import MATCH_ADJUDICATION, Adjudication, Game, Player, make_opening, play_games, read_openings
 from .sprt import sprt
 
@@ -44,6 +44,13 @@ def _sha256(path: Path) -> str:
         for block in iter(lambda: f.read(1 << 20), b""):
             h.update(block)
     return h.hexdigest()
+
+
+def _option_files(options: dict) -> dict[str, list[str]]:
+    """The engine options whose value names an existing file (``EvalFile``): name -> [path,
+    sha256 of its bytes], so that a resume notices a net re-exported under the same path."""
+    return {name: [value, _sha256(Path(value))] for name, value in sorted(options.items())
+            if isinstance(value, str) and value and Path(value).is_file()}
 
 
 #: our search's default simulations per move in a match (``nnue match --net``): with the match's
@@ -183,7 +190,7 @@ class _Live:
 
 
 #: settings a resumed match may change: they decide how games are scheduled, not how they are played
-RESUME_FREE = ("concurrency", "in_flight", "move_timeout")
+RESUME_FREE = ("concurrency", "in_flight", "move_timeout", "start_timeout")
 
 
 class MatchInterrupted(KeyboardInterrupt):
@@ -278,7 +285,18 @@ class Recorder:
                 raise ValueError(f"{self.out_dir}: holds a match with other settings ({k}: {old_settings.get(k)!r} "
                                  f"there, {new_settings.get(k)!r} now); rerun with its settings to resume, or "
                                  f"choose another -o DIR")
-        if old_players != json.loads(json.dumps(self.players)):
+        new_players = json.loads(json.dumps(self.players))
+        for side, p in new_players.items():
+            old_p = old_players.get(side) if isinstance(old_players, dict) else None
+            if isinstance(old_p, dict) and "files" not in old_p:
+                p.pop("files", None)  # a match.json written before option files were hashed
+            old_files = (old_p.get("files") if isinstance(old_p, dict) else None) or {}
+            changed = [f"{side}'s {name} {entry[0]}" for name, entry in p.get("files", {}).items()
+                       if name in old_files and old_files[name] != entry]
+            if changed:
+                raise ValueError(f"{self.out_dir}: holds a match played with other contents of {', '.join(changed)} "
+                                 f"(its sha256 differs); choose another -o DIR")
+        if old_players != new_players:
             raise ValueError(f"{self.out_dir}: holds a match between other players ({old_players}); "
                              f"choose another -o DIR")
         size = self.pgn_path.stat().st_size if self.pgn_path.exists() else -1
@@ -614,13 +632,15 @@ def engine_match(engine_a: str, engine_b: str, out_dir: str | Path, *, games: in
                  seed: int = 0, chess960: bool = False, adjudication: Adjudication | None = None,
                  sprt_stop: bool = True, live: bool = False, model: str = "normalized",
                  options: dict | None = None, options_a: dict | None = None, options_b: dict | None = None,
-                 move_timeout: float | None = MOVE_TIMEOUT) -> dict:
+                 move_timeout: float | None = MOVE_TIMEOUT, start_timeout: float = START_TIMEOUT) -> dict:
     """A paired match between two UCI engines (command lines), ``nodes`` per move or
     ``movetime`` seconds per move, ``concurrency`` games at once (each worker thread runs its
     own pair of engine processes). An engine that crashes or sends an illegal move loses that
     game (counted in ``crashes``; its PGN keeps the moves played) and is restarted; one that
     sends no move within ``move_timeout`` s beyond ``movetime`` (None: wait forever) is hung: it
     loses the game on time (counted in ``timeouts``), is killed and restarted; the match goes on.
+    ``start_timeout``: seconds an engine may take for ``uciok``, for ``readyok`` after its options
+    and for its first ``go nodes 1``, in the check before the match and at every (re)start.
 
     Engine options: Threads=1, Hash=16 where the engine has them, then ``options`` (both sides),
     then ``options_a`` / ``options_b`` (one side: e.g. {"EvalFile": "/path/net.nnue"} or
@@ -628,7 +648,8 @@ def engine_match(engine_a: str, engine_b: str, out_dir: str | Path, *, games: in
     value of its type. Before any game each engine is started once with its options and made
     to play one node (:func:`~nnue.selfplay.engines.probe_engine`): FileNotFoundError (no such
     program), ValueError (not UCI; or the engine rejected its options or net, its own error
-    lines quoted). Its ``info string`` lines (Stockfish: which net it uses) go into the
+    lines cut to the reason; an ``EvalFile`` naming a ``.nnue`` file is read with our own reader
+    first, and python-chess's managed options are refused). Its ``info string`` lines (Stockfish: which net it uses) go into the
     players' entries. Writes, resumes and returns as :func:`net_match`."""
     import queue as queue_mod
 
@@ -643,11 +664,14 @@ def engine_match(engine_a: str, engine_b: str, out_dir: str | Path, *, games: in
         raise ValueError(f"games={games}, concurrency={concurrency}: need games ≥ 2 and concurrency ≥ 1")
     if move_timeout is not None and not move_timeout > 0:
         raise ValueError(f"--move-timeout {move_timeout}: seconds > 0")
+    if not start_timeout > 0:
+        raise ValueError(f"--start-timeout {start_timeout}: seconds > 0")
     limit = chess.engine.Limit(nodes=nodes) if nodes is not None else chess.engine.Limit(time=movetime)
     base = {"Threads": 1, "Hash": 16}
     probes = {}  # fail fast, one line, before anything is written
     for side, cmd, own in (("A", engine_a, options_a), ("B", engine_b, options_b)):
-        probes[side] = probe_engine(cmd, base, {**(options or {}), **(own or {})})
+        probes[side] = probe_engine(cmd, base, {**(options or {}), **(own or {})}, timeout=start_timeout,
+                                    chess960=chess960)
     opts = {side: probes[side]["options"] for side in "AB"}
     cmds = {"A": engine_a, "B": engine_b}
     pairs = games // 2  # the budget: at most `games` games, whole pairs
@@ -658,9 +682,9 @@ def engine_match(engine_a: str, engine_b: str, out_dir: str | Path, *, games: in
                 "elo1": elo1, "alpha": alpha, "beta": beta, "model": model, "concurrency": concurrency,
                 **opening_settings(openings, book, random_plies, chess960), "seed": seed, "chess960": chess960,
                 "adjudication": adj.to_dict(), "engine_options": opts, "move_timeout": move_timeout,
-                "sprt_stop": sprt_stop}
-    players = {s: {"engine": cmds[s], "id": probes[s]["id"], "options": opts[s], "info": probes[s]["info"]}
-               for s in "AB"}
+                "start_timeout": start_timeout, "sprt_stop": sprt_stop}
+    players = {s: {"engine": cmds[s], "id": probes[s]["id"], "options": opts[s], "info": probes[s]["info"],
+                   "files": _option_files(opts[s])} for s in "AB"}
     tally = Tally(elo0, elo1, alpha, beta, model)
     view = _Live(live)
     rec = Recorder(out_dir, settings, players, tally, view)
@@ -673,11 +697,11 @@ def engine_match(engine_a: str, engine_b: str, out_dir: str | Path, *, games: in
     work: queue_mod.Queue = queue_mod.Queue()
     for g in rec.todo(pairs):
         work.put(g)
-    errors: list[str] = []
+    errors: list[BaseException] = []
     running: list = []  # every engine a worker has open, for the interrupt to close
 
     def start(side):
-        eng = open_engine(cmds[side], opts[side])
+        eng = open_engine(cmds[side], opts[side], start_timeout)
         with lock:
             running.append(eng)
         return eng
@@ -717,9 +741,9 @@ def engine_match(engine_a: str, engine_b: str, out_dir: str | Path, *, games: in
                     if rec.add(p, c, score_a, pgn, crashed, sprt_stop=sprt_stop,
                                reason=f"engine {crashed}" if crashed else g.reason):
                         stop.set()
-        except Exception as e:  # a restart that failed, or a bug: stop the match, report it
+        except Exception as e:  # a (re)start that failed, or a bug: stop the match, report it
             if not halted.is_set():
-                errors.append(f"{type(e).__name__}: {e}")
+                errors.append(e)
             stop.set()
         finally:
             for eng in engines.values():
@@ -745,6 +769,10 @@ def engine_match(engine_a: str, engine_b: str, out_dir: str | Path, *, games: in
             raise err from None
         if errors:
             rec.close("interrupted")
-            raise RuntimeError(f"engine match stopped: {errors[0]}")
+            e = errors[0]
+            if isinstance(e, ValueError):  # an engine that did not (re)start: its one line (status 2)
+                raise ValueError(f"engine match stopped after {tally.w + tally.d + tally.l} game(s): {e}; the games played "
+                                 f"are kept in {out_dir}: rerun into it to resume") from None
+            raise RuntimeError(f"engine match stopped: {type(e).__name__}: {e}")
         view.show(tally, final=True)
         return rec.close("finished")

@@ -21,6 +21,7 @@ import time
 from pathlib import Path
 
 import pytorch_lightning as pl
+import torch
 from safetensors.torch import save as st_save
 
 from nnue.pipeline.atomic import atomic_write_bytes
@@ -49,6 +50,24 @@ class TrainingInterrupted(Exception):
         name = signal.Signals(signum).name
         where = f"; {ckpt} holds step {step:,}: resume with ckpt_path={ckpt}" if ckpt else ""
         super().__init__(f"interrupted by {name} at step {step:,}{where}")
+
+
+class SweepInterrupted(KeyboardInterrupt):
+    """SIGINT or SIGTERM stopped a job of a sweep (``nnue train -m``, an Optuna search): the whole
+    sweep stops (a KeyboardInterrupt, which Hydra's launchers do not record as a failed job and
+    go on). ``job``: the job's folder; ``notes``: what the sweeper adds (the study's state)."""
+
+    def __init__(self, signum: int, job: str | None):
+        super().__init__(signum, job)
+        self.signum, self.job, self.notes = signum, job, []
+
+    def line(self) -> str:
+        name = signal.Signals(self.signum).name
+        where = f" in job {self.job}" if self.job else ""
+        return (f"sweep interrupted by {name}{where}; the finished jobs are kept"
+                + "".join(f"; {n}" for n in self.notes)
+                + ("" if self.notes else "; an interrupted job restarts from scratch in a new sweep (its "
+                   "last.ckpt is not resumed by a sweep)"))
 
 
 class EmptyTrainingSet(ValueError):
@@ -84,11 +103,11 @@ class RunCheckpoint(pl.Callback):
     """``<dirpath>/last.ckpt`` and ``<dirpath>/weights-last.safetensors`` at the end of every
     training epoch (after its validation, if any), at the end of training and when interrupted;
     ``weights-epoch<N>.safetensors`` every ``every_n_epochs`` epochs (N counts from 1, as every
-    epoch number the trainer shows does). Atomic (temp + rename), so
+    epoch number the trainer shows does; 0: none, the default of ``checkpoints.weights_every_n_epochs``). Atomic (temp + rename), so
     an interrupted write never leaves a file that looks finished. Raises :class:`EmptyTrainingSet`
     when the first epoch trained no batch."""
 
-    def __init__(self, dirpath: str, every_n_epochs: int = 1):
+    def __init__(self, dirpath: str, every_n_epochs: int = 0):
         self.dirpath, self.every = Path(dirpath), every_n_epochs
         self.saved_step: int | None = None
 
@@ -97,14 +116,15 @@ class RunCheckpoint(pl.Callback):
         return self.dirpath / "last.ckpt"
 
     def save(self, trainer: pl.Trainer, lit, epoch_end: bool = False) -> None:
-        if self.saved_step == trainer.global_step and self.last.exists() and not epoch_end:
+        # the same decision on every rank (saving is collective under DDP): no look at the file there
+        if self.saved_step == trainer.global_step and not epoch_end and (trainer.world_size > 1 or self.last.exists()):
             return
         tmp = self.dirpath / f".last.ckpt.tmp{os.getpid()}"
         trainer.save_checkpoint(tmp)  # collective under DDP; rank 0 writes
         if trainer.global_rank == 0:
             os.replace(tmp, self.last)
             write_weights(lit, trainer, self.dirpath / "weights-last.safetensors")
-            if epoch_end and (trainer.current_epoch + 1) % self.every == 0:
+            if epoch_end and self.every and (trainer.current_epoch + 1) % self.every == 0:
                 write_weights(lit, trainer, self.dirpath / f"weights-epoch{trainer.current_epoch + 1:04d}.safetensors")
         self.saved_step = trainer.global_step
 
@@ -129,9 +149,18 @@ class RunCheckpoint(pl.Callback):
 class Interrupts(pl.Callback):
     """SIGINT and SIGTERM set a flag (a second SIGINT raises KeyboardInterrupt at once); at the end
     of the current training step (or epoch) ``last.ckpt`` is saved and :class:`TrainingInterrupted`
-    raised. Installed by :meth:`install` before ``fit``, removed by :meth:`restore` after."""
+    raised. Installed by :meth:`install` (at the start of the run, so a signal during set-up is
+    kept too), removed by :meth:`restore` after ``fit``.
 
-    def __init__(self, checkpoint: RunCheckpoint):
+    Under DDP every rank stops at the same step, whichever rank the signal reached (a SIGTERM to
+    the launcher reaches only rank 0): at each step's and epoch's end the ranks take the maximum of
+    their flags (one all-reduce of one integer, the only collective this adds), then all save
+    (a collective) and raise together. Lightning's own SIGTERM handler is replaced on every rank:
+    it ran a broadcast inside the signal handler, whenever the signal came, out of step with the
+    other rank's collectives, and so deadlocked both ranks about one run in three. No collective
+    runs on the exception path under DDP."""
+
+    def __init__(self, checkpoint: RunCheckpoint | None):
         self.checkpoint, self.signum, self._old = checkpoint, None, {}
 
     def _handler(self, signum, frame):
@@ -151,8 +180,35 @@ class Interrupts(pl.Callback):
             signal.signal(s, h)
         self._old = {}
 
+    def setup(self, trainer, lit, stage: str) -> None:
+        if trainer.world_size <= 1:
+            return  # one process: Lightning's SIGTERM path (SIGTERMException) is handled in on_exception
+        conn = getattr(trainer, "_signal_connector", None)
+        register = getattr(conn, "register_signal_handlers", None)
+        if register is None:
+            return
+
+        def ours_after_lightnings() -> None:  # Lightning's SIGUSR1 (SLURM requeue) stays; SIGTERM is ours
+            register()
+            if "SIGTERM" in {s.name for s in self._old}:
+                signal.signal(signal.SIGTERM, self._handler)
+
+        conn.register_signal_handlers = ours_after_lightnings
+
+    def _agreed(self, trainer) -> int:
+        """The stop signal every rank agrees on (0: none): this rank's, or under DDP the largest of
+        all ranks' (a collective: called where every rank is, at the same step)."""
+        sig = int(self.signum or 0)
+        if trainer.world_size > 1 and torch.distributed.is_available() and torch.distributed.is_initialized():
+            t = torch.tensor([sig], dtype=torch.int64, device=trainer.strategy.root_device)
+            torch.distributed.all_reduce(t, op=torch.distributed.ReduceOp.MAX)
+            sig = int(t.item())
+        return sig
+
     def _check(self, trainer, lit) -> None:
-        if self.signum is not None:
+        sig = self._agreed(trainer)
+        if sig:
+            self.signum = self.signum or sig
             self.checkpoint.save(trainer, lit)
             raise TrainingInterrupted(self.signum, trainer.global_step, str(self.checkpoint.last))
 
@@ -164,12 +220,13 @@ class Interrupts(pl.Callback):
 
     def on_exception(self, trainer, lit, exception: BaseException) -> None:
         """Lightning's own SIGTERM handling raises SIGTERMException (a SystemExit with status 0)
-        at the end of an epoch or in validation: save last.ckpt there too."""
+        at the end of an epoch or in validation: save last.ckpt there too (one process only: under
+        DDP a collective here would wait for ranks that are not there)."""
         from pytorch_lightning.utilities.exceptions import SIGTERMException
 
         if isinstance(exception, SIGTERMException) and self.signum is None:
             self.signum = signal.SIGTERM
-        if self.signum is not None and not isinstance(exception, TrainingInterrupted):
+        if self.signum is not None and not isinstance(exception, TrainingInterrupted) and trainer.world_size <= 1:
             self.checkpoint.save(trainer, lit)
 
 
@@ -341,7 +398,7 @@ class Plots(pl.Callback):
 class WeightsCheckpoint(pl.Callback):
     """Deprecated alias: ``weights-last.safetensors`` after each training epoch."""
 
-    def __init__(self, dirpath: str, every_n_epochs: int = 1):
+    def __init__(self, dirpath: str, every_n_epochs: int = 0):
         self.dirpath, self.every = Path(dirpath), every_n_epochs
 
     def on_train_epoch_end(self, trainer: pl.Trainer, lit) -> None:

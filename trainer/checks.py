@@ -158,11 +158,20 @@ def check_lightning(t: dict) -> None:
             raise ValueError(f"{where}: Lightning refuses it: {msg}") from None
 
 
-def check_val_interval(t: dict, batches: int, exact: bool) -> None:
+def check_val_interval(t: dict, batches: int, exact: bool, one_pass: bool = False) -> None:
     """An integer ``trainer.val_check_interval`` must not exceed the training batches of an epoch
-    (``batches``, after ``limit_train_batches``) unless ``check_val_every_n_epoch`` is null:
-    Lightning refuses that only once the run has started (issue 20 item 11)."""
+    (``batches``, after ``limit_train_batches``) unless ``check_val_every_n_epoch`` is null, and a
+    fraction other than 1.0 needs an epoch of known length (``one_pass``: the epoch is one pass
+    over the data, which the stream cannot count in advance): Lightning refuses both only once
+    the run has started, after the run folder was written."""
     v = t.get("val_check_interval")
+    if one_pass and isinstance(v, float) and v != 1.0:
+        at = max(1, int(batches * v))
+        raise ValueError(f"trainer.val_check_interval={v}: a fraction of an epoch needs an epoch of known length, "
+                         f"and a one-pass epoch (data.positions_per_epoch=null) has none, so Lightning refuses it "
+                         f"once the run starts; give a number of training batches instead "
+                         f"(trainer.val_check_interval={at}: {'' if exact else 'about '}{v:g} of this data's "
+                         f"{'' if exact else 'about '}{batches:,}), or set data.positions_per_epoch")
     if not _is_int(v) or "check_val_every_n_epoch" in t and t["check_val_every_n_epoch"] is None:
         return
     lim = t.get("limit_train_batches")
@@ -189,6 +198,7 @@ def check_data(d: dict) -> None:
     if d.get("val_fraction", 0) == 1.0:
         raise ValueError("data.val_fraction=1.0: leaves no game to train on; a number in 0.0..<1.0")
     _int("data.num_workers", d.get("num_workers"), 0)
+    _int("data.prefetch", d.get("prefetch", 0), 0, 64)
     _int("data.seed", d.get("seed"), 0, none_ok=True)
     _int("data.positions_per_epoch", d.get("positions_per_epoch"), 1, none_ok=True)
     _int("data.batches_per_superbatch", d.get("batches_per_superbatch"), 1, none_ok=True)
@@ -222,8 +232,9 @@ def check_optimizer(o: dict) -> None:
     except Exception:
         raise ValueError(f"optimizer._target_={target}: not an importable optimiser class") from None
     _known("optimizer", o, _params(cls.__init__) | {"sparse_ft"})
-    if o.get("sparse_ft") is not None:
-        _bool("optimizer.sparse_ft", o["sparse_ft"])
+    if o.get("sparse_ft") not in (None, "auto"):  # auto: decided at the start of the run (trainer/fast_path.py)
+        if not isinstance(o["sparse_ft"], bool):
+            raise _bad("optimizer.sparse_ft", o["sparse_ft"], "true, false or auto")
         if o["sparse_ft"]:
             from .sparse_optim import adamw_settings
 
@@ -257,7 +268,7 @@ def check_train_config(cfg) -> None:
     check_trainer(c.get("trainer") or {})
     check_data(c.get("data") or {})
     check_optimizer(c.get("optimizer") or {})
-    if (c.get("optimizer") or {}).get("sparse_ft"):
+    if (c.get("optimizer") or {}).get("sparse_ft") is True:  # auto turns itself off where these refuse true
         t = c.get("trainer") or {}
         d, nodes = t.get("devices", 1), t.get("num_nodes", 1) or 1
         if nodes != 1 or d == -1 or (_is_int(d) and d > 1) or (isinstance(d, (list, tuple)) and len(d) > 1):
@@ -278,6 +289,9 @@ def check_train_config(cfg) -> None:
     from .loss import check_loss_config
 
     check_loss_config(loss)  # known keys (target, residual_space, teacher, ...) and their values
+    cks = c.get("checkpoints") or {}
+    _known("checkpoints", cks, {"weights_every_n_epochs"})
+    _int("checkpoints.weights_every_n_epochs", cks.get("weights_every_n_epochs", 0), 0)
     es = c.get("early_stopping") or {}
     _known("early_stopping", es, {"patience", "min_delta", "monitor"})
     _int("early_stopping.patience", es.get("patience"), 0, none_ok=True)
@@ -330,13 +344,17 @@ def check_train_args(overrides: list[str]) -> str | None:
                                    lambda text: print(f"nnue train: {text}", file=sys.stderr, flush=True))
         if not sum(mf.totals(mf.load(p))["packed"] for p in paths):
             return f"data.path={','.join(map(str, paths))}: 0 positions packed; nothing to train on"
-        if isinstance(cfg.trainer.get("val_check_interval"), int):  # against the epoch's batches: the data's
+        vci = cfg.trainer.get("val_check_interval")
+        if isinstance(vci, (int, float)) and vci != 1.0:  # against the epoch's batches: the data's
             from hydra.utils import instantiate
 
             from .train import _world_size
 
             t = plain(cfg.trainer)
-            check_val_interval(t, *instantiate(cfg.data).steps_per_epoch(_world_size(t)))
+            dm, ws = instantiate(cfg.data), _world_size(t)
+            # one pass, no length: a single process without a fixed epoch (DDP epochs have a length)
+            one_pass = ws == 1 and dm.train_positions_per_epoch(ws) is None
+            check_val_interval(t, *dm.steps_per_epoch(ws), one_pass=one_pass)
         from .runs import check_run_folder  # a folder holding a run: refused, one line
         if cfg.paths.output_dir and (why := check_run_folder(cfg.paths.output_dir, cfg.get("ckpt_path"),
                                                              bool(cfg.get("overwrite", False)))):

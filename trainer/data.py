@@ -3,13 +3,22 @@
 Batches stay packed (32 bytes a position) through the DataLoader; with CUDA the DataLoader pins
 them and Lightning copies them to the device with ``non_blocking=True``, so the copy of the next
 batch overlaps the current step; the LightningModule expands them into features on the device.
+
+``data.prefetch`` (default 2): a background thread reads that many batches ahead of the step
+(:class:`Prefetcher`) and, when the model trains on the CPU, also encodes their features (the
+LightningModule's ``encode_batch``), so that reading and encoding overlap the step instead of
+running inside it. The batches and their order are the same as without it.
 """
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
+import dataclasses
 import logging
+import queue
+import threading
+import weakref
 
 import pytorch_lightning as pl
 import torch
@@ -20,28 +29,137 @@ from nnue.pipeline.stream import Filters, PackedStream
 log = logging.getLogger(__name__)
 
 
+_END = object()
+
+
+class _Failed:
+    def __init__(self, error: BaseException):
+        self.error = error
+
+
+def _produce(it, encode, q: queue.Queue, stop: threading.Event) -> None:
+    """The prefetch thread: items of ``it`` (``encode``d) into ``q``, then _END, or the error that
+    stopped it; returns when ``stop`` is set (the consumer is gone). It holds no reference to the
+    :class:`Prefetcher`, so that dropping the iterator ends it."""
+    def put(item) -> bool:
+        while not stop.is_set():
+            try:
+                q.put(item, timeout=0.05)
+                return True
+            except queue.Full:
+                continue
+        return False
+
+    try:
+        for item in it:
+            if stop.is_set() or not put(encode(item) if encode is not None else item):
+                return
+        put(_END)
+    except BaseException as e:  # handed to the consumer, raised there
+        put(_Failed(e))
+
+
+class Prefetcher(Iterator):
+    """Iterate ``it`` in a background thread, ``depth`` items ahead, applying ``encode`` (or
+    nothing) to each there: the items and their order are those of ``it``, and an error of ``it``
+    or ``encode`` is raised by ``next`` at the item where it happened. Torch ops, pyarrow's reads
+    and the numba kernels release the GIL, so the thread's work overlaps the training step's.
+
+    The thread starts at the first ``next`` (Lightning calls ``iter()`` on a loader only to check
+    it, and drops that iterator: it must not start reading). :meth:`close`, or dropping the
+    iterator, stops the thread after the item it is on. A source such as a
+    :class:`~nnue.pipeline.stream.PackedStream` must not be read by two threads at once (pyarrow's
+    ParquetFile is not thread-safe): :class:`EpochLoader` stops the thread reading its stream and
+    waits for it (:meth:`stopper`) before it starts another iterator over that stream."""
+
+    def __init__(self, it, encode: Callable | None = None, depth: int = 2):
+        if depth < 1:
+            raise ValueError(f"prefetch depth must be >= 1, got {depth}")
+        self._q: queue.Queue = queue.Queue(maxsize=depth)
+        self._stop = threading.Event()
+        self._done = False
+        self._thread = threading.Thread(target=_produce, args=(it, encode, self._q, self._stop),
+                                        name="nnue-prefetch", daemon=True)
+
+    def __next__(self):
+        if self._done:
+            raise StopIteration
+        if self._thread.ident is None:
+            self._thread.start()
+        while True:
+            try:
+                item = self._q.get(timeout=0.1)
+                break
+            except queue.Empty:
+                if not self._thread.is_alive():  # stopped from outside (stopper()), nothing left
+                    self._done = True
+                    raise StopIteration from None
+        if item is _END or isinstance(item, _Failed):
+            self._done = True
+            self._thread.join()
+            if isinstance(item, _Failed):
+                raise item.error
+            raise StopIteration
+        return item
+
+    def close(self) -> None:
+        """Stop the thread (it finishes the item it is on: :meth:`stopper` waits for that); idempotent."""
+        self._stop.set()
+        self._done = True
+
+    def stopper(self) -> Callable[[], None]:
+        """A function that stops the thread and returns when it has finished; it holds no
+        reference to this iterator, so that dropping the iterator still stops the thread."""
+        stop, thread = self._stop, self._thread
+
+        def stop_and_wait() -> None:
+            stop.set()
+            if thread.ident is not None and thread is not threading.current_thread():
+                thread.join()
+        return stop_and_wait
+
+    def __del__(self):
+        self.close()
+
+
+#: stream -> the stopper of the prefetch thread reading it (:meth:`Prefetcher.stopper`)
+_READERS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
 class EpochLoader(DataLoader):
     """A DataLoader that tells its stream the epoch before every pass.
 
     Lightning builds the loader once and calls ``set_epoch`` only on samplers, which a stream
     does not have; without this every epoch would replay the first epoch's shuffle.
     ``epoch``: returns the current epoch (the trainer's, so a resumed run continues its order).
+    ``prefetch``: batches a background thread prepares ahead (0: none, :class:`Prefetcher`);
+    ``encode``: returns the encoder it applies to each batch (or None: batches stay packed).
     """
 
     def __init__(self, dataset: PackedStream, epoch: Callable[[], int], refresh: Callable[[PackedStream], None]
-                 | None = None, **kwargs):
+                 | None = None, prefetch: int = 0, encode: Callable[[], Callable | None] | None = None, **kwargs):
         super().__init__(dataset, batch_size=None, **kwargs)
         self._epoch, self._refresh = epoch, refresh
+        self._prefetch, self._encode = int(prefetch or 0), encode
         self._skip = 0
 
     def __iter__(self):
-        if self._refresh is not None:  # epoch boundary: take in part files packed since
-            self._refresh(self.dataset)
+        # one reader of a stream at a time: the prefetch thread of its previous iterator (this
+        # loader's or an earlier one's: Lightning builds a loader per epoch) stops first
+        stop_previous = _READERS.pop(self.dataset, None)
+        if stop_previous is not None:
+            stop_previous()
+        if self._refresh is not None and not self._skip:  # epoch boundary: take in part files packed since
+            self._refresh(self.dataset)  # (not at a mid-epoch resume: that epoch replays the parts it had)
         self.dataset.set_epoch(self._epoch())
         it = super().__iter__()
         skip, self._skip = self._skip, 0
         for _ in range(skip):  # resumed mid-epoch: replay the epoch's seeded order up to where it stopped
             next(it, None)
+        if self._prefetch > 0:
+            ahead = Prefetcher(it, self._encode() if self._encode is not None else None, self._prefetch)
+            _READERS[self.dataset] = ahead.stopper()
+            return ahead
         return it
 
 
@@ -72,14 +190,16 @@ class NNUEDataModule(pl.LightningDataModule):
     needed (None: one pass). batches_per_superbatch: the same in steps, bullet-style: an epoch is
     one superbatch of this many batches per rank (positions_per_epoch = batches_per_superbatch ·
     batch_size · world_size; give one of the two). pin_memory: pin batches for the host-to-device
-    copy (None: when CUDA is available). Raises ValueError on inconsistent settings."""
+    copy (None: when CUDA is available). prefetch: batches a background thread reads (and, for a
+    model on the CPU, encodes) ahead of the step (0: none; module docstring). Raises ValueError on
+    inconsistent settings."""
 
     def __init__(self, path, batch_size: int = 16384, val_batch_size: int = 16384,
                  shuffle_buffer: int = 1 << 20, val_fraction: float = 0.05, num_workers: int = 0,
                  seed: int = 0, filters: dict | None = None, weights: list[float] | None = None,
                  positions_per_epoch: int | None = None, batches_per_superbatch: int | None = None,
                  pin_memory: bool | None = None, refresh_manifest: bool = True, parts_log: str | None = None,
-                 refresh_val: bool = False, wait_for_data_s: float = 600.0):
+                 refresh_val: bool = False, wait_for_data_s: float = 600.0, prefetch: int = 2):
         super().__init__()
         from .callbacks import plain
 
@@ -102,6 +222,13 @@ class NNUEDataModule(pl.LightningDataModule):
         # run's start, so that val_loss and the best checkpoint compare one set across epochs)
         self.refresh_manifest, self.parts_log, self.refresh_val = refresh_manifest, parts_log, refresh_val
         self.wait_for_data_s = wait_for_data_s  # nnue train: wait this long for a first part (wait_for_first_part)
+        self.replay_parts: list | None = None  # a mid-epoch resume over grown data (trainer/resume.py)
+        if not isinstance(prefetch, int) or isinstance(prefetch, bool) or prefetch < 0:
+            raise ValueError(f"data.prefetch={prefetch!r}: batches to prepare ahead, an integer >= 0")
+        self.prefetch = prefetch
+        #: the prefetch thread's encoder when set (a plain loop without Lightning sets it); else the
+        #: LightningModule's ``encode_batch`` when the model is on the CPU (:meth:`_encoder`)
+        self.encode: Callable | None = None
         self.train_set: PackedStream | None = None
         self.probe: PackedStream | None = None
         self.val_set: PackedStream | None = None
@@ -131,8 +258,17 @@ class NNUEDataModule(pl.LightningDataModule):
         self.train_set = PackedStream(self.paths, self.batch_size, self.shuffle_buffer, "train",
                                       drop_last=True, weights=self.weights,
                                       positions_per_epoch=self.train_positions_per_epoch(world), **common)
-        # validation: every held-out game of every dataset, once (pooled, not weighted)
-        self.val_set = PackedStream(self.paths, self.val_batch_size, 0, "val", drop_last=False, **common)
+        if self.replay_parts is not None:  # the interrupted epoch on its own parts; new ones at the next epoch
+            self.train_set.restrict_to(self.replay_parts)
+            if rank == 0:
+                log.info("resuming mid-epoch: the epoch is replayed on its %d part file(s); the %d packed since "
+                         "join at the next epoch", len(self.train_set.parts),
+                         len(self.train_set.list_parts()) - len(self.train_set.parts))
+        # validation: every held-out row of every dataset exactly once (pooled, not weighted), whatever
+        # the world size: each rank reads its own row groups once, its final batch partial (no equal
+        # batch counts: the metrics are summed over ranks at the epoch's end, trainer/val_metrics.py)
+        self.val_set = PackedStream(self.paths, self.val_batch_size, 0, "val", drop_last=False, even_batches=False,
+                                    **common)
         if self.refresh_manifest and rank == 0 and stage in (None, "fit"):
             n = len(self.val_set.parts)
             if self.refresh_val:
@@ -144,9 +280,25 @@ class NNUEDataModule(pl.LightningDataModule):
 
     def transfer_batch_to_device(self, batch, device: torch.device, dataloader_idx: int):
         """Packed batch -> training device. From pinned memory to CUDA the copy is non-blocking,
-        so it overlaps the step already queued; the LightningModule then builds the features."""
+        so it overlaps the step already queued; the LightningModule then builds the features. A
+        batch the prefetch thread encoded already (a SparseBatch, on the CPU) is moved as it is."""
         non_blocking = torch.device(device).type == "cuda"
+        if not isinstance(batch, dict):  # a SparseBatch
+            return type(batch)(**{f.name: None if getattr(batch, f.name) is None else
+                                  getattr(batch, f.name).to(device, non_blocking=non_blocking)
+                                  for f in dataclasses.fields(batch)})
         return {k: v.to(device, non_blocking=non_blocking) for k, v in batch.items()}
+
+    def _encoder(self) -> Callable | None:
+        """What the prefetch thread applies to each batch: :attr:`encode` if set, else the
+        LightningModule's ``encode_batch`` when the model trains on the CPU (on a GPU the
+        features are encoded there, after the copy), else None."""
+        if self.encode is not None:
+            return self.encode
+        lm = self.trainer.lightning_module if self.trainer is not None else None
+        if lm is None or lm.device.type != "cpu":
+            return None
+        return getattr(lm, "encode_batch", None)
 
     def _refresh(self, ds: PackedStream) -> None:
         """Re-read the manifests; every rank adds the part list rank 0 saw (one broadcast)."""
@@ -164,15 +316,17 @@ class NNUEDataModule(pl.LightningDataModule):
 
     def _loader(self, ds: PackedStream) -> EpochLoader:  # validation
         return EpochLoader(ds, self._epoch, self._refresh if self.refresh_manifest and self.refresh_val else None,
-                           num_workers=self.num_workers, pin_memory=self.pin_memory, persistent_workers=False)
+                           prefetch=self.prefetch, encode=self._encoder, num_workers=self.num_workers,
+                           pin_memory=self.pin_memory, persistent_workers=False)
 
     def _batches_done(self) -> int:
         return self.trainer.fit_loop.epoch_loop.batch_progress.current.processed if self.trainer else 0
 
     def train_dataloader(self):
         return ResumableLoader(self.train_set, self._epoch, self._batches_done,
-                               refresh=self._refresh if self.refresh_manifest else None, num_workers=self.num_workers,
-                               pin_memory=self.pin_memory, persistent_workers=False)
+                               refresh=self._refresh if self.refresh_manifest else None, prefetch=self.prefetch,
+                               encode=self._encoder, num_workers=self.num_workers, pin_memory=self.pin_memory,
+                               persistent_workers=False)
 
     def steps_per_epoch(self, world_size: int = 1) -> tuple[int, bool]:
         """Training batches per epoch and rank, and whether that number is exact. Fixed-length

@@ -67,8 +67,8 @@ def export_job(out: Path, positions: int = 20000) -> dict:
 
 def name_best_trial(sweep: Path) -> dict | None:
     """Add the best trial's job folder to an Optuna sweep's ``optimization_results.yaml``
-    (``best_job``, ``best_job_dir``; null when the best trial ran in an earlier run of a stored
-    study, outside this folder). Returns the new contents, or None without that file."""
+    (``best_job``, ``best_job_dir``; null when the best trial ran in another sweep of a stored
+    study, outside this folder, whose folder ``best_job_note`` names when nnue's sweeper recorded it). Returns the new contents, or None without that file."""
     import yaml
 
     from .sweep_report import _collect, best_job
@@ -77,12 +77,16 @@ def name_best_trial(sweep: Path) -> dict | None:
     if not p.exists():
         return None
     res = yaml.safe_load(p.read_text()) or {}
-    rows, _, _ = _collect(sweep, None, None)
+    rows, _, st = _collect(sweep, None, None)
     job = best_job(rows, res.get("best_params") or {})
     res["best_job"] = job["job"] if job else None
     res["best_job_dir"] = job["dir"] if job else None
     if job is None:
-        res["best_job_note"] = "the best trial is not in this sweep folder (an earlier run of the stored study)"
+        from .sweep_report import optuna_summary
+
+        elsewhere = (optuna_summary(sweep, rows, st) or {}).get("elsewhere")
+        res["best_job_note"] = (f"the best trial ran in another sweep of the stored study: {elsewhere}" if elsewhere
+                                else "the best trial is not in this sweep folder (another sweep of the stored study)")
     _write(p, yaml.safe_dump(res, sort_keys=False))
     return res
 
@@ -97,6 +101,12 @@ class JobEnd(Callback):
             from .launchers import register
 
             register()  # an editable install is not found by Hydra's plugin scan
+        if str(config.hydra.sweeper.get("_target_", "")).startswith("hydra_plugins.nnue_forge_launchers."):
+            from hydra.core.plugins import Plugins
+
+            from hydra_plugins.nnue_forge_launchers.optuna_sweeper import OptunaSweeper
+
+            Plugins.instance().register(OptunaSweeper)  # the same, for nnue's Optuna sweeper
 
     def on_multirun_end(self, config: DictConfig, **kwargs: Any) -> None:
         try:

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import logging
 
-import numpy as np
 import pytorch_lightning as pl
 import torch
 
@@ -22,7 +21,7 @@ from nnue.pipeline.features import get_feature_set, parse_output_buckets
 from .callbacks import plain
 from .loss import check_loss_config, training_loss
 from .schedule import Ramp, Schedule, lr_schedule
-from .metrics import spearman
+from .val_metrics import ValidationSums
 
 from . import kinds
 
@@ -78,8 +77,7 @@ class LitNNUE(pl.LightningModule):
         self.lambda_ramp: Ramp | None = None
         self.total_steps: int | None = None
         self.resume_note: str | None = None
-        self._val_pred: list[torch.Tensor] = []
-        self._val_score: list[torch.Tensor] = []
+        self._val = ValidationSums()  # every validation row once, over all ranks (trainer/val_metrics.py)
 
     # ---------------------------------------------------------------- schedules (unit: optimiser step)
     def set_run_length(self, total_steps: int, steps_per_epoch: int | None, base_lr: float) -> None:
@@ -142,6 +140,12 @@ class LitNNUE(pl.LightningModule):
             from nnue.kernels.host_memory import retain_freed_memory
 
             retain_freed_memory()
+        # DDP: the buffers are constants (factor_map), so no per-forward buffer broadcast, which the
+        # first validation forward after training would run: a collective a rank without
+        # validation rows never joins (trainer/val_metrics.py)
+        ddp = self.trainer.strategy.model if self._trainer is not None else None
+        if isinstance(ddp, torch.nn.parallel.DistributedDataParallel):
+            ddp.forward_sync_buffers = ddp.broadcast_buffers = False
 
     def on_train_epoch_start(self) -> None:
         opt = self._schedule_free()
@@ -154,8 +158,13 @@ class LitNNUE(pl.LightningModule):
         if opt is not None:
             opt.eval()
 
+    def encode_batch(self, batch) -> SparseBatch:
+        """A packed batch -> its SparseBatch, encoded where its tensors are; a SparseBatch (encoded
+        ahead by the data module's prefetch thread, :mod:`nnue.trainer.data`) as it is."""
+        return batch if isinstance(batch, SparseBatch) else to_sparse_batch(batch, self.feature_set, self.buckets)
+
     def on_after_batch_transfer(self, batch, dataloader_idx: int = 0) -> SparseBatch:
-        return to_sparse_batch(batch, self.feature_set, self.buckets)
+        return self.encode_batch(batch)
 
     def forward(self, b: SparseBatch) -> torch.Tensor:
         return self.model(b.stm_indices, b.nstm_indices, b.bucket)
@@ -225,27 +234,24 @@ class LitNNUE(pl.LightningModule):
     def validation_step(self, b: SparseBatch, batch_idx: int):
         # at the final λ, so that val_loss compares across epochs whatever the λ schedule
         y, h, loss = self._loss(b, self.lambda_ramp.end if self.lambda_ramp else self.loss_cfg["wdl_lambda"])
-        self.log("val_loss", loss, prog_bar=True, on_epoch=True, batch_size=len(b))
         h = h.detach()
-        self.log("val_l0_density", (h > 0).float().mean(), on_epoch=True, batch_size=len(b))
+        means = {"val_loss": loss.detach(), "val_l0_density": (h > 0).float().mean()}
         if h.shape[1] >= 4:
             blocks = h[:, : h.shape[1] // 4 * 4].reshape(h.shape[0], -1, 4)
-            self.log("val_block_sparsity", (blocks == 0).all(-1).float().mean(), on_epoch=True, batch_size=len(b))
+            means["val_block_sparsity"] = (blocks == 0).all(-1).float().mean()
         pred = y * self.scheme.scale
         if self.loss_cfg["target"] == "residual":  # the eval is base + net
             pred = pred + torch.nan_to_num(b.base_eval)
-        self._val_pred.append(pred.detach().cpu())
-        self._val_score.append(b.score.detach().cpu())
+        self._val.add(len(b), means, pred.reshape(-1), b.score)
 
     def on_validation_epoch_end(self) -> None:
-        if not self._val_pred and not self.trainer.sanity_checking:
+        metrics, rows = self._val.result(self.trainer)  # all ranks' rows (collective under DDP)
+        self._val.reset()
+        if not rows and not self.trainer.sanity_checking and self.trainer.is_global_zero:
             import warnings
             warnings.warn("validation split is empty: no val_loss; raise data.val_fraction", stacklevel=1)
-        if self._val_pred:
-            rho = spearman(torch.cat(self._val_pred).numpy(), torch.cat(self._val_score).numpy())
-            self.log("val_spearman", float(np.nan_to_num(rho)), prog_bar=True)
-        self._val_pred.clear()
-        self._val_score.clear()
+        for k, v in metrics.items():  # the same values on every rank: monitors decide alike
+            self.log(k, v, prog_bar=k in ("val_loss", "val_spearman"), rank_zero_only=False, sync_dist=False)
         opt = self._schedule_free()
         if opt is not None and self.trainer.state.fn == "fit":  # back to the training weights
             opt.train()
@@ -311,7 +317,7 @@ class LitNNUE(pl.LightningModule):
             return factory(self.parameters())
         sparse = kw.pop("sparse_ft")
         func, args = factory.func, factory.args
-        if not sparse:
+        if sparse is not True:  # false, or an "auto" nnue.trainer.fast_path.resolve did not decide: dense
             return func(self.parameters(), *args, **kw)
         from .sparse_optim import RowSparseAdamW, adamw_settings
 

@@ -151,6 +151,15 @@ class FTNet(nn.Module):
     #: the trainer with optimizer.sparse_ft=true; only the numba backend makes it sparse)
     sparse_grad = False
 
+    @staticmethod
+    def compiled_ft(activation: str, qat: bool) -> bool:
+        """Whether the numba backend's compiled feature transformer computes this net's L0 with
+        ``activation`` (under QAT or not): the kind record's ``compiled_ft`` of the kinds built on
+        it (:mod:`nnue.trainer.fast_path`)."""
+        from nnue.kernels.sparse_ft_numba import ACTIVATIONS
+
+        return activation in ACTIVATIONS
+
     def _ft(self, stm: torch.Tensor, nstm: torch.Tensor, activation: str | None = None) -> torch.Tensor:
         """Both perspectives through the feature transformer and ``activation`` (default the
         arch's L0 activation; "none": the raw accumulators), (B, 2·H'), stm half first.

@@ -101,12 +101,11 @@ class Registry:
                 raise RegistryError(f"{p}:{n}: not valid JSON") from None
         return out
 
-    def verify(self, version: str) -> dict:
+    def verify(self, version: str, load_net: bool = True) -> dict:
         """A finished version whose net loads and hashes to what its export.json says.
-        Returns its version.json. Raises RegistryError naming what is wrong."""
-        from nnue.inference import load
-        from nnue.inference.net import NetFormatError
-
+        ``load_net`` False: when export.json records the net's sha256, a matching hash is enough
+        (the bytes are the ones that loaded at export; loading imports torch, seconds on a
+        loaded machine). Returns its version.json. Raises RegistryError naming what is wrong."""
         rec = self.info(version)
         d = self.versions / version
         exp = _json(d / "export.json", "export record")
@@ -115,15 +114,21 @@ class Registry:
             raise RegistryError(f"{d / 'net.safetensors'}: missing")
         if want and sha256_file(d / "net.safetensors") != want:
             raise RegistryError(f"{d / 'net.safetensors'}: sha256 differs from export.json (corrupt)")
+        if want and not load_net:
+            return rec
+        from nnue.inference import load
+        from nnue.inference.net import NetFormatError
+
         try:
             load(d / "net.safetensors")
         except (NetFormatError, OSError, ValueError) as e:
             raise RegistryError(f"{d / 'net.safetensors'}: cannot be loaded: {e}") from None
         return rec
 
-    def champion(self) -> str | None:
-        """The champion's version, checked (finished, net loadable, hash matches); None when the
-        registry has never had one. Raises RegistryError for a missing or corrupt champion."""
+    def champion(self, load_net: bool = True) -> str | None:
+        """The champion's version, checked (finished, net loadable, hash matches; ``load_net``:
+        see :meth:`verify`); None when the registry has never had one. Raises RegistryError for
+        a missing or corrupt champion."""
         p = self.root / CHAMPION
         if not p.exists():
             if any(h.get("champion") for h in self.history()):
@@ -139,7 +144,7 @@ class Registry:
             raise RegistryError(f"{p}: corrupt champion pointer (not JSON with a 'version'); "
                                 + _rollback_hint(self.root)) from None
         try:
-            self.verify(version)
+            self.verify(version, load_net=load_net)
         except RegistryError as e:
             raise RegistryError(f"{p}: champion {version} is not usable: {e}; {_rollback_hint(self.root)}") from None
         return version

@@ -2,12 +2,13 @@
 
 Every checkpoint records the run's shape (:func:`run_shape`, ``nnue_forge.run``): positions per
 optimiser step (``data.batch_size`` × world size × ``trainer.accumulate_grad_batches``), the
-batches trained in the epoch it was saved in, and that epoch's part files. The schedules, the
+batches trained in the epoch it was saved in, and that epoch's part files (sorted, and in the stream's order). The schedules, the
 run's length and the mid-epoch replay (``data.ResumableLoader``: skip the batches already
 trained) are all counted in steps and batches of that shape, so :func:`check_resume` refuses a
-resume that changes it, and a mid-epoch resume whose data changed (the replay would skip batches
-of another shuffle; new data joins at an epoch boundary, so resume from an epoch-end checkpoint,
-e.g. ``checkpoints/weights-epochNNNN`` … or let the epoch finish first). A checkpoint whose step
+resume that changes it. A mid-epoch resume whose data grew since (``pack --watch`` kept packing)
+replays the interrupted epoch on the parts it had (the datamodule restricts its stream to them)
+and the new parts join at the next epoch, as in a run never interrupted; a part of the epoch
+that is gone is refused (the replay would skip batches of another shuffle). A checkpoint whose step
 already reaches the run's length is a finished run: nothing to train, and its ``metrics.json`` is
 kept (it was rewritten without its validation metrics before).
 """
@@ -22,7 +23,10 @@ def run_shape(trainer) -> dict:
     return {"batch_size": int(getattr(dm, "batch_size", 0) or 0), "world_size": int(trainer.world_size),
             "accumulate_grad_batches": int(trainer.accumulate_grad_batches), "epoch": int(trainer.current_epoch),
             "batches_done": done,
-            "parts": sorted(str(p) for p, _ in ds.parts) if ds is not None and hasattr(ds, "parts") else None}
+            "parts": sorted(str(p) for p, _ in ds.parts) if ds is not None and hasattr(ds, "parts") else None,
+            # the epoch's parts in the stream's order: a mid-epoch resume replays the epoch from them
+            "listing": [list(x) for x in ds.known_parts()] if ds is not None and hasattr(ds, "known_parts")
+            else None}
 
 
 class ResumeFinished(Exception):
@@ -30,10 +34,16 @@ class ResumeFinished(Exception):
 
 
 def check_resume(ckpt_path, batch_size: int, world_size: int, accumulate: int, total: int,
-                 parts: list[str] | None, steps_per_epoch: int) -> None:
+                 parts: list[str] | None, steps_per_epoch: int) -> list | None:
     """Refuse (ValueError, one line) a resume from ``ckpt_path`` that changes the run's shape, or
     raise ResumeFinished when its step already reaches ``total``. parts: the training part files
-    the resumed run would read now (sorted paths), None when unknown."""
+    the resumed run would read now (sorted paths), None when unknown.
+
+    Returns the part listing to replay the interrupted epoch from (``PackedStream.restrict_to``)
+    when the checkpoint was saved mid-epoch and parts were packed since (``pack --watch``): the
+    epoch is replayed on the parts it had, and the new ones join at the next epoch, as they would
+    have in a run never interrupted. None when there is nothing to replay. A part of the epoch
+    that is gone, or an older checkpoint without the listing, is refused as before."""
     from .checkpoint import load_ckpt
 
     ck = load_ckpt(ckpt_path)
@@ -55,10 +65,17 @@ def check_resume(ckpt_path, batch_size: int, world_size: int, accumulate: int, t
         if mid and parts is not None and run.get("parts") is not None and run["parts"] != parts:
             new = len(set(parts) - set(run["parts"]))
             gone = len(set(run["parts"]) - set(parts))
+            if not gone and run.get("listing"):
+                if step >= total:
+                    raise ResumeFinished(step, total)
+                return run["listing"]  # replay the epoch on its own parts; the new ones join at the next
             raise ValueError(f"ckpt_path={ckpt_path}: saved {run['batches_done']:,} batches into epoch "
                              f"{run['epoch'] + 1}, and the training data changed since ({new} part file(s) new, "
-                             f"{gone} gone): the epoch's replay would skip batches of another shuffle; new data "
-                             f"joins at an epoch boundary, so resume from a checkpoint saved at the end of an "
-                             f"epoch, or with the data as it was")
+                             f"{gone} gone): " + ("a part file the epoch read is gone, so its replay would skip "
+                             "batches of another shuffle; resume with the data as it was, or" if gone else
+                             "this checkpoint (from an older version) does not list the epoch's parts in order, "
+                             "so the epoch cannot be replayed; resume with the data as it was, or") +
+                             " from a checkpoint saved at the end of an epoch")
     if step >= total:
         raise ResumeFinished(step, total)
+    return None

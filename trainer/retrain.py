@@ -237,6 +237,18 @@ def _train_config(overrides: list[str]):
         GlobalHydra.instance().clear()
 
 
+def warm_start_record(init_weights, champion_file: Path | None, champion: str | None) -> str | None:
+    """What a version records as its warm start (``nnue registry show``): the champion's version
+    when the cycle started from its weights (``champion_file``, train.warm_start), else the file
+    an ``init_weights=`` of ``train.overrides`` names, else None (fresh weights). init_weights:
+    the composed training config's value."""
+    if init_weights in (None, ""):
+        return None
+    if champion_file is not None and Path(str(init_weights)).resolve() == Path(champion_file).resolve():
+        return champion
+    return str(init_weights)
+
+
 def train_overrides(cfg) -> list[str]:
     """``train.overrides``: a list, or one string of space-separated overrides (easier to quote:
     ``'train.overrides="experiment=demo trainer.max_epochs=4"'``)."""
@@ -285,7 +297,9 @@ def _check_config(cfg) -> None:
     if launcher:
         import nnue.conf
 
-        known = sorted(f.stem for f in (Path(nnue.conf.__file__).parent / "hydra" / "launcher").glob("*.yaml"))
+        # ours, and Hydra's own basic launcher (its stored config: a file of the same name would be
+        # validated against it, with Hydra's deprecation warning at every composition)
+        known = sorted({"basic", *(f.stem for f in (Path(nnue.conf.__file__).parent / "hydra" / "launcher").glob("*.yaml"))})
         if str(launcher) not in known:
             raise RetrainError(f"train.launcher={launcher}: no such hydra/launcher=... (known: {', '.join(known)})")
     for w in cfg.watch or []:
@@ -310,7 +324,7 @@ def run_cycle(cfg) -> dict:
         stage(reg, "locked")
         for line in recover(reg):
             log.info("recovery: %s", line)
-        champ = reg.champion()  # raises, naming it, when missing or corrupt
+        champ = reg.champion(load_net=False)  # raises, naming it, when missing or corrupt (the gate loads it)
         # 2. pack
         new_files = new_positions = 0
         failed = []
@@ -327,6 +341,16 @@ def run_cycle(cfg) -> dict:
         totals = mf.totals(m)
         if totals["packed"] == 0:
             raise RetrainError(f"{dataset}: the dataset holds no positions")
+        data = {"files": len(m["files"]), "positions": totals["packed"], "new_files": new_files,
+                "new_positions": new_positions, "failed_files": len(failed)}
+        if champ is not None and new_files == 0 and cfg.train.skip_if_no_new_data:
+            # decided before the training config is composed and checked (seconds of Hydra and torch)
+            stage(reg, "packed")
+            entry = {"time": now_iso(), "action": "skipped", "reason": "no new dumps since the last cycle",
+                     "data": data, "champion": champ}
+            reg.append_history(entry)
+            log.info("nothing new: no cycle (train.skip_if_no_new_data)")
+            return entry
         tcfg = _train_config(train_overrides(cfg) + [f"data.path={dataset.resolve()}"])
         val_fraction = float(tcfg.data.val_fraction)
         if float(cfg.gate.fraction) > val_fraction:
@@ -347,14 +371,6 @@ def run_cycle(cfg) -> dict:
         if gate["fraction"] > val_fraction:
             raise RetrainError(f"{gate_path}: fraction {gate['fraction']} exceeds data.val_fraction {val_fraction}")
         stage(reg, "packed")
-        data = {"files": len(m["files"]), "positions": totals["packed"], "new_files": new_files,
-                "new_positions": new_positions, "failed_files": len(failed)}
-        if champ is not None and new_files == 0 and cfg.train.skip_if_no_new_data:
-            entry = {"time": now_iso(), "action": "skipped", "reason": "no new dumps since the last cycle",
-                     "data": data, "champion": champ}
-            reg.append_history(entry)
-            log.info("nothing new: no cycle (train.skip_if_no_new_data)")
-            return entry
         # 3. train
         version = f"{int(max(reg.finished(), default='0')) + 1:04d}"
         work = reg.work / version
@@ -425,7 +441,7 @@ def run_cycle(cfg) -> dict:
         stage(reg, "gated")
         # 6. finish: version.json last, then one rename
         history = {"time": now_iso(), "action": "cycle", "version": version, "data": data,
-                   "warm_start": champ if warm is not None else None,
+                   "warm_start": warm_start_record(tcfg.get("init_weights"), warm, champ),
                    "train": {k: train_metrics.get(k) for k in ("val_loss", "val_spearman", "epochs", "global_step")},
                    "train_seconds": round(time.time() - t0, 1),
                    "metrics": {"candidate": cand, "champion": ch}, "sprt": sprt,

@@ -53,7 +53,7 @@ import torch
 from numba import njit, prange
 
 
-@njit(parallel=True, cache=True)
+@njit(parallel=True, cache=True, nogil=True)
 def _adamw_rows(p, m, v, row_step, row_logd, rows, g, step, lr, b1, b2, eps, wd, logd_prev, logd_now,
                 has_clamp, clamp, off, omap, rmask):
     """AdamW on rows ``rows`` of p/m/v (F, H) f32 with gradients g (U, H), after the catch-up of
@@ -105,7 +105,7 @@ def _adamw_rows(p, m, v, row_step, row_logd, rows, g, step, lr, b1, b2, eps, wd,
         row_logd[r] = logd_now
 
 
-@njit(parallel=True, cache=True)
+@njit(parallel=True, cache=True, nogil=True)
 def _flush_rows(p, m, v, row_step, row_logd, step, b1, b2, logd_now):
     """Bring every row to ``step``: the pending decays of p, m, v (module docstring)."""
     H = p.shape[1]

@@ -136,6 +136,30 @@ def check_storage(hcfg) -> str | None:
     return None
 
 
+def check_study(hcfg, args: list[str]) -> str | None:
+    """An Optuna sweep into a stored study that already exists: the study must agree with the
+    sweep (direction, ``optimized_metric``, search space; :mod:`nnue.trainer.optuna_study`), or
+    one line says what differs. ``args``: the command line's overrides (its sweep overrides join
+    the search space, as the sweeper adds them)."""
+    from omegaconf import OmegaConf
+
+    sw = OmegaConf.select(hcfg, "hydra.sweeper", default=None)
+    if sw is None or "optuna" not in str(sw.get("_target_", "")).lower() or not sw.get("storage"):
+        return None
+    if check_storage(hcfg):
+        return None  # worded by check_storage
+    from . import optuna_study
+
+    params = OmegaConf.to_container(sw.params, resolve=True) if sw.get("params") is not None else {}
+    task = [a for a in args if not a.lstrip("+~").startswith(("hydra.", "hydra/"))]
+    direction = OmegaConf.to_container(sw.direction) if OmegaConf.is_list(sw.direction) else sw.direction
+    metric = str(OmegaConf.select(hcfg, "optimized_metric", default=None) or "val_loss")
+    try:
+        return optuna_study.check_stored(sw.storage, sw.get("study_name"), direction, metric, params, task)
+    except Exception as e:  # an unreadable storage: Optuna's own error, worded
+        return f"hydra.sweeper.storage={sw.storage}: cannot read its studies ({_short(e)})"
+
+
 def finished_jobs(sweep_dir: str | Path) -> list[Path]:
     """Job folders under a sweep folder that hold a run (finished or interrupted)."""
     d = Path(sweep_dir)
@@ -156,8 +180,12 @@ def is_multirun(args: list[str]) -> bool:
 
     from . import runs  # noqa: F401  (registers the nnue.* resolvers the config uses)
 
-    try:
-        return "MULTIRUN" in str(OmegaConf.select(_hydra_cfg(args), "hydra.mode", default=""))
+    try:  # a sweep override (model.hidden=choice(8,16)) does not compose: the config's mode decides
+        from hydra.core.override_parser.overrides_parser import OverridesParser
+
+        parsed = OverridesParser.create().parse_overrides(args)
+        plain = [a for a, o in zip(args, parsed) if not o.is_sweep_override()]
+        return "MULTIRUN" in str(OmegaConf.select(_hydra_cfg(plain), "hydra.mode", default=""))
     except Exception:
         return False  # the single-run check words the error
 
@@ -211,7 +239,7 @@ def _check_multirun(args: list[str], check_one: Callable[[list[str]], str | None
         err = check_one(job)
         if err:
             return err if len(jobs) == 1 else f"{err} (in the sweep's job {' '.join(job)})"
-    err = check_launcher(hcfg) or check_storage(hcfg)
+    err = check_launcher(hcfg) or check_storage(hcfg) or check_study(hcfg, rest)
     if err:
         return err
     if "hydra.sweep.dir" in keys and not OmegaConf.select(hcfg, "overwrite", default=False):

@@ -261,7 +261,8 @@ def markdown(rows: list[dict], common: list[str], sweep: Path, st: dict | None =
 
 def optuna_line(o: dict) -> str:
     where = (f"job {o['best_job']} ({o['best_job_dir']})" if o.get("best_job") is not None
-             else "not in this folder (an earlier run of the study)")
+             else f"in another sweep of the study: {o['elsewhere']}" if o.get("elsewhere")
+             else "not in this folder (another sweep of the stored study)")
     return (f"Optuna: best value {o.get('best_value')} with {o.get('best_params')}: {where}"
             + (f"; study '{o['study_name']}' in {o['storage']}" if o.get("storage") else ""))
 
@@ -401,10 +402,22 @@ def optuna_summary(sweep: Path, rows: list[dict], st: dict) -> dict | None:
     if not st.get("optuna") and not isinstance(res, dict):
         return None
     res = res if isinstance(res, dict) else {}
-    bp = res.get("best_params") or {}
+    bp, value, elsewhere = res.get("best_params") or {}, res.get("best_value"), None
+    if st.get("storage") and st.get("study_name"):  # the stored study's best now, and the folder of its sweep
+        try:
+            from .optuna_study import load, trial_folders
+
+            study = load(str(st["storage"]), str(st["study_name"]))
+            best = study.best_trial if study is not None else None
+        except Exception:  # an unreadable storage, no finished trial: the results file's best
+            best = None
+        if best is not None:
+            bp, value = dict(best.params), best.value
+            elsewhere = trial_folders(study).get(best.number)
     job = best_job(rows, bp) if bp else None
-    return {"best_params": bp, "best_value": res.get("best_value"), "best_job": job["job"] if job else None,
-            "best_job_dir": job["dir"] if job else None, "study_name": st.get("study_name"),
+    return {"best_params": bp, "best_value": value, "best_job": job["job"] if job else None,
+            "best_job_dir": job["dir"] if job else None,
+            "elsewhere": None if job else elsewhere, "study_name": st.get("study_name"),
             "storage": st.get("storage"), "results_file": str(sweep / "optimization_results.yaml")
             if res else None}
 

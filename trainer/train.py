@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import signal
 import sys
 import warnings
 
@@ -21,7 +22,8 @@ import pytorch_lightning as pl
 from hydra.utils import instantiate
 from omegaconf import DictConfig, OmegaConf, open_dict
 
-from .callbacks import EmptyTrainingSet, Interrupts, Plots, Progress, RunCheckpoint, TrainingInterrupted, plain
+from .callbacks import (EmptyTrainingSet, Interrupts, Plots, Progress, RunCheckpoint, SweepInterrupted,
+                        TrainingInterrupted, plain)
 from .schedule import total_steps
 from . import runs  # registers the conf/ resolvers (run folders, rank-0-only Hydra files)
 
@@ -60,6 +62,15 @@ def run(cfg: DictConfig) -> dict:
     """Train from a composed config; returns the final metrics (also in metrics.json).
     Raises TrainingInterrupted (SIGINT/SIGTERM, last.ckpt saved), EmptyTrainingSet, ValueError."""
     quiet_lightning()
+    interrupts = Interrupts(None)  # from the start: a stop signal during set-up is kept, not fatal
+    interrupts.install()
+    try:
+        return _run(cfg, interrupts)
+    finally:
+        interrupts.restore()
+
+
+def _run(cfg: DictConfig, interrupts: Interrupts) -> dict:
     threads, threads_from = runs.apply_threads()  # cpus_per_task / joblib's share, not every core
     pl.seed_everything(cfg.seed, workers=True, verbose=False)
     out = runs.prepare(cfg)  # the job's own folder; absolute data.path/ckpt_path; refuses finished runs
@@ -79,7 +90,7 @@ def run(cfg: DictConfig) -> dict:
         probe = datamodule.train_set or datamodule.probe
         parts = sorted(str(p) for p, _ in probe.parts) if probe is not None else None
         try:
-            check_resume(cfg.ckpt_path, datamodule.batch_size, _world_size(tcfg),
+            datamodule.replay_parts = check_resume(cfg.ckpt_path, datamodule.batch_size, _world_size(tcfg),
                          int(tcfg.get("accumulate_grad_batches") or 1), total, parts, max(spe, 1))
         except ResumeFinished as e:
             old = out / runs.FINISHED_MARKER
@@ -101,6 +112,11 @@ def run(cfg: DictConfig) -> dict:
         log.info("%s", why)
     with open_dict(cfg):
         cfg.model.qat = qat  # the checkpoint's hparams hold the bool the run used
+    from .fast_path import resolve as resolve_fast_path
+
+    fast_path = resolve_fast_path(cfg)  # model.backend=auto, optimizer.sparse_ft=auto -> what runs
+    if runs.env_rank() == 0:
+        log.info(fast_path)
     lit = instantiate(cfg.model, optimizer=instantiate(cfg.optimizer), scheduler=plain(cfg.get("scheduler")),
                       lambda_schedule=plain(cfg.get("wdl_lambda")))
     lit.set_run_length(total, spe, float(cfg.optimizer.lr))
@@ -108,8 +124,9 @@ def run(cfg: DictConfig) -> dict:
         from .registry import load_weights
         load_weights(lit.model, cfg.init_weights)
     out.mkdir(parents=True, exist_ok=True)
-    ckpt = RunCheckpoint(str(out / "checkpoints"))
-    interrupts = Interrupts(ckpt)
+    ckpt = RunCheckpoint(str(out / "checkpoints"),
+                         int((plain(cfg.get("checkpoints")) or {}).get("weights_every_n_epochs", 0) or 0))
+    interrupts.checkpoint = ckpt
     bar = bool(tcfg.get("enable_progress_bar", True)) and sys.stderr.isatty()
     me = tcfg.get("max_epochs")
     callbacks = [ckpt, interrupts, Progress(total, datamodule.batch_size * _world_size(tcfg),
@@ -131,13 +148,20 @@ def run(cfg: DictConfig) -> dict:
     loggers = [instantiate(c) for c in cfg.get("logger", {}).values() if c is not None]
     trainer = instantiate(cfg.trainer, callbacks=callbacks, logger=loggers, enable_progress_bar=False,
                           enable_model_summary=bool(os.environ.get("NNUE_DEBUG")))
-    log.info("run: %s steps (%s %s steps per epoch of %s positions%s), output %s, %d torch thread(s) (%s)",
-             f"{total:,}", "exactly" if exact else "about", f"{spe:,}", f"{datamodule.batch_size:,}",
-             "" if exact else ", estimated from the manifest's row counts after the split and filters", out,
+    ws = _world_size(tcfg)
+    acc = int(tcfg.get("accumulate_grad_batches") or 1)
+    per_step = f"{datamodule.batch_size * ws * acc:,}" + (f": batches of {datamodule.batch_size:,}" +
+                                                          (f" on {ws} ranks" if ws > 1 else "") +
+                                                          (f", {acc} accumulated" if acc > 1 else "")
+                                                          if ws > 1 or acc > 1 else "")
+    log.info("run: %s steps of %s positions, %s %s batches per epoch%s, output %s, %d torch thread(s) (%s)",
+             f"{total:,}", per_step, "exactly" if exact else "about", f"{spe:,}",
+             "" if exact else " (estimated from the manifest's row counts after the split and filters)", out,
              threads, threads_from)
     from pytorch_lightning.utilities.exceptions import SIGTERMException
 
-    interrupts.install()
+    if interrupts.signum is not None:  # stopped during set-up: nothing trained, nothing to resume
+        raise TrainingInterrupted(interrupts.signum, 0, None)
     try:
         trainer.fit(lit, datamodule=datamodule, ckpt_path=cfg.get("ckpt_path"))
     except SIGTERMException:  # Lightning's SIGTERM path (a SystemExit with status 0): ours instead
@@ -147,8 +171,6 @@ def run(cfg: DictConfig) -> dict:
             raise EmptyTrainingSet(f"the training set is empty after the split and filters "
                                    f"({_counts(datamodule)}); check data.filters and data.val_fraction") from None
         raise
-    finally:
-        interrupts.restore()
     if trainer.global_step == 0 and not trainer.interrupted:
         raise EmptyTrainingSet(f"no training step was run ({_counts(datamodule)})")
     metrics = {k: float(v) for k, v in trainer.callback_metrics.items()}
@@ -185,13 +207,24 @@ def main(cfg: DictConfig) -> float | None:
     from hydra.core.hydra_config import HydraConfig
     from hydra.types import RunMode
 
+    multirun = HydraConfig.get().mode == RunMode.MULTIRUN
     try:
         metrics = run(cfg)
     except KeyboardInterrupt:
+        if multirun:  # stop the sweep, not only this job
+            raise SweepInterrupted(signal.SIGINT, HydraConfig.get().runtime.output_dir) from None
         print("nnue train: interrupted before training started; nothing to resume", file=sys.stderr)
         sys.exit(130)
+    except TrainingInterrupted as e:
+        if multirun:  # a stop signal stops the sweep: a KeyboardInterrupt passes through Hydra's launcher
+            raise SweepInterrupted(e.signum, HydraConfig.get().runtime.output_dir) from None
+        if os.environ.get("NNUE_DEBUG"):
+            raise
+        if runs.env_rank() == 0:  # under DDP one line, the launcher's (every rank stops at the same step)
+            print(f"nnue train: {' '.join(str(e).split())}", file=sys.stderr)
+        sys.exit(_exit_code(e))
     except Exception as e:
-        if os.environ.get("NNUE_DEBUG") or HydraConfig.get().mode == RunMode.MULTIRUN:
+        if os.environ.get("NNUE_DEBUG") or multirun:
             raise  # a sweep records the failed job and goes on; NNUE_DEBUG: the full traceback
         kind = "" if isinstance(e, (TrainingInterrupted, ValueError)) else f"{type(e).__name__}: "
         msg = " ".join(str(e).split()) or type(e).__name__

@@ -15,7 +15,7 @@ from nnue.spec.registry import registered
 
 from ..net import NetFormatError
 from . import deep, perspective, sfnnv5, sfnnv16, tiny
-from .spec import InferenceKind
+from .spec import EngineFile, InferenceKind
 
 KINDS: dict[str, InferenceKind] = {k.name: k for k in (perspective.KIND, deep.KIND, tiny.KIND, sfnnv5.KIND, sfnnv16.KIND)}
 #: the kind of a net whose header names none (nets written before kinds existed)
@@ -75,6 +75,22 @@ def engine_suffixes() -> set[str]:
     return {k.engine_reader.suffix for k in KINDS.values() if k.engine_reader is not None}
 
 
+def engine_reader_of(path, data: bytes) -> "EngineFile | None":
+    """The :class:`~.spec.EngineFile` that reads an engine's net file: the kind's reader with the
+    file's suffix and the version at byte 0 of ``data`` (at least 4 bytes), None when no kind
+    reads that version (another engine may: ``nnue match`` passes such a file on)."""
+    version = struct.unpack("<I", data[:4])[0]
+    return next((k.engine_reader for k in KINDS.values() if k.engine_reader is not None
+                 and k.engine_reader.suffix == Path(path).suffix and k.engine_reader.version == version), None)
+
+
+def engine_versions(suffix: str) -> str:
+    """The versions of ``suffix`` files the kinds read, for messages:
+    ``0x7AF32F20 (Stockfish 15.1 .nnue, kind sfnnv5), ...``."""
+    return ", ".join(f"0x{r.version:08X} ({r.name}, kind {k.name})" for k in KINDS.values()
+                     if (r := k.engine_reader) is not None and r.suffix == suffix)
+
+
 def read_engine_file(path, data: bytes | None = None):
     """The integer net of an engine's own net file (a Stockfish ``.nnue``): the kind whose
     :class:`~.spec.EngineFile` has the file's suffix and the version at byte 0 reads it
@@ -93,13 +109,11 @@ def read_engine_file(path, data: bytes | None = None):
         if not readers:
             raise NetFormatError(f"{path}: not a net file this build reads")
         return readers[0].read(path, data)  # the reader names the truncation
-    version = struct.unpack("<I", data[:4])[0]
-    for r in readers:
-        if r.version == version:
-            return r.read(path, data)
-    known = ", ".join(f"0x{r.version:08X} ({r.name}, kind {k.name})" for k in KINDS.values()
-                      if (r := k.engine_reader) is not None and r.suffix == path.suffix)
+    reader = engine_reader_of(path, data)
+    if reader is not None:
+        return reader.read(path, data)
     if len(readers) == 1:  # one kind reads this suffix: its reader words the refusal (it knows the versions)
         return readers[0].read(path, data)
-    raise NetFormatError(f"{path}: byte 0: version 0x{version:08X} is not one this build reads"
-                         + (f" ({known})" if known else ""))
+    known = engine_versions(path.suffix)
+    raise NetFormatError(f"{path}: byte 0: version 0x{struct.unpack('<I', data[:4])[0]:08X} is not one this build "
+                         "reads" + (f" ({known})" if known else ""))

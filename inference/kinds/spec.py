@@ -81,7 +81,10 @@ class InferenceKind:
     * ``targets``: the ``nnue export-net --to`` layouts of the kind's nets, name -> writer
       ``(net, path) -> dict`` (checks the net, writes atomically, returns what ``--json``
       prints);
-    * ``engine_reader``: the engine's own net file the kind reads (:class:`EngineFile`), or None.
+    * ``engine_reader``: the engine's own net file the kind reads (:class:`EngineFile`), or None;
+    * ``eval_in_check``: whether the kind's engine gives a position in check an eval (default
+      True); Stockfish does not ("Final evaluation: none (in check)"), and ``nnue eval`` then
+      prints ``none`` for such a position, as the engine does.
     """
 
     name: str
@@ -103,6 +106,7 @@ class InferenceKind:
     trace_name: str = ""
     targets: dict[str, Callable] = field(default_factory=dict)
     engine_reader: EngineFile | None = None
+    eval_in_check: bool = True
 
     @property
     def incremental(self) -> bool:

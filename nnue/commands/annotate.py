@@ -15,7 +15,7 @@ def add_parser(sub) -> None:
                    help="material: P N B R Q = 100 300 300 500 900; stockfish-classical: Stockfish 15.1's classical eval")
     s.add_argument("--teacher", metavar="TEACHER",
                    help="stockfish-nnue (Stockfish's NNUE static eval over UCI), or the path of a net (NETDIR, "
-                        "net.safetensors, or a Stockfish 15.1 .nnue: evaluated in batches by our integer inference, "
+                        "net.safetensors, a Stockfish 15.1 .nnue or a Stockfish 19 .nnue: evaluated in batches by our integer inference, "
                         "no engine needed) as teacher_eval")
     s.add_argument("--engine", metavar="PATH", help="Stockfish 15.1 binary (default: stockfish on PATH, "
                    "else /usr/games/stockfish)")

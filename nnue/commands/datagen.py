@@ -1,7 +1,7 @@
 """``nnue datagen``: the parser; the work is in :mod:`nnue.commands.datagen_run`, imported when the command runs."""
 from __future__ import annotations
 
-from nnue.selfplay.limits import MOVE_TIMEOUT
+from nnue.selfplay.limits import MOVE_TIMEOUT, START_TIMEOUT
 
 
 def add_parser(sub) -> None:
@@ -26,6 +26,11 @@ def add_parser(sub) -> None:
     s.add_argument("--move-timeout", type=float, default=MOVE_TIMEOUT, metavar="SECONDS",
                    help="an engine with no move this long is hung: its game is dropped and counted, the engine "
                    "killed and restarted (default %(default)g; 0: wait forever)")
+    s.add_argument("--start-timeout", type=float, default=START_TIMEOUT, metavar="SECONDS",
+                   help="an engine must answer uci, take its options (isready: a net loads here) and play its first "
+                   "'go nodes 1' within this many seconds each, in the check before the games and at every "
+                   "(re)start; raise it for a slow engine (a WASM build, a big net, a loaded machine) "
+                   "(default %(default)g)")
     s.add_argument("--no-progress", action="store_true", help="no progress bar (default: a bar on a terminal)")
     s.set_defaults(func=run)
 

@@ -13,6 +13,7 @@ def run(args) -> int:
     out = datagen(args.engine, args.output, games=args.games, nodes=args.nodes, threads=args.threads,
                   random_plies=args.random_plies, chess960=args.chess960,
                   adjudication=parse_adjudication(args.adjudicate), games_per_file=args.games_per_file,
-                  seed=args.seed, progress=not args.no_progress, move_timeout=args.move_timeout or None)
+                  seed=args.seed, progress=not args.no_progress, move_timeout=args.move_timeout or None,
+                  start_timeout=args.start_timeout)
     print(json.dumps(out))
     return 0

@@ -1,6 +1,11 @@
 """``nnue eval``, the work: evaluate positions (a FEN, a file of positions, a packed dataset) with an integer
 net and print one eval a line, Stockfish's eval trace, or a one-line summary. The parser is
-:mod:`nnue.commands.evaluate`."""
+:mod:`nnue.commands.evaluate`.
+
+``--fen`` / ``--fens`` stay light: they import the inference package and the position parser only.
+pyarrow (the dataset stream), the Stockfish annotator (a residual net's engine base) and the
+trainer's metrics are imported where they are used (``--dataset``, a residual net on a Stockfish
+base); ``tests/cli/test_light_eval.py`` checks it in a fresh interpreter."""
 from __future__ import annotations
 
 import json
@@ -8,18 +13,12 @@ import sys
 import time
 from pathlib import Path
 
-import chess
 import numpy as np
 import torch
 
 from nnue.inference import evaluate, evaluate_fens, kinds, load_any, residual
 from nnue.inference.api import boards_from_fens
-from nnue.pipeline import manifest as mf
-from nnue.pipeline.annotate import dataset_holds_base, residual_base, residual_fields
-from nnue.pipeline.board import unpack_fen
 from nnue.pipeline.positions import PositionError, parse_position
-from nnue.pipeline.stream import Filters, PackedStream
-from nnue.trainer.metrics import spearman
 
 
 def _read_fens(path: str) -> tuple[list[str], list[str]]:
@@ -63,6 +62,8 @@ def run(args) -> int:
                          f"({', '.join(kinds.with_trace())}) and --fen / --fens"
                          + (f"; {net_path} is a {net.kind} net" if tracer is None else ""))
     if args.dataset:
+        from nnue.pipeline import manifest as mf
+
         mf.load(args.dataset)  # one line naming a path that is no dataset
         return _eval_dataset(net, args)
     if args.fen is not None:
@@ -77,7 +78,7 @@ def run(args) -> int:
     boards = boards_from_fens(fens, labels)
     if args.trace:
         return _print_traces(net, fens)
-    base = residual_base(net, boards, engine=args.engine, name=str(net_path))
+    base = _residual_base(net, boards, engine=args.engine, name=str(net_path))
     try:
         evals = _evaluate_rows(net, boards, base)
     except OverflowError as e:  # name the first position that overflows (one at a time: rare path)
@@ -87,6 +88,8 @@ def run(args) -> int:
             except OverflowError as one:
                 raise OverflowError(f"{label} ({fen}): {one}") from None
         raise e
+    if not kinds.of(net).eval_in_check:  # as the engine: no eval in check (Stockfish prints none)
+        evals = [None if chess.Board(f).is_check() else v for f, v in zip(fens, evals)]
     for v in evals:
         print("none" if v is None else v)
     return 0
@@ -102,6 +105,17 @@ def _print_traces(net, fens: list[str]) -> int:
             print()
         print(text, end="")
     return 0
+
+
+def _residual_base(net, boards, column=None, engine=None, name="the net"):
+    """:func:`nnue.pipeline.annotate.residual_base`, whose module (the Stockfish annotator) is
+    imported only for a residual net on a Stockfish base: None for every other net."""
+    r = residual.of(net)
+    if r is None or r["base"] == "material":
+        return None
+    from nnue.pipeline.annotate import residual_base
+
+    return residual_base(net, boards, column, engine, name)
 
 
 def _evaluate_rows(net, boards, base) -> list:
@@ -123,6 +137,11 @@ def _eval_dataset(net, args) -> int:
     """Every row of a packed dataset in file order (no filters, no split): one eval per line, or
     with --summary one JSON object (positions, evals/s of the evaluation alone, mean eval,
     Spearman ρ of the evals with the score column, rows without a score counting as 0)."""
+    from nnue.pipeline.annotate import dataset_holds_base, residual_fields
+    from nnue.pipeline.board import unpack_fen
+    from nnue.pipeline.stream import Filters, PackedStream
+    from nnue.trainer.metrics import spearman
+
     no_filters = Filters(skip_in_check=False, skip_capture=False, skip_score_none=False, skip_mate=False)
     ds = PackedStream([args.dataset], 65536, 0, "all", 0.0, no_filters, drop_last=False)
     limit = args.limit if args.limit is not None else None
@@ -137,7 +156,7 @@ def _eval_dataset(net, args) -> int:
         if limit is not None:
             boards, score = boards[: limit - n], score[: limit - n]
             column = None if column is None else column[: limit - n]
-        base = residual_base(net, boards, None if column is None else column.double().numpy(), args.engine,
+        base = _residual_base(net, boards, None if column is None else column.double().numpy(), args.engine,
                              str(args.net))
         t = time.perf_counter()
         try:

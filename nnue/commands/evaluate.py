@@ -9,8 +9,9 @@ def add_parser(sub) -> None:
     s = sub.add_parser("eval", help="evaluate positions with an integer net",
                        description="Print one integer per position: the eval in centipawns, side-to-move POV. "
                        "Positions are checked as nnue pack checks them; a bad one stops with FILE:LINE.")
-    s.add_argument("net", type=path, help="net.safetensors, the NETDIR nnue export wrote it into, or a "
-                   "Stockfish 15.1 .nnue (evals in UCI centipawns, as the engine's NNUE evaluation)")
+    s.add_argument("net", type=path, help="net.safetensors, the NETDIR nnue export or import-net wrote it into, "
+                   "or an engine's file: a Stockfish 15.1 .nnue or a Stockfish 19 .nnue (evals in UCI "
+                   "centipawns, as the engine prints its NNUE evaluation)")
     g = s.add_mutually_exclusive_group(required=True)
     g.add_argument("--fens", metavar="FILE", type=path,
                    help="one position a line ('-' = stdin): a FEN, an EPD line (opcodes after the four "

@@ -17,7 +17,13 @@ def run(args) -> int:
     out = Path(args.output)
     if out.is_dir():
         raise ValueError(f"{out}: is a folder; -o names the file to write")
-    info = write(load_any(args.net), out) or {}
+    net = load_any(args.net)
+    try:  # a missing folder is made, as nnue convert -o does (after the net loaded: nothing made for a bad net)
+        out.parent.mkdir(parents=True, exist_ok=True)
+    except (FileExistsError, NotADirectoryError):
+        raise NotADirectoryError(f"{out.parent}: not a folder (a path under a file): cannot write {out.name} there") \
+            from None
+    info = write(net, out) or {}
     if args.json:
         print(json.dumps(info, default=str))
         return 0

@@ -30,7 +30,8 @@ def run(args) -> int:
         print(f"  {line}", file=sys.stderr if to_stderr else sys.stdout)
     print(f"  {r['bytes']['net.safetensors']:,} bytes" + (f" (model.max_bytes {r['bytes']['max_bytes']:,})"
                                                          if r["bytes"]["max_bytes"] else ""))
-    print(f"  audit: accumulator worst case {a['accumulator_worst_case']} (limit {a['accumulator_limit']}), "
+    note = f"; {a['accumulator_note']}" if a.get("accumulator_note") else ""
+    print(f"  audit: accumulator worst case {a['accumulator_worst_case']} (limit {a['accumulator_limit']}{note}), "
           f"clipped {a['clipped'] or 'nothing'}")
     if not c["positions"] and args.positions == 0:
         print("  note: --positions 0: no bias correction and no float-vs-int cross-check", file=sys.stderr)

@@ -65,5 +65,5 @@ def run(args) -> int:
         print(f"  wrote {out / 'net.safetensors'}, {out / engine} (identical to the source), "
               f"{out / 'checkpoint.safetensors'} and {out / 'import.json'}")
         print(f"  fine-tune: nnue train model={net.kind} init_weights={out / 'checkpoint.safetensors'} "
-              "data.path=DATASET ...")
+              "data.path=DATASET ...  (the settings that fine-tune it, measured: docs/engines.md)")
     return 0

@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 from nnue.commands.search_args import InOrder, search_args, sprt_args
-from nnue.selfplay.limits import MOVE_TIMEOUT
+from nnue.selfplay.limits import MOVE_TIMEOUT, START_TIMEOUT
 
 
 def add_parser(sub) -> None:
@@ -31,6 +31,11 @@ def add_parser(sub) -> None:
     s.add_argument("--move-timeout", type=float, default=MOVE_TIMEOUT, metavar="SECONDS",
                    help="engines: an engine with no move this long beyond --movetime is hung: it loses the game, "
                    "is killed and restarted (default %(default)g; 0: wait forever)")
+    s.add_argument("--start-timeout", type=float, default=START_TIMEOUT, metavar="SECONDS",
+                   help="an engine must answer uci, take its options (isready: a net loads here) and play its first "
+                   "'go nodes 1' within this many seconds each, in the check before the games and at every "
+                   "(re)start; raise it for a slow engine (a WASM build, a big net, a loaded machine) "
+                   "(default %(default)g)")
     g = s.add_mutually_exclusive_group()
     g.add_argument("--book", metavar="FILE", help="an opening book in the shipped book's format (default: the "
                    "shipped book, selfplay/books/balanced.txt: 220 balanced 8-ply lines)")

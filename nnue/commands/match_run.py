@@ -45,7 +45,8 @@ def run(args) -> int:
                           in_flight=args.in_flight, **common)
         else:
             r = engine_match(engines[0], engines[1], args.output, nodes=args.nodes, movetime=args.movetime,
-                             move_timeout=args.move_timeout or None, options_a=engine_opts[0], options_b=engine_opts[1],
+                             move_timeout=args.move_timeout or None,
+                             start_timeout=args.start_timeout, options_a=engine_opts[0], options_b=engine_opts[1],
                              **common)
     except MatchInterrupted as e:
         print(f"nnue match: {e.message}", file=sys.stderr)

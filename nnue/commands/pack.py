@@ -23,9 +23,10 @@ def add_parser(sub) -> None:
     add_registry_option(s, "--format", default="auto", choices=RegistryChoices(format_names, first=("auto",)),
                         help="input format of every input (default: auto, from magic bytes, extension and "
                         "first lines, file by file)")
-    s.add_argument("--score-unit", default="cp", choices=["cp", "sf-internal"],
-                   help="unit of the input scores: UCI centipawns (default) or Stockfish internal "
-                   "units (data from Stockfish's own generator; cp = 100·score/208 at stream time)")
+    s.add_argument("--score-unit", default="auto", choices=["auto", "cp", "sf-internal"],
+                   help="unit of the input scores: auto (default: each format's documented unit, printed: "
+                   "Stockfish internal units for .bin and .binpack, UCI centipawns for the others), cp "
+                   "(UCI centipawns) or sf-internal (Stockfish's own generator; cp = 100·score/208 at stream time)")
     s.add_argument("--pgn-pov", default="mover", choices=["mover", "white"],
                    help="POV of PGN eval comments: mover (default; cutechess, fastchess) or white")
     s.add_argument("--workers", type=workers, default=None, metavar="N",

@@ -10,7 +10,7 @@ from pathlib import Path
 from nnue.pipeline import manifest as mf
 from nnue.pipeline.dupes import extra_copies, groups, repeated_inputs
 from nnue.pipeline.formats import ReaderOptions
-from nnue.pipeline.pack import default_workers, expand_inputs, pack
+from nnue.pipeline.pack import UNIT_WORDS, default_workers, expand_inputs, pack, resolve_score_unit
 from nnue.pipeline.povcheck import warning as pov_warning
 from nnue.pipeline.ranges import DEFAULT_RANGE_MB, range_bytes
 from nnue.pipeline.shard import parse_shard, shard_units
@@ -39,18 +39,21 @@ def run(args) -> int:
     inputs = args.inputs
     units = None
     rbytes = range_bytes(DEFAULT_RANGE_MB if args.range_mb is None else args.range_mb)
+    score_unit = args.score_unit
     if args.shard:
         k, n = parse_shard(args.shard)
+        # one unit for every shard, from all the inputs (a shard sees only its own)
+        score_unit, _ = resolve_score_unit(args.score_unit, files, args.format, None)
         units = shard_units(files, k, n, rbytes, args.format)
         inputs = [f for f in files if str(f) in units]
         if not inputs:
             out_path.mkdir(parents=True, exist_ok=True)
             # an empty shard is still a dataset
-            mf.merge(out_path, [], score_unit=args.score_unit,
+            mf.merge(out_path, [], score_unit=score_unit,
                      version={"flat": 1, "chained": 2}.get(args.layout))
             print(f"shard {k}/{n}: no input files ({len(files)} file(s) over {n} shards); {out_path} is empty")
             return 0
-    summary = pack(inputs, args.output, fmt=args.format, score_unit=args.score_unit,
+    summary = pack(inputs, args.output, fmt=args.format, score_unit=score_unit,
                    options=ReaderOptions(pgn_pov=args.pgn_pov), progress=not args.no_progress,
                    workers=args.workers if args.workers is not None else default_workers(), dedup=args.dedup,
                    range_mb=args.range_mb, units=units, layout=args.layout)
@@ -66,6 +69,7 @@ def run(args) -> int:
                      | ({"one_range_because": f["one_range_because"]} if "one_range_because" in f else {})
                      for f in summary["files"]],
            "skipped_already_packed": summary["skipped"], "ignored": summary["ignored"],
+           "score_unit": summary["score_unit"], "score_unit_from": summary["score_unit_from"],
            "dataset": str(args.output)}
     for w in summary.get("warnings", []):  # inputs packed before whose earlier bytes changed, ...
         print(f"nnue pack: warning: {w}", file=sys.stderr)
@@ -101,6 +105,9 @@ def run(args) -> int:
         rej = sum(summary["rejected"].values())
         print(f"packed {out['packed']:,} of {out['read']:,} positions into {args.output} "
               f"({rej:,} rejected, {len(summary['skipped'])} file(s) already packed)")
+        print(f"  scores in {UNIT_WORDS[summary['score_unit']]}: {summary['score_unit_from']}"
+              + ("; --score-unit cp if they are centipawns" if summary["score_unit"] == "sf-internal"
+                 and summary["score_unit_from"] != "--score-unit" else ""))
         for reason, n in summary["rejected"].items():
             print(f"  rejected {n:>9,}  {reason}")
         for path in summary["ignored"]:

@@ -18,7 +18,7 @@ from omegaconf import DictConfig, OmegaConf
 from nnue.pipeline import manifest as mf
 from nnue.pipeline.atomic import atomic_write_bytes
 from nnue.pipeline.formats import ReaderOptions
-from nnue.pipeline.pack import expand_inputs, pack
+from nnue.pipeline.pack import expand_inputs, pack, resolve_score_unit
 from nnue.pipeline.ranges import range_bytes
 from nnue.pipeline.shard import merge_datasets, shard_units
 from nnue.trainer.launchers import register
@@ -58,12 +58,13 @@ def _pack_shard(cfg: DictConfig) -> dict:
     files, _ = expand_inputs(inputs)
     range_mb = float(cfg.range_mb)
     units = shard_units(files, k, n, range_bytes(range_mb), str(cfg.format))
+    unit, _ = resolve_score_unit(str(cfg.score_unit), files, str(cfg.format), None)  # all inputs: one unit
     mine = [f for f in files if str(f) in units]
     out = shard_dir(to_absolute_path(str(cfg.work)), k, n)
     if not mine:
         out.mkdir(parents=True, exist_ok=True)
         if not (out / mf.MANIFEST).exists() and not (out / "merged.json").exists():
-            mf.merge(out, [], score_unit=str(cfg.score_unit))
+            mf.merge(out, [], score_unit=unit)
         return {"shard": k, "files": 0, "packed": 0}
     if (out / "merged.json").exists() and not (out / mf.MANIFEST).exists():
         return {"shard": k, "files": len(mine), "packed": None, "status": "already merged"}
@@ -71,7 +72,7 @@ def _pack_shard(cfg: DictConfig) -> dict:
     target = Path(to_absolute_path(str(cfg.output)))
     layout = None if (out / mf.MANIFEST).exists() else \
         {1: "flat", 2: "chained"}[mf.layout(target)] if target.is_dir() else None
-    s = pack(mine, out, fmt=str(cfg.format), score_unit=str(cfg.score_unit),
+    s = pack(mine, out, fmt=str(cfg.format), score_unit=unit,
              options=ReaderOptions(pgn_pov=str(cfg.pgn_pov)), progress=False, workers=int(cfg.workers),
              range_mb=range_mb, units=units, layout=layout)
     r = {"shard": k, "files": len(mine), "read": s["read"], "packed": s["packed"],

@@ -128,6 +128,28 @@ def _print_help(argv: list[str]) -> int:
     return 0
 
 
+#: the one line of a run without data (the same words as nnue.trainer.checks.check_train_args)
+NO_DATA = "data.path is required (a dataset folder written by 'nnue pack')"
+
+
+def data_path_missing(argv: list[str]) -> bool:
+    """Whether no override gives ``data.path`` and no config of ``conf/`` sets it (conf/data/default.yaml
+    leaves it ``???``): then the run is refused at once, before Hydra and torch are imported (they
+    took seconds to say the same). Hydra flags (``-m``, ``--cfg`` …) leave it to the full check."""
+    import re
+
+    if any(a.startswith("-") for a in argv):
+        return False
+    keys = [a.split("=", 1)[0].lstrip("+~") for a in argv]
+    if any(k in ("data.path", "data") for k in keys):
+        return False
+    for f in CONF.rglob("*.yaml"):  # a config that sets data.path (none ships; a user's might)
+        if f.relative_to(CONF).as_posix() != "data/default.yaml" and \
+                re.search(r"^data:[ \t]*\n(?:[ \t]+.*\n|[ \t]*#.*\n|\n)*?[ \t]+path:", f.read_text(), re.M):
+            return False
+    return True
+
+
 def run_argv(argv: list[str]) -> int:
     """``nnue train [OVERRIDES]``: Hydra's help, or check the overrides and train."""
     if argv in (["--help"], ["-h"]) and (text := shipped_help()) is not None:
@@ -135,6 +157,10 @@ def run_argv(argv: list[str]) -> int:
         return 0
     if any(a in HELP_FLAGS for a in argv):
         return _print_help(argv)
+    if data_path_missing(argv):
+        print(f"nnue train: error: {NO_DATA}; e.g. nnue train experiment=demo data.path=DATASET "
+              f"('nnue train --help' lists the config groups)", file=sys.stderr)
+        return 2
     from nnue.commands import train_run  # torch, Lightning, Hydra: only when the command runs
 
     return train_run.run_argv(argv)

@@ -26,5 +26,11 @@ def run_argv(argv: list[str]) -> int:
     # nnue.ddp_child, which runs this same Hydra entry point
     sys.argv = [nnue.ddp_child.__file__, *argv]
     __main__.__spec__ = importlib.util.find_spec("nnue.ddp_child")
-    trainer_train.main()  # the Hydra entry point (looked up here, so that a test can stand in for it)
+    from nnue.trainer.callbacks import SweepInterrupted
+
+    try:
+        trainer_train.main()  # the Hydra entry point (looked up here, so that a test can stand in for it)
+    except SweepInterrupted as e:  # one line, 130 / 143, whatever the launcher and the sweeper
+        print(f"nnue train: {e.line()}", file=sys.stderr)
+        return 128 + int(e.signum)
     return 0

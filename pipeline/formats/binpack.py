@@ -302,4 +302,5 @@ class BinpackWriter(ChainWriter):
 
 SPEC = FormatSpec("binpack", read, sniff, score_pov="side to move", result_pov="side to move",
                   doc="Stockfish .binpack", binary=True, extensions=(".binpack",), find_ranges=find_ranges,
-                  compiled=_compiled, write_stream=BinpackWriter)
+                  compiled=_compiled, write_stream=BinpackWriter,
+                  score_unit="sf-internal")

@@ -116,4 +116,5 @@ def sniff(head: bytes) -> bool:
 SPEC = FormatSpec("bin", read, sniff, score_pov="side to move", result_pov="side to move",
                   doc="Stockfish .bin PackedSfenValue, 40-byte records", binary=True, record_size=SIZE,
                   extensions=(".bin",), find_ranges=fixed_game_finder(decode_record, SIZE),
-                  compiled=compiled_fixed)
+                  compiled=compiled_fixed,
+                  score_unit="sf-internal")

@@ -1,5 +1,6 @@
-"""Issue 22 item 3: the ``nnue`` parser is built, and ``nnue --version`` and every ``nnue CMD --help``
-answer, without importing torch, Lightning, pyarrow, numba, Hydra, pandas, scipy or matplotlib.
+"""The ``nnue`` parser is built, and ``nnue --version`` and every ``nnue CMD --help`` answer, without
+importing torch, Lightning, pyarrow, numba, Hydra, pandas, scipy or matplotlib; and ``nnue eval
+--fen/--fens`` of a net imports neither pyarrow nor the trainer (nor the Stockfish annotator).
 
 Each check runs in a fresh interpreter (a subprocess): in the test process those modules are loaded
 already. The sub-commands are read from the parser itself, so a new command is covered without
@@ -56,14 +57,15 @@ for argv in (ARGVS or [p + ["--help"] for p in paths if p[0] not in SEPARATE] + 
         except SystemExit as e:
             rc = e.code
     runs.append({"argv": argv, "rc": rc, "out": out.getvalue()})
-loaded = sorted({m.split(".")[0] for m in sys.modules if m.split(".")[0] in HEAVY})
+# a HEAVY name is a module and its sub-modules ("nnue.trainer" covers nnue.trainer.metrics)
+loaded = sorted({h for m in sys.modules for h in HEAVY if m == h or m.startswith(h + ".")})
 print(json.dumps({"paths": paths, "after_build": after_build, "runs": runs, "loaded": loaded}))
 """
 
 
-def _probe(argvs: list[list[str]] | None = None) -> dict:
+def _probe(argvs: list[list[str]] | None = None, heavy: tuple[str, ...] = HEAVY) -> dict:
     env = {**os.environ, "COLUMNS": "100"}
-    r = subprocess.run([sys.executable, "-c", _PROBE, json.dumps(HEAVY), json.dumps(argvs or [])],
+    r = subprocess.run([sys.executable, "-c", _PROBE, json.dumps(heavy), json.dumps(argvs or [])],
                        capture_output=True, text=True, env=env, timeout=300, cwd=REPO)
     assert r.returncode == 0, r.stderr[-3000:]
     return json.loads(r.stdout.strip().splitlines()[-1])
@@ -248,3 +250,47 @@ def test_every_command_module_is_in_the_parser():
         (parser,) = sub.choices.values()
         assert parser.get_default("func") is not None or parser.get_default("run_argv") is not None \
             or any(isinstance(a, argparse._SubParsersAction) for a in parser._actions), command.__name__
+
+
+#: never imported by ``nnue eval --fen/--fens`` of a net: the dataset stream (pyarrow), the trainer (its
+#: metrics among them), the Stockfish annotator, the training kernels and what only training needs
+EVAL_HEAVY = ("pyarrow", "nnue.trainer", "nnue.pipeline.annotate", "nnue.pipeline.stream", "nnue.pipeline.manifest",
+              "nnue.kernels", "triton", "lightning", "pytorch_lightning", "hydra", "omegaconf", "pandas", "matplotlib")
+EVAL_FENS = ["rnbqkbnr/pppppppp/8/8/8/8/PPPPPPPP/RNB1KBNR w KQkq - 0 1", "4k3/8/8/8/8/8/4P3/4K3 b - - 0 1",
+             "r3k2r/pp3ppp/2n5/3p4/3P4/2N5/PP3PPP/R3K2R b KQkq - 3 12"]
+
+
+@pytest.fixture(scope="module")
+def eval_nets(tmp_path_factory) -> dict:
+    """A perspective net (chess768), a deep net (halfkav2_hm) and a residual net on the material base,
+    written as net.safetensors, with their evals of EVAL_FENS made in this process."""
+    from nnue.inference import evaluate_fens, residual
+    from tests.netfiles import make_deep_int_net, make_int_net
+
+    d = tmp_path_factory.mktemp("eval_nets")
+    nets = {"perspective": make_int_net("chess768", hidden=16, seed=2),
+            "deep": make_deep_int_net("halfkav2_hm", hidden=16, seed=3),
+            "residual": make_int_net("chess768", hidden=16, seed=4)}
+    nets["residual"].arch["residual"] = residual.header("material", 0.5)
+    out = {}
+    for name, net in nets.items():
+        path = d / f"{name}.safetensors"
+        net.save(path)
+        out[name] = (path, [int(v) for v in evaluate_fens(net, EVAL_FENS)])
+    (d / "fens.txt").write_text("\n".join(EVAL_FENS) + "\n")
+    return out
+
+
+@pytest.mark.parametrize("kind", ["perspective", "deep", "residual"])
+def test_eval_of_fens_imports_neither_pyarrow_nor_the_trainer(eval_nets, kind):
+    """``nnue eval NET --fen`` and ``--fens`` in a fresh interpreter: the evals of the net, and none of
+    EVAL_HEAVY imported (the inference package, its compiled path and the position parser only)."""
+    path, want = eval_nets[kind]
+    fens_file = path.parent / "fens.txt"
+    probe = _probe([["eval", str(path), "--fen", EVAL_FENS[1]], ["eval", str(path), "--fens", str(fens_file)]],
+                   heavy=EVAL_HEAVY)
+    one, many = probe["runs"]
+    assert one["rc"] == 0 and many["rc"] == 0, probe["runs"]
+    assert [int(v) for v in one["out"].split()] == want[1:2]
+    assert [int(v) for v in many["out"].split()] == want
+    assert probe["loaded"] == [], f"imported by nnue eval --fen/--fens: {probe['loaded']}"

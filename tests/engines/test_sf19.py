@@ -127,13 +127,14 @@ def test_nnue_match_drives_it_with_a_net_a_side(engine, raised, tmp_path):
 
 def test_nnue_match_refuses_a_net_the_engine_rejects_in_one_line(engine, tmp_path):
     bad = tmp_path / "bad.nnue"
-    bad.write_bytes(sfnnue19.nnue_bytes(random_tensors(32, seed=4)))
+    bad.write_bytes(sfnnue19.nnue_bytes(random_tensors(64, seed=4)))  # our reader reads it (any L1 of 64s)
     r = subprocess.run([sys.executable, "-m", "nnue.cli", "match", "--engine", engine, "--engine-option",
                         f"EvalFile={bad}", "--engine", engine, "--nodes", "50", "-o", str(tmp_path / "m")],
                        capture_output=True, text=True, timeout=300)
     assert r.returncode == 2 and r.stderr.count("\n") == 1, r.stderr
     assert "refused its settings" in r.stderr and "exited (status 1)" in r.stderr
-    assert f"'info string ERROR: {bad}: byte " in r.stderr and "L1 32, this engine is built for L1 1024" in r.stderr
+    assert f"'info string ERROR: {bad}: byte " in r.stderr and "L1 64, this engine is built for L1 1024" in r.stderr
+    assert f"{bad} is a Stockfish 19 .nnue (our reader reads it whole)" in r.stderr
     assert "will be terminated now" not in r.stderr  # shortened to the reason
     assert not (tmp_path / "m").exists()
 

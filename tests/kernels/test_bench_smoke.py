@@ -45,14 +45,17 @@ def test_bench_train_smoke(bench, tmp_path):
     """nnue bench train end to end at toy size: every variant, the baseline and the ratios."""
     mod = bench("bench_train")
     out = tmp_path / "train.json"
-    r = mod.run(["--batch", "32", "--steps", "2", "--warmup", "1", "--rounds", "2", "--out", str(out),
-                 "model.hidden=8", "model.backend=numba", "optimizer.sparse_ft=true", "model.factoriser=true",
+    r = mod.run(["--data", "sample", "--batch", "32", "--steps", "2", "--warmup", "1", "--rounds", "2",
+                 "--out", str(out), "model.hidden=8", "model.backend=numba", "optimizer.sparse_ft=true", "model.factoriser=true",
                  "--baseline", "model.backend=torch optimizer.sparse_ft=false"])
     assert out.exists() and len(r["runs"]) == 1
+    assert r["data"]["source"] == "sample" and r["data"]["positions_packed"] == 4015
+    assert r["environment"]["cores_available"] >= 1
     run = r["runs"][0]
     assert set(run["variants"]) == {"lightning", "plain", "naive", "baseline"}
     for v in run["variants"].values():
         assert v["steps"] == 4 and v["positions_per_s_median"] > 0 and v["cpu_s_per_step_median"] >= 0
+        assert v["cores_used"] >= 0
     assert set(run["variants"]["plain"]["phases_ms_median"]) == set(mod.PHASES)
     assert run["config"]["backend_resolved"] == "numba" and run["config"]["sparse_ft"]
     assert run["baseline_config"]["backend_resolved"] == "torch" and not run["baseline_config"]["sparse_ft"]

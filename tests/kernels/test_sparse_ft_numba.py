@@ -267,15 +267,22 @@ def test_dispatch_backend_numba():
 @pytest.mark.parametrize("kind,activation", [("perspective", "screlu"), ("deep", "pairwise_crelu"),
                                              ("tiny", "crelu")])
 @pytest.mark.parametrize("factoriser", [False, True])
-def test_models_numba_equal_torch(kind, activation, factoriser):
-    """The perspective, deep and tiny nets: the numba backend computes the torch backend's
-    forward bit for bit and its gradients to fp32 order noise, with and without a factoriser."""
+@pytest.mark.parametrize("qat", [False, True])
+def test_models_numba_equal_torch(kind, activation, factoriser, qat):
+    """The perspective, deep and tiny nets: the numba backend (model.backend=auto on the CPU,
+    nnue.trainer.fast_path) computes the torch backend's forward bit for bit and its gradients to
+    fp32 order noise, with and without a factoriser, with and without QAT."""
+    from nnue.spec.quant import QuantScheme
+
     torch.manual_seed(0)
     deep = {"l1_outputs": 4, "l2_outputs": 6, "hidden_activation": "crelu"} if kind == "deep" else \
         ({"l1_outputs": 5, "hidden_activation": "crelu"} if kind == "tiny" else None)
     nets = [build_model(kind, "halfkav2_hm", 22528, 18, activation, 8, backend, factoriser, deep)
             for backend in ("torch", "numba")]
     nets[1].load_state_dict(nets[0].state_dict())
+    if qat:
+        for n in nets:
+            n.enable_qat(QuantScheme())
     gen = torch.Generator().manual_seed(1)
     stm, nstm = make_indices(9, 32, 22528, gen)
     bucket = torch.randint(0, 8, (9,), generator=gen)

@@ -22,6 +22,11 @@ from tests.samples import SAMPLE, public_if_present, selfplay
 NNUE = [sys.executable, "-m", "nnue.cli"]
 
 
+#: the inputs mix formats whose documented units differ (Stockfish's .binpack: internal units):
+#: one dataset takes one unit, so these packs name it
+UNIT = ["--score-unit", "cp"]
+
+
 def inputs() -> list[Path]:
     """The bundled sample and the Chess960 PGN (ours, in every clone), then the third-party
     samples of ../shared/data/public where they are present."""
@@ -49,7 +54,7 @@ def content(dataset: Path) -> dict:
 @pytest.fixture(scope="module")
 def whole(tmp_path_factory):
     d = tmp_path_factory.mktemp("whole") / "ds"
-    nnue("pack", *inputs(), "-o", d, "--no-progress")
+    nnue("pack", *inputs(), "-o", d, "--no-progress", *UNIT)
     return content(d)
 
 
@@ -94,7 +99,7 @@ def test_sharded_pack_and_merge_equal_one_pack(tmp_path, whole):
     n = 3
     shards = [tmp_path / f"s{k}" for k in range(n)]
     for k, s in enumerate(shards):
-        nnue("pack", *inputs(), "-o", s, "--shard", f"{k}/{n}", "--no-progress")
+        nnue("pack", *inputs(), "-o", s, "--shard", f"{k}/{n}", "--no-progress", *UNIT)
     held = [set(mf.load(s)["files"]) for s in shards]
     assert sum(map(len, held)) == len(whole["entries"]) and set().union(*held) == set(whole["entries"])
     out = tmp_path / "merged"
@@ -112,7 +117,7 @@ def test_sharded_pack_and_merge_equal_one_pack(tmp_path, whole):
 def test_interrupted_merge_is_finished_by_a_rerun(tmp_path, whole, monkeypatch):
     shards = [tmp_path / f"s{k}" for k in range(2)]
     for k, s in enumerate(shards):
-        nnue("pack", *inputs(), "-o", s, "--shard", f"{k}/2", "--no-progress")
+        nnue("pack", *inputs(), "-o", s, "--shard", f"{k}/2", "--no-progress", *UNIT)
     out = tmp_path / "merged"
     first = set(mf.load(shards[0])["files"])
     real = mf.merge
@@ -160,11 +165,11 @@ def test_an_empty_shard_is_an_empty_dataset(tmp_path):
 def test_pack_shards_through_hydra_equals_one_pack(tmp_path, whole):
     out = tmp_path / "ds"
     ins = ",".join(str(p) for p in inputs())
-    r = nnue("pack-shards", f"inputs=[{ins}]", f"output={out}", "shards=3", cwd=tmp_path)
+    r = nnue("pack-shards", f"inputs=[{ins}]", f"output={out}", "shards=3", "score_unit=cp", cwd=tmp_path)
     assert f"merged {len(inputs())} file(s)" in r.stdout
     assert content(out) == whole
     # a rerun packs nothing again and merges nothing twice
-    r = nnue("pack-shards", f"inputs=[{ins}]", f"output={out}", "shards=3", cwd=tmp_path)
+    r = nnue("pack-shards", f"inputs=[{ins}]", f"output={out}", "shards=3", "score_unit=cp", cwd=tmp_path)
     assert "merged 0 file(s)" in r.stdout
     assert content(out) == whole
 
@@ -172,7 +177,7 @@ def test_pack_shards_through_hydra_equals_one_pack(tmp_path, whole):
 def test_pack_shards_through_submitit_local(tmp_path, whole):
     out = tmp_path / "ds"
     ins = ",".join(str(p) for p in inputs())
-    nnue("pack-shards", f"inputs=[{ins}]", f"output={out}", "shards=2", "hydra/launcher=submitit_local",
+    nnue("pack-shards", f"inputs=[{ins}]", f"output={out}", "shards=2", "score_unit=cp", "hydra/launcher=submitit_local",
          "hydra.launcher.timeout_min=20", cwd=tmp_path, timeout=900)
     assert content(out) == whole
     assert (tmp_path / "ds.shards" / ".hydra" / ".submitit").is_dir()
@@ -207,7 +212,7 @@ def test_pack_shards_bad_input_is_one_line(tmp_path, args, msg):
 def test_pack_shards_as_a_slurm_job_array(slurm, tmp_path, whole):
     out = tmp_path / "ds"
     ins = ",".join(str(p) for p in inputs())
-    nnue("pack-shards", f"inputs=[{ins}]", f"output={out}", "shards=2", "hydra/launcher=submitit_slurm",
+    nnue("pack-shards", f"inputs=[{ins}]", f"output={out}", "shards=2", "score_unit=cp", "hydra/launcher=submitit_slurm",
          "hydra.launcher.timeout_min=20", cwd=tmp_path, timeout=900)
     assert content(out) == whole
     logs = list((tmp_path / "ds.shards" / ".hydra" / ".submitit").rglob("*_log.out"))

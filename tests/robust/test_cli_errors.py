@@ -75,6 +75,7 @@ CASES = [
     (["convert", "{ds}", "--to", "nosuch", "-o", "{t}/c"], "--to"),
     (["convert", "{ds}", "-o", "{t}/c"], "--to"),
     (["convert", "{ds}", "--to", "plain", "-o", "{t}/file.txt/x.plain"], "file.txt"),
+    (["export-net", "{netdir}", "--to", "bullet", "-o", "{t}/file.txt/q.bin"], "file.txt: not a folder"),
     # export
     (["export", "{part}", "-o", "{t}/n1"], "Parquet"),
     (["export", "{t}/nonexist.ckpt", "-o", "{t}/n1"], "no such checkpoint"),
@@ -230,3 +231,18 @@ def test_bench_infer_on_the_users_net(env, tmp_path):
     r = json.loads(out.read_text())
     assert rc == 0 and r["net"] == str(env["netdir"]) and r["int_evals_per_s"] > 0
     assert r["architecture"]["hidden"] == 32
+
+
+def test_export_net_into_a_folder_that_does_not_exist(env, tmp_path):
+    """``export-net -o DIR/file`` with DIR missing was a raw ``[Errno 2]`` naming a temporary
+    file; the folder is made now, as ``nnue convert -o`` makes it. A write elsewhere into a
+    missing folder names the folder (``nnue.pipeline.atomic``), not the temporary file."""
+    from nnue.pipeline.atomic import atomic_write_bytes
+
+    out = tmp_path / "new" / "sub" / "q.bin"
+    r = subprocess.run([sys.executable, "-m", "nnue.cli", "export-net", str(env["netdir"]), "--to", "bullet", "-o",
+                        str(out)], capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    assert out.stat().st_size > 0 and not list(out.parent.glob(".*tmp"))
+    with pytest.raises(FileNotFoundError, match=f"^{tmp_path / 'none'}: no such folder to write x.bin into"):
+        atomic_write_bytes(tmp_path / "none" / "x.bin", b"1")

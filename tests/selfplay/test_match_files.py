@@ -142,3 +142,30 @@ def test_what_a_resume_plays(tmp_path):
     assert rec.todo(4) == [(1, 0), (1, 1), (2, 0), (3, 0), (3, 1)]
     rec.tally.stopped_at = {"verdict": "H1", "llr": 3.0, "games": 2}
     assert rec.todo(4) == [(2, 0)]
+
+
+def test_a_rerun_refuses_a_net_file_changed_under_the_same_path(tmp_path):
+    """An engine match with ``--engine-option EvalFile=PATH``, then the net re-exported to the
+    same PATH (a new fine-tune) and the same command run again: it once took the folder for the
+    same match (same path, same settings) and printed the old net's finished result (or, for an
+    interrupted match, would have mixed the games of two nets in one SPRT). Now it refuses in one
+    line naming the file; with the file's bytes as they were, it resumes as before."""
+    from tests.selfplay.test_uci_engines import misbehave
+
+    net, out = tmp_path / "net.nnue", tmp_path / "m"
+    net.write_bytes(b"the first net")
+    eng = misbehave("--option", "EvalFile")
+    args = ["match", "--engine", eng, "--engine", eng, "--engine-option", f"EvalFile={net}", "--nodes", "1",
+            "--games", "2", "--adjudicate", "maxply=16", "--quiet", "-o", str(out)]
+    rc, _, se = nnue(*args)
+    assert rc == 0, se
+    first = (out / "match.json").read_bytes()
+    assert _check_consistent(out)["games"] == 2
+    net.write_bytes(b"the second net")
+    rc, _, se = nnue(*args)
+    assert rc == 2 and se.count("\n") == 1 and "B's EvalFile" in se and "sha256" in se, se
+    assert (out / "match.json").read_bytes() == first  # refused before writing anything
+    net.write_bytes(b"the first net")
+    rc, _, se = nnue(*args)
+    assert rc == 0, se
+    assert _check_consistent(out)["games"] == 2

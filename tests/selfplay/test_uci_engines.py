@@ -215,21 +215,6 @@ def test_stockfish_classical_against_its_net_per_side_options(tmp_path):
 
 
 @needs_sf
-def test_an_engine_that_rejects_its_net_is_refused_quoting_its_errors(tmp_path):
-    net = _sf_net(tmp_path)
-    bad = tmp_path / "truncated.nnue"
-    bad.write_bytes(net.read_bytes()[:1_000_000])
-    out = tmp_path / "m"
-    rc, _, se = nnue("match", "--engine", STOCKFISH, "--engine", STOCKFISH, "--engine-option", f"EvalFile={bad}",
-                     "--nodes", "100", "-o", out)
-    assert rc == 2 and se.count("\n") == 1, se
-    assert "refused its settings" in se and "exited" in se
-    assert f"'info string ERROR: The option is set to true, but the network file {bad} was not loaded " \
-           f"successfully.'" in se
-    assert not out.exists()
-
-
-@needs_sf
 def test_engine_option_mistakes_are_one_line(tmp_path):
     cases = [(["--engine", STOCKFISH, "--engine-option", "NoSuchThing=1", "--engine", STOCKFISH],
               "has no option 'NoSuchThing' (it has: "),

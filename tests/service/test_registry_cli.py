@@ -90,3 +90,23 @@ def test_show_is_a_table_and_json_on_request(tmp_path):
     assert "SPRT [0, 10] at 64 nodes: H0, LLR -2.95, Elo -40.0 ± 30.0 over 200 games" in out
     rec = json.loads(_nnue("registry", "show", "2", "-r", reg, "--json"))
     assert rec["version"] == "0002" and rec["gate"]["sprt"]["verdict"] == "H0" and rec["champion"] is False
+
+
+def test_warm_start_names_the_weights_a_cycle_started_from(tmp_path):
+    """A cycle trained with ``init_weights=FILE`` in train.overrides (no champion yet) was shown as
+    "warm start from none (fresh weights)": the record now names the file; a champion's weights
+    are named by its version; fresh weights are none."""
+    from nnue.trainer.retrain import warm_start_record
+
+    champ = tmp_path / "reg" / "versions" / "0001" / "checkpoint.safetensors"
+    mine = tmp_path / "imported" / "checkpoint.safetensors"
+    assert warm_start_record(str(champ), champ, "0001") == "0001"
+    assert warm_start_record(str(mine), None, None) == str(mine)
+    assert warm_start_record(str(mine), champ, "0001") == str(mine)  # the user's file won the override
+    assert warm_start_record(None, None, None) is None
+    reg = _registry(tmp_path)
+    rec = json.loads((reg / "versions" / "0001" / "version.json").read_text())
+    (reg / "versions" / "0001" / "version.json").write_text(json.dumps(rec | {"warm_start": str(mine)}))
+    out = _nnue("registry", "show", "1", "-r", reg)
+    line = next(x for x in out.splitlines() if x.startswith("warm start from"))
+    assert str(mine) in line and "fresh" not in line

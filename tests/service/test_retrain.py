@@ -8,6 +8,7 @@ next run cleans up (or completes) and the final one finishes the cycle."""
 from __future__ import annotations
 
 import json
+import os
 import signal
 import subprocess
 import time
@@ -268,3 +269,29 @@ def _sprt_cycles(tmp_path, dumps, cases):
             champion = version
         assert_consistent(reg, champion)
         assert f"version {version} {gate['verdict']}d" in out
+
+
+def test_a_cycle_with_nothing_new_skips_at_once(tmp_path, dumps):
+    """With nothing new, a cycle waited the settle time on every dump already packed (each counted
+    as "being written" until seen unchanged for ``pack.settle`` s), then composed and checked the
+    training config and loaded the champion's net (torch) before recording "skipped": about 24 s.
+    Now dumps older than the settle time are complete at once, the skip is decided right after
+    packing, and the champion is checked by its hash: no torch is imported. Here settle is 600 s:
+    the old cycle waited up to 1,800 s."""
+    import sys
+
+    reg = tmp_path / "reg"
+    rc, out, err = retrain(reg, dumps)
+    assert rc == 0, err[-2000:]
+    code = ("import sys, nnue.cli; rc = nnue.cli.main(sys.argv[1:]); "
+            "print('torch imported' if 'torch' in sys.modules else 'no torch', file=sys.stderr); sys.exit(rc)")
+    for f in dumps.iterdir():  # written at least 600 s ago: settled by their age
+        os.utime(f, (time.time() - 3600, time.time() - 3600))
+    r = subprocess.run([sys.executable, "-c", code, "retrain", f"registry={reg}", f"watch=[{dumps}]",
+                        "pack.settle=600", "gate.fraction=0.2", f'train.overrides="{TINY}"'],
+                       capture_output=True, text=True, env=env(), timeout=300)
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert "retrain: skipped (no new dumps since the last cycle); champion 0001" in r.stdout
+    assert "still being written" not in r.stderr and r.stderr.strip().endswith("no torch"), r.stderr[-2000:]
+    h = [json.loads(x) for x in (reg / "history.jsonl").read_text().splitlines()]
+    assert h[-1]["action"] == "skipped" and h[-1]["data"]["new_files"] == 0

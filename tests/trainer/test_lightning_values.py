@@ -53,3 +53,30 @@ def test_cli_status_2_one_line_no_folder(sample_dataset, tmp_path):
     err = r.stderr.strip().splitlines()
     assert r.returncode == 2 and len(err) == 1 and err[0].startswith("nnue train: error:"), r.stderr
     assert not out.exists()
+
+
+def test_fraction_on_a_one_pass_epoch_refused_and_its_suggestion_trains(sample_dataset, tmp_path):
+    """``val_check_interval=0.5`` on a one-pass epoch (an iterable stream without a length):
+    Lightning refused it after the run folder was written (MisconfigurationException, status 1).
+    Now one line before anything is written, suggesting a batch count, which then trains."""
+    import re
+
+    from hydra import compose, initialize_config_module
+    from hydra.core.global_hydra import GlobalHydra
+
+    from nnue.trainer.checks import check_train_args
+    from nnue.trainer.train import run
+
+    out = tmp_path / "out"
+    args = [*BASE, "data.positions_per_epoch=null", f"data.path={sample_dataset}", f"paths.output_dir={out}"]
+    err = check_train_args([*args, "+trainer.val_check_interval=0.5"])
+    assert err and "\n" not in err and "a one-pass epoch (data.positions_per_epoch=null) has none" in err, err
+    assert not out.exists()
+    k = int(re.search(r"trainer\.val_check_interval=(\d+):", err).group(1))
+    assert check_train_args([*args, f"+trainer.val_check_interval={k}"]) is None
+    GlobalHydra.instance().clear()
+    with initialize_config_module(config_module="nnue.conf", version_base="1.3"):
+        cfg = compose("train", overrides=[*args, f"+trainer.val_check_interval={k}", "data.val_batch_size=4096",
+                                          "trainer.enable_progress_bar=false"])
+    m = run(cfg)
+    assert m["global_step"] > 0 and m["val_loss"] > 0

@@ -156,7 +156,7 @@ def test_checkpoint_every_epoch_whatever_the_validation_cadence(sample_dataset, 
     for name, extra in (("every2", {"+trainer.check_val_every_n_epoch": 2}),
                         ("noval", {"+trainer.limit_val_batches": 0})):
         out = tmp_path / name
-        m = train(sample_dataset, out, **{"trainer.max_epochs": 3}, **extra)
+        m = train(sample_dataset, out, **{"trainer.max_epochs": 3, "checkpoints.weights_every_n_epochs": 1}, **extra)
         ck = ckpt(out)
         assert m["global_step"] == ck["global_step"] == 3 * SPE, name
         assert json.loads((out / "metrics.json").read_text())["global_step"] == 3 * SPE

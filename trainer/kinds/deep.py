@@ -138,4 +138,4 @@ def audit(q, arch, scheme: QuantScheme, max_active: int, clip: bool = False):
 
 
 KIND = TrainerKind("deep", inference.KIND, DeepArch, DeepNet, quantise, audit, calibrate_output_bias,
-                   layers_key="deep")
+                   layers_key="deep", compiled_ft=DeepNet.compiled_ft)

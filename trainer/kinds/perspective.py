@@ -131,4 +131,5 @@ def calibrate(model: PerspectiveNet, q: dict, net, scheme: QuantScheme, stm: tor
     return {"l1b": l1b}, {"l1_bias_shift_cp": shift}
 
 
-KIND = TrainerKind("perspective", inference.KIND, Arch, PerspectiveNet, quantise, audit, calibrate)
+KIND = TrainerKind("perspective", inference.KIND, Arch, PerspectiveNet, quantise, audit, calibrate,
+                   compiled_ft=PerspectiveNet.compiled_ft)

@@ -140,6 +140,12 @@ class SFNNv16Net(nn.Module):
     #: the trainer sets it with optimizer.sparse_ft=true (row-sparse feature-transformer gradient)
     sparse_grad = False
 
+    @staticmethod
+    def compiled_ft(activation: str, qat: bool) -> bool:
+        """Whether the numba backend computes the feature transformer compiled: always (its one L0
+        activation, under QAT too: :meth:`_ft_outputs`); the kind record's ``compiled_ft``."""
+        return True
+
     def __init__(self, arch: SFNNv16Arch, backend: str = "auto", factors: torch.Tensor | None = None):
         super().__init__()
         self.arch, self.backend = arch, backend
@@ -391,8 +397,10 @@ def audit(q: dict[str, torch.Tensor], arch, scheme, max_active: int, clip: bool 
     acc_notes: list[str] = []
     worst = audit_accumulator(q, "ft_weight", "ft_bias", 32, False, acc_notes, {}, "ft (HalfKAv2_hm rows)")
     int8_worst = int(q["threat_weight"].abs().topk(min(256, INT8_INPUTS), dim=0).values.sum(0).max())
+    note = ("on paper only, not enforced: the engine's int16 adds wrap and the integer evaluator wraps "
+            "alike; the official net's bound is over too") if worst > INT16_MAX else None
     return q, {"accumulator_worst_case": worst, "accumulator_worst_case_int8_rows": int8_worst,
-               "accumulator_limit": INT16_MAX, "accumulator_notes": acc_notes,
+               "accumulator_limit": INT16_MAX, "accumulator_notes": acc_notes, "accumulator_note": note,
                "clipped": clipped, "problems": problems}
 
 
@@ -441,4 +449,5 @@ def import_checkpoint(net: SFNNv16IntegerNet) -> tuple[dict[str, torch.Tensor], 
 
 KIND = TrainerKind("sfnnv16", inference.KIND, SFNNv16Arch, SFNNv16Net, quantise, audit, calibrate,
                    layers_key="sfnnv16", features="sfnnv16", output_buckets="SFPieceCount<8>",
-                   import_checkpoint=import_checkpoint, partial_factoriser=True)
+                   import_checkpoint=import_checkpoint, partial_factoriser=True,
+                   compiled_ft=SFNNv16Net.compiled_ft)

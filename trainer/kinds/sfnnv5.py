@@ -121,6 +121,12 @@ class SFNNv5Net(nn.Module):
     #: transformer's gradient then holds only the rows a batch touched (RowSparseAdamW)
     sparse_grad = False
 
+    @staticmethod
+    def compiled_ft(activation: str, qat: bool) -> bool:
+        """Whether the numba backend computes the feature transformer compiled (not under QAT:
+        :meth:`_accumulators`, :meth:`_ft_outputs`); the kind record's ``compiled_ft``."""
+        return not qat
+
     def __init__(self, arch: SFNNv5Arch, backend: str = "auto", factors: torch.Tensor | None = None):
         super().__init__()
         self.arch, self.backend = arch, backend
@@ -217,7 +223,8 @@ class SFNNv5Net(nn.Module):
             halves.append(c[:, :H // 2] * c[:, H // 2:])
         return torch.cat(halves, 1), torch.cat([acc[:, H:W], acc[:, W + H:]], 1)
 
-    def forward_value(self, stm: torch.Tensor, nstm: torch.Tensor, bucket: torch.Tensor) -> torch.Tensor:
+    def forward_value(self, stm: torch.Tensor, nstm: torch.Tensor, bucket: torch.Tensor,
+                      with_ft: bool = False) -> torch.Tensor | tuple[torch.Tensor, torch.Tensor]:
         """(B,) float ``y``: the engine's internal value / 600. On the CPU the positions go
         through the net in bucket order (:mod:`nnue.kernels.layer_stacks`: each through its own
         stack's rows only), and ``y`` comes back in batch order."""
@@ -226,8 +233,8 @@ class SFNNv5Net(nn.Module):
             perm, offsets = layer_stacks.bucket_order(bucket, self.arch.num_buckets)
             if perm is not None:
                 stm, nstm, bucket = stm.index_select(0, perm), nstm.index_select(0, perm), bucket.index_select(0, perm)
-        x0, psqt_acc = self._ft_outputs(stm, nstm)
-        x0 = x0 * (127 / 128)
+        ft_out, psqt_acc = self._ft_outputs(stm, nstm)
+        x0 = ft_out * (127 / 128)
         if self.qat is not None:
             x0 = fake_quant(x0, 127, "floor")
         s0 = self._stack(self.l1, x0, bucket, FC0_OUTPUTS, HIDDEN_W, HIDDEN_B, self.l1_fact, offsets)
@@ -237,16 +244,20 @@ class SFNNv5Net(nn.Module):
         o = self._stack(self.out, x2, bucket, 1, OUT_W, OUT_B, None, offsets)[:, 0]
         bk = bucket.view(-1, 1)
         psqt = (psqt_acc.gather(1, bk) - psqt_acc.gather(1, bk + PSQT_BUCKETS))[:, 0] / 2
-        return layer_stacks.unpermute(o + skip + psqt, perm)
+        v = layer_stacks.unpermute(o + skip + psqt, perm)
+        return (v, ft_out) if with_ft else v
 
     def forward(self, stm: torch.Tensor, nstm: torch.Tensor, bucket: torch.Tensor) -> torch.Tensor:
         return self.forward_value(stm, nstm, bucket) * (NNUE2SCORE * 100 / NORMALIZE_TO_PAWN) / self.arch.scale
 
     def forward_with_activations(self, stm, nstm, bucket):
-        """(eval / SCALE, the stm half of the FT's transformed output) for the trainer's
-        activation metrics."""
-        y = self.forward(stm, nstm, bucket)
-        return y, y.new_zeros((y.shape[0], 1))
+        """(eval / SCALE, (B, L1) the FT's transformed output: both perspectives' pairwise products,
+        stm first) for the trainer's activation metrics (density, block sparsity, the L1 penalty).
+        Its rows are in the order the layer stacks ran them (bucket order on the CPU path, not
+        unpermuted: a (B, L1) copy a step for statistics that do not depend on the order). It
+        returned zeros, so an sfnnv5 run reported ``val_l0_density: 0.0``."""
+        v, ft_out = self.forward_value(stm, nstm, bucket, with_ft=True)
+        return v * (NNUE2SCORE * 100 / NORMALIZE_TO_PAWN) / self.arch.scale, ft_out
 
     @torch.no_grad()
     def clip_weights(self, ft_limit: float, l1_limit: float, ft_weight: bool = True) -> None:
@@ -347,4 +358,4 @@ def import_checkpoint(net: SFNNv5IntegerNet) -> tuple[dict[str, torch.Tensor], d
 
 KIND = TrainerKind("sfnnv5", inference.KIND, SFNNv5Arch, SFNNv5Net, quantise, audit, calibrate,
                    layers_key="sfnnv5", features="halfkav2_hm", output_buckets="SFPieceCount<8>",
-                   import_checkpoint=import_checkpoint)
+                   import_checkpoint=import_checkpoint, compiled_ft=SFNNv5Net.compiled_ft)

@@ -28,7 +28,12 @@ class TrainerKind:
       -> (float state dict, checkpoint hparams) of this kind, whose ``quantise`` gives the net
       back; None when the kind has no engine file to import.
     * ``partial_factoriser``: the float model takes a factoriser map with −1 on rows that have no
-      virtual row (sfnnv16: only its HalfKAv2_hm rows are factorised).
+      virtual row (sfnnv16: only its HalfKAv2_hm rows are factorised);
+    * ``compiled_ft(activation, qat) -> bool``: whether the float model's ``backend="numba"``
+      computes the feature transformer compiled (:mod:`nnue.kernels.sparse_ft_numba`) for that L0
+      activation, under QAT or not; what ``model.backend=auto`` on the CPU asks
+      (:mod:`nnue.trainer.fast_path`). None: the kind has no compiled CPU feature transformer and
+      trains on the torch reference unless ``model.backend=numba`` is set.
     """
 
     name: str
@@ -43,3 +48,4 @@ class TrainerKind:
     output_buckets: str | None = None
     import_checkpoint: Callable | None = None
     partial_factoriser: bool = False
+    compiled_ft: Callable[[str, bool], bool] | None = None

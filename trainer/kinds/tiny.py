@@ -105,4 +105,4 @@ def audit(q, arch, scheme: QuantScheme, max_active: int, clip: bool = False):
 
 
 KIND = TrainerKind("tiny", inference.KIND, TinyArch, TinyNet, quantise, audit, calibrate_output_bias,
-                   layers_key="tiny")
+                   layers_key="tiny", compiled_ft=TinyNet.compiled_ft)

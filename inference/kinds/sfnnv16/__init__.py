@@ -10,10 +10,12 @@ evaluates from scratch.
 """
 from __future__ import annotations
 
+import functools
 from pathlib import Path
 
 from nnue.pipeline.atomic import atomic_write_bytes
 
+from ..sfnnv5 import codec as sfnnv5_codec
 from ..spec import EngineFile, InferenceKind
 from .codec import VERSION, file_hash
 from .net import (FC0_OUTPUTS, FC1_INPUTS, FC1_OUTPUTS, FC2_INPUTS, INT8_INPUTS, LAYER_STACKS,  # noqa: F401
@@ -70,20 +72,11 @@ def write_stockfish19(net, path) -> dict:
             "notes": [f"load it with: setoption name EvalFile value {path}"]}
 
 
-def engine_notes(arch: dict, path: Path) -> list[tuple[str, bool]]:
-    """What ``nnue export`` says about the ``net.nnue`` it wrote: how Stockfish 19 loads it (L1
-    1,024), or that no engine does (another L1), as ``(line, to_stderr)``."""
-    if arch["hidden"] == STOCKFISH_L1:
-        return [(f"{ENGINE}: setoption name EvalFile value {Path(path).resolve()}", False)]
-    return [(f"note: net.nnue has L1 {arch['hidden']}: {ENGINE} loads only {STOCKFISH_L1} (nnue eval and "
-             "nnue import-net read it)", True)]
-
-
-def import_facts(net) -> dict:
-    """What ``nnue import-net`` records about a Stockfish 19 ``.nnue`` besides its kind."""
-    return {"description": net.arch.get("description", ""), "l1": net.arch["hidden"],
-            "stockfish_hash": net.provenance.get("stockfish_hash"),
-            "stockfish_loadable": net.arch["hidden"] == STOCKFISH_L1}
+#: what ``nnue export`` says about the ``net.nnue`` it wrote, and what ``nnue import-net``
+#: records about a file: Stockfish 15.1's rules (:mod:`nnue.inference.kinds.sfnnv5.codec`) with
+#: this engine's name
+engine_notes = functools.partial(sfnnv5_codec.engine_notes, engine=ENGINE, engine_l1=STOCKFISH_L1)
+import_facts = functools.partial(sfnnv5_codec.import_facts, engine_l1=STOCKFISH_L1)
 
 
 def eval_trace(net: SFNNv16IntegerNet, fens: list[str], in_check: list[bool]) -> list[str]:
@@ -97,4 +90,5 @@ def eval_trace(net: SFNNv16IntegerNet, fens: list[str], in_check: list[bool]) ->
 KIND = InferenceKind("sfnnv16", SFNNv16IntegerNet, make_sfnnv16_arch, forward_int, evaluate, summary,
                      c_args=c_args, engine_file="net.nnue", engine_notes=engine_notes, trace=eval_trace,
                      trace_name="Stockfish 19's eval output", targets={"stockfish-19": write_stockfish19},
-                     engine_reader=EngineFile("Stockfish 19 .nnue", ".nnue", VERSION, read_nnue, import_facts))
+                     engine_reader=EngineFile("Stockfish 19 .nnue", ".nnue", VERSION, read_nnue, import_facts),
+                     eval_in_check=False)  # Stockfish: "Final evaluation: none (in check)"

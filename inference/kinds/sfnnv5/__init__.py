@@ -37,4 +37,5 @@ KIND = InferenceKind("sfnnv5", SFNNv5IntegerNet, make_sfnnv5_arch, forward_int, 
                      accumulator_layers=accumulator_layers, c_args=c_args, engine_file="net.nnue",
                      engine_notes=engine_notes, trace=eval_trace, trace_name="Stockfish 15.1's NNUE eval trace",
                      targets={"stockfish-15.1": write_stockfish},
-                     engine_reader=EngineFile("Stockfish 15.1 .nnue", ".nnue", VERSION, read_nnue, import_facts))
+                     engine_reader=EngineFile("Stockfish 15.1 .nnue", ".nnue", VERSION, read_nnue, import_facts),
+                     eval_in_check=False)  # Stockfish: "Final evaluation: none (in check)"

@@ -144,21 +144,23 @@ def write_stockfish(net, path) -> dict:
             "notes": [f"load it with: setoption name EvalFile value {path}"]}
 
 
-def engine_notes(arch: dict, path: Path) -> list[tuple[str, bool]]:
-    """What ``nnue export`` says about the ``net.nnue`` it wrote at ``path``: how Stockfish 15.1
-    loads it (L1 1,024), or that no engine does (another L1), as ``(line, to_stderr)``."""
-    if arch["hidden"] == STOCKFISH_L1:
-        return [(f"Stockfish 15.1: setoption name EvalFile value {Path(path).resolve()}", False)]
-    return [(f"note: net.nnue has L1 {arch['hidden']}: Stockfish 15.1 loads only {STOCKFISH_L1} (nnue eval and "
+def engine_notes(arch: dict, path: Path, engine: str = "Stockfish 15.1",
+                 engine_l1: int = STOCKFISH_L1) -> list[tuple[str, bool]]:
+    """What ``nnue export`` says about the ``net.nnue`` it wrote at ``path``: how ``engine``
+    loads it (L1 ``engine_l1``, the one width the engine is built for), or that no engine does
+    (another L1), as ``(line, to_stderr)``. Stockfish 19's kind uses it with its own name."""
+    if arch["hidden"] == engine_l1:
+        return [(f"{engine}: setoption name EvalFile value {Path(path).resolve()}", False)]
+    return [(f"note: net.nnue has L1 {arch['hidden']}: {engine} loads only {engine_l1} (nnue eval and "
              "nnue import-net read it)", True)]
 
 
-def import_facts(net) -> dict:
-    """What ``nnue import-net`` records about a Stockfish 15.1 ``.nnue`` besides its kind: the
-    description, L1, the header's hash and whether Stockfish 15.1 loads it (L1 1,024)."""
+def import_facts(net, engine_l1: int = STOCKFISH_L1) -> dict:
+    """What ``nnue import-net`` records about a Stockfish ``.nnue`` besides its kind: the
+    description, L1, the header's hash and whether the engine loads it (L1 ``engine_l1``)."""
     return {"description": net.arch.get("description", ""), "l1": net.arch["hidden"],
             "stockfish_hash": net.provenance.get("stockfish_hash"),
-            "stockfish_loadable": net.arch["hidden"] == STOCKFISH_L1}
+            "stockfish_loadable": net.arch["hidden"] == engine_l1}
 
 
 def read_bytes(path: Path) -> bytes:
