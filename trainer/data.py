@@ -295,7 +295,7 @@ class NNUEDataModule(pl.LightningDataModule):
         features are encoded there, after the copy), else None."""
         if self.encode is not None:
             return self.encode
-        lm = self.trainer.lightning_module if self.trainer is not None else None
+        lm = getattr(self.trainer, "lightning_module", None)  # None: no trainer, or a stand-in without one
         if lm is None or lm.device.type != "cpu":
             return None
         return getattr(lm, "encode_batch", None)

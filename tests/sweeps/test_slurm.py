@@ -109,18 +109,18 @@ def test_slurm_ddp_two_cpu_processes(slurm, tmp_path):
     assert r0["batches"] == r1["batches"] > 0
     import hashlib
 
-    import pyarrow.parquet as pq
     import torch
 
     from nnue.pipeline.batch import to_sparse_batch
     from nnue.pipeline.features import get_feature_set, parse_output_buckets
+    from nnue.pipeline.parts import open_part, read_group
 
     fs, buckets = get_feature_set("chess768"), parse_output_buckets("MaterialCount<8>")
 
     def positions(units):
         out = set()
         for path, rg in units:
-            b = pq.ParquetFile(path).read_row_group(rg, columns=["board"]).column("board").to_pylist()
+            b = read_group(open_part(path), rg, ["board"]).column("board").to_pylist()
             boards = torch.frombuffer(bytearray(b"".join(b)), dtype=torch.uint8).reshape(-1, 32)
             n = boards.shape[0]
             sb = to_sparse_batch({"boards": boards, "score": torch.zeros(n), "result": torch.zeros(n)}, fs, buckets)
