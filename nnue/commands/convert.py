@@ -18,7 +18,8 @@ def add_parser(sub) -> None:
                         "pairs); or chained: rewrite DATASET's flat parts as move chains, in place (atomic "
                         "per part, every row checked; no -o)")
     s.add_argument("-o", "--output", type=path, default=None,
-                   help="output file (written atomically; required but with --to chained)")
+                   help="output file (written atomically; required except with --to chained, which "
+                   "upgrades DATASET in place; no default)")
     s.add_argument("--json", action="store_true", help="print one JSON object (default: one line of text)")
     s.add_argument("--no-progress", action="store_true",
                    help="no progress bar on stderr (default: a bar when stderr is a terminal)")

@@ -89,6 +89,8 @@ def run(args) -> int:
                 raise OverflowError(f"{label} ({fen}): {one}") from None
         raise e
     if not kinds.of(net).eval_in_check:  # as the engine: no eval in check (Stockfish prints none)
+        import chess
+
         evals = [None if chess.Board(f).is_check() else v for f, v in zip(fens, evals)]
     for v in evals:
         print("none" if v is None else v)
@@ -99,6 +101,8 @@ def _print_traces(net, fens: list[str]) -> int:
     """``--trace``: the kind's eval trace of each position (sfnnv5: Stockfish 15.1's NNUE eval
     trace; in check the engine's own "Final evaluation: none (in check)" line), one blank line
     between positions."""
+    import chess
+
     checked = [chess.Board(f).is_check() for f in fens]
     for i, text in enumerate(kinds.of(net).trace(net, fens, checked)):
         if i:
