@@ -237,7 +237,7 @@ def _decode(pf, rg: int, t: pa.Table, want: Sequence[str]) -> dict[str, np.ndarr
         capv = _valid(cap) & _bools(cap)
         out["piece_count"] = chain.fill_piece_count(_valid(col), _values(col, np.uint8), capv)
     if "board" in want or "best_move" in want:
-        stems = _boards(stem.filter(pa.array(start))) if n else np.zeros((0, 32), np.uint8)
+        stems = _stems(stem)
         mv = t.column("move").combine_chunks()
         index = _values(mv, np.uint16)
         has = _valid(mv)
@@ -250,12 +250,24 @@ def _decode(pf, rg: int, t: pa.Table, want: Sequence[str]) -> dict[str, np.ndarr
             out["best_move"] = best
         else:
             raw_values, raw_valid, best = index, has, np.zeros(0, np.int64)
-        bad, why = chain.decode(start, stems, index, has, raw_values, raw_valid, score, result, np.arange(n),
+        bad, why = chain.decode(start, stems, index, has, raw_values, raw_valid, score, result, _ALL,
                                 boards.view(np.uint64), best)
         if bad >= 0:
             raise ChainError(f"{_where(pf, rg, bad)}: {chain.WHY[why]}")
         out["board"] = boards
     return out
+
+
+_ALL = np.zeros(0, np.bool_)  # decode's ``keep`` for every row
+
+
+def _stems(stem: pa.Array) -> np.ndarray:
+    """The ``stem`` column's values as (n, 32) uint8, row by row (whatever the nulls hold)."""
+    n = len(stem)
+    buf = stem.buffers()[1]
+    if buf is None or n == 0:
+        return np.zeros((n, 32), np.uint8)
+    return np.frombuffer(buf, np.uint8, count=32 * n, offset=32 * stem.offset).reshape(n, 32)
 
 
 def _bools(col: pa.Array) -> np.ndarray:
@@ -325,28 +337,32 @@ class Group:
         return self.cols[c]
 
     def boards(self, rows: np.ndarray | None = None) -> np.ndarray:
-        """(k, 32) uint8 packed boards of ``rows`` (increasing row indices; None: every row)."""
+        """(k, 32) uint8 packed boards of ``rows`` (increasing row indices, or an (n,) bool mask;
+        None: every row)."""
+        if rows is not None and rows.dtype == np.bool_:
+            mask = rows
+        elif rows is not None:
+            mask = np.zeros(self.n, np.bool_)
+            mask[rows] = True
+        else:
+            mask = None
         if not self.chained:
             b = _boards(self.t.column("board"))
-            return b if rows is None else np.take(b, rows, axis=0)
+            return b if mask is None else np.take(b, np.flatnonzero(mask) if rows.dtype == np.bool_ else rows, axis=0)
         from .compiled import chain
 
         t = self.t
         stem = t.column("stem").combine_chunks()
         start = _valid(stem)
-        stems = _boards(stem.filter(pa.array(start))) if self.n else np.zeros((0, 32), np.uint8)
         mv = t.column("move").combine_chunks()
         score = self.cols.get("score")
         if score is None:
             score = np.empty(self.n, np.int16)
             chain.undelta_scores(start, _values(t.column("score_delta"), np.uint32), score)
-        dest = np.arange(self.n) if rows is None else np.full(self.n, -1, np.int64)
-        if rows is not None:
-            dest[rows] = np.arange(len(rows))
-        out = np.empty((self.n if rows is None else len(rows), 32), np.uint8)
+        out = np.empty((self.n if mask is None else int(np.count_nonzero(mask)), 32), np.uint8)
         index, has = _values(mv, np.uint16), _valid(mv)
-        bad, why = chain.decode(start, stems, index, has, index, has, score, t.column("result").to_numpy(), dest,
-                                out.view(np.uint64), np.zeros(0, np.int64))
+        bad, why = chain.decode(start, _stems(stem), index, has, index, has, score, t.column("result").to_numpy(),
+                                _ALL if mask is None else mask, out.view(np.uint64), np.zeros(0, np.int64))
         if bad >= 0:
             raise ChainError(f"{_where(self.pf, self.rg, bad)}: {chain.WHY[why]}")
         return out

@@ -436,7 +436,8 @@ class PackedStream(torch.utils.data.IterableDataset):
             counts = Counter()
             keep = filter_mask(cols, self.filters, counts, rng, score_cp, keep)
             idx = None if keep.all() else np.flatnonzero(keep)
-            boards = cols.boards(idx)  # a chained part: only the kept rows' boards are written
+            # a chained part writes only the kept rows' boards (given as a mask); a flat part takes them
+            boards = cols.boards(None if idx is None else keep if cols.chained else idx)
         except ChainError as e:
             self._damaged(unit, e, count=True)
             empty = np.zeros(0, np.float32)

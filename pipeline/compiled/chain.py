@@ -40,11 +40,10 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from .bits import lsb, msb, popcount
-from .chesscore import CASTLE, KING, OCC, PAWN, PAWN_ATT, KING_ATT, RANK_MASK, ROOK, SQ, U64, legal_ep, move_code, \
-    piece_attacks, push, write_board, attackers
-from .chesscore import KNIGHT_ATT, RAYS, bishop_att, rook_att
-from .fixed import _marlin
+from .bits import lsb, popcount
+from .chesscore import CASTLE, KING, KING_ATT, KNIGHT_ATT, OCC, PAWN, PAWN_ATT, RANK_MASK, ROOK, SQ, U64, legal_ep, \
+    move_code, piece_attacks, push
+from .fixed import _marlin, castle960_legal
 
 NO_MOVE = -1
 # the order of piece types in the move list: the king, pawns and knights first (their entries are
@@ -185,110 +184,11 @@ def _advance(bb, pc, st, frm, to, promo):
         st[1] = legal_ep(bb, pc, st[0], st[1])
 
 
-@njit(cache=True, inline="always")
-def _mover_safe(bb, st, occ):
-    """After a move (st[0] the side to move now, occ every piece): the side that moved has not
-    left its king in check. The move list holds every piece's attacks (pseudo-legal moves), so
-    this is what makes a decoded move a legal one (castling's path is not checked). A ray from
-    the king is walked only where a slider of the right kind stands on it."""
-    them = st[0]
-    k = bb[8 * (1 - them) + KING]
-    if k == 0:
-        return True
-    ksq = lsb(k)
-    b = 8 * them
-    if (KNIGHT_ATT[ksq] & bb[b + 1]) | (KING_ATT[ksq] & bb[b + 5]) | (PAWN_ATT[1 - them, ksq] & bb[b]):
-        return False
-    rq = bb[b + 3] | bb[b + 4]
-    bq = bb[b + 2] | bb[b + 4]
-    for d in range(8):
-        cand = rq if d == 0 or d == 1 or d == 4 or d == 5 else bq
-        ray = RAYS[d, ksq]
-        if ray & cand:
-            block = ray & occ
-            first = lsb(block) if d < 4 else msb(block)
-            if SQ[first] & cand:
-                return False
-    return True
-
-
-@njit(cache=True)
-def encode(boards, best, has_best, score, result, ply, pcount, capture, group, o_start, o_move, o_has_move,
-           o_raw, o_delta, o_ply_keep, o_pc_keep):
-    """Chain a run of flat rows into the chained layout's columns (:mod:`nnue.pipeline.parts`).
-    boards (n, 32) uint8 packed boards (C-contiguous); best (n,) uint16 packed moves where
-    has_best; score (n,) int16, result (n,) int8 stm POV (score 0 where there is none, as the
-    board's eval holds it); ply (n,) uint16, pcount (n,) uint8, capture (n,) bool (null as
-    False); group: a row whose position in the run is a multiple of it starts a chain (row groups
-    hold whole chains). Writes o_start (a chain starts here: its board is stored), o_move /
-    o_has_move (the move's index), o_raw (the move is kept whole: ``move_raw``), o_delta (uint32
-    zigzag of the score at a start, of score + score above after), o_ply_keep / o_pc_keep (the
-    ply / piece count does not follow from the row above). Returns the number of chain starts.
-    The position after a move is made by the stream's own step (:func:`_play`, the board kept as
-    words) and compared with the row's board word by word, so what is chained is what the
-    decoders rebuild."""
-    n = boards.shape[0]
-    words = boards.view(np.uint64)
-    bb = np.zeros(16, np.uint64)
-    pc = np.full(64, -1, np.int8)
-    st = np.zeros(4, np.int64)
-    ok = False  # the state holds row r - 1's position
-    starts = 0
-    pf = 0
-    pt = 0
-    pp = 0
-    occ = U64(0)
-    lo = U64(0)
-    hi = U64(0)
-    have = False  # row r - 1's move, found in the list
-    for r in range(n):
-        cont = False
-        if ok and have and r % group != 0:
-            occ, lo, hi = _play(bb, pc, st, occ, lo, hi, pf, pt, pp)
-            us = st[0]
-            sc = np.int64(score[r]) if us == 0 else -np.int64(score[r])
-            wdl = (np.int64(result[r]) if us == 0 else -np.int64(result[r])) + 1
-            if -32768 <= sc <= 32767 and 0 <= wdl <= 2 and occ == words[r, 0] and lo == words[r, 1] \
-                    and hi == words[r, 2] and _mover_safe(bb, st, occ):
-                cont = words[r, 3] == _tail(st, us, sc, wdl)
-        if not cont:
-            starts += 1
-            ok = load(boards, r, bb, pc, st)
-            occ = words[r, 0]
-            lo = words[r, 1]
-            hi = words[r, 2]
-        o_start[r] = not cont
-        s = np.int64(score[r])
-        d = s if not cont else s + np.int64(score[r - 1])
-        o_delta[r] = 2 * d if d >= 0 else -2 * d - 1
-        o_ply_keep[r] = not cont or np.int64(ply[r]) != np.int64(ply[r - 1]) + 1
-        o_pc_keep[r] = not cont or np.int64(pcount[r]) != np.int64(pcount[r - 1]) - (1 if capture[r - 1] else 0)
-        o_move[r] = 0
-        o_has_move[r] = False
-        o_raw[r] = False
-        have = False
-        if has_best[r]:
-            o_raw[r] = True
-            b = np.int64(best[r])
-            if ok:
-                f, t, p = _unpack_move(b)
-                idx = _move_index_fast(bb, pc, st[0], st[1], f, t, p)
-                if idx >= 0:
-                    code, _cap = move_code(bb, pc, st[0], st[1], f, t, p)
-                    if code == b:
-                        o_move[r] = idx
-                        o_has_move[r] = True
-                        o_raw[r] = False
-                        have = True
-                        pf, pt, pp = f, t, p
-    return starts
-
-
 WHY = {BAD_STEM: "the chain's first board does not decode",
        NO_MOVE_ABOVE: "the row continues a chain, but the row above has no move (or one kept whole)",
        BAD_FIELDS: "its score or result does not fit a packed board",
        BAD_INDEX: "its move index is no move of its position",
-       ILLEGAL: "its move is illegal in its position (it leaves its own king in check)"}
+       ILLEGAL: "its move is illegal in its position (it leaves its own king in check, castles through or out of check or across a piece, or takes a king)"}
 
 
 @njit(cache=True)
@@ -338,37 +238,142 @@ def fill_piece_count(keep, values, capture):
 
 
 # ============================================================================ the stream's decoder
-# decoding (bench/results/chained_cpu.json): the packed board
-# is kept as four words (occupancy, the two words of nibbles, the tail) and updated by each move
-# (a nibble removed or inserted where its square ranks among the occupied ones) instead of being
-# rebuilt, the move is played with the state in place, and the pawns' share of the move list is
-# counted for all pawns at once. The encoder steps with the same functions.
+# decoding (bench/results/chained_cpu.json): the packed board is kept as four words (occupancy,
+# the two words of nibbles, the tail) and updated by each move (a nibble removed or inserted where
+# its square ranks among the occupied ones, without branches) instead of being rebuilt; the side
+# to move, en-passant square and counters are scalars; sliding attacks are looked up
+# (kindergarten bitboards: one multiplication and one small table a line); the pawns' share of
+# the move list is counted for all pawns at once, the first two pieces of a kind without a loop,
+# and a piece's n-th destination is selected without a loop. The encoder steps with the same
+# functions.
 FILE_A = U64(0x0101010101010101)
+FILE_B = U64(0x0202020202020202)
 FILE_H = U64(0x8080808080808080)
+DIAG_C2H7 = U64(0x0080402010080400)
 RANK_3 = U64(0x0000000000FF0000)
 RANK_6 = U64(0x0000FF0000000000)
 RANK_1 = U64(0x00000000000000FF)
 RANK_8 = U64(0xFF00000000000000)
-M64 = U64(0xFFFFFFFFFFFFFFFF)
+M8, M16, M32 = U64(0xFF), U64(0xFFFF), U64(0xFFFFFFFF)
+F4 = U64(4)
+
+
+def _line_tables():
+    """Kindergarten tables. FILL[f, o]: the attacks along a rank of a slider on file f, o the
+    occupancy of files b..g, copied to all eight ranks (masked by a rank, diagonal or
+    anti-diagonal, the attacks along it). AFILE[r, o]: the attacks along the a-file of a slider on
+    rank r, o the occupancy of ranks 2..7 as the multiplication by DIAG_C2H7 gathers it (a2 the
+    top bit); row 8 (no piece) empty. DIAG, ANTI, RANKM: the line masks through each square; entry
+    64 (no piece: ``lsb`` of an empty set) empty, as KN's."""
+    fill = np.zeros((8, 64), np.uint64)
+    afile = np.zeros((9, 64), np.uint64)
+    for f in range(8):
+        for o in range(64):
+            occ, a = o << 1, 0
+            for d in (1, -1):
+                x = f + d
+                while 0 <= x < 8:
+                    a |= 1 << x
+                    if occ >> x & 1:
+                        break
+                    x += d
+            fill[f, o] = a * 0x0101010101010101
+            occ = sum(1 << (8 * (6 - i)) for i in range(6) if o >> i & 1)
+            m = 0
+            for d in (1, -1):
+                x = f + d
+                while 0 <= x < 8:
+                    m |= 1 << (8 * x)
+                    if occ >> (8 * x) & 1:
+                        break
+                    x += d
+            afile[f, o] = m
+    diag, anti, rank = (np.zeros(65, np.uint64) for _ in range(3))
+    for s in range(64):
+        for x in range(64):
+            if (x & 7) - (x >> 3) == (s & 7) - (s >> 3):
+                diag[s] |= np.uint64(1 << x)
+            if (x & 7) + (x >> 3) == (s & 7) + (s >> 3):
+                anti[s] |= np.uint64(1 << x)
+            if x >> 3 == s >> 3:
+                rank[s] |= np.uint64(1 << x)
+    return fill, afile, diag, anti, rank
+
+
+FILL, AFILE, DIAG, ANTI, RANKM = _line_tables()
+KN = np.zeros(65, np.uint64)
+KN[:64] = KNIGHT_ATT
+# SEL8[b, j]: the j-th set bit of the byte b
+SEL8 = np.zeros((256, 8), np.int64)
+for _b in range(256):
+    for _j, _x in enumerate(i for i in range(8) if _b >> i & 1):
+        SEL8[_b, _j] = _x
+# LOWN[i]: the 4i lowest bits (i = 0..16)
+LOWN = np.array([(1 << (4 * i)) - 1 for i in range(16)] + [(1 << 64) - 1], np.uint64)
 
 
 @njit(cache=True, inline="always")
-def _low(n):
-    """The mask of the n lowest bits (n in 0..64)."""
-    return M64 if n >= 64 else (U64(1) << U64(n)) - U64(1)
+def _line(sq, occ, mask):
+    return FILL[sq & 7, ((occ & mask) * FILE_B) >> U64(58)] & mask
+
+
+@njit(cache=True, inline="always")
+def _file(sq, occ):
+    f = sq & 7
+    return AFILE[sq >> 3, (((occ >> U64(f)) & FILE_A) * DIAG_C2H7) >> U64(58)] << U64(f)
+
+
+@njit(cache=True, inline="always")
+def bishop_att_kg(sq, occ):
+    """:func:`.chesscore.bishop_att` by table (sq 64: none)."""
+    return _line(sq, occ, DIAG[sq]) | _line(sq, occ, ANTI[sq])
+
+
+@njit(cache=True, inline="always")
+def rook_att_kg(sq, occ):
+    """:func:`.chesscore.rook_att` by table (sq 64: none)."""
+    return _line(sq, occ, RANKM[sq]) | _file(sq, occ)
+
+
+@njit(cache=True, inline="always")
+def _dests(t, s, occ, free):
+    """Destinations of the knight, bishop, rook or queen (t 1..4) on s (64: none) among ``free``."""
+    if t == 1:
+        return KN[s] & free
+    if t == 2:
+        return bishop_att_kg(s, occ) & free
+    if t == 3:
+        return rook_att_kg(s, occ) & free
+    return (rook_att_kg(s, occ) | bishop_att_kg(s, occ)) & free
+
+
+@njit(cache=True, inline="always")
+def _nth(d, i):
+    """The square of the i-th (from 0) set bit of d (i < popcount(d)), found without a loop."""
+    c = popcount(d & M32)
+    up = i >= c
+    i = i - c if up else i
+    base = 32 if up else 0
+    d = d >> U64(32) if up else d
+    c = popcount(d & M16)
+    up = i >= c
+    i = i - c if up else i
+    base += 16 if up else 0
+    d = d >> U64(16) if up else d
+    c = popcount(d & M8)
+    up = i >= c
+    i = i - c if up else i
+    base += 8 if up else 0
+    d = d >> U64(8) if up else d
+    return base + SEL8[d & M8, i]
 
 
 @njit(cache=True, inline="always")
 def _nib_del(lo, hi, i):
     """The 128-bit nibble string (lo, hi) without nibble i (the ones above move down)."""
-    if i < 16:
-        m = _low(4 * i)
-        lo = (lo & m) | ((lo >> U64(4)) & ~m) | ((hi & U64(15)) << U64(60))
-        hi = hi >> U64(4)
-    else:
-        m = _low(4 * (i - 16))
-        hi = (hi & m) | ((hi >> U64(4)) & ~m)
-    return lo, hi
+    ml = LOWN[min(i, 16)]
+    mh = LOWN[max(i - 16, 0)]
+    return (lo & ml) | (((lo >> F4) | (hi << U64(60))) & ~ml), (hi & mh) | ((hi >> F4) & ~mh)
 
 
 @njit(cache=True, inline="always")
@@ -376,15 +381,19 @@ def _nib_ins(lo, hi, i, code):
     """The 128-bit nibble string (lo, hi) with ``code`` inserted as nibble i (the ones from i up
     move up; the top nibble falls off, there being at most 32)."""
     c = U64(code)
-    if i < 16:
-        m = _low(4 * i)
-        hi = (hi << U64(4)) | (lo >> U64(60))
-        lo = (lo & m) | ((lo << U64(4)) & ~m & ~(U64(15) << U64(4 * i))) | (c << U64(4 * i))
-    else:
-        j = i - 16
-        m = _low(4 * j)
-        hi = (hi & m) | ((hi << U64(4)) & ~m & ~(U64(15) << U64(4 * j))) | (c << U64(4 * j))
-    return lo, hi
+    low = i < 16
+    il = min(i, 16)
+    ih = max(i - 16, 0)
+    ml = LOWN[il]
+    mh = LOWN[ih]
+    lo2 = (lo & ml) | ((lo << F4) & ~ml)
+    sl = U64(4 * (il & 15))
+    lo2 = (lo2 & ~(U64(15) << sl)) | (c << sl) if low else lo
+    carry = lo >> U64(60) if low else U64(0)
+    hi2 = (hi & mh) | (((hi << F4) | carry) & ~mh)
+    sh = U64(4 * (ih & 15))
+    hi2 = hi2 if low else (hi2 & ~(U64(15) << sh)) | (c << sh)
+    return lo2, hi2
 
 
 @njit(cache=True, inline="always")
@@ -415,26 +424,45 @@ def _put_sq(bb, pc, occ, lo, hi, sq, code):
 
 
 @njit(cache=True, inline="always")
-def _play(bb, pc, st, occ, lo, hi, frm, to, promo):
-    """:func:`.chesscore.push` (then the en-passant square kept only when a capture onto it is
-    legal, as :func:`_advance`), keeping the nibbles in step; returns (occ, lo, hi)."""
-    us = st[0]
-    ep_old = st[1]
-    st[1] = -1
-    st[2] += 1
-    if us == 1:
-        st[3] += 1
-    p = pc[frm]
-    t = p & 7
+def _mover_safe(bb, them, occ):
+    """After a move (``them`` the side to move now, occ every piece): the side that moved has not
+    left its king in check. The move list holds every piece's attacks (pseudo-legal moves), so
+    this is what makes a decoded move a legal one (castling's path is checked before it is
+    played, :func:`_step`)."""
+    k = bb[8 * (1 - them) + KING]
+    ksq = lsb(k)
+    b = 8 * them
+    a = (KNIGHT_ATT[ksq & 63] & bb[b + 1]) | (KING_ATT[ksq & 63] & bb[b + 5]) | (PAWN_ATT[1 - them, ksq & 63] & bb[b])
+    a |= rook_att_kg(ksq, occ) & (bb[b + 3] | bb[b + 4])
+    a |= bishop_att_kg(ksq, occ) & (bb[b + 2] | bb[b + 4])
+    return a == 0 and k != 0
+
+
+@njit(cache=True, inline="always")
+def _step(bb, pc, us, ep_old, half, full, occ, lo, hi, frm, to, promo):
+    """Play side ``us``'s move frm→to (promo 0, or 1..4 = N B R Q) as :func:`.chesscore.push`
+    does (then the en-passant square kept only when a capture onto it is legal, as
+    :func:`_advance`), keeping the nibbles in step; returns (legal, occ, lo, hi, ep, halfmove,
+    fullmove); the side to move is then ``1 - us``. Not legal (and the state then half played):
+    a castling whose king is not on its back rank or that python-chess refuses (a square between
+    king and rook, or on their way, taken; the king in check, passing through or landing on an
+    attacked square: :func:`.fixed.castle960_legal`, Chess960's rules, standard castling
+    included), a move that takes a king, a move that leaves the mover's king in check."""
+    ep = -1
+    half += 1
+    full += us
+    t = pc[frm] & 7
     own = bb[OCC + us]
-    if t == PAWN or (bb[OCC + 1 - us] & (SQ[frm] | SQ[to])):
-        st[2] = 0
+    if t == PAWN or (bb[OCC + 1 - us] & SQ[to]):
+        half = 0
     before = bb[CASTLE]
     cr = before & ~SQ[to] & ~SQ[frm]
     if t == KING:
         cr &= ~RANK_MASK[us]
-    bb[CASTLE] = cr
     if t == KING and own & SQ[to]:
+        if (frm >> 3) != 7 * us or not castle960_legal(bb, us, frm, to):
+            return False, occ, lo, hi, ep, half, full
+        bb[CASTLE] = cr
         home = 56 * us
         occ, lo, hi, _c = _take_sq(bb, pc, occ, lo, hi, frm)
         occ, lo, hi, _c = _take_sq(bb, pc, occ, lo, hi, to)
@@ -445,22 +473,19 @@ def _play(bb, pc, st, occ, lo, hi, frm, to, promo):
             occ, lo, hi = _put_sq(bb, pc, occ, lo, hi, home + 6, 8 * us + KING)
             occ, lo, hi = _put_sq(bb, pc, occ, lo, hi, home + 5, 8 * us + ROOK)
     else:
+        bb[CASTLE] = cr
         occ, lo, hi, _c = _take_sq(bb, pc, occ, lo, hi, frm)
-        captured = -1
         if occ & SQ[to]:
             occ, lo, hi, captured = _take_sq(bb, pc, occ, lo, hi, to)
-        if t == PAWN:
-            diff = to - frm
-            if diff == 16 and (frm >> 3) == 1:
-                st[1] = frm + 8
-            elif diff == -16 and (frm >> 3) == 6:
-                st[1] = frm - 8
-            elif to == ep_old and (diff == 7 or diff == 9 or diff == -7 or diff == -9) and captured < 0:
-                occ, lo, hi, _c = _take_sq(bb, pc, occ, lo, hi, ep_old + (-8 if us == 0 else 8))
+            if (captured & 7) == KING:
+                return False, occ, lo, hi, ep, half, full
+        elif t == PAWN and to == ep_old and (frm & 7) != (to & 7):
+            occ, lo, hi, _c = _take_sq(bb, pc, occ, lo, hi, ep_old + (-8 if us == 0 else 8))
+        if t == PAWN and (to - frm == 16 or frm - to == 16):
+            ep = (frm + to) >> 1
         if promo != 0:
             t = promo
         occ, lo, hi = _put_sq(bb, pc, occ, lo, hi, to, 8 * us + t)
-    st[0] = 1 - us
     # rooks still standing that lost their right: code 6 -> 3 (not the moved piece, nor one now on a square that lost one)
     lost = before & ~cr & occ & ~(SQ[to] | SQ[frm])
     while lost:
@@ -471,9 +496,9 @@ def _play(bb, pc, st, occ, lo, hi, frm, to, promo):
             lo ^= U64(5) << U64(4 * i)
         else:
             hi ^= U64(5) << U64(4 * (i - 16))
-    if st[1] >= 0:
-        st[1] = legal_ep(bb, pc, st[0], st[1])
-    return occ, lo, hi
+    if ep >= 0:
+        ep = legal_ep(bb, pc, 1 - us, ep)
+    return _mover_safe(bb, 1 - us, occ), occ, lo, hi, ep, half, full
 
 
 @njit(cache=True, inline="always")
@@ -500,29 +525,19 @@ def _pawn_total(us, ep, pawns, own, enemy):
 
 
 @njit(cache=True, inline="always")
-def _slider_dests(t, s, occ, own):
-    if t == 1:
-        return KNIGHT_ATT[s] & ~own
-    if t == 2:
-        return bishop_att(s, occ) & ~own
-    if t == 3:
-        return rook_att(s, occ) & ~own
-    return (rook_att(s, occ) | bishop_att(s, occ)) & ~own
-
-
-@njit(cache=True, inline="always")
 def _index_fast(bb, pc, us, ep, idx):
-    """:func:`index_move`, with the pawns' entries counted for all pawns at once and a loop per
-    piece type. (Magic-multiplication slider attacks were tried here and saved 3 % of the
-    decoder's time: not kept.)"""
+    """:func:`index_move`, with the pawns' entries counted for all pawns at once, the first two
+    pieces of each other kind taken without a loop (a third one, from a promotion, by the loop
+    after them) and the destination selected without a loop."""
     own = bb[OCC + us]
     enemy = bb[OCC + 1 - us]
     occ = own | enemy
-    ksq = lsb(bb[8 * us + KING])
-    kd = (KING_ATT[ksq] & ~own) | (bb[CASTLE] & own & RANK_MASK[us])
+    free = ~own
+    ksq = lsb(bb[8 * us + KING]) & 63
+    kd = (KING_ATT[ksq] & free) | (bb[CASTLE] & own & RANK_MASK[us])
     nk = popcount(kd)
     if idx < nk:
-        return _pick(ksq, kd, 1, idx)
+        return True, ksq, _nth(kd, idx), 0
     idx -= nk
     pawns = bb[8 * us + PAWN]
     n = _pawn_total(us, ep, pawns, own, enemy)
@@ -534,19 +549,33 @@ def _index_fast(bb, pc, us, ep, idx):
             d, k = _pawn_dests(us, ep, s, own, enemy)
             c = popcount(d) * k
             if idx < c:
-                return _pick(s, d, k, idx)
+                if k == 4:
+                    return True, s, _nth(d, idx >> 2), (idx & 3) + 1
+                return True, s, _nth(d, idx), 0
             idx -= c
         return False, 0, 0, 0
     idx -= n
     for t in range(1, 5):
         m = bb[8 * us + t]
+        s1 = lsb(m)
+        m &= m - U64(1)
+        s2 = lsb(m)
+        m &= m - U64(1)
+        d1 = _dests(t, s1, occ, free)
+        d2 = _dests(t, s2, occ, free)
+        c1 = popcount(d1)
+        c2 = popcount(d2)
+        if idx < c1 + c2:
+            first = idx < c1
+            return True, s1 if first else s2, _nth(d1 if first else d2, idx if first else idx - c1), 0
+        idx -= c1 + c2
         while m:
             s = lsb(m)
             m &= m - U64(1)
-            d = _slider_dests(t, s, occ, own)
+            d = _dests(t, s, occ, free)
             c = popcount(d)
             if idx < c:
-                return _pick(s, d, 1, idx)
+                return True, s, _nth(d, idx), 0
             idx -= c
     return False, 0, 0, 0
 
@@ -559,13 +588,14 @@ def _move_index_fast(bb, pc, us, ep, frm, to, promo):
     own = bb[OCC + us]
     enemy = bb[OCC + 1 - us]
     occ = own | enemy
+    free = ~own
     mt = pc[frm] & 7
     k = 1
     if mt == KING:
         base = 0
-        d = (KING_ATT[frm] & ~own) | (bb[CASTLE] & own & RANK_MASK[us])
+        d = (KING_ATT[frm] & free) | (bb[CASTLE] & own & RANK_MASK[us])
     else:
-        base = popcount((KING_ATT[lsb(bb[8 * us + KING])] & ~own) | (bb[CASTLE] & own & RANK_MASK[us]))
+        base = popcount((KING_ATT[lsb(bb[8 * us + KING]) & 63] & free) | (bb[CASTLE] & own & RANK_MASK[us]))
         pawns = bb[8 * us + PAWN]
         if mt == PAWN:
             base += _pawn_total(us, ep, pawns & (SQ[frm] - U64(1)), own, enemy)
@@ -579,8 +609,8 @@ def _move_index_fast(bb, pc, us, ep, frm, to, promo):
                 while m:
                     s = lsb(m)
                     m &= m - U64(1)
-                    base += popcount(_slider_dests(t, s, occ, own))
-            d = _slider_dests(mt, frm, occ, own)
+                    base += popcount(_dests(t, s, occ, free))
+            d = _dests(mt, frm, occ, free)
     if not d & SQ[to]:
         return NO_MOVE
     if (k == 4) != (promo != 0):
@@ -589,84 +619,181 @@ def _move_index_fast(bb, pc, us, ep, frm, to, promo):
 
 
 @njit(cache=True, inline="always")
-def _tail(st, us, sc, wdl):
+def _tail(us, ep, half, full, sc, wdl):
     """The packed board's last word: stm/ep, halfmove clock, fullmove number, eval, wdl (as
     :func:`.chesscore.write_board` writes them)."""
-    ep = st[1]
     tail = U64((128 if us == 1 else 0) | (64 if ep < 0 else ep))
-    tail |= U64(min(max(st[2], 0), 255)) << U64(8)
-    tail |= U64(min(max(st[3], 0), 65535)) << U64(16)
+    tail |= U64(min(max(half, 0), 255)) << U64(8)
+    tail |= U64(min(max(full, 0), 65535)) << U64(16)
     tail |= U64(sc & 0xFFFF) << U64(32)
     tail |= U64(wdl) << U64(48)
     return tail
 
 
+@njit(cache=True, inline="always")
+def _kings(bb):
+    """Each side has a king (the move list and the check test need one)."""
+    return bb[KING] != 0 and bb[8 + KING] != 0
+
+
 @njit(cache=True)
-def decode(start, stems, index, has, raw, has_raw, score, result, dest, o_board, o_best):
-    """Rebuild the packed boards (and moves) of one row group of chained rows. start (n,) bool:
-    the row's board is ``stems[k]``, k its rank among the starts (stems (starts, 32) uint8);
-    index (n,) uint16 the move's index where ``has``; raw (n,) uint16 a packed move kept whole
-    where ``has_raw``; score (n,) int16, result (n,) int8 stm POV. Writes the board of row r to
-    ``o_board[dest[r]]`` ((m, 4) uint64: an (m, 32) uint8 array viewed as words), not at all
-    where ``dest[r] < 0`` (the row is still played: the stream's split and filters dropped it);
-    o_best: (n,) int64 packed moves (−1: none), or a zero-length array for none (the stream: moves
-    kept whole never continue a chain). Returns (−1, 0), or (the first row that does not decode,
-    why: :data:`WHY` index; for :data:`ILLEGAL` the row whose move it is); the rows after it are
-    not written."""
-    n = start.shape[0]
-    best = o_best.shape[0] > 0
+def encode(boards, best, has_best, score, result, ply, pcount, capture, group, o_start, o_move, o_has_move,
+           o_raw, o_delta, o_ply_keep, o_pc_keep):
+    """Chain a run of flat rows into the chained layout's columns (:mod:`nnue.pipeline.parts`).
+    boards (n, 32) uint8 packed boards (C-contiguous); best (n,) uint16 packed moves where
+    has_best; score (n,) int16, result (n,) int8 stm POV (score 0 where there is none, as the
+    board's eval holds it); ply (n,) uint16, pcount (n,) uint8, capture (n,) bool (null as
+    False); group: a row whose position in the run is a multiple of it starts a chain (row groups
+    hold whole chains). Writes o_start (a chain starts here: its board is stored), o_move /
+    o_has_move (the move's index), o_raw (the move is kept whole: ``move_raw``), o_delta (uint32
+    zigzag of the score at a start, of score + score above after), o_ply_keep / o_pc_keep (the
+    ply / piece count does not follow from the row above). Returns the number of chain starts.
+    The position after a move is made by the stream's own step (:func:`_step`, the board kept as
+    words, the move's legality checked) and compared with the row's board word by word, so what
+    is chained is what the decoders rebuild."""
+    n = boards.shape[0]
+    words = boards.view(np.uint64)
     bb = np.zeros(16, np.uint64)
     pc = np.full(64, -1, np.int8)
     st = np.zeros(4, np.int64)
-    k = 0
-    have = False
+    ok = False  # the state holds row r - 1's position, whose move may be indexed
+    us = 0
+    ep = -1
+    half = 0
+    full = 0
+    starts = 0
     pf = 0
     pt = 0
     pp = 0
     occ = U64(0)
     lo = U64(0)
     hi = U64(0)
+    have = False  # row r - 1's move, found in the list
+    for r in range(n):
+        cont = False
+        if ok and have and r % group != 0:
+            legal, occ, lo, hi, ep, half, full = _step(bb, pc, us, ep, half, full, occ, lo, hi, pf, pt, pp)
+            us = 1 - us
+            sc = np.int64(score[r]) if us == 0 else -np.int64(score[r])
+            wdl = (np.int64(result[r]) if us == 0 else -np.int64(result[r])) + 1
+            if legal and -32768 <= sc <= 32767 and 0 <= wdl <= 2 and occ == words[r, 0] and lo == words[r, 1] \
+                    and hi == words[r, 2]:
+                cont = words[r, 3] == _tail(us, ep, half, full, sc, wdl)
+        if not cont:
+            starts += 1
+            ok = load(boards, r, bb, pc, st) and _kings(bb)
+            us, ep, half, full = st[0], st[1], st[2], st[3]
+            occ = words[r, 0]
+            lo = words[r, 1]
+            hi = words[r, 2]
+        o_start[r] = not cont
+        s = np.int64(score[r])
+        d = s if not cont else s + np.int64(score[r - 1])
+        o_delta[r] = 2 * d if d >= 0 else -2 * d - 1
+        o_ply_keep[r] = not cont or np.int64(ply[r]) != np.int64(ply[r - 1]) + 1
+        o_pc_keep[r] = not cont or np.int64(pcount[r]) != np.int64(pcount[r - 1]) - (1 if capture[r - 1] else 0)
+        o_move[r] = 0
+        o_has_move[r] = False
+        o_raw[r] = False
+        have = False
+        if has_best[r]:
+            o_raw[r] = True
+            b = np.int64(best[r])
+            if ok:
+                f, t, p = _unpack_move(b)
+                idx = _move_index_fast(bb, pc, us, ep, f, t, p)
+                if idx >= 0:
+                    code, _cap = move_code(bb, pc, us, ep, f, t, p)
+                    if code == b:
+                        o_move[r] = idx
+                        o_has_move[r] = True
+                        o_raw[r] = False
+                        have = True
+                        pf, pt, pp = f, t, p
+    return starts
+
+
+@njit(cache=True)
+def decode(start, stems, index, has, raw, has_raw, score, result, keep, o_board, o_best):
+    """Rebuild the packed boards (and moves) of one row group of chained rows. start (n,) bool:
+    the row's board is ``stems[r]`` (stems (n, 32) uint8, the ``stem`` column's values, whatever
+    they hold where it is null); index (n,) uint16 the move's index where ``has``; raw (n,)
+    uint16 a packed move kept whole where ``has_raw``; score (n,) int16, result (n,) int8 stm POV.
+    Writes the boards of the rows where ``keep`` ((n,) bool; zero-length: every row), in order, to
+    ``o_board`` ((m, 4) uint64: an (m, 32) uint8 array viewed as words; the other rows are still
+    played: the stream's split and filters dropped them); o_best: (n,) int64 packed moves (−1:
+    none), or a zero-length array for none (the stream: moves kept whole never continue a chain).
+    Returns (−1, 0), or (the first row that does not decode, why: :data:`WHY` index; for
+    :data:`ILLEGAL` the row whose move it is); the rows after it are not written."""
+    n = start.shape[0]
+    best = o_best.shape[0] > 0
+    every = keep.shape[0] == 0
+    bb = np.zeros(16, np.uint64)
+    pc = np.full(64, -1, np.int8)
+    st = np.zeros(4, np.int64)
+    w = 0
+    have = False
+    kings = False
+    us = 0
+    ep = -1
+    half = 0
+    full = 0
+    pf = 0
+    pt = 0
+    pp = 0
+    occ = U64(0)
+    lo = U64(0)
+    hi = U64(0)
+    tail = U64(0)
     for r in range(n):
         if start[r]:
-            if k >= stems.shape[0] or not load(stems, k, bb, pc, st):
+            if not load(stems, r, bb, pc, st):
                 return r, BAD_STEM
+            kings = _kings(bb)
+            us, ep, half, full = st[0], st[1], st[2], st[3]
             occ = U64(0)
             lo = U64(0)
             hi = U64(0)
             tail = U64(0)
             for i in range(8):
-                occ |= U64(stems[k, i]) << U64(8 * i)
-                lo |= U64(stems[k, 8 + i]) << U64(8 * i)
-                hi |= U64(stems[k, 16 + i]) << U64(8 * i)
-                tail |= U64(stems[k, 24 + i]) << U64(8 * i)
-            k += 1
+                occ |= U64(stems[r, i]) << U64(8 * i)
+                lo |= U64(stems[r, 8 + i]) << U64(8 * i)
+                hi |= U64(stems[r, 16 + i]) << U64(8 * i)
+                tail |= U64(stems[r, 24 + i]) << U64(8 * i)
+            if every or keep[r]:
+                o_board[w, 0] = occ
+                o_board[w, 1] = lo
+                o_board[w, 2] = hi
+                o_board[w, 3] = tail
+                w += 1
         else:
             if not have:
                 return r, NO_MOVE_ABOVE
-            occ, lo, hi = _play(bb, pc, st, occ, lo, hi, pf, pt, pp)
-            if not _mover_safe(bb, st, occ):
+            legal, occ, lo, hi, ep, half, full = _step(bb, pc, us, ep, half, full, occ, lo, hi, pf, pt, pp)
+            if not legal:
                 return r - 1, ILLEGAL
-            us = st[0]
+            us = 1 - us
             sc = np.int64(score[r]) if us == 0 else -np.int64(score[r])
             wdl = (np.int64(result[r]) if us == 0 else -np.int64(result[r])) + 1
             if sc < -32768 or sc > 32767 or wdl < 0 or wdl > 2:
                 return r, BAD_FIELDS
-            tail = _tail(st, us, sc, wdl)
-        d = dest[r]
-        if d >= 0:
-            o_board[d, 0] = occ
-            o_board[d, 1] = lo
-            o_board[d, 2] = hi
-            o_board[d, 3] = tail
+            if every or keep[r]:
+                o_board[w, 0] = occ
+                o_board[w, 1] = lo
+                o_board[w, 2] = hi
+                o_board[w, 3] = _tail(us, ep, half, full, sc, wdl)
+                w += 1
         have = False
         if best:
             o_best[r] = np.int64(raw[r]) if has_raw[r] else -1
         if has[r]:
-            ok, pf, pt, pp = _index_fast(bb, pc, st[0], st[1], np.int64(index[r]))
+            ok = False
+            if kings:
+                ok, pf, pt, pp = _index_fast(bb, pc, us, ep, np.int64(index[r]))
             if not ok:
                 return r, BAD_INDEX
             if best:
-                code, _cap = move_code(bb, pc, st[0], st[1], pf, pt, pp)
+                code, _cap = move_code(bb, pc, us, ep, pf, pt, pp)
                 o_best[r] = code
             have = True
     return -1, 0
