@@ -68,25 +68,31 @@ def load(boards, r, bb, pc, st):
 
 
 @njit(cache=True, inline="always")
+def _bit(sq):
+    """The bitboard of square sq: a shift (no table load, no negative-index check)."""
+    return U64(1) << U64(sq)
+
+
+@njit(cache=True, inline="always")
 def _pawn_dests(us, ep, frm, own, enemy):
     """(destination mask, entries per destination) of a pawn of side ``us`` on ``frm``."""
     occ = own | enemy
     targets = enemy
     if ep >= 0:
-        targets |= SQ[ep]
-    dest = PAWN_ATT[us, frm] & targets
+        targets |= _bit(ep)
+    dest = PAWN_ATT[U64(us), U64(frm)] & targets
     if us == 0:
         fwd = frm + 8
-        if fwd < 64 and not occ & SQ[fwd]:
-            dest |= SQ[fwd]
-            if (frm >> 3) == 1 and not occ & SQ[fwd + 8]:
-                dest |= SQ[fwd + 8]
+        if fwd < 64 and not occ & _bit(fwd):
+            dest |= _bit(fwd)
+            if (frm >> 3) == 1 and not occ & _bit(fwd + 8):
+                dest |= _bit(fwd + 8)
         return dest, 4 if (frm >> 3) == 6 else 1
     fwd = frm - 8
-    if fwd >= 0 and not occ & SQ[fwd]:
-        dest |= SQ[fwd]
-        if (frm >> 3) == 6 and not occ & SQ[fwd - 8]:
-            dest |= SQ[fwd - 8]
+    if fwd >= 0 and not occ & _bit(fwd):
+        dest |= _bit(fwd)
+        if (frm >> 3) == 6 and not occ & _bit(fwd - 8):
+            dest |= _bit(fwd - 8)
     return dest, 4 if (frm >> 3) == 1 else 1
 
 
@@ -244,8 +250,9 @@ def fill_piece_count(keep, values, capture):
 # to move, en-passant square and counters are scalars; sliding attacks are looked up
 # (kindergarten bitboards: one multiplication and one small table a line); the pawns' share of
 # the move list is counted for all pawns at once, the first two pieces of a kind without a loop,
-# and a piece's n-th destination is selected without a loop. The encoder steps with the same
-# functions.
+# and a piece's n-th destination is selected without a loop. Arrays are indexed with uint64
+# (numba adds a negative-index wraparound to every signed index: 12 % of the decoder's time) and
+# squares are shifts, not SQ lookups. The encoder steps with the same functions.
 FILE_A = U64(0x0101010101010101)
 FILE_B = U64(0x0202020202020202)
 FILE_H = U64(0x8080808080808080)
@@ -314,32 +321,32 @@ LOWN = np.array([(1 << (4 * i)) - 1 for i in range(16)] + [(1 << 64) - 1], np.ui
 
 @njit(cache=True, inline="always")
 def _line(sq, occ, mask):
-    return FILL[sq & 7, ((occ & mask) * FILE_B) >> U64(58)] & mask
+    return FILL[U64(sq & 7), U64(((occ & mask) * FILE_B) >> U64(58))] & mask
 
 
 @njit(cache=True, inline="always")
 def _file(sq, occ):
     f = sq & 7
-    return AFILE[sq >> 3, (((occ >> U64(f)) & FILE_A) * DIAG_C2H7) >> U64(58)] << U64(f)
+    return AFILE[U64(sq >> 3), U64((((occ >> U64(f)) & FILE_A) * DIAG_C2H7) >> U64(58))] << U64(f)
 
 
 @njit(cache=True, inline="always")
 def bishop_att_kg(sq, occ):
     """:func:`.chesscore.bishop_att` by table (sq 64: none)."""
-    return _line(sq, occ, DIAG[sq]) | _line(sq, occ, ANTI[sq])
+    return _line(sq, occ, DIAG[U64(sq)]) | _line(sq, occ, ANTI[U64(sq)])
 
 
 @njit(cache=True, inline="always")
 def rook_att_kg(sq, occ):
     """:func:`.chesscore.rook_att` by table (sq 64: none)."""
-    return _line(sq, occ, RANKM[sq]) | _file(sq, occ)
+    return _line(sq, occ, RANKM[U64(sq)]) | _file(sq, occ)
 
 
 @njit(cache=True, inline="always")
 def _dests(t, s, occ, free):
     """Destinations of the knight, bishop, rook or queen (t 1..4) on s (64: none) among ``free``."""
     if t == 1:
-        return KN[s] & free
+        return KN[U64(s)] & free
     if t == 2:
         return bishop_att_kg(s, occ) & free
     if t == 3:
@@ -365,7 +372,7 @@ def _nth(d, i):
     i = i - c if up else i
     base += 8 if up else 0
     d = d >> U64(8) if up else d
-    return base + SEL8[d & M8, i]
+    return base + SEL8[U64(d & M8), U64(i)]
 
 
 @njit(cache=True, inline="always")
@@ -384,8 +391,8 @@ def _nib_ins(lo, hi, i, code):
     low = i < 16
     il = min(i, 16)
     ih = max(i - 16, 0)
-    ml = LOWN[il]
-    mh = LOWN[ih]
+    ml = LOWN[U64(il)]
+    mh = LOWN[U64(ih)]
     lo2 = (lo & ml) | ((lo << F4) & ~ml)
     sl = U64(4 * (il & 15))
     lo2 = (lo2 & ~(U64(15) << sl)) | (c << sl) if low else lo
@@ -398,28 +405,28 @@ def _nib_ins(lo, hi, i, code):
 
 @njit(cache=True, inline="always")
 def _rank(occ, sq):
-    return popcount(occ & (SQ[sq] - U64(1)))
+    return popcount(occ & (_bit(sq) - U64(1)))
 
 
 @njit(cache=True, inline="always")
 def _take_sq(bb, pc, occ, lo, hi, sq):
     """Remove the piece on sq from the state and the nibbles; returns (occ, lo, hi, its code)."""
-    code = pc[sq]
+    code = pc[U64(sq)]
     lo, hi = _nib_del(lo, hi, _rank(occ, sq))
-    occ &= ~SQ[sq]
-    pc[sq] = -1
-    bb[code] &= ~SQ[sq]
-    bb[OCC + (code >> 3)] &= ~SQ[sq]
+    occ &= ~_bit(sq)
+    pc[U64(sq)] = -1
+    bb[U64(code)] &= ~_bit(sq)
+    bb[U64(OCC + (code >> 3))] &= ~_bit(sq)
     return occ, lo, hi, code
 
 
 @njit(cache=True, inline="always")
 def _put_sq(bb, pc, occ, lo, hi, sq, code):
     lo, hi = _nib_ins(lo, hi, _rank(occ, sq), code)
-    occ |= SQ[sq]
-    pc[sq] = code
-    bb[code] |= SQ[sq]
-    bb[OCC + (code >> 3)] |= SQ[sq]
+    occ |= _bit(sq)
+    pc[U64(sq)] = code
+    bb[U64(code)] |= _bit(sq)
+    bb[U64(OCC + (code >> 3))] |= _bit(sq)
     return occ, lo, hi
 
 
@@ -429,12 +436,12 @@ def _mover_safe(bb, them, occ):
     left its king in check. The move list holds every piece's attacks (pseudo-legal moves), so
     this is what makes a decoded move a legal one (castling's path is checked before it is
     played, :func:`_step`)."""
-    k = bb[8 * (1 - them) + KING]
+    k = bb[U64(8 * (1 - them) + KING)]
     ksq = lsb(k)
     b = 8 * them
-    a = (KNIGHT_ATT[ksq & 63] & bb[b + 1]) | (KING_ATT[ksq & 63] & bb[b + 5]) | (PAWN_ATT[1 - them, ksq & 63] & bb[b])
-    a |= rook_att_kg(ksq, occ) & (bb[b + 3] | bb[b + 4])
-    a |= bishop_att_kg(ksq, occ) & (bb[b + 2] | bb[b + 4])
+    a = (KNIGHT_ATT[U64(ksq & 63)] & bb[U64(b + 1)]) | (KING_ATT[U64(ksq & 63)] & bb[U64(b + 5)]) | (PAWN_ATT[U64(1 - them), U64(ksq & 63)] & bb[U64(b)])
+    a |= rook_att_kg(ksq, occ) & (bb[U64(b + 3)] | bb[U64(b + 4)])
+    a |= bishop_att_kg(ksq, occ) & (bb[U64(b + 2)] | bb[U64(b + 4)])
     return a == 0 and k != 0
 
 
@@ -451,18 +458,19 @@ def _step(bb, pc, us, ep_old, half, full, occ, lo, hi, frm, to, promo):
     ep = -1
     half += 1
     full += us
-    t = pc[frm] & 7
-    own = bb[OCC + us]
-    if t == PAWN or (bb[OCC + 1 - us] & SQ[to]):
+    kcap = False  # a king taken (a flag, not an early return: that measured 8 % slower)
+    t = pc[U64(frm)] & 7
+    own = bb[U64(OCC + us)]
+    if t == PAWN or (bb[U64(OCC + 1 - us)] & _bit(to)):
         half = 0
-    before = bb[CASTLE]
-    cr = before & ~SQ[to] & ~SQ[frm]
+    before = bb[U64(CASTLE)]
+    cr = before & ~_bit(to) & ~_bit(frm)
     if t == KING:
-        cr &= ~RANK_MASK[us]
-    if t == KING and own & SQ[to]:
+        cr &= ~RANK_MASK[U64(us)]
+    if t == KING and own & _bit(to):
         if (frm >> 3) != 7 * us or not castle960_legal(bb, us, frm, to):
             return False, occ, lo, hi, ep, half, full
-        bb[CASTLE] = cr
+        bb[U64(CASTLE)] = cr
         home = 56 * us
         occ, lo, hi, _c = _take_sq(bb, pc, occ, lo, hi, frm)
         occ, lo, hi, _c = _take_sq(bb, pc, occ, lo, hi, to)
@@ -473,12 +481,11 @@ def _step(bb, pc, us, ep_old, half, full, occ, lo, hi, frm, to, promo):
             occ, lo, hi = _put_sq(bb, pc, occ, lo, hi, home + 6, 8 * us + KING)
             occ, lo, hi = _put_sq(bb, pc, occ, lo, hi, home + 5, 8 * us + ROOK)
     else:
-        bb[CASTLE] = cr
+        bb[U64(CASTLE)] = cr
         occ, lo, hi, _c = _take_sq(bb, pc, occ, lo, hi, frm)
-        if occ & SQ[to]:
+        if occ & _bit(to):
             occ, lo, hi, captured = _take_sq(bb, pc, occ, lo, hi, to)
-            if (captured & 7) == KING:
-                return False, occ, lo, hi, ep, half, full
+            kcap = (captured & 7) == KING
         elif t == PAWN and to == ep_old and (frm & 7) != (to & 7):
             occ, lo, hi, _c = _take_sq(bb, pc, occ, lo, hi, ep_old + (-8 if us == 0 else 8))
         if t == PAWN and (to - frm == 16 or frm - to == 16):
@@ -487,7 +494,7 @@ def _step(bb, pc, us, ep_old, half, full, occ, lo, hi, frm, to, promo):
             t = promo
         occ, lo, hi = _put_sq(bb, pc, occ, lo, hi, to, 8 * us + t)
     # rooks still standing that lost their right: code 6 -> 3 (not the moved piece, nor one now on a square that lost one)
-    lost = before & ~cr & occ & ~(SQ[to] | SQ[frm])
+    lost = before & ~cr & occ & ~(_bit(to) | _bit(frm))
     while lost:
         s = lsb(lost)
         lost &= lost - U64(1)
@@ -498,7 +505,7 @@ def _step(bb, pc, us, ep_old, half, full, occ, lo, hi, frm, to, promo):
             hi ^= U64(5) << U64(4 * (i - 16))
     if ep >= 0:
         ep = legal_ep(bb, pc, 1 - us, ep)
-    return _mover_safe(bb, 1 - us, occ), occ, lo, hi, ep, half, full
+    return _mover_safe(bb, 1 - us, occ) and not kcap, occ, lo, hi, ep, half, full
 
 
 @njit(cache=True, inline="always")
@@ -507,7 +514,7 @@ def _pawn_total(us, ep, pawns, own, enemy):
     empty = ~(own | enemy)
     targets = enemy
     if ep >= 0:
-        targets |= SQ[ep]
+        targets |= _bit(ep)
     if us == 0:
         p1 = (pawns << U64(8)) & empty
         p2 = ((p1 & RANK_3) << U64(8)) & empty
@@ -529,17 +536,17 @@ def _index_fast(bb, pc, us, ep, idx):
     """:func:`index_move`, with the pawns' entries counted for all pawns at once, the first two
     pieces of each other kind taken without a loop (a third one, from a promotion, by the loop
     after them) and the destination selected without a loop."""
-    own = bb[OCC + us]
-    enemy = bb[OCC + 1 - us]
+    own = bb[U64(OCC + us)]
+    enemy = bb[U64(OCC + 1 - us)]
     occ = own | enemy
     free = ~own
-    ksq = lsb(bb[8 * us + KING]) & 63
-    kd = (KING_ATT[ksq] & free) | (bb[CASTLE] & own & RANK_MASK[us])
+    ksq = lsb(bb[U64(8 * us + KING)]) & 63
+    kd = (KING_ATT[U64(ksq)] & free) | (bb[U64(CASTLE)] & own & RANK_MASK[U64(us)])
     nk = popcount(kd)
     if idx < nk:
         return True, ksq, _nth(kd, idx), 0
     idx -= nk
-    pawns = bb[8 * us + PAWN]
+    pawns = bb[U64(8 * us + PAWN)]
     n = _pawn_total(us, ep, pawns, own, enemy)
     if idx < n:
         m = pawns
@@ -556,7 +563,7 @@ def _index_fast(bb, pc, us, ep, idx):
         return False, 0, 0, 0
     idx -= n
     for t in range(1, 5):
-        m = bb[8 * us + t]
+        m = bb[U64(8 * us + t)]
         s1 = lsb(m)
         m &= m - U64(1)
         s2 = lsb(m)
@@ -583,39 +590,39 @@ def _index_fast(bb, pc, us, ep, idx):
 @njit(cache=True, inline="always")
 def _move_index_fast(bb, pc, us, ep, frm, to, promo):
     """:func:`move_index`, counted as :func:`_index_fast` decodes (the pawns at once)."""
-    if frm < 0 or frm > 63 or to < 0 or to > 63 or pc[frm] < 0 or (pc[frm] >> 3) != us:
+    if frm < 0 or frm > 63 or to < 0 or to > 63 or pc[U64(frm)] < 0 or (pc[U64(frm)] >> 3) != us:
         return NO_MOVE
-    own = bb[OCC + us]
-    enemy = bb[OCC + 1 - us]
+    own = bb[U64(OCC + us)]
+    enemy = bb[U64(OCC + 1 - us)]
     occ = own | enemy
     free = ~own
-    mt = pc[frm] & 7
+    mt = pc[U64(frm)] & 7
     k = 1
     if mt == KING:
         base = 0
-        d = (KING_ATT[frm] & free) | (bb[CASTLE] & own & RANK_MASK[us])
+        d = (KING_ATT[U64(frm)] & free) | (bb[U64(CASTLE)] & own & RANK_MASK[U64(us)])
     else:
-        base = popcount((KING_ATT[lsb(bb[8 * us + KING]) & 63] & free) | (bb[CASTLE] & own & RANK_MASK[us]))
-        pawns = bb[8 * us + PAWN]
+        base = popcount((KING_ATT[lsb(bb[U64(8 * us + KING)]) & 63] & free) | (bb[U64(CASTLE)] & own & RANK_MASK[U64(us)]))
+        pawns = bb[U64(8 * us + PAWN)]
         if mt == PAWN:
-            base += _pawn_total(us, ep, pawns & (SQ[frm] - U64(1)), own, enemy)
+            base += _pawn_total(us, ep, pawns & (_bit(frm) - U64(1)), own, enemy)
             d, k = _pawn_dests(us, ep, frm, own, enemy)
         else:
             base += _pawn_total(us, ep, pawns, own, enemy)
             for t in range(1, mt + 1):
-                m = bb[8 * us + t]
+                m = bb[U64(8 * us + t)]
                 if t == mt:
-                    m &= SQ[frm] - U64(1)
+                    m &= _bit(frm) - U64(1)
                 while m:
                     s = lsb(m)
                     m &= m - U64(1)
                     base += popcount(_dests(t, s, occ, free))
             d = _dests(mt, frm, occ, free)
-    if not d & SQ[to]:
+    if not d & _bit(to):
         return NO_MOVE
     if (k == 4) != (promo != 0):
         return NO_MOVE
-    return base + popcount(d & (SQ[to] - U64(1))) * k + (promo - 1 if k == 4 else 0)
+    return base + popcount(d & (_bit(to) - U64(1))) * k + (promo - 1 if k == 4 else 0)
 
 
 @njit(cache=True, inline="always")
@@ -633,7 +640,7 @@ def _tail(us, ep, half, full, sc, wdl):
 @njit(cache=True, inline="always")
 def _kings(bb):
     """Each side has a king (the move list and the check test need one)."""
-    return bb[KING] != 0 and bb[8 + KING] != 0
+    return bb[U64(KING)] != 0 and bb[U64(8 + KING)] != 0
 
 
 @njit(cache=True)
