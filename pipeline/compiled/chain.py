@@ -731,10 +731,19 @@ def decode(start, stems, index, has, raw, has_raw, score, result, keep, o_board,
     played: the stream's split and filters dropped them); o_best: (n,) int64 packed moves (−1:
     none), or a zero-length array for none (the stream: moves kept whole never continue a chain).
     Returns (−1, 0), or (the first row that does not decode, why: :data:`WHY` index; for
-    :data:`ILLEGAL` the row whose move it is); the rows after it are not written."""
+    :data:`ILLEGAL` the row whose move it is); the rows after it are not written. With ``keep``
+    (and no o_best), the rows of a chain after its last kept row are not played (nor checked)."""
     n = start.shape[0]
     best = o_best.shape[0] > 0
     every = keep.shape[0] == 0
+    # more[r]: a row after r in r's chain is wanted (its move must be decoded and played)
+    more = np.ones(n if every or best else 0, np.bool_)
+    if not (every or best):
+        more = np.empty(n, np.bool_)
+        acc = False
+        for r in range(n - 1, -1, -1):
+            more[r] = acc
+            acc = (acc | keep[r]) & (not start[r])  # no branch: a branch here cost 2 ns a row
     bb = np.zeros(16, np.uint64)
     pc = np.full(64, -1, np.int8)
     st = np.zeros(4, np.int64)
@@ -752,6 +761,7 @@ def decode(start, stems, index, has, raw, has_raw, score, result, keep, o_board,
     lo = U64(0)
     hi = U64(0)
     tail = U64(0)
+    skip = False  # the rest of the chain is not wanted
     for r in range(n):
         if start[r]:
             if not load(stems, r, bb, pc, st):
@@ -775,6 +785,8 @@ def decode(start, stems, index, has, raw, has_raw, score, result, keep, o_board,
                 w += 1
         else:
             if not have:
+                if skip:
+                    continue  # the rest of this chain is not wanted
                 return r, NO_MOVE_ABOVE
             legal, occ, lo, hi, ep, half, full = _step(bb, pc, us, ep, half, full, occ, lo, hi, pf, pt, pp)
             if not legal:
@@ -793,7 +805,8 @@ def decode(start, stems, index, has, raw, has_raw, score, result, keep, o_board,
         have = False
         if best:
             o_best[r] = np.int64(raw[r]) if has_raw[r] else -1
-        if has[r]:
+        skip = not more[r]
+        if has[r] and not skip:
             ok = False
             if kings:
                 ok, pf, pt, pp = _index_fast(bb, pc, us, ep, np.int64(index[r]))
