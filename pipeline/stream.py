@@ -61,7 +61,7 @@ import pyarrow.parquet as pq
 import torch
 
 from . import manifest as mf
-from .parts import ChainError, Group, layout, open_part
+from .parts import Group, PartError, layout, open_part
 from .schema import ANNOTATION_COLUMNS, FLAG_SCORE_MATE, FLAG_SCORE_NONE
 
 # Stockfish's generator writes internal units; nnue-pytorch converts with cp = 100·score/208.
@@ -249,7 +249,12 @@ class PackedStream(torch.utils.data.IterableDataset):
             if (d, part) in known:
                 continue
             order.append((d, str(part), scale))
-            pfile = open_part(part)
+            known.add((d, part))
+            try:
+                pfile = open_part(part)
+            except PartError as e:  # missing, not Parquet: quarantined whole (it has no units)
+                self._quarantine(None, e)
+                continue
             layout(pfile)  # a part of a layout this build does not read: one line, before any epoch
             meta = pfile.metadata
             self.extra_columns = [c for c in self.extra_columns if c in pfile.schema_arrow.names]
@@ -258,7 +263,6 @@ class PackedStream(torch.utils.data.IterableDataset):
             source = d if self._weighted else 0
             self.units += [Unit(fi, rg, meta.row_group(rg).num_rows, source)
                            for rg in range(meta.num_row_groups)]
-            known.add((d, part))
             new_parts += 1
             rows += meta.num_rows
         return new_parts, rows
@@ -273,6 +277,7 @@ class PackedStream(torch.utils.data.IterableDataset):
         """Read exactly the parts of ``listing`` (:meth:`known_parts` of an earlier stream), in its
         order, forgetting the others: parts packed since then join at the next :meth:`refresh`."""
         self.parts, self.units, self._known, self._listing = [], [], set(), []
+        self.__dict__.pop("_quarantined", None)  # keyed by file index, which this renumbers
         self.extra_columns = list(ANNOTATION_COLUMNS)
         self._add_parts([(int(d), str(p), float(sc)) for d, p, sc in listing])
         if not self.parts:
@@ -336,10 +341,12 @@ class PackedStream(torch.utils.data.IterableDataset):
                 for n_read, i in enumerate(order[:16]):
                     if n_read >= 4 and total >= 131_072:
                         break
+                    if units[i].file in self.quarantined:
+                        continue
                     try:
                         cols, score_cp = self._read_columns(units[i])
-                    except ChainError as e:
-                        self._damaged(units[i], e, count=False)
+                    except PartError as e:
+                        self._quarantine(units[i].file, e)
                         continue
                     mask = (split_mask(cols["game_id"], self.split, self.val_fraction)
                             if self.split != "all" else np.ones(len(score_cp), bool))
@@ -407,24 +414,36 @@ class PackedStream(torch.utils.data.IterableDataset):
     def _read_columns(self, unit: Unit, with_board: bool = False):
         """One row group as a :class:`~nnue.pipeline.parts.Group` (its columns as numpy arrays;
         the boards, when ``with_board``, decoded from a chained part's chains when asked for) and
-        its scores in cp. Raises ChainError."""
+        its scores in cp. Raises PartError (ChainError included)."""
         scale = self.parts[unit.file][1]
         wanted = self._columns() + (self.extra_columns if with_board else [])
         g = Group(self._parquet(unit.file), unit.row_group, wanted, with_board=with_board)
         score_cp = g["score"].astype(np.float32) * np.float32(scale)
         return g, score_cp
 
-    def _damaged(self, unit: Unit, e: ChainError, count: bool) -> None:
-        """A row group that does not decode is skipped whole: one line on stderr naming it (once
-        per process), its rows counted under ``damaged``."""
-        seen = self.__dict__.setdefault("_damaged_units", set())
-        if (unit.file, unit.row_group) not in seen:
-            seen.add((unit.file, unit.row_group))
-            print(f"nnue stream: skipped a damaged row group ({unit.rows:,} rows): {e}", file=sys.stderr)
-        if count:
-            self.counts["damaged"] += unit.rows
+    @property
+    def quarantined(self) -> dict:
+        """{file index (None: a part that did not open): the reason} of the parts found damaged in
+        this process (:meth:`_quarantine`)."""
+        return self.__dict__.setdefault("_quarantined", {})
+
+    def _quarantine(self, fi: int | None, e: PartError) -> None:
+        """A damaged part (a page or footer pyarrow cannot read, a chain that does not decode,
+        a file that is missing or not Parquet) is quarantined whole, never half-read in silence:
+        one line on stderr naming it (and where and why), and from then on, every epoch, each of
+        its row groups is skipped and its rows counted under ``damaged`` (:meth:`_read_unit`).
+        Row groups read before the damage was found stay read (they decoded whole)."""
+        if fi is not None and fi in self.quarantined:
+            return
+        self.quarantined[fi if fi is not None else f"unopened {len(self.quarantined)}"] = str(e)
+        rows = "" if fi is None else f" ({sum(u.rows for u in self.units if u.file == fi):,} rows)"
+        print(f"nnue stream: quarantined a damaged part{rows}, skipped from here on: {e}", file=sys.stderr)
 
     def _read_unit(self, unit: Unit, rng) -> tuple[np.ndarray, ...]:
+        empty = np.zeros(0, np.float32)
+        if unit.file in self.quarantined:
+            self.counts["damaged"] += unit.rows
+            return (np.zeros((0, 32), np.uint8), empty, empty, *[empty for _ in self.extra_columns])
         try:
             cols, score_cp = self._read_columns(unit, with_board=True)
             n = len(score_cp)
@@ -438,9 +457,9 @@ class PackedStream(torch.utils.data.IterableDataset):
             idx = None if keep.all() else np.flatnonzero(keep)
             # a chained part writes only the kept rows' boards (given as a mask); a flat part takes them
             boards = cols.boards(None if idx is None else keep if cols.chained else idx)
-        except ChainError as e:
-            self._damaged(unit, e, count=True)
-            empty = np.zeros(0, np.float32)
+        except PartError as e:
+            self._quarantine(unit.file, e)
+            self.counts["damaged"] += unit.rows
             return (np.zeros((0, 32), np.uint8), empty, empty, *[empty for _ in self.extra_columns])
         self.counts["read"] += n
         self.counts["other_split"] += other
