@@ -124,10 +124,48 @@ def main(argv=None) -> int:
                                 "positions_after_default_filters": s["dataset"]["positions_after_default_filters"],
                                 "stream_only": s["stream_by_layout"],
                                 "end_to_end_halfkav2_hm": fs["end_to_end_cpu_by_layout"],
-                                "chained_vs_flat": s["chained_vs_flat"]}
+                                "chained_vs_flat": s["chained_vs_flat"],
+                                "load_avg_1m": [s["machine"]["load_avg_1m_at_start"], s["machine"]["load_avg_1m_at_end"]],
+                                "profile_ns_per_row_read": _stream_profile(
+                                    {k: tmp / f"{plain.name}-{k}-0" for k in LAYOUTS}, a.stream_repeats)}
             report["upgrade_and_writers"] = _upgrade_and_writers(plain, tmp)
     report["notes"] = NOTES
     return emit(report, a.out)
+
+
+def _stream_profile(datasets: dict, repeats: int) -> dict:
+    """Where the stream's time goes, per layout, in CPU nanoseconds per row read (medians of
+    ``repeats`` passes, the layouts alternating): ``read`` (Parquet -> the row group's columns as
+    NumPy, chained scores from their deltas), ``filters`` (the default filters' mask), ``boards``
+    (the kept rows' packed boards: the chains decoded, or the board column taken), and the whole
+    of the stream's per-row-group step (``read_unit``: the three and its bookkeeping)."""
+    import numpy as np
+
+    from nnue.pipeline.stream import PackedStream, filter_mask
+
+    streams = {k: PackedStream([ds], 16384, 0, split="all") for k, ds in datasets.items()}
+    times = {k: {"read": [], "filters": [], "boards": [], "read_unit": []} for k in streams}
+    rows = sum(u.rows for u in streams["flat"].units)
+    rng = np.random.default_rng(0)
+    for _ in range(repeats + 1):  # the first pass warms up
+        for k, st in streams.items():
+            t = dict.fromkeys(times[k], 0.0)
+            for u in st.units:
+                c0 = time.process_time()
+                g, score = st._read_columns(u, with_board=True)
+                c1 = time.process_time()
+                keep = filter_mask(g, st.filters, st.counts, rng, score, np.ones(len(score), bool))
+                c2 = time.process_time()
+                g.boards(keep if g.chained else np.flatnonzero(keep))
+                c3 = time.process_time()
+                st._read_unit(u, rng)
+                t["read"] += c1 - c0
+                t["filters"] += c2 - c1
+                t["boards"] += c3 - c2
+                t["read_unit"] += time.process_time() - c3
+            for p, v in t.items():
+                times[k][p].append(v)
+    return {k: {p: round(statistics.median(v[1:]) / rows * 1e9, 1) for p, v in t.items()} for k, t in times.items()}
 
 
 def _upgrade_and_writers(src: Path, tmp: Path) -> dict:
@@ -161,10 +199,12 @@ NOTES = [
     "zigzag delta from minus the score above (score_delta, BYTE_STREAM_SPLIT); ply and piece "
     "count only where they do not follow from the row above (ply_reset, piece_count_reset); "
     "result, flags, source dictionary-encoded; game_id plain (zstd finds its runs).",
-    "Stream: the chained layout decodes every row of a row group (each position is played from "
-    "the one above: the move's index is turned back into a move, the move played, the packed "
-    "board updated in place) and writes the boards of the rows the split and filters keep; the "
-    "flat layout reads a 32-byte board column. See chained_vs_flat for the ratio.",
+    "Stream: the chained layout decodes every row of a row group up to the last row the split "
+    "and filters keep in each chain (each position is played from the one above: the move's index "
+    "is turned back into a move, the move checked and played, the packed board updated in place) "
+    "and writes the boards of the rows kept; the flat layout reads a 32-byte board column. See "
+    "chained_vs_flat for the ratios (the *_paired ones are the medians of each repeat's own ratio, "
+    "its two runs back to back) and profile_ns_per_row_read for where the time goes.",
 ]
 
 if __name__ == "__main__":

@@ -378,8 +378,8 @@ def _nth(d, i):
 @njit(cache=True, inline="always")
 def _nib_del(lo, hi, i):
     """The 128-bit nibble string (lo, hi) without nibble i (the ones above move down)."""
-    ml = LOWN[min(i, 16)]
-    mh = LOWN[max(i - 16, 0)]
+    ml = LOWN[U64(min(i, 16))]
+    mh = LOWN[U64(max(i - 16, 0))]
     return (lo & ml) | (((lo >> F4) | (hi << U64(60))) & ~ml), (hi & mh) | ((hi >> F4) & ~mh)
 
 
