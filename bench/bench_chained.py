@@ -88,7 +88,7 @@ def main(argv=None) -> int:
         for name, src in inputs.items():
             # warm-up (numba's cache, the page cache), then the layouts alternating run by run
             for layout in LAYOUTS:
-                _timed_pack(src, tmp / f"warm-{layout}", layout)
+                _timed_pack(src, tmp / f"warm-{name}-{layout}", layout)
             runs = {k: [] for k in LAYOUTS}
             for i in range(a.runs):
                 for layout in LAYOUTS:
