@@ -115,7 +115,7 @@ def train_npa(work: Path, binpack: str, a) -> dict:
            "--gamma", str(GAMMA), "--lambda", "1.0", "--pow-exp", str(POWER), "--seed", str(a.seed),
            "--network-save-period", str(a.steps // a.epoch_steps), "--default-root-dir", str(d / "run"),
            *shlex.split(a.npa_args)]
-    rec = {"train": sh(cmd, d / "train.log", cwd=str(src), env=npa_env(a.npa_omp))}
+    rec = {"train": sh(cmd, d / "train.log", cwd=str(src), env=npa_env(a.npa_omp, src))}
     rec["train"]["clock"] = _clock_summary(clock)
     ckpts = sorted((d / "run").rglob("last.ckpt"))
     if not ckpts:

@@ -32,7 +32,6 @@ from pathlib import Path
 
 from nnue.bench import emit, parser
 
-REPO = Path(__file__).resolve().parents[1]
 WHITE_SIDE = re.compile(r"^NNUE evaluation\s+([+-]?\d+\.\d\d) \(white side\)$", re.M)
 
 
@@ -69,9 +68,9 @@ def main(argv: list[str] | None = None) -> int:
     from nnue.pipeline.parts import read_part
     from nnue.selfplay import sf19
 
-    sys.path.insert(0, str(REPO))
-    from tests.engines.sf19 import FRONT_END, eval_traces
-    from tests.samples import CUT, XFEN960, selfplay
+    from nnue.bench import CUT, XFEN960
+    from nnue.bench import shipped_selfplay as selfplay
+    from nnue.selfplay.sf19 import FRONT_END, eval_traces
 
     net = Path(args.net or sf19.official_net_path()).resolve()
     if not net.is_file():

@@ -75,10 +75,9 @@ def main(argv: list[str] | None = None) -> int:
     torch.set_num_threads(1)
     plain = Path(args.plain)
     if not plain.exists():
-        sys.path.insert(0, str(ROOT))
-        from tests.samples import CUT, selfplay  # the shipped cut of the same self-play
+        from nnue.bench import CUT, shipped_selfplay  # the shipped cut of the same self-play
 
-        plain = selfplay(f"{CUT}.plain")
+        plain = shipped_selfplay(f"{CUT}.plain")
     fens = _fens(plain, args.positions)
     boards = torch.from_numpy(np.frombuffer(b"".join(pack_fen(f) for f in fens), dtype=np.uint8)
                               .reshape(-1, 32).copy())

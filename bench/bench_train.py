@@ -361,11 +361,25 @@ def describe(cfg) -> dict:
             "deep": dict(m.deep) if m.get("deep") else None}
 
 
+def machine_busy_s() -> float | None:
+    """CPU seconds every process of the machine has spent so far (all cores: user, nice, system,
+    irq, softirq, steal of /proc/stat's first line); None off Linux."""
+    try:
+        with open("/proc/stat") as f:
+            v = [int(x) for x in f.readline().split()[1:]]
+    except (OSError, ValueError):
+        return None
+    return (v[0] + v[1] + v[2] + v[5] + v[6] + v[7]) / os.sysconf("SC_CLK_TCK")
+
+
 def bench_config(overrides: list[str], data: str, batch: int, device: torch.device, steps: int, warmup: int,
                  rounds: int, variants: list[str], baseline: list[str] | None) -> dict:
     cfg = compose(overrides, data, batch, device.type)
     base_cfg = compose(overrides + baseline, data, batch, device.type) if baseline else None
     runs = {v: ([], [], []) for v in variants + (["baseline"] if baseline else [])}
+    # the other processes' CPU while each variant ran (its warm-up included): on a shared machine
+    # what a step could not use; (CPU seconds, wall seconds) per variant
+    others = {v: [0.0, 0.0] for v in runs}
     lightning_own: list[float] = []
     lightning_phases: dict[str, list[float]] = {}
     load = [round(x, 2) for x in os.getloadavg()]
@@ -373,6 +387,7 @@ def bench_config(overrides: list[str], data: str, batch: int, device: torch.devi
         order = list(runs)
         order = order[r % len(order):] + order[:r % len(order)]   # rotate: no variant always runs first
         for v in order:
+            busy0, own0, wall0 = machine_busy_s(), time.process_time(), time.perf_counter()
             if v == "lightning":
                 w, c, own, lph = run_lightning(cfg, device, steps, warmup)
                 lightning_own.extend(own)
@@ -384,6 +399,9 @@ def bench_config(overrides: list[str], data: str, batch: int, device: torch.devi
                 ph = None
             else:
                 w, c, ph = run_plain(base_cfg if v == "baseline" else cfg, device, steps, warmup)
+            if busy0 is not None:
+                others[v][0] += machine_busy_s() - busy0 - (time.process_time() - own0)
+                others[v][1] += time.perf_counter() - wall0
             runs[v][0].extend(w)
             runs[v][1].extend(c)
             if ph:
@@ -396,6 +414,8 @@ def bench_config(overrides: list[str], data: str, batch: int, device: torch.devi
         out["baseline_config"] = describe(base_cfg)
     for v, (w, c, ph) in runs.items():
         row = summarise(w, c, batch)
+        if others[v][1]:
+            row["other_processes_cores"] = round(max(others[v][0], 0.0) / others[v][1], 3)
         if ph:   # the plain loop's profile: wall and CPU milliseconds per phase
             row["phases_ms_median"] = {p: statistics.median(x[p][0] for x in ph) for p in ph[0]}
             row["phases_cpu_ms_median"] = {p: statistics.median(x[p][1] for x in ph) for p in ph[0]}

@@ -183,10 +183,14 @@ def profile_ours(dataset: str, batch: int, steps: int, warmup: int, overrides: l
                     "on a loaded machine); the shares are the figure to read"}
 
 
-def npa_env(omp: str) -> dict:
+def npa_env(omp: str, src: Path | str | None = None) -> dict:
     """nnue-pytorch's environment: ours (``nnue`` sets OMP_WAIT_POLICY=PASSIVE for itself, which
-    its children inherit) without OMP_WAIT_POLICY for ``default``, with PASSIVE for ``passive``."""
+    its children inherit) without OMP_WAIT_POLICY for ``default``, with PASSIVE for ``passive``;
+    ``src`` (its source folder) first on PYTHONPATH, where ``npa_timed_train.py`` imports its
+    ``train`` from."""
     env = dict(os.environ)
+    if src is not None:
+        env["PYTHONPATH"] = os.pathsep.join(x for x in (str(src), env.get("PYTHONPATH")) if x)
     env.pop("OMP_WAIT_POLICY", None)
     if omp == "passive":
         env["OMP_WAIT_POLICY"] = "PASSIVE"
@@ -256,7 +260,7 @@ def run(argv=None) -> dict:
                 else:
                     cmd = npa_command(py, binpack, str(d / "run"), clock, a.batch, a.npa_warmup, a.steps, a.threads,
                                       shlex.split(a.npa_args))
-                    rec = run_timed(cmd, str(src), clock, str(d / "log.txt"), npa_env(a.npa_omp))
+                    rec = run_timed(cmd, str(src), clock, str(d / "log.txt"), npa_env(a.npa_omp, src))
                 commands[side] = " ".join(shlex.quote(c) for c in cmd)
                 rec["pair"] = i
                 runs[side].append(rec)

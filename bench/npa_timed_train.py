@@ -1,21 +1,21 @@
 """nnue-pytorch's ``train.py``, unchanged, with one more callback: the step clock of
 ``step_timer.py`` (wall, CPU, load average at each step's end); for ``nnue bench train_vs_npa``.
 
-Run with nnue-pytorch's interpreter from its source folder (it imports ``train`` from there):
+Run with nnue-pytorch's interpreter from its source folder, which must be on PYTHONPATH (it
+imports ``train`` from there; ``step_timer.py`` is found beside this file, the folder Python puts
+first for a script):
 
-    cd NPA/src && NPA/venv/bin/python /path/to/bench/npa_timed_train.py --clock-out FILE \
-        --clock-warmup W [train.py's arguments]
+    cd NPA/src && PYTHONPATH=NPA/src NPA/venv/bin/python /path/to/bench/npa_timed_train.py \
+        --clock-out FILE --clock-warmup W [train.py's arguments]
+
+(``nnue bench train_vs_npa`` and ``learn_vs_npa`` do so: ``npa_env``.)
 
 Its ``SimpleTrainer`` calls a callback's ``on_train_epoch_start``, ``on_train_batch_end`` and
 ``on_train_end`` when the object has them; nothing else of nnue-pytorch is touched.
 """
-import os
 import sys
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))   # step_timer.py beside this file
-sys.path.insert(0, os.getcwd())                                    # nnue-pytorch's source folder
-
-from step_timer import StepClock  # noqa: E402
+from step_timer import StepClock
 
 
 def _take(argv: list, flag: str) -> str:

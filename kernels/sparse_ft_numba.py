@@ -80,6 +80,12 @@ SCATTER_UP_TO_BYTES = 4 << 20
 # rows of grad_acc summed per partial of the bias gradient: a fixed split, so that the bias
 # gradient is the same whatever the thread count
 _BIAS_CHUNK = 256
+# the by-feature weight gradient splits its touched rows into this many runs of consecutive rows
+# per thread, of equal work (pairs summed) rather than of equal rows: HalfKA's hot rows (the king
+# buckets real games keep their kings in) lie together, and equal row counts left one thread most
+# of the work (1.15 of 2 cores on small.binpack's batches, sfnnv5); consecutive rows keep the
+# grad_acc rows they share in cache (rows dealt out in turn used both cores but took longer)
+_RUNS_PER_THREAD = 8
 
 
 # ---------------------------------------------------------------------------------------------- kernels
@@ -359,25 +365,40 @@ def _feature_lists(stm, nstm, order, offsets):
 
 
 @njit(parallel=True, cache=True, nogil=True)
-def _row_grads(ga, offsets, pairs, rows, values):
-    """By feature: values[u] = Σ ga[i] over the ranks i of feature rows[u], ascending (values (U, H))."""
+def _row_grads(ga, offsets, pairs, rows, values, bounds):
+    """By feature: values[u] = Σ ga[i] over the ranks i of feature rows[u], ascending (values (U, H)).
+    The threads take the runs rows[bounds[c]:bounds[c + 1]] (:func:`_work_bounds`); each row's
+    sum is the same whatever the split."""
     H = ga.shape[1]
-    for u in prange(rows.shape[0]):
-        f = rows[u]
-        dst = values[u]
+    for c in prange(bounds.shape[0] - 1):
+        for u in range(bounds[c], bounds[c + 1]):
+            _row_grad(ga, offsets, pairs, rows[u], values[u], H)
+
+
+def _work_bounds(offsets: np.ndarray, rows: np.ndarray, runs: int) -> np.ndarray:
+    """(runs + 1,) int64: cut points of rows (ascending) into ``runs`` runs of consecutive rows
+    with about the same work each (a row costs its pairs plus one, the zeroing)."""
+    work = np.cumsum(offsets[rows + 1] - offsets[rows] + 1)
+    cuts = np.searchsorted(work, np.linspace(0, work[-1], runs + 1)[1:-1], side="right")
+    return np.concatenate(([0], cuts, [rows.shape[0]])).astype(np.int64)
+
+
+@njit(cache=True, nogil=True)
+def _row_grad(ga, offsets, pairs, f, dst, H):
+    """dst (H,) = Σ ga[i] over the ranks i of feature f, in list order (four rows a pass)."""
+    for j in range(H):
+        dst[j] = 0.0
+    k, end = offsets[f], offsets[f + 1]
+    while k + 4 <= end:   # four rows a pass, added in list order (as _gather_sum)
+        r0, r1, r2, r3 = ga[pairs[k]], ga[pairs[k + 1]], ga[pairs[k + 2]], ga[pairs[k + 3]]
         for j in range(H):
-            dst[j] = 0.0
-        k, end = offsets[f], offsets[f + 1]
-        while k + 4 <= end:   # four rows a pass, added in list order (as _gather_sum)
-            r0, r1, r2, r3 = ga[pairs[k]], ga[pairs[k + 1]], ga[pairs[k + 2]], ga[pairs[k + 3]]
-            for j in range(H):
-                dst[j] = (((dst[j] + r0[j]) + r1[j]) + r2[j]) + r3[j]
-            k += 4
-        while k < end:
-            src = ga[pairs[k]]
-            for j in range(H):
-                dst[j] += src[j]
-            k += 1
+            dst[j] = (((dst[j] + r0[j]) + r1[j]) + r2[j]) + r3[j]
+        k += 4
+    while k < end:
+        src = ga[pairs[k]]
+        for j in range(H):
+            dst[j] += src[j]
+        k += 1
 
 
 @njit(parallel=True, cache=True, nogil=True)
@@ -590,7 +611,8 @@ class _SparseFTPair(torch.autograd.Function):
                 priv = np.empty((max(1, numba.get_num_threads()), F, H), np.float32)
                 _row_grads_scatter(ga, s, n, order, rows, priv, values)
             elif rows.shape[0]:
-                _row_grads(ga, offsets, _feature_lists(s, n, order, offsets), rows, values)
+                _row_grads(ga, offsets, _feature_lists(s, n, order, offsets), rows, values,
+                           _work_bounds(offsets, rows, _RUNS_PER_THREAD * numba.get_num_threads()))
             rows_t, values_t = torch.from_numpy(rows), torch.from_numpy(values)
             if ctx.needs_input_grad[0]:
                 if ctx.sparse_grad:

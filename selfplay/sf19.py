@@ -22,7 +22,9 @@ from __future__ import annotations
 
 import hashlib
 import os
+import re
 import struct
+import subprocess
 import sys
 from pathlib import Path
 
@@ -177,6 +179,56 @@ def extract_official_net(wasm_path: str | Path, out: str | Path) -> Path:
                         f"{OFFICIAL_NET} ({OFFICIAL_BYTES:,} bytes, SHA-256 {OFFICIAL_SHA256[:12]}...)")
     atomic_write_bytes(out, net)
     return out
+
+
+# ---------------------------------------------------------------- talking to the engine
+#: our UCI front end for the WebAssembly build (``scripts/sf19-uci``, in a source checkout)
+FRONT_END = Path(__file__).resolve().parents[1] / "scripts" / "sf19-uci"
+#: the line Stockfish 19 prints before each go or eval when its net loaded (FILE: the EvalFile value)
+LOAD_LINE = re.compile(r"^info string NNUE evaluation using (.+) \((\d+)MiB, \((\d+), (\d+), (\d+), (\d+), 1\)\)$")
+
+
+class EngineAnswerError(ValueError):
+    """The engine did not answer every command it was sent (a rejected net: its ``ERROR`` lines)."""
+
+
+def run_uci(engine: str, commands: list[str], timeout: float = 600) -> subprocess.CompletedProcess:
+    """Send ``commands`` (then ``quit``) to the UCI engine ``engine`` (a path) in one process;
+    stdout and stderr as text. Raises subprocess.TimeoutExpired after ``timeout`` seconds."""
+    return subprocess.run([engine], input="\n".join([*commands, "quit"]) + "\n", capture_output=True, text=True,
+                          timeout=timeout)
+
+
+def eval_traces(engine: str, fens: list[str], eval_file: str | Path | None = None,
+                timeout: float = 900) -> tuple[list[str], str | None]:
+    """The engine's ``eval`` output for each FEN (its lines from the bucket table's title to the
+    "Final evaluation" line, or "Final evaluation: none (in check)"), and the load line (``info
+    string NNUE evaluation using FILE (109MiB, (86896, 1024, 32, 32, 1))``, the first of those the
+    engine printed; None when it printed none). One engine process for all FENs; ``eval_file``:
+    a net to load through the UCI option EvalFile (default: the official net). Raises
+    :class:`EngineAnswerError` quoting the engine when it does not answer every FEN."""
+    cmds = ["uci"] + ([f"setoption name EvalFile value {eval_file}"] if eval_file else []) + ["isready"]
+    for f in fens:
+        cmds += [f"position fen {f}", "eval"]
+    r = run_uci(engine, cmds, timeout)
+    _, _, rest = r.stdout.partition("readyok\n")
+    traces, cur, load = [], [], None
+    for line in rest.splitlines():
+        if line.startswith("info string"):
+            if load is None and LOAD_LINE.match(line):
+                load = line
+            continue
+        if not cur and not line.strip():
+            continue
+        cur.append(line)
+        if line.startswith("Final evaluation"):
+            traces.append("\n".join(cur) + "\n")
+            cur = []
+    if len(traces) != len(fens):
+        said = [x for x in (r.stdout + r.stderr).splitlines() if "ERROR" in x or x.startswith("sf19-uci")]
+        raise EngineAnswerError(f"Stockfish 19 answered {len(traces)} of {len(fens)} evals (status {r.returncode})"
+                                + (": " + " | ".join(said) if said else ""))
+    return traces, load
 
 
 def main(argv: list[str] | None = None) -> int:

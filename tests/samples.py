@@ -19,12 +19,11 @@ the third-party samples of ../shared/data/public (the only ones a test may skip 
 """
 from __future__ import annotations
 
-import hashlib
-import os
-import tempfile
 from pathlib import Path
 
 import pytest
+
+import nnue.bench as _bench
 
 REPO = Path(__file__).resolve().parents[1]
 DATA = REPO / "tests" / "data"
@@ -32,41 +31,27 @@ SAMPLE = REPO / "data" / "sample" / "sf15-n5000-s1-sample.plain"
 PUBLIC = REPO.parent / "shared" / "data" / "public"
 
 #: the self-play cut of tests/data/selfplay (sf15-n2000-s11-cut.*): games and positions
-CUT = "sf15-n2000-s11-cut"
+CUT = _bench.CUT
 CUT_GAMES = 112
 CUT_POSITIONS = 12_678
 #: the whole Chess960 set (sf15-960-xfen-s2.*)
-XFEN960 = "sf15-960-xfen-s2"
+XFEN960 = _bench.XFEN960
 XFEN960_POSITIONS = 4586
 
 
 def selfplay_zst(name: str) -> Path:
-    """The compressed file of ``name`` (e.g. ``"sf15-960-xfen-s2.plain"``) in tests/data/selfplay;
-    FileNotFoundError naming it when there is none."""
-    p = DATA / "selfplay" / f"{name}.zst"
-    if not p.exists():
-        raise FileNotFoundError(f"{p}: no such test data file (tests/data/selfplay holds "
-                                f"{sorted(q.name for q in (DATA / 'selfplay').glob('*.zst'))})")
-    return p
+    """The compressed file of ``name`` in tests/data/selfplay (:func:`nnue.bench.selfplay_zst`)."""
+    from nnue.bench import selfplay_zst as zst
+
+    return zst(name)
 
 
 def selfplay(name: str) -> Path:
-    """``tests/data/selfplay/<name>.zst`` decompressed, under its own name ``name``, into a cache
-    folder of the system's temp directory keyed by the compressed file's sha256 (written once per
-    machine, atomically: temp file + rename, so parallel test workers share it safely)."""
-    import zstandard
+    """``tests/data/selfplay/<name>.zst`` decompressed, under its own name, into a per-machine
+    cache (:func:`nnue.bench.shipped_selfplay`, which the benches use too)."""
+    from nnue.bench import shipped_selfplay
 
-    src = selfplay_zst(name)
-    raw = src.read_bytes()
-    digest = hashlib.sha256(raw).hexdigest()[:16]
-    folder = Path(tempfile.gettempdir()) / f"nnue-forge-tests-{os.getuid()}" / digest
-    out = folder / name
-    if not out.exists():
-        folder.mkdir(parents=True, exist_ok=True)
-        tmp = folder / f".{name}.{os.getpid()}.tmp"
-        tmp.write_bytes(zstandard.ZstdDecompressor().decompress(raw, max_output_size=1 << 28))
-        os.replace(tmp, out)
-    return out
+    return shipped_selfplay(name)
 
 
 def public(name: str) -> Path:

@@ -116,9 +116,10 @@ class LitNNUE(pl.LightningModule):
 
     def eval_state_dict(self) -> dict[str, torch.Tensor]:
         """The net's weights to evaluate and export, canonical keys (no ``_orig_mod.``), on CPU:
-        for schedule-free AdamW the averaged weights (optimizer.eval()), else the weights as they are
-        (a row-sparse optimiser is flushed first: :meth:`flush_optimizer`)."""
-        self.flush_optimizer()
+        for schedule-free AdamW the averaged weights (optimizer.eval()), for a row-sparse optimiser
+        the weights as a flush would leave them (:meth:`weights_of_step`, the training state left
+        as it is), else the weights as they are."""
+        flushed = {k[len("model."):]: v for k, v in self.weights_of_step().items()}
         opt = self._schedule_free()
         x = {}
         if opt is not None:  # x = lerp(y, z, 1 − 1/β1), what optimizer.eval() would set, without touching y
@@ -129,8 +130,8 @@ class LitNNUE(pl.LightningModule):
                             if "z" in opt.state[p]:
                                 x[id(p)] = torch.lerp(p, opt.state[p]["z"].to(p.device), 1 - 1 / g["betas"][0])
         params = {name: id(p) for name, p in self.model.named_parameters()}
-        return {k.replace("_orig_mod.", ""): x.get(params.get(k), v).detach().cpu().clone().contiguous()
-                for k, v in self.model.state_dict(keep_vars=True).items()}
+        return {c: x.get(params.get(k), flushed.get(c, v)).detach().cpu().clone().contiguous()
+                for k, v in self.model.state_dict(keep_vars=True).items() for c in [k.replace("_orig_mod.", "")]}
 
     def on_fit_start(self) -> None:
         # CPU training: keep freed memory in the heap, so that each step's large temporaries do
@@ -259,11 +260,13 @@ class LitNNUE(pl.LightningModule):
     def on_save_checkpoint(self, checkpoint: dict) -> None:
         """Record this checkpoint's own validation loss (export writes it into the net's
         provenance) and the schedules in force. ``state_dict`` holds the weights to export
-        (schedule-free: the averaged ones; the training weights go to ``nnue_forge.train_state_dict``
-        for an exact resume). Keys are canonical: no ``_orig_mod.`` of torch.compile."""
-        # in place: the state dict Lightning collected shares storage with the parameters and the
-        # optimiser's state, so the file holds the flushed weights and moments
-        self.flush_optimizer()
+        (schedule-free: the averaged ones; row-sparse optimiser: the flushed ones,
+        :meth:`weights_of_step`); the training weights where they differ go to
+        ``nnue_forge.train_state_dict`` for an exact resume. Keys are canonical: no ``_orig_mod.``
+        of torch.compile."""
+        # the state dict Lightning collected shares storage with the parameters and the
+        # optimiser's state, which stay as they are (the lazy decays not applied)
+        flushed = self.weights_of_step()
         val = self.trainer.callback_metrics.get("val_loss") if self._trainer is not None else None
         extra = {"val_loss": None if val is None else float(val)}
         if self.lr_schedule is not None:
@@ -280,6 +283,9 @@ class LitNNUE(pl.LightningModule):
         if self._schedule_free() is not None:
             extra["train_state_dict"] = canon
             canon = {**canon, **{f"model.{k}": v for k, v in self.eval_state_dict().items()}}
+        elif flushed:
+            extra["train_state_dict"] = {k: canon[k] for k in flushed}
+            canon = {**canon, **flushed}
         checkpoint["state_dict"] = canon
         checkpoint["nnue_forge"] = extra
 
@@ -287,7 +293,9 @@ class LitNNUE(pl.LightningModule):
         """Resume: training weights (schedule-free), keys mapped to this model (compiled or not),
         and the stored schedules, rebuilt from the resumed step when the run's length changed."""
         extra = checkpoint.get("nnue_forge") or {}
-        sd = extra.get("train_state_dict") or checkpoint.get("state_dict", {})
+        # the training weights: train_state_dict where they differ from the exported ones (all
+        # of them for schedule-free AdamW, the feature transformer's for a row-sparse optimiser)
+        sd = {**checkpoint.get("state_dict", {}), **(extra.get("train_state_dict") or {})}
         ours = {k.replace("_orig_mod.", ""): k for k in self.state_dict()}
         checkpoint["state_dict"] = {ours.get(k.replace("_orig_mod.", ""), k): v for k, v in sd.items()}
         if isinstance(extra.get("torch_rng"), torch.Tensor):
@@ -333,6 +341,29 @@ class LitNNUE(pl.LightningModule):
         opt = self.trainer.optimizers[0]
         inner = getattr(opt, "optimizer", opt)
         return inner if hasattr(inner, "flush") and hasattr(inner, "_step_rows") else None
+
+    @torch.no_grad()
+    def weights_of_step(self) -> dict[str, torch.Tensor]:
+        """For a row-sparse optimiser: the tensors of this module's state dict that
+        :meth:`flush_optimizer` would change, as it would leave them (new tensors; canonical keys
+        with the ``model.`` prefix, no ``_orig_mod.``); {} for other optimisers. The parameters and
+        the optimiser's state are left exactly as they were, so that saving a checkpoint or the
+        weights at a step (an interrupt, every epoch without validation) does not change the
+        run: a flush rounds differently from the lazy catch-up it replaces, and a run resumed
+        from a flushed checkpoint was not bit-identical to one never interrupted. Costs one copy
+        of the net's tensors while it runs."""
+        opt = self._row_sparse()
+        if opt is None:
+            return {}
+        live = self.state_dict()
+        saved = {k: v.clone() for k, v in live.items()}
+        try:
+            opt.flush(weights_only=True)
+            self.model.clip_weights(self.scheme.ft_clip, self.scheme.l1_clip)
+            return {k.replace("_orig_mod.", ""): v.clone() for k, v in live.items() if not torch.equal(v, saved[k])}
+        finally:
+            for k, v in live.items():
+                v.copy_(saved[k])
 
     def flush_optimizer(self) -> None:
         """Row-sparse optimiser: apply every row's pending decays, then clamp the whole feature

@@ -106,17 +106,24 @@ def _adamw_rows(p, m, v, row_step, row_logd, rows, g, step, lr, b1, b2, eps, wd,
 
 
 @njit(parallel=True, cache=True, nogil=True)
-def _flush_rows(p, m, v, row_step, row_logd, step, b1, b2, logd_now):
-    """Bring every row to ``step``: the pending decays of p, m, v (module docstring)."""
+def _flush_rows(p, m, v, row_step, row_logd, step, b1, b2, logd_now, weights_only):
+    """Bring every row to ``step``: the pending decays of p, m, v (module docstring). weights_only:
+    p alone, the optimiser's state (m, v, row_step, row_logd) left as it is (p may then be a copy
+    of the parameter)."""
     H = p.shape[1]
     for r in prange(p.shape[0]):
         k = step - row_step[r]
         if k <= 0:
             continue
         dec = np.float32(math.exp(logd_now - row_logd[r]))
+        pr = p[r]
+        if weights_only:
+            for j in range(H):
+                pr[j] *= dec
+            continue
         mk = np.float32(b1 ** k)
         vk = np.float32(b2 ** k)
-        pr, mr, vr = p[r], m[r], v[r]
+        mr, vr = m[r], v[r]
         for j in range(H):
             pr[j] *= dec
             mr[j] *= mk
@@ -175,11 +182,25 @@ class RowSparseAdamW(torch.optim.Optimizer):
             g["clamp_rows"] = None
         return sd
 
+    #: per-row state whose dtype is not the parameter's: torch's load_state_dict casts every
+    #: floating parameter's state tensor but ``step`` to the parameter's dtype, which made
+    #: row_step float32 and rounded row_log_decay to float32 (a resumed run's catch-up decays
+    #: then differed from an uninterrupted run's)
+    _EXACT_STATE = ("row_step", "row_log_decay")
+
     def load_state_dict(self, state_dict):
         kept = [(g.get("clamp_offset"), g.get("clamp_rows")) for g in self.param_groups]
         super().load_state_dict(state_dict)
         for g, (o, r) in zip(self.param_groups, kept):
             g["clamp_offset"], g["clamp_rows"] = o, r
+        # the saved ids map to this optimiser's parameters in group order, as in torch's own load
+        params = {i: p for saved, g in zip(state_dict["param_groups"], self.param_groups)
+                  for i, p in zip(saved["params"], g["params"])}
+        for i, st in state_dict["state"].items():
+            for key in self._EXACT_STATE:
+                if key in st and i in params:
+                    want = torch.int64 if key == "row_step" else torch.float64
+                    self.state[params[i]][key] = st[key].to(device=params[i].device, dtype=want, copy=True)
 
     @classmethod
     def for_model(cls, model, ft_clip: float | None = None, **adamw) -> "RowSparseAdamW":
@@ -285,9 +306,16 @@ class RowSparseAdamW(torch.optim.Optimizer):
         _adamw_rows_torch(p, st, rows, values, t, lr, b1, b2, eps, wd, logd_prev, logd_now, clamp, offset, rmask)
 
     @torch.no_grad()
-    def flush(self) -> None:
+    def flush(self, weights_only: bool = False) -> None:
         """Apply every row's pending decays (module docstring), so that the weights are those of
-        the current step. Cheap to call twice: rows already up to date are skipped."""
+        the current step. Cheap to call twice: rows already up to date are skipped.
+
+        weights_only: only the parameters take the decays; the moments and each row's step stay
+        as they were, so the optimiser's state no longer matches the parameters. That is for a
+        caller that reads the weights of the current step and then puts the parameters back
+        (:meth:`nnue.trainer.lit.LitNNUE.weights_of_step`): a flush rounds differently from the
+        catch-up it replaces, so a run that flushed where another did not would drift from it
+        by rounding, and a resumed run would not be bit-identical to one never interrupted."""
         for g in self.param_groups:
             if not g["row_sparse"]:
                 continue
@@ -299,10 +327,16 @@ class RowSparseAdamW(torch.optim.Optimizer):
                 t, logd = st["step"], st["log_decay"]
                 if self._numba_ok(p):
                     _flush_rows(p.numpy(), st["exp_avg"].numpy(), st["exp_avg_sq"].numpy(), st["row_step"].numpy(),
-                                st["row_log_decay"].numpy(), t, float(b1), float(b2), logd)
+                                st["row_log_decay"].numpy(), t, float(b1), float(b2), logd, weights_only)
                 else:
                     rows = torch.nonzero(st["row_step"] < t).view(-1)
-                    _catch_up_torch(p, st, rows, t, b1, b2, logd)
+                    _catch_up_torch(p, st, rows, t, b1, b2, logd, weights_only)
+
+    def pending(self) -> bool:
+        """Whether some row of a row-sparse parameter has decays not yet applied (a flush would
+        change it)."""
+        return any(st and bool((st["row_step"] < st["step"]).any())
+                   for g in self.param_groups if g["row_sparse"] for st in map(self.state.get, g["params"]))
 
 
 def _column_limits(clamp, H: int, device) -> torch.Tensor:
@@ -316,11 +350,14 @@ def _column_limits(clamp, H: int, device) -> torch.Tensor:
     return torch.full((H,), float(clamp), device=device)
 
 
-def _catch_up_torch(p, st, rows, t, b1, b2, logd_target) -> None:
-    """Rows ``rows`` brought to step t (decays of steps row_step+1 .. t), torch ops."""
+def _catch_up_torch(p, st, rows, t, b1, b2, logd_target, weights_only: bool = False) -> None:
+    """Rows ``rows`` brought to step t (decays of steps row_step+1 .. t), torch ops; weights_only:
+    p alone (:meth:`RowSparseAdamW.flush`)."""
     k = (t - st["row_step"][rows]).to(torch.float64)
     dec = torch.exp(logd_target - st["row_log_decay"][rows]).to(p.dtype)
     p.index_copy_(0, rows, p.index_select(0, rows) * _float_row(dec))
+    if weights_only:
+        return
     for key, beta in (("exp_avg", b1), ("exp_avg_sq", b2)):
         s = st[key]
         s.index_copy_(0, rows, s.index_select(0, rows) * _float_row(torch.pow(beta, k).to(s.dtype)))

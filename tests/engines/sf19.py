@@ -9,16 +9,13 @@ import hashlib
 import os
 import re
 import shutil
-import subprocess
 from pathlib import Path
 
 import pytest
 
 from nnue.selfplay import sf19
-
-FRONT_END = Path(__file__).resolve().parents[2] / "scripts" / "sf19-uci"
-#: the line Stockfish 19 prints before each go or eval when its net loaded (FILE: the EvalFile value)
-LOAD_LINE = re.compile(r"^info string NNUE evaluation using (.+) \((\d+)MiB, \((\d+), (\d+), (\d+), (\d+), 1\)\)$")
+# the engine's front end and its eval traces live in the package (the benches use them too)
+from nnue.selfplay.sf19 import FRONT_END, LOAD_LINE, EngineAnswerError, eval_traces, run_uci  # noqa: F401
 
 
 def require_sf19() -> str:
@@ -68,45 +65,6 @@ def require_npa_nets() -> list[Path]:
         pytest.skip("no net written by nnue-pytorch's serializer (NPA=DIR scripts/npa_sf19_net.sh makes one where "
                     "nnue-pytorch is built, into ~/.cache/nnue-forge/npa; NNUE_NPA_NET names another)")
     return nets
-
-
-def run_uci(engine: str, commands: list[str], timeout: float = 600) -> subprocess.CompletedProcess:
-    """Send ``commands`` (then ``quit``) to the engine in one process; stdout and stderr as text."""
-    return subprocess.run([engine], input="\n".join([*commands, "quit"]) + "\n", capture_output=True, text=True,
-                          timeout=timeout)
-
-
-def eval_traces(engine: str, fens: list[str], eval_file: str | Path | None = None,
-                timeout: float = 900) -> tuple[list[str], str | None]:
-    """The engine's ``eval`` output for each FEN (its lines from the bucket table's title to the
-    "Final evaluation" line, or "Final evaluation: none (in check)"), and the load line (``info
-    string NNUE evaluation using FILE (109MiB, (86896, 1024, 32, 32, 1))``, the first of those the
-    engine printed; None when it printed none). One engine process for all FENs; ``eval_file``:
-    a net to load through the UCI option EvalFile (default: the official net). Raises
-    AssertionError quoting the engine when it does not answer every FEN (a rejected net: its
-    ``ERROR`` lines)."""
-    cmds = ["uci"] + ([f"setoption name EvalFile value {eval_file}"] if eval_file else []) + ["isready"]
-    for f in fens:
-        cmds += [f"position fen {f}", "eval"]
-    r = run_uci(engine, cmds, timeout)
-    _, _, rest = r.stdout.partition("readyok\n")
-    traces, cur, load = [], [], None
-    for line in rest.splitlines():
-        if line.startswith("info string"):
-            if load is None and LOAD_LINE.match(line):
-                load = line
-            continue
-        if not cur and not line.strip():
-            continue
-        cur.append(line)
-        if line.startswith("Final evaluation"):
-            traces.append("\n".join(cur) + "\n")
-            cur = []
-    if len(traces) != len(fens):
-        said = [x for x in (r.stdout + r.stderr).splitlines() if "ERROR" in x or x.startswith("sf19-uci")]
-        raise AssertionError(f"Stockfish 19 answered {len(traces)} of {len(fens)} evals (status {r.returncode})"
-                             + (": " + " | ".join(said) if said else ""))
-    return traces, load
 
 
 def nnue_part(trace: str) -> str:

@@ -56,6 +56,8 @@ def test_bench_train_smoke(bench, tmp_path):
     for v in run["variants"].values():
         assert v["steps"] == 4 and v["positions_per_s_median"] > 0 and v["cpu_s_per_step_median"] >= 0
         assert v["cores_used"] >= 0
+        # the machine's other processes while it ran (Linux): a share of the cores, never negative
+        assert 0 <= v["other_processes_cores"] <= r["environment"]["cpu_count"] + 0.5
     assert set(run["variants"]["plain"]["phases_ms_median"]) == set(mod.PHASES)
     assert run["config"]["backend_resolved"] == "numba" and run["config"]["sparse_ft"]
     assert run["baseline_config"]["backend_resolved"] == "torch" and not run["baseline_config"]["sparse_ft"]

@@ -292,3 +292,59 @@ def test_models_numba_equal_torch(kind, activation, factoriser, qat):
         (y * torch.arange(1.0, 10.0)).sum().backward()
     for (name, p0), (_, p1) in zip(nets[0].named_parameters(), nets[1].named_parameters()):
         torch.testing.assert_close(p1.grad, p0.grad, atol=2e-5, rtol=1e-5, msg=name)
+
+
+def test_by_feature_runs_have_equal_work_on_skewed_rows():
+    """The by-feature weight gradient splits its rows into runs of equal work, not of equal row
+    counts: with the hot rows together (HalfKA's king buckets on real games) the equal-count
+    split left one of 2 threads 85 % of the work. A run holds at most its share plus one row."""
+    import numpy as np
+
+    gen = np.random.default_rng(3)
+    F = 5000
+    counts = np.where(np.arange(F) < 400, 900, 3)   # the first rows hot, the rest rare
+    counts[gen.choice(F, 200, replace=False)] = 0   # rows not touched
+    offsets = np.concatenate(([0], np.cumsum(counts))).astype(np.int64)
+    rows = np.flatnonzero(counts).astype(np.int64)
+    for runs in (1, 2, 7, 16):
+        bounds = nb._work_bounds(offsets, rows, runs)
+        assert bounds[0] == 0 and bounds[-1] == rows.shape[0] and bool(np.all(np.diff(bounds) >= 0))
+        work = [int((counts[rows[a:b]] + 1).sum()) for a, b in zip(bounds[:-1], bounds[1:])]
+        assert sum(work) == int((counts[rows] + 1).sum())
+        assert max(work) <= sum(work) / runs + counts.max() + 1
+        # an equal-count split of the same rows is far off for 2 runs: what the test guards
+        if runs == 2:
+            half = rows.shape[0] // 2
+            assert (counts[rows[:half]] + 1).sum() > 0.8 * sum(work)
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+def test_by_feature_gradient_is_the_same_for_any_thread_count(threads, monkeypatch):
+    """Each row's gradient is summed by one thread in list order: the split changes nothing."""
+    import numba
+
+    if threads > numba.config.NUMBA_NUM_THREADS:
+        pytest.skip(f"numba has {numba.config.NUMBA_NUM_THREADS} threads")
+    monkeypatch.setattr(nb, "SORT_ABOVE_BYTES", -1)
+    monkeypatch.setattr(nb, "SCATTER_UP_TO_BYTES", -1)
+    gen = torch.Generator().manual_seed(11)
+    F, H, B, A = 300, 40, 257, 24
+    w, b = make_weights(F, H, torch.float32, gen)
+    hot = torch.randint(0, 20, (B, A), generator=gen)   # most slots on 20 hot rows
+    rare = torch.randint(0, F, (B, A), generator=gen)
+    pick = torch.rand(B, A, generator=gen) < 0.7
+    stm = torch.where(pick, hot, rare)
+    nstm = torch.where(torch.rand(B, A, generator=gen) < 0.7, hot.flip(0), rare.flip(1))
+    g = torch.randn(B, 2 * H, generator=gen)
+    grads = []
+    old = numba.get_num_threads()
+    try:
+        for t in (1, threads):
+            numba.set_num_threads(t)
+            out = nb.sparse_ft_pair(w, b, stm, nstm, "crelu")
+            grads.append(torch.autograd.grad(out, (w,), g)[0])
+    finally:
+        numba.set_num_threads(old)
+    assert torch.equal(grads[0], grads[1])
+    want = torch.autograd.grad(reference.sparse_ft_pair(w, b, stm, nstm, "crelu"), (w,), g)[0]
+    torch.testing.assert_close(grads[1], want, atol=1e-4, rtol=1e-5)

@@ -66,7 +66,8 @@ def test_npa_wrapper_adds_the_clock_to_an_unchanged_train_py(tmp_path):
     """))
     out = tmp_path / "clock.json"
     subprocess.run([sys.executable, str(BENCH / "npa_timed_train.py"), "--clock-out", str(out), "--clock-warmup", "2",
-                    "data.binpack", "--batch-size", "64", "--steps", "5"], cwd=src, check=True)
+                    "data.binpack", "--batch-size", "64", "--steps", "5"], cwd=src, check=True,
+                   env=bench_train_vs_npa.npa_env("default", src))
     r = json.loads(out.read_text())
     assert r["steps"] == 5 and r["timed_steps"] == 3 and r["batch"] == 64 and r["positions_per_s"] > 0
 

@@ -181,6 +181,34 @@ def test_state_dict_round_trip_weights_only(tmp_path):
     assert torch.equal(ps.detach(), q.detach())
 
 
+@pytest.mark.parametrize("fallback", [False, True])
+def test_loaded_state_keeps_its_dtypes_and_values(fallback):
+    """torch's load_state_dict casts a float parameter's state tensors to its dtype: row_step
+    came back float32 and row_log_decay rounded to float32, so a resumed run's catch-up decays
+    differed from the uninterrupted run's (found by the mid-epoch resume test of the fast path)."""
+    ps, _, opt = _run(STEPS[:4], lrs=[0.013, 0.011, 0.007, 0.003], device_fallback=fallback)
+    buf = io.BytesIO()
+    torch.save(opt.state_dict(), buf)
+    buf.seek(0)
+    q = ps.detach().clone().requires_grad_(True)
+    opt2 = RowSparseAdamW([{"params": [q], "row_sparse": True}], lr=0.01, weight_decay=0.05)
+    opt2._step_rows_cpu = not fallback
+    opt2.load_state_dict(torch.load(buf, weights_only=True))
+    a, b = opt.state[ps], opt2.state[q]
+    assert b["row_step"].dtype == torch.int64 and b["row_log_decay"].dtype == torch.float64
+    assert all(torch.equal(a[k], b[k]) if isinstance(a[k], torch.Tensor) else a[k] == b[k] for k in a)
+    # and the runs go on alike, rows pending for several steps included
+    gen = torch.Generator().manual_seed(7)
+    for rows in ([3], [4, 6], [8, 10], [0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11]):
+        vals = torch.randn(len(rows), H, generator=gen)
+        for o, t in ((opt, ps), (opt2, q)):
+            o.param_groups[0]["lr"] = 0.009
+            t.grad = _sparse(rows, vals)
+            o.step()
+    assert torch.equal(ps.detach(), q.detach())
+    assert all(torch.equal(opt.state[ps][k], opt2.state[q][k]) for k in ("exp_avg", "exp_avg_sq", "row_log_decay"))
+
+
 def test_bad_values_raise():
     p = torch.zeros(3, requires_grad=True)
     with pytest.raises(ValueError, match="row_sparse"):

@@ -2,10 +2,13 @@
 checkpoint (flushed, clipped weights), exact resume, and the compose-time refusals."""
 from __future__ import annotations
 
+import copy
+
 import pytest
+import pytorch_lightning as pl
 import torch
 
-from tests.trainer.test_train_runs import ckpt, train
+from tests.trainer.test_train_runs import SPE, ckpt, train
 
 FAST = {"model.backend": "numba", "optimizer.sparse_ft": "true"}
 
@@ -26,6 +29,77 @@ def test_sparse_run_clips_flushes_and_resumes_exactly(sample_dataset, tmp_path):
     # the folded feature-transformer weight is within the clip (the demo has the factoriser)
     folded = wa["model.ft.weight"] + wa["model.ft.factor"][torch.arange(768) // 64]
     assert folded.abs().max() <= 1.98 + 1e-6
+
+
+def _state(out) -> tuple[dict, list[dict]]:
+    c = ckpt(out)
+    return c["state_dict"], list(c["optimizer_states"][0]["state"].values())
+
+
+@pytest.mark.parametrize("extra", [{}, {"model": "sfnnv16", "model.hidden": 64, "model.output_buckets": "'SFPieceCount<8>'",
+                                             "model.activation": "pairwise_crelu"}], ids=["demo", "sfnnv16"])
+def test_interrupted_mid_epoch_fast_path_resumes_bit_identical(sample_dataset, tmp_path, extra):
+    """The checkpoint and weights saved at an interrupt flushed the row-sparse optimiser in place
+    (its rows' pending decays applied early): the resumed run then differed by rounding from one
+    never interrupted (a flush rounds otherwise than the catch-up it replaces). The checkpoint now
+    holds the flushed weights to export and, apart, the training weights to resume from; the
+    run's own state is left as it was."""
+    from nnue.trainer.callbacks import TrainingInterrupted
+
+    kw = {"trainer.max_epochs": 2, **extra}  # the defaults: the CPU fast path
+    ref, out = tmp_path / "ref", tmp_path / "out"
+    train(sample_dataset, ref, **kw)
+    with pytest.raises(TrainingInterrupted):
+        train(sample_dataset, out, **kw, **{"+callbacks.sig._target_": "tests.trainer.ddp_signal.SignalAt",
+                                            "+callbacks.sig.step": SPE + 3, "+callbacks.sig.signum": 15})
+    mid, mid_opt = _state(out)
+    rs = [s for s in mid_opt if "row_step" in s]
+    assert len(rs) == 1 and bool((rs[0]["row_step"] < rs[0]["step"]).any())  # rows were pending
+    train_sd = ckpt(out)["nnue_forge"]["train_state_dict"]
+    assert "model.ft.weight" in train_sd and not torch.equal(train_sd["model.ft.weight"], mid["model.ft.weight"])
+    train(sample_dataset, out, **kw, ckpt_path=out / "checkpoints" / "last.ckpt")
+    (a, a_opt), (b, b_opt) = _state(out), _state(ref)
+    assert ckpt(out)["global_step"] == ckpt(ref)["global_step"] == 2 * SPE
+    assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
+    assert len(a_opt) == len(b_opt)
+    for sa, sb in zip(a_opt, b_opt):
+        assert sa.keys() == sb.keys()
+        bad = [k for k in sa if not (torch.equal(sa[k], sb[k]) if isinstance(sa[k], torch.Tensor) else sa[k] == sb[k])]
+        assert not bad, [(k, sa[k], sb[k]) for k in bad]
+
+
+class WeightsProbe(pl.Callback):
+    """At the end of step 3: takes :meth:`LitNNUE.weights_of_step`, checks that it changed
+    nothing, then flushes in place and compares (results in ``SEEN``)."""
+
+    def on_train_batch_end(self, trainer, lit, outputs, batch, batch_idx):
+        if trainer.global_step != 3:
+            return
+        opt = lit._row_sparse()
+        before = {k: v.clone() for k, v in lit.state_dict().items()}
+        st = {id(p): copy.deepcopy(s) for p, s in opt.state.items()}
+        got = lit.weights_of_step()
+        SEEN["unchanged"] = all(torch.equal(v, before[k]) for k, v in lit.state_dict().items()) and all(
+            torch.equal(s[k], st[id(p)][k]) if isinstance(s[k], torch.Tensor) else s[k] == st[id(p)][k]
+            for p, s in opt.state.items() for k in s)
+        SEEN["pending"] = opt.pending()
+        lit.flush_optimizer()  # the in-place flush: what the saved weights must equal
+        now = lit.state_dict()
+        SEEN["equal"] = "model.ft.weight" in got and all(torch.equal(v, now[k]) for k, v in got.items()) and all(
+            torch.equal(now[k], before[k]) for k in now if k not in got)
+        SEEN["pending_after_flush"] = opt.pending()
+
+
+SEEN: dict = {}
+
+
+def test_weights_of_step_leaves_the_run_as_it_was(sample_dataset, tmp_path):
+    """What export and the checkpoint read equals an in-place flush (pending decays, then the
+    dense clip), and taking it changes neither a parameter nor the optimiser's state."""
+    SEEN.clear()
+    train(sample_dataset, tmp_path, **{"trainer.max_epochs": 1,
+                                       "+callbacks.probe._target_": "tests.trainer.test_sparse_train.WeightsProbe"})
+    assert SEEN == {"unchanged": True, "pending": True, "equal": True, "pending_after_flush": False}
 
 
 @pytest.mark.parametrize("arg,needle", [
