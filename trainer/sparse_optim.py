@@ -136,6 +136,21 @@ def _float_row(x: torch.Tensor) -> torch.Tensor:
     return x.view(-1, 1)
 
 
+
+def _coalesced(grad: torch.Tensor) -> torch.Tensor:
+    """A sparse COO gradient of whole rows, coalesced. torch's autograd drops the coalesced flag
+    a kernel set (the weight's ``.grad`` of :mod:`nnue.kernels.sparse_ft_numba` arrives with
+    ``is_coalesced()`` False) and ``coalesce()`` then sorts and copies every value row (~5 ms a
+    step on sfnnv5's (13,000, 1,032) rows). Row indices strictly ascending are already what
+    coalescing makes (sorted, no duplicates): that check reads only the (U,) indices, and
+    the tensor is marked so; anything else is coalesced."""
+    if grad.is_coalesced():
+        return grad
+    idx = grad._indices()
+    if idx.shape[0] == 1 and (idx.shape[1] < 2 or bool((idx[0, 1:] > idx[0, :-1]).all())):
+        return grad._coalesced_(True)
+    return grad.coalesce()
+
 class RowSparseAdamW(torch.optim.Optimizer):
     """AdamW whose ``row_sparse`` groups update only the rows with a gradient (module docstring).
 
@@ -278,7 +293,7 @@ class RowSparseAdamW(torch.optim.Optimizer):
         st = self._state(p, True)
         grad = p.grad
         if grad.is_sparse:
-            grad = grad.coalesce() if not grad.is_coalesced() else grad
+            grad = _coalesced(grad)
             rows, values = grad._indices()[0], grad._values()
         else:
             rows, values = torch.arange(p.shape[0], device=p.device), grad

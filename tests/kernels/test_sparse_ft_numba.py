@@ -348,3 +348,24 @@ def test_by_feature_gradient_is_the_same_for_any_thread_count(threads, monkeypat
     assert torch.equal(grads[0], grads[1])
     want = torch.autograd.grad(reference.sparse_ft_pair(w, b, stm, nstm, "crelu"), (w,), g)[0]
     torch.testing.assert_close(grads[1], want, atol=1e-4, rtol=1e-5)
+
+
+@pytest.mark.parametrize("U,V,H", [(0, 5, 7), (1, 1, 1), (97, 13, 33), (400, 704, 17)])
+def test_factor_gradient_sums_each_virtual_row_in_rank_order(U, V, H):
+    """The factor's gradient by virtual row (counting-sorted ranks, whole rows, one thread a row)
+    equals adding every touched row's gradient into its virtual row one after the other in rank
+    order (``np.add.at``, unbuffered), bit for bit; rows mapped to −1 add nothing."""
+    import numpy as np
+
+    gen = np.random.default_rng(U + V + H)
+    F = max(U, 1) * 3
+    rows = np.sort(gen.choice(F, U, replace=False)).astype(np.int64)
+    fmap = gen.integers(-1, V, F).astype(np.int64)      # −1: a row without a virtual row
+    fmap[: F // 2] = gen.integers(0, min(V, 3), F // 2)  # a few hot virtual rows
+    values = gen.standard_normal((U, H)).astype(np.float32)
+    want = np.zeros((V, H), np.float32)
+    keep = fmap[rows] >= 0
+    np.add.at(want, fmap[rows][keep], values[keep])
+    got = nb._factor_grad(values, rows, fmap, V)
+    assert got.dtype == np.float32 and got.shape == (V, H)
+    assert np.array_equal(got, want)

@@ -237,3 +237,22 @@ def test_per_column_clamp_limits(fallback):
     got = p.detach()[[0, 3]]
     assert (got.abs() <= lim + 1e-6).all()
     assert (got[:, [2, 4]] - before[[0, 3]][:, [2, 4]]).abs().max() < 0.01   # moved by the step only
+
+
+def test_ascending_rows_are_taken_as_coalesced_without_a_copy():
+    """A row-sparse gradient whose flag autograd dropped (the numba feature transformer's) but
+    whose row indices ascend is marked coalesced in place, not sorted and copied; duplicated or
+    unsorted rows are still coalesced (summed), so the step is the same either way."""
+    from nnue.trainer.sparse_optim import _coalesced
+
+    vals = torch.arange(12.0).view(4, 3)
+    g = torch.sparse_coo_tensor(torch.tensor([[1, 4, 5, 9]]), vals, (10, 3))
+    assert not g.is_coalesced()
+    c = _coalesced(g)
+    assert c.is_coalesced() and c._values().data_ptr() == vals.data_ptr()
+    assert torch.equal(c.to_dense(), g.to_dense())
+    for idx in ([[4, 1, 5, 9]], [[1, 4, 4, 9]]):
+        g = torch.sparse_coo_tensor(torch.tensor(idx), vals, (10, 3))
+        c = _coalesced(g)
+        assert c.is_coalesced() and torch.equal(c.to_dense(), g.to_dense())
+        assert torch.equal(c._indices(), torch.unique(torch.tensor(idx[0])).view(1, -1))
