@@ -187,10 +187,11 @@ def _remap_indices(idx, remap, out):
 
 
 @njit(cache=True, nogil=True)
-def _add_bias_activate(acc, bias, out, o0, act, L, hi, og):
-    """acc += bias (all H columns); out[o0 : o0 + L'] = act(acc[:L]) (L' = L/2 for pairwise),
-    the clamp's upper end ``hi`` (f32; 1 for every activation but Stockfish 19's 255/256); og > 0
-    (pairwise only): each product floored to the grid of 1/og (:func:`_fq_floor`)."""
+def _add_bias_activate(acc, bias, out, o0, act, L, hi, og, sc):
+    """acc += bias (all H columns); out[o0 : o0 + L'] = act(acc[:L])·sc (L' = L/2 for pairwise),
+    the clamp's upper end ``hi`` (f32; 1 for every activation but Stockfish 19's 255/256), sc f32
+    the output's scale (1: none; torch's ``t * sc`` in fp32, after the product); og > 0
+    (pairwise only): each scaled product floored to the grid of 1/og (:func:`_fq_floor`)."""
     H = acc.shape[0]
     for j in range(H):
         acc[j] += bias[j]
@@ -199,17 +200,17 @@ def _add_bias_activate(acc, bias, out, o0, act, L, hi, og):
         for j in range(h2):
             a = min(max(acc[j], np.float32(0.0)), hi)
             c = min(max(acc[j + h2], np.float32(0.0)), hi)
-            out[o0 + j] = a * c
+            out[o0 + j] = (a * c) * sc
         if og > 0:
             for j in range(h2):
                 out[o0 + j] = _fq_floor(out[o0 + j], og)
     elif act == SCRELU:
         for j in range(L):
             c = min(max(acc[j], np.float32(0.0)), hi)
-            out[o0 + j] = c * c
+            out[o0 + j] = (c * c) * sc
     elif act == CRELU:
         for j in range(L):
-            out[o0 + j] = min(max(acc[j], np.float32(0.0)), hi)
+            out[o0 + j] = min(max(acc[j], np.float32(0.0)), hi) * sc
 
 
 @njit(cache=True, nogil=True)
@@ -258,11 +259,11 @@ def _pair_order(stm, nstm, F, by_lowest, highest=False):
 
 
 @njit(parallel=True, cache=True, nogil=True)
-def _ft_fwd(w, fac, fmap, bias, stm, nstm, order, act, hi, og, out, accs, raw):
+def _ft_fwd(w, fac, fmap, bias, stm, nstm, order, act, hi, og, sc, out, accs, raw):
     """Forward over the batch (module docstring). w (F, H) f32; fac (V, H) f32, V = 0 without a
     factoriser; fmap (F,) int64 in 0..V−1; bias (H,); stm/nstm (B, A) int32; order (2B,) the
     pairs' processing order (:func:`_pair_order`); hi f32 the activation's upper clamp; og f32
-    the pairwise products' floor grid (0: none); out (B, 2·L') f32; accs (2B, H)
+    the pairwise products' floor grid (0: none); sc f32 the activated output's scale; out (B, 2·L') f32; accs (2B, H)
     f32, row i = the accumulator of pair order[i], written unless act is none (out holds them);
     raw (B, 2·P) f32: the last P = H − L columns of each accumulator, not activated (the
     pass-through columns, e.g. PSQT; P = 0: raw is (B, 0))."""
@@ -283,49 +284,69 @@ def _ft_fwd(w, fac, fmap, bias, stm, nstm, order, act, hi, og, out, accs, raw):
         else:
             acc = accs[i]
             _gather_sum(acc, w, fac, fmap, idx, has_fac)
-            _add_bias_activate(acc, bias, out[b], p * HO, act, L, hi, og)
+            _add_bias_activate(acc, bias, out[b], p * HO, act, L, hi, og, sc)
             for j in range(P):
                 raw[b, p * P + j] = acc[L + j]
 
 
 @njit(parallel=True, cache=True, nogil=True)
-def _grad_acc(gout, accs, order, act, ga, graw, hi):
+def _grad_acc(gout, accs, order, act, ga, graw, hi, sc, parts):
     """ga (2B, H) = d loss / d acc, row i for pair order[i], from gout (B, 2·L') and the saved
     accs (2B, H) (for none: a copy of gout's rows in that order); the last P columns from graw
     (B, 2·P), the gradient of the pass-through output. hi: the clamp's upper end (the gradient
-    passes where 0 ≤ acc ≤ hi, torch's clamp rule)."""
+    passes where 0 ≤ acc ≤ hi, torch's clamp rule); sc: the forward's output scale (gout·sc
+    first, as torch's mul backward). parts (C, H): the bias gradient's partial
+    sums, made from each row while it is in cache, as :func:`_bias_grad` makes them (the rows
+    of chunk c in order from zero); parts (0, H): not made. Threads take whole chunks of
+    _BIAS_CHUNK rows."""
     N, H = ga.shape
+    with_bias = parts.shape[0] > 0
+    for c in prange((N + _BIAS_CHUNK - 1) // _BIAS_CHUNK):
+        if with_bias:
+            dst = parts[c]
+            for j in range(H):
+                dst[j] = 0.0
+        for i in range(c * _BIAS_CHUNK, min(N, (c + 1) * _BIAS_CHUNK)):
+            _grad_acc_row(gout, accs, order, act, ga[i], graw, hi, sc, i)
+            if with_bias:
+                g = ga[i]
+                for j in range(H):
+                    dst[j] += g[j]
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _grad_acc_row(gout, accs, order, act, g, graw, hi, sc, i):
+    """Row i of :func:`_grad_acc`'s ga into g."""
+    H = g.shape[0]
     P = graw.shape[1] // 2
     L = H - P
     zero = np.float32(0.0)
-    for i in prange(N):
-        q = order[i]
-        b, p = q >> 1, q & 1
-        g = ga[i]
-        if act == NONE:
-            for j in range(H):
-                g[j] = gout[b, p * H + j]
-            continue
-        a = accs[i]
-        for j in range(P):
-            g[L + j] = graw[b, p * P + j]
-        if act == PAIRWISE:
-            h2 = L // 2
-            for j in range(h2):
-                x, y = a[j], a[j + h2]
-                go = gout[b, p * h2 + j]
-                cx = min(max(x, zero), hi)
-                cy = min(max(y, zero), hi)
-                g[j] = go * cy if (x >= zero and x <= hi) else zero
-                g[j + h2] = go * cx if (y >= zero and y <= hi) else zero
-        elif act == SCRELU:
-            for j in range(L):
-                x = a[j]
-                g[j] = gout[b, p * L + j] * (np.float32(2.0) * x) if (x >= zero and x <= hi) else zero
-        else:  # crelu
-            for j in range(L):
-                x = a[j]
-                g[j] = gout[b, p * L + j] if (x >= zero and x <= hi) else zero
+    q = order[i]
+    b, p = q >> 1, q & 1
+    if act == NONE:
+        for j in range(H):
+            g[j] = gout[b, p * H + j]
+        return
+    a = accs[i]
+    for j in range(P):
+        g[L + j] = graw[b, p * P + j]
+    if act == PAIRWISE:
+        h2 = L // 2
+        for j in range(h2):
+            x, y = a[j], a[j + h2]
+            go = gout[b, p * h2 + j] * sc
+            cx = min(max(x, zero), hi)
+            cy = min(max(y, zero), hi)
+            g[j] = go * cy if (x >= zero and x <= hi) else zero
+            g[j + h2] = go * cx if (y >= zero and y <= hi) else zero
+    elif act == SCRELU:
+        for j in range(L):
+            x = a[j]
+            g[j] = (gout[b, p * L + j] * sc) * (np.float32(2.0) * x) if (x >= zero and x <= hi) else zero
+    else:  # crelu
+        for j in range(L):
+            x = a[j]
+            g[j] = gout[b, p * L + j] * sc if (x >= zero and x <= hi) else zero
 
 
 @njit(cache=True, nogil=True)
@@ -549,7 +570,7 @@ def _strategy(F: int, H: int) -> tuple[bool, bool]:
 class _SparseFTPair(torch.autograd.Function):
     @staticmethod
     def forward(ctx, weight, factor, bias, stm, nstm, fmap, activation, sparse_grad, qa, passthrough, clamp_max,
-                group_by, out_grid):
+                group_by, out_grid, out_scale):
         F, H = weight.shape
         act = _CODES[activation]
         s, n = _index_array(stm, "stm", F), _index_array(nstm, "nstm", F)
@@ -594,10 +615,11 @@ class _SparseFTPair(torch.autograd.Function):
             fac_fwd, fm_fwd = np.empty((0, H), np.float32), np.empty(0, np.int64)
         if B:
             _ft_fwd(w, fac_fwd, fm_fwd, _np(bias.contiguous()), gs, gn, order, act,
-                    np.float32(clamp_max), np.float32(out_grid or 0.0), _np(out), accs, _np(raw))
+                    np.float32(clamp_max), np.float32(out_grid or 0.0), np.float32(out_scale), _np(out), accs,
+                    _np(raw))
         del w
         ctx.act, ctx.F, ctx.H, ctx.sparse_grad, ctx.scatter, ctx.P = act, F, H, sparse_grad, scatter, P
-        ctx.hi = np.float32(clamp_max)
+        ctx.hi, ctx.sc = np.float32(clamp_max), np.float32(out_scale)
         ctx.idx = (s, n, order, by_lowest, fm, factor.shape[0] if has_fac else 0)
         ctx.touched = touched
         ctx.accs = accs if any(ctx.needs_input_grad[:3]) else None
@@ -611,12 +633,16 @@ class _SparseFTPair(torch.autograd.Function):
         HO = (H - P) // 2 if act == PAIRWISE else H - P
         g = _np(grad_out.float().contiguous()) if grad_out is not None else np.zeros((B, 2 * HO), np.float32)
         gr = _np(grad_raw.float().contiguous()) if grad_raw is not None else np.zeros((B, 2 * P), np.float32)
+        parts = np.empty(((B * 2 + _BIAS_CHUNK - 1) // _BIAS_CHUNK if ctx.needs_input_grad[2] else 0, H),
+                         np.float32)
         if act == NONE and not by_lowest:
             ga = g.reshape(B * 2, H)   # already in processing order (q = 2b + p)
+            if B and parts.shape[0]:
+                _bias_grad(ga, parts)
         else:
             ga = np.empty((B * 2, H), np.float32)
-            if B:
-                _grad_acc(g, ctx.accs, order, act, ga, gr, ctx.hi)
+            if B:   # the bias gradient's partial sums in the same pass
+                _grad_acc(g, ctx.accs, order, act, ga, gr, ctx.hi, ctx.sc, parts)
         ctx.accs = None
         grad_w = grad_fac = grad_b = None
         if ctx.needs_input_grad[0] or ctx.needs_input_grad[1]:
@@ -640,11 +666,8 @@ class _SparseFTPair(torch.autograd.Function):
             if ctx.needs_input_grad[1]:
                 grad_fac = torch.from_numpy(_factor_grad(values, rows, fm, V))
         if ctx.needs_input_grad[2]:
-            parts = np.empty(((B * 2 + _BIAS_CHUNK - 1) // _BIAS_CHUNK, H), np.float32)
-            if B:
-                _bias_grad(ga, parts)
             grad_b = torch.from_numpy(parts).sum(0) if B else torch.zeros(H)
-        return grad_w, grad_fac, grad_b, None, None, None, None, None, None, None, None, None, None
+        return grad_w, grad_fac, grad_b, None, None, None, None, None, None, None, None, None, None, None
 
 
 def _grids(qa, H: int) -> np.ndarray:
@@ -684,7 +707,7 @@ def sparse_ft_pair(weight: torch.Tensor, bias: torch.Tensor, stm: torch.Tensor, 
     """
     check_inputs(weight, bias, stm, nstm, activation, factor, factor_map, 0, qa, clamp_max, group_by)
     return _SparseFTPair.apply(weight, factor, bias, stm, nstm, factor_map, activation, bool(sparse_grad), qa, 0,
-                               float(clamp_max), group_by, None)[0]
+                               float(clamp_max), group_by, None, 1.0)[0]
 
 
 def sparse_ft_pair_passthrough(weight: torch.Tensor, bias: torch.Tensor, stm: torch.Tensor, nstm: torch.Tensor,
@@ -692,7 +715,8 @@ def sparse_ft_pair_passthrough(weight: torch.Tensor, bias: torch.Tensor, stm: to
                                factor_map: torch.Tensor | None = None, sparse_grad: bool = False,
                                qa: float | torch.Tensor | None = None, clamp_max: float = 1.0,
                                group_by: str = "lowest",
-                               out_grid: float | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+                               out_grid: float | None = None,
+                               out_scale: float = 1.0) -> tuple[torch.Tensor, torch.Tensor]:
     """:func:`sparse_ft_pair` on a weight whose last ``passthrough`` = P columns are not activated
     (a Stockfish-style feature transformer: L accumulator columns, then P PSQT columns, one
     matrix): returns (out (B, 2·L') float32, act(acc[:, :L]) of each perspective, stm first, L' =
@@ -706,7 +730,10 @@ def sparse_ft_pair_passthrough(weight: torch.Tensor, bias: torch.Tensor, stm: to
     pairs' grouping) and errors as :func:`sparse_ft_pair`. out_grid (pairwise_crelu only): each
     product floored to the grid of 1/out_grid as ``nnue.trainer.model.fake_quant(out, out_grid,
     "floor")`` does, bit for bit, with its straight-through gradient (Stockfish 19 under QAT: 128,
-    the engine's ``>> 9``), in the same pass; None: not."""
+    the engine's ``>> 9``), in the same pass; None: not. out_scale: the activated output
+    multiplied by it (before out_grid's floor) and its gradient likewise, bit for bit torch's
+    ``out * out_scale`` on the unscaled output (Stockfish 15.1's 127/128 before the layer stacks),
+    without that (B, 2·L') pass and its backward's; 1.0: not."""
     if activation not in ACTIVATIONS or weight.dim() != 2:
         check_inputs(weight, bias, stm, nstm, activation, factor, factor_map)
     L = weight.shape[1] - int(passthrough)
@@ -718,7 +745,7 @@ def sparse_ft_pair_passthrough(weight: torch.Tensor, bias: torch.Tensor, stm: to
     if out_grid is not None and (activation != "pairwise_crelu" or not float(out_grid) > 0):
         raise ValueError(f"sparse_ft_numba: out_grid={out_grid} needs pairwise_crelu and a grid > 0")
     out, raw = _SparseFTPair.apply(weight, factor, bias, stm, nstm, factor_map, activation, bool(sparse_grad),
-                                   qa, int(passthrough), float(clamp_max), group_by, out_grid)
+                                   qa, int(passthrough), float(clamp_max), group_by, out_grid, float(out_scale))
     return out, raw
 
 

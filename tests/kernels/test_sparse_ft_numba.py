@@ -176,6 +176,34 @@ def test_passthrough_columns_equal_raw_accumulators_then_torch(activation, L, P,
         torch.testing.assert_close(x, y, atol=2e-5, rtol=1e-5)
 
 
+@pytest.mark.parametrize("activation,grid", [("crelu", None), ("screlu", None), ("pairwise_crelu", None),
+                                             ("pairwise_crelu", 128.0)])
+@pytest.mark.parametrize("scale", [127 / 128, 0.37])
+def test_out_scale_is_torch_mul_after_the_kernel(activation, grid, scale, strategy):
+    """out_scale fused into the pass == the unscaled kernel output times the scale in torch (then
+    out_grid's floor, as fake_quant), forward and every gradient bit for bit: the backward takes
+    grad·scale first, as torch's mul backward does."""
+    gen = torch.Generator().manual_seed(int(scale * 100) + (grid is not None))
+    F, B, L, P = 91, 13, 30, 8
+    w, b = make_weights(F, L + P, torch.float32, gen)
+    stm, nstm = make_indices(B, 32, F, gen)
+    fmap = factor_map("halfkav2_hm", F) % 7
+    fac = (torch.randn(7, L + P, generator=gen) * 0.1).requires_grad_(True)
+    out, raw = nb.sparse_ft_pair_passthrough(w, b, stm, nstm, activation, P, fac, fmap, out_grid=grid,
+                                             out_scale=scale)
+    plain, raw1 = nb.sparse_ft_pair_passthrough(w, b, stm, nstm, activation, P, fac, fmap)
+    want = plain * scale
+    if grid is not None:
+        want = fake_quant(want, grid, "floor")
+    assert torch.equal(out, want) and torch.equal(raw, raw1)
+    assert not torch.equal(out, plain)   # the scale was applied
+    g_out, g_raw = torch.randn(out.shape, generator=gen), torch.randn(raw.shape, generator=gen)
+    got = torch.autograd.grad((out, raw), (w, fac, b), (g_out, g_raw))
+    exp = torch.autograd.grad((want, raw1), (w, fac, b), (g_out, g_raw))
+    for x, y in zip(got, exp):
+        assert torch.equal(x, y)
+
+
 def test_passthrough_refusals():
     w, b = torch.zeros(5, 10), torch.zeros(10)
     idx = torch.zeros(2, 3, dtype=torch.int32)

@@ -201,12 +201,13 @@ class SFNNv5Net(nn.Module):
         return sparse_ft_pair(w, b, stm, nstm, "none", "torch" if self.backend == "numba" else self.backend)
 
     def _ft_outputs(self, stm: torch.Tensor, nstm: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        """(the pairwise products ``clamp(a)·clamp(b)`` of both perspectives' L1/2 halves (B, L1),
-        stm first, before the 127/128; the PSQT columns of both accumulators (B, 16), stm's 8
-        then nstm's). On the numba backend without QAT one fused kernel pass
-        (:func:`nnue.kernels.sparse_ft_numba.sparse_ft_pair_passthrough`: the same fp32 values
-        bit for bit, without the (B, 2·(L1 + 8)) accumulators and their elementwise passes);
-        else from :meth:`_accumulators`."""
+        """(the pairwise products ``clamp(a)·clamp(b)`` of both perspectives' L1/2 halves times
+        127/128 (B, L1), stm first: what the layer stacks read, before QAT's floor; the PSQT
+        columns of both accumulators (B, 16), stm's 8 then nstm's). On the numba backend without
+        QAT one fused kernel pass (:func:`nnue.kernels.sparse_ft_numba.sparse_ft_pair_passthrough`
+        with ``out_scale``: the same fp32 values bit for bit as the products times 127/128 in
+        torch, without the (B, 2·(L1 + 8)) accumulators, their elementwise passes and the
+        scale's pass and its backward's); else from :meth:`_accumulators`."""
         H = self.arch.hidden
         if self.qat is None and kernels.resolve_backend(self.backend, self.ft.weight.device) == "numba":
             from nnue.kernels import sparse_ft_numba
@@ -214,14 +215,14 @@ class SFNNv5Net(nn.Module):
             fac = self.ft.factor if self.factor_map is not None else None
             return sparse_ft_numba.sparse_ft_pair_passthrough(self.ft.weight, self.ft.bias, stm, nstm,
                                                               "pairwise_crelu", PSQT_BUCKETS, fac, self.factor_map,
-                                                              self.sparse_grad)
+                                                              self.sparse_grad, out_scale=127 / 128)
         acc = self._accumulators(stm, nstm)
         W = H + PSQT_BUCKETS
         halves = []
         for a in (acc[:, :H], acc[:, W:W + H]):
             c = a.clamp(0.0, 1.0)
             halves.append(c[:, :H // 2] * c[:, H // 2:])
-        return torch.cat(halves, 1), torch.cat([acc[:, H:W], acc[:, W + H:]], 1)
+        return torch.cat(halves, 1) * (127 / 128), torch.cat([acc[:, H:W], acc[:, W + H:]], 1)
 
     def forward_value(self, stm: torch.Tensor, nstm: torch.Tensor, bucket: torch.Tensor,
                       with_ft: bool = False) -> torch.Tensor | tuple[torch.Tensor, torch.Tensor]:
@@ -234,7 +235,7 @@ class SFNNv5Net(nn.Module):
             if perm is not None:
                 stm, nstm, bucket = stm.index_select(0, perm), nstm.index_select(0, perm), bucket.index_select(0, perm)
         ft_out, psqt_acc = self._ft_outputs(stm, nstm)
-        x0 = ft_out * (127 / 128)
+        x0 = ft_out
         if self.qat is not None:
             x0 = fake_quant(x0, 127, "floor")
         s0 = self._stack(self.l1, x0, bucket, FC0_OUTPUTS, HIDDEN_W, HIDDEN_B, self.l1_fact, offsets)
@@ -251,8 +252,9 @@ class SFNNv5Net(nn.Module):
         return self.forward_value(stm, nstm, bucket) * (NNUE2SCORE * 100 / NORMALIZE_TO_PAWN) / self.arch.scale
 
     def forward_with_activations(self, stm, nstm, bucket):
-        """(eval / SCALE, (B, L1) the FT's transformed output: both perspectives' pairwise products,
-        stm first) for the trainer's activation metrics (density, block sparsity, the L1 penalty).
+        """(eval / SCALE, (B, L1) the FT's transformed output: both perspectives' pairwise products
+        times 127/128, stm first, what the layer stacks read (before QAT's floor)) for the
+        trainer's activation metrics (density, block sparsity, the L1 penalty).
         Its rows are in the order the layer stacks ran them (bucket order on the CPU path, not
         unpermuted: a (B, L1) copy a step for statistics that do not depend on the order). It
         returned zeros, so an sfnnv5 run reported ``val_l0_density: 0.0``."""
