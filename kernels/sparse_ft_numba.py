@@ -377,22 +377,42 @@ def _touched_rows(stm, nstm, F):
     return counts, rows
 
 
-@njit(cache=True, nogil=True)
-def _feature_lists(stm, nstm, order, offsets):
+@njit(parallel=True, cache=True, nogil=True)
+def _feature_lists(stm, nstm, order, offsets, C):
     """pairs (N,) int32: the rows of grad_acc (processing ranks i, ascending) of every feature,
-    grouped by feature at ``offsets`` (:func:`_touched_rows`)."""
+    grouped by feature at ``offsets`` (:func:`_touched_rows`). In C slices of the ranks at once:
+    each counts its features, a prefix over the slices gives each slice its place in every
+    feature's list, then each writes its ranks there; the lists are the same for any C."""
     A = stm.shape[1]
     F = offsets.shape[0] - 1
+    N = order.shape[0]
     pairs = np.empty(offsets[F], np.int32)
-    pos = offsets[:F].copy()
-    for i in range(order.shape[0]):
-        q = order[i]
-        idx = stm[q >> 1] if (q & 1) == 0 else nstm[q >> 1]
-        for a in range(A):
-            f = idx[a]
-            if f >= 0:
-                pairs[pos[f]] = i
-                pos[f] += 1
+    pos = np.zeros((C, F), np.int64)
+    for c in prange(C):
+        cnt = pos[c]
+        for i in range(c * N // C, (c + 1) * N // C):
+            q = order[i]
+            idx = stm[q >> 1] if (q & 1) == 0 else nstm[q >> 1]
+            for a in range(A):
+                f = idx[a]
+                if f >= 0:
+                    cnt[f] += 1
+    for f in prange(F):
+        start = offsets[f]
+        for c in range(C):
+            n = pos[c, f]
+            pos[c, f] = start
+            start += n
+    for c in prange(C):
+        at = pos[c]
+        for i in range(c * N // C, (c + 1) * N // C):
+            q = order[i]
+            idx = stm[q >> 1] if (q & 1) == 0 else nstm[q >> 1]
+            for a in range(A):
+                f = idx[a]
+                if f >= 0:
+                    pairs[at[f]] = i
+                    at[f] += 1
     return pairs
 
 
@@ -653,7 +673,7 @@ class _SparseFTPair(torch.autograd.Function):
                 priv = np.empty((max(1, numba.get_num_threads()), F, H), np.float32)
                 _row_grads_scatter(ga, s, n, order, rows, priv, values)
             elif rows.shape[0]:
-                _row_grads(ga, offsets, _feature_lists(s, n, order, offsets), rows, values,
+                _row_grads(ga, offsets, _feature_lists(s, n, order, offsets, numba.get_num_threads()), rows, values,
                            _work_bounds(offsets, rows, _RUNS_PER_THREAD * numba.get_num_threads()))
             rows_t, values_t = torch.from_numpy(rows), torch.from_numpy(values)
             if ctx.needs_input_grad[0]:

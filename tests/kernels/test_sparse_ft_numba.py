@@ -397,3 +397,23 @@ def test_factor_gradient_sums_each_virtual_row_in_rank_order(U, V, H):
     got = nb._factor_grad(values, rows, fmap, V)
     assert got.dtype == np.float32 and got.shape == (V, H)
     assert np.array_equal(got, want)
+
+
+@pytest.mark.parametrize("C", [1, 2, 3, 7])
+def test_feature_lists_are_ranks_ascending_for_any_slice_count(C):
+    """Every feature's list holds the processing ranks of the pairs that have it, ascending (the
+    order the weight gradient sums them in), whatever the number of slices built at once; a
+    feature twice in one pair is listed twice."""
+    import numpy as np
+
+    gen = np.random.default_rng(C)
+    B, A, F = 301, 13, 50
+    stm = gen.integers(-1, F, (B, A)).astype(np.int32)
+    nstm = gen.integers(-1, F, (B, A)).astype(np.int32)
+    stm[:, 0] = stm[:, 1]   # a repeated feature
+    order = gen.permutation(2 * B).astype(np.int64)
+    offsets, rows = nb._touched_rows(stm, nstm, F)
+    pairs = nb._feature_lists(stm, nstm, order, offsets, C)
+    for f in range(F):
+        want = [i for i, q in enumerate(order) for x in (stm if q % 2 == 0 else nstm)[q // 2] if x == f]
+        assert pairs[offsets[f]:offsets[f + 1]].tolist() == want
