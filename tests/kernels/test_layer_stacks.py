@@ -95,3 +95,41 @@ def test_models_on_cpu_equal_every_bucket_path(kind, features, hidden, extra, qa
     assert off.float().mean() <= 0.05 and (y - y_ref).abs().max() < 5e-3, (y - y_ref)[off]
     for k in grads:
         assert (grads[k] - grads_ref[k]).norm() <= 0.05 * grads_ref[k].norm() + 1e-9, k
+
+
+@pytest.mark.parametrize("B,K,n", [(203, 1024, 16), (61, 30, 32), (45, 32, 1), (9, 13, 6)])
+def test_compiled_fp32_path_against_float64_and_any_thread_count(B, K, n):
+    """fp32 on the CPU runs the numba kernels (four rows by four outputs, reassociated sums):
+    within fp32 rounding of the float64 product, forward and backward, with bucket runs of odd
+    lengths (1, 2, 3 rows: the one-row tails) and an empty bucket; and the same bits for 1 and 2
+    threads (rows are split in fixed slices, not per thread)."""
+    import numba
+
+    gen = torch.Generator().manual_seed(B + K + n)
+    S = 5
+    counts = torch.tensor([1, 0, 2, 3, B - 6])
+    bucket = torch.repeat_interleave(torch.arange(S), counts)
+    x = torch.rand(B, K, generator=gen)
+    w = torch.randn(S * n, K, generator=gen) * 0.1
+    b = torch.randn(S * n, generator=gen)
+    g = torch.randn(B, n, generator=gen)
+    perm, offsets = ls.bucket_order(bucket, S)
+    assert perm is None
+    want = ls.stack_reference(x.double(), w.double(), b.double(), bucket, n)
+    leaves = [t.double().requires_grad_(True) for t in (x, w, b)]
+    exp = torch.autograd.grad(ls.stack_reference(*leaves, bucket, n), leaves, g.double())
+    runs = []
+    old = numba.get_num_threads()
+    try:
+        for threads in (1, min(2, numba.config.NUMBA_NUM_THREADS)):
+            numba.set_num_threads(threads)
+            xs, ws, bs = (t.clone().requires_grad_(True) for t in (x, w, b))
+            y = ls.stack_linear(xs, ws, bs, offsets, n)
+            runs.append((y,) + torch.autograd.grad(y, (xs, ws, bs), g))
+    finally:
+        numba.set_num_threads(old)
+    for got, ref in zip(runs[0], (want,) + exp):
+        assert got.dtype == torch.float32
+        torch.testing.assert_close(got.double(), ref, atol=2e-5 * (1 + K / 64), rtol=1e-5)
+    for a, c in zip(runs[0], runs[1]):
+        assert torch.equal(a, c)
