@@ -28,7 +28,8 @@ come last), which groups HalfKA positions by king bucket, so that the rows they 
 cache. With ``sparse_grad=True`` the weight's gradient is a coalesced sparse COO tensor of the U
 rows (what :class:`nnue.trainer.sparse_optim.RowSparseAdamW` reads), else a dense (F, H) tensor
 with zeros elsewhere (any torch optimiser). The factor's gradient is dense (V, H): each touched
-row's gradient added to its virtual row. Work is split with numba's ``prange``;
+row's gradient added to its virtual row, summed by virtual row (:func:`_factor_grad`). The bias
+gradient's partial sums are made in grad_acc's pass (:func:`_grad_acc`). Work is split with numba's ``prange``;
 ``numba.set_num_threads`` sets the threads. The kernels release the GIL (``nogil``), so that the
 trainer's prefetch thread (reading and encoding the next batches, :mod:`nnue.trainer.data`) runs
 while they do.
