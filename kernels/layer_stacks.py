@@ -84,6 +84,7 @@ def _dot1(xi, w0):
         a0 += xi[k] * w0[k]
     return a0
 
+
 @njit(parallel=True, cache=True, nogil=True, fastmath=_FM)
 def _stack_fwd(x, w, bias, seg, y):
     """y[i] = x[i] @ W_sᵀ + b_s, s = seg[i]: x (B, K) f32, w (S·n, K) f32, bias (S·n,), seg (B,)

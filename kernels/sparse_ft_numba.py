@@ -378,26 +378,34 @@ def _touched_rows(stm, nstm, F):
     return counts, rows
 
 
+@njit(cache=True, nogil=True, inline="always")
+def _list_slice(stm, nstm, order, i0, i1, at, pairs, write):
+    """The features of the pairs of ranks i0..i1−1: counted in at (F,) (write False), or each
+    rank written at pairs[at[f]] and at[f] advanced (write True)."""
+    A = stm.shape[1]
+    for i in range(i0, i1):
+        q = order[i]
+        idx = stm[q >> 1] if (q & 1) == 0 else nstm[q >> 1]
+        for a in range(A):
+            f = idx[a]
+            if f >= 0:
+                if write:
+                    pairs[at[f]] = i
+                at[f] += 1
+
+
 @njit(parallel=True, cache=True, nogil=True)
 def _feature_lists(stm, nstm, order, offsets, C):
     """pairs (N,) int32: the rows of grad_acc (processing ranks i, ascending) of every feature,
     grouped by feature at ``offsets`` (:func:`_touched_rows`). In C slices of the ranks at once:
     each counts its features, a prefix over the slices gives each slice its place in every
     feature's list, then each writes its ranks there; the lists are the same for any C."""
-    A = stm.shape[1]
     F = offsets.shape[0] - 1
     N = order.shape[0]
     pairs = np.empty(offsets[F], np.int32)
     pos = np.zeros((C, F), np.int64)
     for c in prange(C):
-        cnt = pos[c]
-        for i in range(c * N // C, (c + 1) * N // C):
-            q = order[i]
-            idx = stm[q >> 1] if (q & 1) == 0 else nstm[q >> 1]
-            for a in range(A):
-                f = idx[a]
-                if f >= 0:
-                    cnt[f] += 1
+        _list_slice(stm, nstm, order, c * N // C, (c + 1) * N // C, pos[c], pairs, False)
     for f in prange(F):
         start = offsets[f]
         for c in range(C):
@@ -405,15 +413,7 @@ def _feature_lists(stm, nstm, order, offsets, C):
             pos[c, f] = start
             start += n
     for c in prange(C):
-        at = pos[c]
-        for i in range(c * N // C, (c + 1) * N // C):
-            q = order[i]
-            idx = stm[q >> 1] if (q & 1) == 0 else nstm[q >> 1]
-            for a in range(A):
-                f = idx[a]
-                if f >= 0:
-                    pairs[at[f]] = i
-                    at[f] += 1
+        _list_slice(stm, nstm, order, c * N // C, (c + 1) * N // C, pos[c], pairs, True)
     return pairs
 
 
