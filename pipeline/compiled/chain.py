@@ -535,18 +535,27 @@ def _pawn_total(us, ep, pawns, own, enemy):
 def _index_fast(bb, pc, us, ep, idx):
     """:func:`index_move`, with the pawns' entries counted for all pawns at once, the first two
     pieces of each other kind taken without a loop (a third one, from a promotion, by the loop
-    after them) and the destination selected without a loop."""
-    own = bb[U64(OCC + us)]
-    enemy = bb[U64(OCC + 1 - us)]
+    after them) and the destination selected without a loop (:func:`_index_words`)."""
+    b = 8 * us
+    return _index_words(bb[U64(b + KING)], bb[U64(b + PAWN)], bb[U64(b + 1)], bb[U64(b + 2)], bb[U64(b + 3)],
+                        bb[U64(b + 4)], bb[U64(OCC + us)], bb[U64(OCC + 1 - us)], bb[U64(CASTLE)], us, ep, idx)
+
+
+@njit(cache=True, inline="always")
+def _index_words(king, pawns, knights, bishops, rooks, queens, own, enemy, castle, us, ep, idx):
+    """:func:`_index_fast` on the words it reads: the mover's king, pawns, knights, bishops,
+    rooks and queens, both sides' occupancy, the castling rooks. No array is passed: numba
+    counts the references of an array handed to an inlined function, and where its branches
+    return early the count's atomic calls stay in the loop (they were an eighth of the
+    decoder's time)."""
     occ = own | enemy
     free = ~own
-    ksq = lsb(bb[U64(8 * us + KING)]) & 63
-    kd = (KING_ATT[U64(ksq)] & free) | (bb[U64(CASTLE)] & own & RANK_MASK[U64(us)])
+    ksq = lsb(king) & 63
+    kd = (KING_ATT[U64(ksq)] & free) | (castle & own & RANK_MASK[U64(us)])
     nk = popcount(kd)
     if idx < nk:
         return True, ksq, _nth(kd, idx), 0
     idx -= nk
-    pawns = bb[U64(8 * us + PAWN)]
     n = _pawn_total(us, ep, pawns, own, enemy)
     if idx < n:
         m = pawns
@@ -563,7 +572,7 @@ def _index_fast(bb, pc, us, ep, idx):
         return False, 0, 0, 0
     idx -= n
     for t in range(1, 5):
-        m = bb[U64(8 * us + t)]
+        m = knights if t == 1 else bishops if t == 2 else rooks if t == 3 else queens
         s1 = lsb(m)
         m &= m - U64(1)
         s2 = lsb(m)
@@ -809,7 +818,10 @@ def decode(start, stems, index, has, raw, has_raw, score, result, keep, o_board,
         if has[r] and not skip:
             ok = False
             if kings:
-                ok, pf, pt, pp = _index_fast(bb, pc, us, ep, np.int64(index[r]))
+                b = 8 * us  # the words, not the arrays (:func:`_index_words`)
+                ok, pf, pt, pp = _index_words(bb[U64(b + KING)], bb[U64(b + PAWN)], bb[U64(b + 1)], bb[U64(b + 2)],
+                                              bb[U64(b + 3)], bb[U64(b + 4)], bb[U64(OCC + us)],
+                                              bb[U64(OCC + 1 - us)], bb[U64(CASTLE)], us, ep, np.int64(index[r]))
             if not ok:
                 return r, BAD_INDEX
             if best:
