@@ -391,3 +391,17 @@ def test_compiled_table_path_on_random_boards(name):
     crowded = good[:3].clone()
     crowded[1, :8] = 255  # 64 pieces: no packer writes it; the torch path decides (it raises)
     assert _same(_outcome(fs.encode_numba, crowded), _outcome(fs.encode, crowded))
+
+
+def test_piece_count_on_cpu_equals_the_torch_popcount():
+    """The CPU piece count (NumPy's popcount) equals the SWAR popcount in torch ops (the path of
+    other devices) on random occupancies, empty and full boards included, and on a strided view."""
+    from nnue.pipeline.features.board_tensor import _piece_count_swar, piece_count
+
+    rng = np.random.default_rng(3)
+    boards = torch.from_numpy(rng.integers(0, 256, (1001, 32), dtype=np.uint8))
+    boards[0, :8], boards[1, :8] = 0, 255
+    got = piece_count(boards)
+    assert got.dtype == torch.int64 and torch.equal(got, _piece_count_swar(boards))
+    assert got[:2].tolist() == [0, 64] and torch.equal(piece_count(boards[1::3]), _piece_count_swar(boards[1::3]))
+    assert piece_count(boards[:0]).shape == (0,)
