@@ -41,9 +41,11 @@ import numpy as np
 from numba import njit
 
 from .bits import lsb, popcount
-from .chesscore import CASTLE, KING, KING_ATT, KNIGHT_ATT, OCC, PAWN, PAWN_ATT, RANK_MASK, ROOK, SQ, U64, legal_ep, \
-    move_code, piece_attacks, push
+from .chesscore import CASTLE, KING, KING_ATT, KNIGHT_ATT, OCC, PAWN, PAWN_ATT, RANK_MASK, ROOK, SQ, U64, _safe_after, \
+    legal_ep, move_code, move_code_of, piece_attacks, push
 from .fixed import _marlin, castle960_legal
+
+RANK_MASK_EP = np.array([0x000000FF00000000, 0x00000000FF000000], np.uint64)  # the rank a side's en-passant capturer stands on
 
 NO_MOVE = -1
 # the order of piece types in the move list: the king, pawns and knights first (their entries are
@@ -409,25 +411,60 @@ def _rank(occ, sq):
 
 
 @njit(cache=True, inline="always")
-def _take_sq(bb, pc, occ, lo, hi, sq):
-    """Remove the piece on sq from the state and the nibbles; returns (occ, lo, hi, its code)."""
-    code = pc[U64(sq)]
-    lo, hi = _nib_del(lo, hi, _rank(occ, sq))
+def _code_at(lo, hi, i):
+    """The piece code (colour·8 + type, a castling rook as a rook) of nibble i of (lo, hi)."""
+    nib = np.int64(((lo >> U64(4 * i)) if i < 16 else (hi >> U64(4 * (i - 16)))) & U64(15))
+    t = nib & 7
+    return (nib & 8) | (ROOK if t == 6 else t)
+
+
+@njit(cache=True, inline="always")
+def _take_sq(bb, occ, lo, hi, sq):
+    """Remove the piece on sq from the state and the nibbles; returns (occ, lo, hi, its code).
+    The code is read from the nibbles: the step keeps no square-indexed array (``pc``), one
+    array fewer handed to inlined code (see :func:`_index_words`) and no stores to it."""
+    i = _rank(occ, sq)
+    code = _code_at(lo, hi, i)
+    lo, hi = _nib_del(lo, hi, i)
     occ &= ~_bit(sq)
-    pc[U64(sq)] = -1
     bb[U64(code)] &= ~_bit(sq)
     bb[U64(OCC + (code >> 3))] &= ~_bit(sq)
     return occ, lo, hi, code
 
 
 @njit(cache=True, inline="always")
-def _put_sq(bb, pc, occ, lo, hi, sq, code):
+def _put_sq(bb, occ, lo, hi, sq, code):
     lo, hi = _nib_ins(lo, hi, _rank(occ, sq), code)
     occ |= _bit(sq)
-    pc[U64(sq)] = code
     bb[U64(code)] |= _bit(sq)
     bb[U64(OCC + (code >> 3))] |= _bit(sq)
     return occ, lo, hi
+
+
+@njit(cache=True, inline="always")
+def _code_on(occ, lo, hi, sq):
+    """The piece code on sq (:func:`_code_at`), −1 for an empty square."""
+    return _code_at(lo, hi, _rank(occ, sq)) if occ & _bit(sq) else -1
+
+
+@njit(cache=True)
+def legal_ep_words(bb, us, ep):
+    """:func:`.chesscore.legal_ep` (python-chess ``has_legal_en_passant()``: −1, or ep when a
+    legal en-passant capture onto it exists for side ``us``) from the bitboards alone."""
+    if ep <= 0:
+        return -1
+    occ = bb[U64(OCC)] | bb[U64(OCC + 1)]
+    if occ & _bit(ep):
+        return -1
+    cand = PAWN_ATT[U64(1 - us), U64(ep)] & bb[U64(8 * us)] & RANK_MASK_EP[U64(us)]
+    ksq = lsb(bb[U64(8 * us + KING)])
+    capsq = ep - 8 if us == 0 else ep + 8
+    while cand:
+        frm = lsb(cand)
+        cand &= cand - U64(1)
+        if _safe_after(bb, us, ksq, frm, ep, capsq):
+            return ep
+    return -1
 
 
 @njit(cache=True, inline="always")
@@ -446,7 +483,7 @@ def _mover_safe(bb, them, occ):
 
 
 @njit(cache=True, inline="always")
-def _step(bb, pc, us, ep_old, half, full, occ, lo, hi, frm, to, promo):
+def _step(bb, us, ep_old, half, full, occ, lo, hi, frm, to, promo):
     """Play side ``us``'s move frm→to (promo 0, or 1..4 = N B R Q) as :func:`.chesscore.push`
     does (then the en-passant square kept only when a capture onto it is legal, as
     :func:`_advance`), keeping the nibbles in step; returns (legal, occ, lo, hi, ep, halfmove,
@@ -459,7 +496,7 @@ def _step(bb, pc, us, ep_old, half, full, occ, lo, hi, frm, to, promo):
     half += 1
     full += us
     kcap = False  # a king taken (a flag, not an early return: that measured 8 % slower)
-    t = pc[U64(frm)] & 7
+    t = _code_at(lo, hi, _rank(occ, frm)) & 7
     own = bb[U64(OCC + us)]
     if t == PAWN or (bb[U64(OCC + 1 - us)] & _bit(to)):
         half = 0
@@ -472,27 +509,27 @@ def _step(bb, pc, us, ep_old, half, full, occ, lo, hi, frm, to, promo):
             return False, occ, lo, hi, ep, half, full
         bb[U64(CASTLE)] = cr
         home = 56 * us
-        occ, lo, hi, _c = _take_sq(bb, pc, occ, lo, hi, frm)
-        occ, lo, hi, _c = _take_sq(bb, pc, occ, lo, hi, to)
+        occ, lo, hi, _c = _take_sq(bb, occ, lo, hi, frm)
+        occ, lo, hi, _c = _take_sq(bb, occ, lo, hi, to)
         if to < frm:
-            occ, lo, hi = _put_sq(bb, pc, occ, lo, hi, home + 2, 8 * us + KING)
-            occ, lo, hi = _put_sq(bb, pc, occ, lo, hi, home + 3, 8 * us + ROOK)
+            occ, lo, hi = _put_sq(bb, occ, lo, hi, home + 2, 8 * us + KING)
+            occ, lo, hi = _put_sq(bb, occ, lo, hi, home + 3, 8 * us + ROOK)
         else:
-            occ, lo, hi = _put_sq(bb, pc, occ, lo, hi, home + 6, 8 * us + KING)
-            occ, lo, hi = _put_sq(bb, pc, occ, lo, hi, home + 5, 8 * us + ROOK)
+            occ, lo, hi = _put_sq(bb, occ, lo, hi, home + 6, 8 * us + KING)
+            occ, lo, hi = _put_sq(bb, occ, lo, hi, home + 5, 8 * us + ROOK)
     else:
         bb[U64(CASTLE)] = cr
-        occ, lo, hi, _c = _take_sq(bb, pc, occ, lo, hi, frm)
+        occ, lo, hi, _c = _take_sq(bb, occ, lo, hi, frm)
         if occ & _bit(to):
-            occ, lo, hi, captured = _take_sq(bb, pc, occ, lo, hi, to)
+            occ, lo, hi, captured = _take_sq(bb, occ, lo, hi, to)
             kcap = (captured & 7) == KING
         elif t == PAWN and to == ep_old and (frm & 7) != (to & 7):
-            occ, lo, hi, _c = _take_sq(bb, pc, occ, lo, hi, ep_old + (-8 if us == 0 else 8))
+            occ, lo, hi, _c = _take_sq(bb, occ, lo, hi, ep_old + (-8 if us == 0 else 8))
         if t == PAWN and (to - frm == 16 or frm - to == 16):
             ep = (frm + to) >> 1
         if promo != 0:
             t = promo
-        occ, lo, hi = _put_sq(bb, pc, occ, lo, hi, to, 8 * us + t)
+        occ, lo, hi = _put_sq(bb, occ, lo, hi, to, 8 * us + t)
     # rooks still standing that lost their right: code 6 -> 3 (not the moved piece, nor one now on a square that lost one)
     lost = before & ~cr & occ & ~(_bit(to) | _bit(frm))
     while lost:
@@ -504,7 +541,7 @@ def _step(bb, pc, us, ep_old, half, full, occ, lo, hi, frm, to, promo):
         else:
             hi ^= U64(5) << U64(4 * (i - 16))
     if ep >= 0:
-        ep = legal_ep(bb, pc, 1 - us, ep)
+        ep = legal_ep_words(bb, 1 - us, ep)
     return _mover_safe(bb, 1 - us, occ) and not kcap, occ, lo, hi, ep, half, full
 
 
@@ -535,18 +572,27 @@ def _pawn_total(us, ep, pawns, own, enemy):
 def _index_fast(bb, pc, us, ep, idx):
     """:func:`index_move`, with the pawns' entries counted for all pawns at once, the first two
     pieces of each other kind taken without a loop (a third one, from a promotion, by the loop
-    after them) and the destination selected without a loop."""
-    own = bb[U64(OCC + us)]
-    enemy = bb[U64(OCC + 1 - us)]
+    after them) and the destination selected without a loop (:func:`_index_words`)."""
+    b = 8 * us
+    return _index_words(bb[U64(b + KING)], bb[U64(b + PAWN)], bb[U64(b + 1)], bb[U64(b + 2)], bb[U64(b + 3)],
+                        bb[U64(b + 4)], bb[U64(OCC + us)], bb[U64(OCC + 1 - us)], bb[U64(CASTLE)], us, ep, idx)
+
+
+@njit(cache=True, inline="always")
+def _index_words(king, pawns, knights, bishops, rooks, queens, own, enemy, castle, us, ep, idx):
+    """:func:`_index_fast` on the words it reads: the mover's king, pawns, knights, bishops,
+    rooks and queens, both sides' occupancy, the castling rooks. No array is passed: numba
+    counts the references of an array handed to an inlined function, and where its branches
+    return early the count's atomic calls stay in the loop (they were an eighth of the
+    decoder's time)."""
     occ = own | enemy
     free = ~own
-    ksq = lsb(bb[U64(8 * us + KING)]) & 63
-    kd = (KING_ATT[U64(ksq)] & free) | (bb[U64(CASTLE)] & own & RANK_MASK[U64(us)])
+    ksq = lsb(king) & 63
+    kd = (KING_ATT[U64(ksq)] & free) | (castle & own & RANK_MASK[U64(us)])
     nk = popcount(kd)
     if idx < nk:
         return True, ksq, _nth(kd, idx), 0
     idx -= nk
-    pawns = bb[U64(8 * us + PAWN)]
     n = _pawn_total(us, ep, pawns, own, enemy)
     if idx < n:
         m = pawns
@@ -563,7 +609,7 @@ def _index_fast(bb, pc, us, ep, idx):
         return False, 0, 0, 0
     idx -= n
     for t in range(1, 5):
-        m = bb[U64(8 * us + t)]
+        m = knights if t == 1 else bishops if t == 2 else rooks if t == 3 else queens
         s1 = lsb(m)
         m &= m - U64(1)
         s2 = lsb(m)
@@ -590,13 +636,22 @@ def _index_fast(bb, pc, us, ep, idx):
 @njit(cache=True, inline="always")
 def _move_index_fast(bb, pc, us, ep, frm, to, promo):
     """:func:`move_index`, counted as :func:`_index_fast` decodes (the pawns at once)."""
-    if frm < 0 or frm > 63 or to < 0 or to > 63 or pc[U64(frm)] < 0 or (pc[U64(frm)] >> 3) != us:
+    if frm < 0 or frm > 63:
+        return NO_MOVE
+    return _move_index_code(bb, np.int64(pc[U64(frm)]), us, ep, frm, to, promo)
+
+
+@njit(cache=True, inline="always")
+def _move_index_code(bb, code, us, ep, frm, to, promo):
+    """:func:`_move_index_fast` given the code of the piece on frm (−1: none), which the
+    encoder reads from the nibbles (:func:`_code_on`)."""
+    if frm < 0 or frm > 63 or to < 0 or to > 63 or code < 0 or (code >> 3) != us:
         return NO_MOVE
     own = bb[U64(OCC + us)]
     enemy = bb[U64(OCC + 1 - us)]
     occ = own | enemy
     free = ~own
-    mt = pc[U64(frm)] & 7
+    mt = code & 7
     k = 1
     if mt == KING:
         base = 0
@@ -679,7 +734,7 @@ def encode(boards, best, has_best, score, result, ply, pcount, capture, group, o
     for r in range(n):
         cont = False
         if ok and have and r % group != 0:
-            legal, occ, lo, hi, ep, half, full = _step(bb, pc, us, ep, half, full, occ, lo, hi, pf, pt, pp)
+            legal, occ, lo, hi, ep, half, full = _step(bb, us, ep, half, full, occ, lo, hi, pf, pt, pp)
             us = 1 - us
             sc = np.int64(score[r]) if us == 0 else -np.int64(score[r])
             wdl = (np.int64(result[r]) if us == 0 else -np.int64(result[r])) + 1
@@ -708,9 +763,10 @@ def encode(boards, best, has_best, score, result, ply, pcount, capture, group, o
             b = np.int64(best[r])
             if ok:
                 f, t, p = _unpack_move(b)
-                idx = _move_index_fast(bb, pc, us, ep, f, t, p)
+                mover = _code_on(occ, lo, hi, f) if 0 <= f < 64 else -1  # the state keeps no pc (_take_sq)
+                idx = _move_index_code(bb, mover, us, ep, f, t, p)
                 if idx >= 0:
-                    code, _cap = move_code(bb, pc, us, ep, f, t, p)
+                    code, _cap = move_code_of(bb, mover & 7, us, ep, f, t, p)
                     if code == b:
                         o_move[r] = idx
                         o_has_move[r] = True
@@ -788,7 +844,7 @@ def decode(start, stems, index, has, raw, has_raw, score, result, keep, o_board,
                 if skip:
                     continue  # the rest of this chain is not wanted
                 return r, NO_MOVE_ABOVE
-            legal, occ, lo, hi, ep, half, full = _step(bb, pc, us, ep, half, full, occ, lo, hi, pf, pt, pp)
+            legal, occ, lo, hi, ep, half, full = _step(bb, us, ep, half, full, occ, lo, hi, pf, pt, pp)
             if not legal:
                 return r - 1, ILLEGAL
             us = 1 - us
@@ -809,11 +865,14 @@ def decode(start, stems, index, has, raw, has_raw, score, result, keep, o_board,
         if has[r] and not skip:
             ok = False
             if kings:
-                ok, pf, pt, pp = _index_fast(bb, pc, us, ep, np.int64(index[r]))
+                b = 8 * us  # the words, not the arrays (:func:`_index_words`)
+                ok, pf, pt, pp = _index_words(bb[U64(b + KING)], bb[U64(b + PAWN)], bb[U64(b + 1)], bb[U64(b + 2)],
+                                              bb[U64(b + 3)], bb[U64(b + 4)], bb[U64(OCC + us)],
+                                              bb[U64(OCC + 1 - us)], bb[U64(CASTLE)], us, ep, np.int64(index[r]))
             if not ok:
                 return r, BAD_INDEX
             if best:
-                code, _cap = move_code(bb, pc, us, ep, pf, pt, pp)
+                code, _cap = move_code_of(bb, _code_on(occ, lo, hi, pf) & 7, us, ep, pf, pt, pp)
                 o_best[r] = code
             have = True
     return -1, 0

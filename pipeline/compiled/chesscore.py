@@ -383,10 +383,15 @@ def move_code(bb, pc, us, ep, frm, to, promo):
     flag << 14; flag 1 en passant, 2 castling as king takes rook, 3 promotion), capture True for
     captures, en passant and promotions (as :func:`nnue.pipeline.pack.encode_move` and the
     packer). promo: 0 or 1..4 = N B R Q; ep: the en-passant square (−1 none)."""
+    return move_code_of(bb, pc[frm] & 7, us, ep, frm, to, promo)
+
+
+@njit(cache=True)
+def move_code_of(bb, t, us, ep, frm, to, promo):
+    """:func:`move_code` given the type t (0..5) of the piece on frm."""
     flag = 0
     pr = 0
     capture = (bb[OCC + 1 - us] & SQ[to]) != 0
-    t = pc[frm] & 7
     if promo != 0:
         flag, pr = 3, promo - 1
         capture = True

@@ -122,9 +122,21 @@ def slot_keys(boards: torch.Tensor) -> torch.Tensor:
 def piece_count(boards: torch.Tensor) -> torch.Tensor:
     """(B, 32) uint8 -> (B,) int64 number of pieces, kings included (popcount of occupancy).
 
-    SWAR popcount of the two 32-bit halves of the occupancy, held in int64 so that no step can
-    overflow (15 ns a board on one core, against 16 for a per-byte table lookup and row sum)."""
+    On CPU, NumPy's popcount of the occupancy word (about 1 ns a board; NumPy 2); elsewhere a SWAR
+    popcount of its two 32-bit halves in torch, held in int64 so that no step can overflow
+    (15 ns a board on one CPU core, against 16 for a per-byte table lookup and row sum)."""
     check_boards(boards)
+    if boards.device.type == "cpu":
+        import numpy as np
+
+        if hasattr(np, "bitwise_count"):  # NumPy 2.0 and later (the project accepts 1.26)
+            occ = np.ascontiguousarray(boards.numpy()[:, :8]).view(np.uint64)[:, 0]
+            return torch.from_numpy(np.bitwise_count(occ).astype(np.int64))
+    return _piece_count_swar(boards)
+
+
+def _piece_count_swar(boards: torch.Tensor) -> torch.Tensor:
+    """:func:`piece_count` in torch ops, any device."""
     n = boards.shape[0]
     words = boards.contiguous().view(torch.int32)                                  # little-endian
     x = torch.cat((words[:, 0], words[:, 1])).to(torch.int64) & 0xFFFFFFFF

@@ -118,6 +118,35 @@ class TableEncoder:
                 out[:, start:start + CPU_CHUNK] = self._encode(boards[start:start + CPU_CHUNK], start)
         return out[0], out[1]
 
+    def encode_numba(self, boards: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """:meth:`__call__` for CPU boards, compiled (:mod:`nnue.pipeline.compiled.lookup`, which
+        loads numba on first call): the same lists from the same table, the same ValueError for a
+        bad board; about a tenth of the torch path's time a board (bench/bench_stream.py). A
+        board of more than 32 pieces, which no packer writes, sends the batch through the torch
+        path. Boards on another device go through the torch path."""
+        check_boards(boards)
+        if boards.device.type != "cpu":
+            return self(boards)
+        import numpy as np
+
+        from nnue.pipeline.compiled.lookup import BAD_KINGS, encode_table
+
+        n = boards.shape[0]
+        table = self.__dict__.get("_table_np")
+        if table is None:
+            table = self._table_np = self.table_cpu.numpy()
+        out = np.empty((2, n, self.max_active), np.int32)
+        words = np.ascontiguousarray(boards.numpy()).view(np.uint64)
+        err = int(encode_table(words, table, self.king_relative, self.drops_kings, out))
+        if err >= 0:
+            row, why = divmod(err, 4)
+            if why == BAD_KINGS:
+                raise ValueError(f"board {row}: a king-relative feature set needs exactly one king of "
+                                 f"each colour and valid piece codes")
+            return self(boards)
+        t = torch.from_numpy(out)
+        return t[0], t[1]
+
     def _keys(self, boards: torch.Tensor, first_row: int) -> tuple[torch.Tensor, torch.Tensor]:
         """(B, 32) uint8 -> (slot keys (B, max_active), table offsets (2, B)), int32: entry
         ``off[p] + keys`` of the table is the list of perspective p (0 stm, 1 nstm)."""

@@ -75,7 +75,8 @@ class FeatureSet:
     refuses such a map unless asked for it). c: its C reference code.
     encode_numba: the same function as ``encode`` for CPU boards, compiled with numba (imported
     on first call, so that the inference package, which may not load numba, can use ``encode``);
-    None: ``encode`` is the only path. parts: the consecutive index ranges of a set made of
+    None: ``encode`` is the only path; a set whose ``encode`` is a :class:`.lookup.TableEncoder`
+    gets that encoder's ``encode_numba``. parts: the consecutive index ranges of a set made of
     several (:class:`FeaturePart`; empty for a set of one part), in index order."""
 
     name: str
@@ -88,6 +89,11 @@ class FeatureSet:
     c: CFeature | None = None
     encode_numba: Callable[[torch.Tensor], tuple[torch.Tensor, torch.Tensor]] | None = None
     parts: tuple[FeaturePart, ...] = ()
+
+    def __post_init__(self):
+        # a set encoded through a lookup table (:class:`.lookup.TableEncoder`) has its compiled path
+        if self.encode_numba is None and hasattr(self.encode, "encode_numba"):
+            object.__setattr__(self, "encode_numba", self.encode.encode_numba)
 
     @property
     def hash(self) -> str:

@@ -3,12 +3,14 @@ against the python-chess reference (feature_reference.py) on real positions."""
 from __future__ import annotations
 
 import chess
+import numpy as np
 import pytest
 import torch
 
 from nnue.pipeline.board import boards_from_bytes, pack_fen, unpack_fen
 from nnue.pipeline.features import get_feature_set, known_names
 from nnue.pipeline.features.kb768 import PRESETS, format_map, parse_map
+from nnue.pipeline.features.lookup import TableEncoder
 from nnue.pipeline.parts import read_part
 from tests.features.feature_reference import KB768_RANKS_FILES_NAME, REFERENCES
 from tests.samples import selfplay
@@ -250,23 +252,25 @@ def test_empty_and_chunked_batches(name):
     assert (nstm[0::2] == two_nstm[0]).all() and (nstm[1::2] == two_nstm[1]).all()
 
 
+@pytest.mark.parametrize("path", ["encode", "encode_numba"])
 @pytest.mark.parametrize("name", KING_SETS)
-def test_king_sets_reject_boards_without_one_king_a_side(name):
-    fs = get_feature_set(name)
+def test_king_sets_reject_boards_without_one_king_a_side(name, path):
+    enc = getattr(get_feature_set(name), path)
     with pytest.raises(ValueError, match="board 1"):
-        fs.encode(packed(chess.STARTING_FEN, "8/8/8/8/8/8/8/K7 w - - 0 1"))
+        enc(packed(chess.STARTING_FEN, "8/8/8/8/8/8/8/K7 w - - 0 1"))
     bad = BIG.clone()
     bad[5000] = packed("8/8/8/8/8/8/8/K7 w - - 0 1")[0]
     with pytest.raises(ValueError, match="board 5000"):  # row numbers count across CPU chunks
-        fs.encode(bad)
+        enc(bad)
     with pytest.raises(ValueError):
-        fs.encode(packed("k7/8/8/8/8/8/8/KK6 w - - 0 1"))
+        enc(packed("k7/8/8/8/8/8/8/KK6 w - - 0 1"))
     with pytest.raises(ValueError):
-        fs.encode(torch.zeros((2, 31), dtype=torch.uint8))
+        enc(torch.zeros((2, 31), dtype=torch.uint8))
 
 
-def test_chess768_needs_no_kings():
-    stm, _ = get_feature_set("chess768").encode(packed("8/8/8/8/8/8/8/K7 w - - 0 1"))
+@pytest.mark.parametrize("path", ["encode", "encode_numba"])
+def test_chess768_needs_no_kings(path):
+    stm, _ = getattr(get_feature_set("chess768"), path)(packed("8/8/8/8/8/8/8/K7 w - - 0 1"))
     assert stm[0, :2].tolist() == [320, -1]
 
 
@@ -316,3 +320,88 @@ def test_every_feature_set_carries_its_factoriser_and_c_index():
             assert line in header, (name, line)
     with pytest.raises(ValueError, match="unknown feature set"):
         features.factor_map("nope", 10)
+
+
+# --- the compiled CPU path (encode_numba) -------------------------------------------------
+
+def _outcome(enc, boards):
+    """(stm, nstm) of ``enc``, or what it raised (type and message)."""
+    try:
+        return enc(boards)
+    except (ValueError, RuntimeError) as e:
+        return f"{type(e).__name__}: {e}"
+
+
+def _same(a, b) -> bool:
+    if isinstance(a, str) or isinstance(b, str):
+        return a == b
+    return all(torch.equal(x, y) and x.dtype == y.dtype and x.shape == y.shape for x, y in zip(a, b))
+
+
+@pytest.mark.parametrize("name", ALL)
+def test_compiled_path_equals_torch(name, selfplay_boards, chess960_boards):
+    """Every set has a compiled CPU path (a table set through :mod:`nnue.pipeline.compiled.lookup`):
+    the same lists as the torch encoder, bit for bit, on real positions (Chess960's castling
+    rooks too), odd and empty batches and batches of several CPU chunks."""
+    fs = get_feature_set(name)
+    assert fs.encode_numba is not None
+    for boards in (torch.from_numpy(selfplay_boards[0]), torch.from_numpy(chess960_boards[0]), BIG):
+        for part in (boards, boards[:1], boards[3:10], boards[:4097], boards[:0]):
+            assert _same(fs.encode_numba(part), fs.encode(part)), (name, part.shape)
+    assert _same(fs.encode_numba(BIG[1::2]), fs.encode(BIG[1::2]))  # a strided view
+
+
+TABLE_SETS = [n for n in ALL if isinstance(get_feature_set(n).encode, TableEncoder)]
+
+
+def _random_boards(rng, n: int, kings: bool, unused: float) -> torch.Tensor:
+    """n packed boards of random pieces (2..32, nibbles past the piece count random too),
+    one king a side when ``kings``, an unused code (7, 15) on a piece with probability ``unused``;
+    random side to move and tail bytes."""
+    out = rng.integers(0, 256, (n, 32), dtype=np.uint8)
+    codes = np.array([0, 1, 2, 3, 4, 6, 8, 9, 10, 11, 12, 14])
+    for r in range(n):
+        k = int(rng.integers(2, 33))
+        squares = rng.choice(64, k, replace=False)
+        occ = sum(1 << int(s) for s in squares)
+        out[r, :8] = np.frombuffer(occ.to_bytes(8, "little"), np.uint8)
+        nib = list(rng.integers(0, 16, 32))
+        nib[:k] = rng.choice(codes, k)
+        if kings:
+            a, b = rng.choice(k, 2, replace=False)
+            nib[a], nib[b] = 5, 13
+        if rng.random() < unused:
+            nib[int(rng.integers(0, k))] = int(rng.choice([7, 15]))
+        out[r, 8:24] = [nib[2 * i] | (nib[2 * i + 1] << 4) for i in range(16)]
+    return torch.from_numpy(out)
+
+
+@pytest.mark.parametrize("name", TABLE_SETS)
+def test_compiled_table_path_on_random_boards(name):
+    """Random boards, valid or not: the compiled table path gives the torch encoder's lists, or
+    refuses the same first board with the same message (no king, two kings, an unused code);
+    a board of more than 32 pieces goes through the torch path."""
+    fs = get_feature_set(name)
+    rng = np.random.default_rng(7)
+    good = _random_boards(rng, 1001, kings=True, unused=0.0)
+    assert _same(fs.encode_numba(good), fs.encode(good))
+    for seed in range(20):
+        mixed = _random_boards(np.random.default_rng(seed), 37, kings=seed % 2 == 0, unused=0.05)
+        assert _same(_outcome(fs.encode_numba, mixed), _outcome(fs.encode, mixed)), (name, seed)
+    crowded = good[:3].clone()
+    crowded[1, :8] = 255  # 64 pieces: no packer writes it; the torch path decides (it raises)
+    assert _same(_outcome(fs.encode_numba, crowded), _outcome(fs.encode, crowded))
+
+
+def test_piece_count_on_cpu_equals_the_torch_popcount():
+    """The CPU piece count (NumPy's popcount) equals the SWAR popcount in torch ops (the path of
+    other devices) on random occupancies, empty and full boards included, and on a strided view."""
+    from nnue.pipeline.features.board_tensor import _piece_count_swar, piece_count
+
+    rng = np.random.default_rng(3)
+    boards = torch.from_numpy(rng.integers(0, 256, (1001, 32), dtype=np.uint8))
+    boards[0, :8], boards[1, :8] = 0, 255
+    got = piece_count(boards)
+    assert got.dtype == torch.int64 and torch.equal(got, _piece_count_swar(boards))
+    assert got[:2].tolist() == [0, 64] and torch.equal(piece_count(boards[1::3]), _piece_count_swar(boards[1::3]))
+    assert piece_count(boards[:0]).shape == (0,)

@@ -106,13 +106,33 @@ def test_the_decoder_plays_exactly_the_legal_moves(name, tmp_path):
         legal = set()
         for f, t, p in entries:
             b2, p2 = bb.copy(), pc.copy()
-            ok = chain._step(b2, p2, us, ep, half, full, occ, lo, hi, f, t, p)[0]
+            ok = chain._step(b2, us, ep, half, full, occ, lo, hi, f, t, p)[0]
             assert ok == board.is_legal(_move(f, t, p)), (board.fen(), f, t, p)
             if ok:
                 legal.add(_move(f, t, p))
             refused += not ok
         assert legal == set(board.legal_moves) and len(entries) == len(set(entries)), board.fen()
     assert refused > 50  # pins, checks: the list holds pseudo-legal moves the step refuses
+
+
+@pytest.mark.parametrize("name", [f"{CUT}.plain", f"{XFEN960}.plain"])
+def test_the_steps_en_passant_test_equals_the_reference(name, tmp_path):
+    """The step's en-passant test, from the bitboards alone (``legal_ep_words``), equals
+    chesscore's ``legal_ep`` (python-chess's ``has_legal_en_passant``) for both sides and every
+    square of the third and sixth ranks on positions of real games, pins and checks included;
+    its legal answers occur."""
+    from nnue.pipeline.compiled.chesscore import legal_ep
+
+    boards, _best, _start = _packed(tmp_path, name)
+    found = 0
+    for r in range(0, len(boards), 7):
+        bb, pc, *_ = _state(boards, r)
+        for us in (0, 1):
+            for ep in range(16, 24) if us == 1 else range(40, 48):
+                want = legal_ep(bb, pc, us, ep)
+                assert chain.legal_ep_words(bb, us, ep) == want, (r, us, ep)
+                found += want >= 0
+    assert found > 100
 
 
 def _plain(path: Path, fen: str, moves: list[str]) -> None:
