@@ -5,11 +5,21 @@
 # argument (the Dockerfile's default stays NVIDIA's public CUDA image); pip reads PyPI, and torch's
 # CPU wheel from NNUE_WHEELS (default /opt/wheels) when it is there, else from download.pytorch.org.
 #
-# Usage: scripts/container_check.sh [RESULT_JSON]   (default bench/results/container_check.json)
+# Usage: scripts/container_check.sh [--apptainer] [RESULT_JSON]   (default bench/results/container_check.json)
+#   --apptainer  then converts the image to Apptainer's .sif as docs/getting-started.md says (podman
+#                save --format oci-archive, apptainer build ... oci-archive://...) and runs `nnue --version`
+#                and the demo with apptainer exec; its result goes beside RESULT_JSON, as
+#                <RESULT_JSON without .json>_apptainer.json. Skipped, saying why, where no apptainer is
+#                found. Off by default. Its files (the archive, the .sif, Apptainer's cache and
+#                temporary copy, the demo's output: about 7 GB at the peak) go to a new folder under
+#                /var/tmp, removed at exit.
 # Env:   NNUE_CONTAINER_CACHE  where the base's root file system is cached as a tar
 #                              (default ~/.cache/nnue-forge/container)
 #        CHECK_TEST            the test file run in the image (default tests/cli/test_thin_cli.py)
 #        NNUE_WHEELS           a folder holding torch-2.13.0+cpu's wheel (default /opt/wheels)
+#        NNUE_APPTAINER        the apptainer command for --apptainer (default apptainer), e.g.
+#                              "bash scripts/apptainer_chroot.sh /work/appt-sid" where the host has no
+#                              package (Debian 12): it runs sid's apptainer in a chroot
 # Needs podman and debootstrap (installed with apt-get when missing and we are root) and the
 # network (Debian's archive, PyPI). Cached: the base (tar and podman image) and podman's layers, so a
 # rerun rebuilds only the layers whose files changed. Exit status 0 when every step passed; the
@@ -18,7 +28,10 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 REPO=$PWD
 START=$(date +%s)
+WITH_APPTAINER=0
+if [ "${1:-}" = --apptainer ]; then WITH_APPTAINER=1; shift; fi
 RESULT=${1:-bench/results/container_check.json}
+APPT_RESULT=${RESULT%.json}_apptainer.json
 CACHE=${NNUE_CONTAINER_CACHE:-$HOME/.cache/nnue-forge/container}
 CHECK_TEST=${CHECK_TEST:-tests/cli/test_thin_cli.py}
 WHEELS=${NNUE_WHEELS:-/opt/wheels}
@@ -28,8 +41,8 @@ TEST_IMAGE=localhost/nnue-forge:check-test
 MIRROR=${DEBIAN_MIRROR:-http://deb.debian.org/debian}
 mkdir -p "$CACHE"
 LOG=$(mktemp -d)
-PODMAN_TMP=""
-trap 'rm -rf "$LOG" ${PODMAN_TMP:+"$PODMAN_TMP"}' EXIT
+PODMAN_TMP="" APPT_DIR=""
+trap 'rm -rf "$LOG" ${PODMAN_TMP:+"$PODMAN_TMP"} ${APPT_DIR:+"$APPT_DIR"}' EXIT
 say() { echo "container_check: $*" >&2; }
 die() { say "$*"; exit 1; }
 
@@ -148,17 +161,53 @@ cached_steps=$(grep -c -- '--> Using cache' "$LOG/build.log" || true)
 all_steps=$(grep -c 'STEP [0-9]' "$LOG/build.log" || true)
 
 # ---- run
-run_step() {  # name image cmd...: runs, keeps output and seconds
-  local name=$1 image=$2; shift 2
+run_cmd() {  # name cmd...: runs, keeps output, seconds and status
+  local name=$1; shift
   local t=$(date +%s) rc=0
-  "${P[@]}" run --rm "${RUNOPTS[@]}" "$image" "$@" > "$LOG/$name.out" 2>&1 || rc=$?
+  "$@" > "$LOG/$name.out" 2>&1 || rc=$?
   echo $(( $(date +%s) - t )) > "$LOG/$name.s"
   echo $rc > "$LOG/$name.rc"
   [ $rc = 0 ] || { tail -30 "$LOG/$name.out" >&2; say "$name failed (status $rc)"; }
+  return $rc
+}
+run_step() {  # name image cmd...: runs cmd in the image
+  local name=$1 image=$2; shift 2
+  run_cmd "$name" "${P[@]}" run --rm "${RUNOPTS[@]}" "$image" "$@" || true
 }
 run_step version "$IMAGE" nnue --version
 run_step demo "$IMAGE" bash scripts/demo.sh /tmp/demo-out
 run_step test "$TEST_IMAGE" python -m pytest -q -p no:cacheprovider "$CHECK_TEST"
+
+# ---- optional (--apptainer): the .sif from the image, as docs/getting-started.md says, and its runs
+appt_state=off appt_v="" appt_sif_bytes=0 appt_tar_bytes=0 appt_missing=""
+if [ $WITH_APPTAINER = 1 ]; then
+  read -ra APPT <<< "${NNUE_APPTAINER:-apptainer}"
+  if ! command -v "${APPT[0]}" >/dev/null; then
+    appt_state="skipped: no '${APPT[0]}' found (NNUE_APPTAINER names the command)"
+    say "--apptainer $appt_state"
+  else
+    appt_state=ran
+    APPT_DIR=$(mktemp -d /var/tmp/nnue-forge-apptainer.XXXXXX)
+    # Apptainer's layer cache and temporary root file system in the same folder, removed at exit
+    export APPTAINER_CACHEDIR=$APPT_DIR/cache APPTAINER_TMPDIR=$APPT_DIR/tmp
+    mkdir -p "$APPTAINER_CACHEDIR" "$APPTAINER_TMPDIR"
+    appt_v=$("${APPT[@]}" --version 2>&1 | tail -1)
+    say "apptainer ($appt_v): podman save, apptainer build, then nnue --version and the demo with apptainer exec ..."
+    SIF=$APPT_DIR/nnue-forge.sif
+    run_cmd a_save "${P[@]}" save --format oci-archive -o "$APPT_DIR/nnue-forge.tar" "$IMAGE" \
+      && run_cmd a_build "${APPT[@]}" build "$SIF" "oci-archive://$APPT_DIR/nnue-forge.tar" \
+      && { run_cmd a_version "${APPT[@]}" exec "$SIF" nnue --version
+           run_cmd a_demo "${APPT[@]}" exec "$SIF" bash /opt/nnue-forge/scripts/demo.sh "$APPT_DIR/demo-out"; } || true
+    appt_tar_bytes=$(stat -c %s "$APPT_DIR/nnue-forge.tar" 2>/dev/null || echo 0)
+    appt_sif_bytes=$(stat -c %s "$SIF" 2>/dev/null || echo 0)
+    # the demo's files, written outside the read-only image
+    for f in dataset run/checkpoints/last.ckpt net/net.safetensors net/net.bin net/export.json fens.txt; do
+      [ -s "$APPT_DIR/demo-out/$f" ] || [ -d "$APPT_DIR/demo-out/$f" ] || appt_missing+="$f "
+    done
+    [ -z "$appt_missing" ] || say "apptainer demo: missing output: $appt_missing"
+    rm -f "$APPT_DIR/nnue-forge.tar"
+  fi
+fi
 
 # ---- result
 size=$("${P[@]}" image inspect "$IMAGE" --format '{{.Size}}')
@@ -172,12 +221,14 @@ def read(name, default=""):
 def step(name):
     out = read(name + ".out")
     return {"status": int(read(name + ".rc", "1")), "seconds": int(read(name + ".s", "0")), "output": out}
-steps = {"version": step("version"), "demo": step("demo"), "test": step("test")}
-demo = steps["demo"]["output"].splitlines()
-# the demo's evals and summary (what the README shows), not its progress lines
-keep = [l for l in demo if l.split(" ", 1)[0].lstrip("-").isdigit() or l.startswith(("summary", "  "))]
-steps["demo"]["evals_and_summary"] = keep
-steps["demo"]["output"] = "\n".join(demo[-60:])
+def demo_step(name):
+    s = step(name)
+    demo = s["output"].splitlines()
+    # the demo's evals and summary (what the README shows), not its progress lines
+    s["evals_and_summary"] = [l for l in demo if l.split(" ", 1)[0].lstrip("-").isdigit() or l.startswith(("summary", "  "))]
+    s["output"] = "\n".join(demo[-60:])
+    return s
+steps = {"version": step("version"), "demo": demo_step("demo"), "test": step("test")}
 tail = [l for l in steps["test"]["output"].splitlines() if l.strip()]
 steps["test"]["summary"] = tail[-1] if tail else ""
 steps["test"]["file"] = "$CHECK_TEST"
@@ -201,11 +252,37 @@ res = {"benchmark": "container: scripts/container_check.sh, podman build of the 
        "build": {"seconds": $build_s, "steps_from_cache": $cached_steps, "steps": $all_steps,
                  "build_args": "BASE=$BASE TORCH=torch==2.13.0+cpu", "pip_conf_mounted": "$pip_conf", "torch_wheel_from": "$wheels",
                  "image": "$IMAGE", "image_bytes": int("$size" or 0)},
+       "apptainer_step": "$appt_state" + (" (result: $APPT_RESULT)" if "$appt_state" == "ran" else ""),
        "steps": steps}
 json.dump(res, open(sys.argv[1], "w"), indent=1)
 open(sys.argv[1], "a").write("\n")
 print(json.dumps({k: res[k] for k in ("passed", "commit")} | {s: (v["status"], v["seconds"]) for s, v in steps.items()}))
+if "$appt_state" == "ran":
+    a = {"save": step("a_save"), "build": step("a_build"), "version": step("a_version"), "demo": demo_step("a_demo")}
+    missing = "$appt_missing".split()
+    ares = {"benchmark": "apptainer: scripts/container_check.sh --apptainer, the podman image saved as an OCI archive, "
+                         "apptainer build of a .sif from it, then nnue --version and the demo with apptainer exec",
+            "passed": all(v["status"] == 0 for v in a.values()) and not missing,
+            "date_utc": res["date_utc"], "commit": res["commit"], "host": res["host"],
+            "apptainer": "$appt_v", "apptainer_command": "${APPT[*]:-}", "image": "$IMAGE",
+            "commands": ["podman save --format oci-archive -o DIR/nnue-forge.tar $IMAGE",
+                         "apptainer build DIR/nnue-forge.sif oci-archive://DIR/nnue-forge.tar",
+                         "apptainer exec DIR/nnue-forge.sif nnue --version",
+                         "apptainer exec DIR/nnue-forge.sif bash /opt/nnue-forge/scripts/demo.sh DIR/demo-out"],
+            "oci_archive_bytes": $appt_tar_bytes, "sif_bytes": $appt_sif_bytes,
+            "demo_outputs_missing": missing, "steps": a}
+    json.dump(ares, open(sys.argv[1] + ".apptainer", "w"), indent=1)
+    open(sys.argv[1] + ".apptainer", "a").write("\n")
+    print(json.dumps({"apptainer_passed": ares["passed"]} | {s: (v["status"], v["seconds"]) for s, v in a.items()}))
 PYEOF
 mv "$RESULT.tmp" "$RESULT"
 say "result: $RESULT"
+if [ "$appt_state" = ran ]; then
+  mv "$RESULT.tmp.apptainer" "$APPT_RESULT"
+  say "apptainer result: $APPT_RESULT"
+fi
 for s in version demo test; do [ "$(cat "$LOG/$s.rc")" = 0 ] || exit 1; done
+if [ "$appt_state" = ran ]; then
+  for s in a_save a_build a_version a_demo; do [ "$(cat "$LOG/$s.rc" 2>/dev/null)" = 0 ] || exit 1; done
+  [ -z "$appt_missing" ] || exit 1
+fi

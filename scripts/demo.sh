@@ -12,7 +12,9 @@ if [ "${NNUE_USE_INSTALLED:-}" != 1 ]; then
 fi
 rm -rf "$OUT"
 
-first=.venv/.nnue-demo-ran  # written at the end of a demo that ran through
+# a marker at the end of a demo that ran through, in .venv: the installed mode (a container, where
+# the tree may be read-only, as in Apptainer's image) has none and keeps no marker
+first=.venv/.nnue-demo-ran
 if [ ! -f "$first" ]; then
   echo "(first run: numba compiles the pack, evaluation and training kernels as they are first used and" \
        "caches them; this adds a few minutes, once: later runs start in seconds)"
@@ -37,4 +39,4 @@ printf '%s\n' \
 paste -d ' ' <(nnue eval "$OUT/net/net.safetensors" --fens "$OUT/fens.txt") "$OUT/fens.txt"
 
 nnue report "$OUT/run" --net "$OUT/net"
-touch "$first"
+if [ -d .venv ]; then touch "$first"; fi
