@@ -85,6 +85,15 @@ def _dot1(xi, w0):
     return a0
 
 
+@njit(cache=True, nogil=True, inline="always")
+def _put4(row, o, v0, v1, v2, v3):
+    """row[o : o + 4] = v0..v3."""
+    row[o] = v0
+    row[o + 1] = v1
+    row[o + 2] = v2
+    row[o + 3] = v3
+
+
 @njit(parallel=True, cache=True, nogil=True, fastmath=_FM)
 def _stack_fwd(x, w, bias, seg, y):
     """y[i] = x[i] @ W_sᵀ + b_s, s = seg[i]: x (B, K) f32, w (S·n, K) f32, bias (S·n,), seg (B,)
@@ -112,10 +121,10 @@ def _stack_fwd(x, w, bias, seg, y):
                         a20 += p2 * q0; a21 += p2 * q1; a22 += p2 * q2; a23 += p2 * q3
                         a30 += p3 * q0; a31 += p3 * q1; a32 += p3 * q2; a33 += p3 * q3
                     b0, b1, b2, b3 = bias[s * n + o], bias[s * n + o + 1], bias[s * n + o + 2], bias[s * n + o + 3]
-                    y[i, o] = a00 + b0; y[i, o + 1] = a01 + b1; y[i, o + 2] = a02 + b2; y[i, o + 3] = a03 + b3
-                    y[i + 1, o] = a10 + b0; y[i + 1, o + 1] = a11 + b1; y[i + 1, o + 2] = a12 + b2; y[i + 1, o + 3] = a13 + b3
-                    y[i + 2, o] = a20 + b0; y[i + 2, o + 1] = a21 + b1; y[i + 2, o + 2] = a22 + b2; y[i + 2, o + 3] = a23 + b3
-                    y[i + 3, o] = a30 + b0; y[i + 3, o + 1] = a31 + b1; y[i + 3, o + 2] = a32 + b2; y[i + 3, o + 3] = a33 + b3
+                    _put4(y[i], o, a00 + b0, a01 + b1, a02 + b2, a03 + b3)
+                    _put4(y[i + 1], o, a10 + b0, a11 + b1, a12 + b2, a13 + b3)
+                    _put4(y[i + 2], o, a20 + b0, a21 + b1, a22 + b2, a23 + b3)
+                    _put4(y[i + 3], o, a30 + b0, a31 + b1, a32 + b2, a33 + b3)
                     o += 4
                 while o < n:
                     for r in range(4):

@@ -210,6 +210,9 @@ def test_passthrough_refusals():
     for act, p in (("none", 2), ("crelu", 0), ("crelu", 10), ("pairwise_crelu", 3)):
         with pytest.raises(ValueError, match="passthrough"):
             nb.sparse_ft_pair_passthrough(w, b, idx, idx, act, p)
+    for scale in (float("nan"), float("inf")):
+        with pytest.raises(ValueError, match="out_scale"):
+            nb.sparse_ft_pair_passthrough(w, b, idx, idx, "crelu", 2, out_scale=scale)
 
 
 def test_sparse_grad_holds_the_touched_rows(strategy):
