@@ -21,14 +21,17 @@ counts would cost a device sync each step.
 
 fp32 on the CPU goes through numba kernels (:func:`_stack_fwd`, :func:`_stack_grad_x`,
 :func:`_stack_grad_w`) instead of one BLAS call per bucket: a stack's layer is skinny (sfnnv5's
-first: 1,024 inputs to 16 outputs a bucket), where BLAS ran at 30-45 GFLOP/s on these cores and
-the per-bucket calls cost their overhead 3 x 8 times a layer. Each kernel takes every bucket in
+first: 1,024 inputs to 16 outputs a bucket), where BLAS blocks poorly, and the per-bucket calls
+cost their overhead 3 x 8 times a layer. Each kernel takes every bucket in
 one call, four rows by four outputs a pass, so that each loaded row feeds four products. The
 additions are reassociated (numba ``fastmath`` reassoc/contract, so the dot products vectorise):
 rounding differs from BLAS's in the last bits, as BLAS's own blocking does, and is the same
 every run: rows are split in fixed slices, not per thread (the weight gradient sums
 _GW_SLICES partial products per bucket in a fixed order). Measured on sfnnv5's first layer
-(16,384 x 1,024 -> 8 x 16, 2 cores): ``bench/results/train_cpu_default_sfnnv5.json``'s note.
+(16,384 x 1,024 -> 8 x 16, 2 cores, quiet; ``nnue bench cpu_kernels``,
+``bench/results/cpu_kernels.json``): forward, input and weight gradients 25.2 -> 21.2 ms
+(1.19x); under load, where BLAS's threads lose the most, the gap was wider (its input gradient
+took 14-19 ms).
 Other dtypes (the float64 test models) and devices keep the per-bucket torch products.
 """
 from __future__ import annotations
@@ -136,6 +139,7 @@ def _stack_fwd(x, w, bias, seg, y):
                     y[i, o] = _dot1(x[i], w[s * n + o]) + bias[s * n + o]
                 i += 1
 
+
 @njit(parallel=True, cache=True, nogil=True, fastmath=_FM)
 def _stack_grad_x(g, w, seg, gx):
     """gx[i] = g[i] @ W_s, s = seg[i]: g (B, n) f32, w (S·n, K), gx (B, K). Four rows of one
@@ -182,6 +186,7 @@ def _stack_grad_x(g, w, seg, gx):
                         d0[k] += g0 * w0[k]
                 o += 1
             i += m
+
 
 @njit(parallel=True, cache=True, nogil=True, fastmath=_FM)
 def _stack_grad_w(g, x, offsets, parts, bparts):

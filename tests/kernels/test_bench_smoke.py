@@ -79,3 +79,14 @@ def test_nnue_bench_returns_success_for_a_report(tmp_path):
 
     assert run_bench(["activations", "--device", "cpu", "--shape", "3,70", "--reps", "1", "--warmup", "0",
                       "--copy-mib", "4", "--backends", "torch"]) == 0
+
+
+def test_bench_cpu_kernels_smoke(bench, tmp_path):
+    """nnue bench cpu_kernels at toy size: both cases, before and after timed, the same bits."""
+    mod = bench("bench_cpu_kernels")
+    out = tmp_path / "k.json"
+    r = mod.main(["--batch", "203", "--reps", "1", "--out", str(out)])
+    assert out.exists() and r["factor_grad"]["same_bits"] is True
+    assert sum(r["layer_stack"]["shape"]["bucket_rows"]) == 203
+    for k in ("forward", "grad_x", "grad_w", "total"):
+        assert r["layer_stack"][k]["before_ms"] > 0 and r["layer_stack"][k]["after_ms"] > 0
