@@ -31,7 +31,7 @@ from .formats import (FormatError, PackedRows, ReaderOptions, Reject, detect_for
                       LATIN1_BYTES, get_format, open_binary, open_text, read_exact, text_errors)
 from .parts import read_part
 from .ranges import COMPRESSED, Rebase, open_range
-from .schema import CHAINED_VERSION, FLAG_PLY_UNKNOWN, FLAG_SCORE_MATE, FLAG_SCORE_NONE, FLAT_VERSION, SCHEMA
+from .schema import CHAINED_VERSION, CHAINED_VERSIONS, FLAG_PLY_UNKNOWN, FLAG_SCORE_MATE, FLAG_SCORE_NONE, FLAT_VERSION, SCHEMA
 
 LAYOUTS = {"chained": CHAINED_VERSION, "flat": FLAT_VERSION}  # nnue pack --layout (a new dataset's)
 
@@ -395,8 +395,8 @@ def pack_range(path: Path, fmt: str, dataset: Path, sha: str, options: ReaderOpt
 
     from . import parts
 
-    chained = layout == CHAINED_VERSION
-    writer = parts.writer(tmp_part, parts.chained_schema() if chained else SCHEMA)
+    chained = layout in CHAINED_VERSIONS
+    writer = parts.writer(tmp_part, parts.chained_schema(version=layout) if chained else SCHEMA)
     gids = GameIds()  # content-derived game ids; the game_id column holds ordinals until written
     fed_ord: list[int] = []  # valid positions read one by one, not yet fed to gids
     fed_board: list[bytes] = []
@@ -437,7 +437,7 @@ def pack_range(path: Path, fmt: str, dataset: Path, sha: str, options: ReaderOpt
                 done = done.set_column(done.schema.get_field_index("game_id"), "game_id",
                                        pa.array(gids.lookup(ordinal[:cut]), pa.uint64()))
                 # cut at multiples of ROW_GROUP (but at the end): each row group starts a chain
-                writer.write_table(parts.encode(done, ROW_GROUP) if chained else done, row_group_size=ROW_GROUP)
+                writer.write_table(parts.encode(done, ROW_GROUP, layout) if chained else done, row_group_size=ROW_GROUP)
             segments.clear()
             if cut < table.num_rows:
                 segments.append(table.slice(cut))
@@ -777,8 +777,9 @@ def pack(inputs: Iterable[str | Path], dataset: str | Path, fmt: str = "auto",
     if layout is not None and layout not in LAYOUTS:
         raise ValueError(f"layout {layout!r} not one of {', '.join(LAYOUTS)}")
     have = mf.layout(dataset)  # ManifestError for an unreadable manifest
-    if layout is not None and (dataset / mf.MANIFEST).exists() and LAYOUTS[layout] != have:
-        raise ValueError(f"{dataset} holds {'chained' if have == CHAINED_VERSION else 'flat'} parts; its new parts "
+    if layout is not None and (dataset / mf.MANIFEST).exists() and \
+            (LAYOUTS[layout] in CHAINED_VERSIONS) != (have in CHAINED_VERSIONS):
+        raise ValueError(f"{dataset} holds {'chained' if have in CHAINED_VERSIONS else 'flat'} parts; its new parts "
                          f"take that layout (--layout {layout} is for a new dataset; 'nnue convert {dataset} --to "
                          f"chained' upgrades a flat one)")
     version = have if (dataset / mf.MANIFEST).exists() else LAYOUTS[layout or "chained"]

@@ -50,15 +50,28 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from .schema import (ANNOTATION_COLUMNS, CHAINED_SCHEMA, CHAINED_VERSION, FLAT_VERSION, SCHEMA, SCHEMA_KEY,
-                     STATS_OFF)
+from .schema import (ANNOTATION_COLUMNS, CHAINED_SCHEMA, CHAINED_SCHEMA_V2, CHAINED_V2, CHAINED_VERSION,
+                     CHAINED_VERSIONS, FLAT_VERSION, SCHEMA, SCHEMA_KEY, STATS_OFF, STATUS_CAPTURE,
+                     STATUS_CAPTURE_NULL, STATUS_CHECK, STATUS_CHECK_NULL, STATUS_FLAGS)
 
 FLAT, CHAINED = FLAT_VERSION, CHAINED_VERSION
-LAYOUT_NAMES = {FLAT: "flat", CHAINED: "chained"}
+LAYOUT_NAMES = {FLAT: "flat", CHAINED_V2: "chained", CHAINED: "chained"}
 # the physical columns each logical column of a chained part is made from (besides "stem")
-_NEEDS = {"board": ("move", "score_delta", "result"), "best_move": ("move", "move_raw", "score_delta", "result"),
-          "score": ("score_delta",), "ply": ("ply_reset",),
-          "piece_count": ("piece_count_reset", "best_move_is_capture")}
+_NEEDS_V2 = {"board": ("move", "score_delta", "result"), "best_move": ("move", "move_raw", "score_delta", "result"),
+             "score": ("score_delta",), "ply": ("ply_reset",),
+             "piece_count": ("piece_count_reset", "best_move_is_capture")}
+_STATUS = ("flags", "in_check", "best_move_is_capture")  # schema 3: one ``status`` column
+_NEEDS = {**{c: ("status",) for c in _STATUS}, **_NEEDS_V2, "piece_count": ("piece_count_reset", "status")}
+_CHAIN_CONTEXT = ("board", "best_move", "score", "ply", "piece_count")  # decoded with the chains
+
+
+def is_chained(version: int) -> bool:
+    """A layout version (:func:`layout`) of move chains (2 or 3)."""
+    return version in CHAINED_VERSIONS
+
+
+def _needs(version: int) -> dict:
+    return _NEEDS if version == CHAINED else _NEEDS_V2
 
 
 class PartError(ValueError):
@@ -133,10 +146,10 @@ def writer(path: str | Path, schema: pa.Schema = CHAINED_SCHEMA) -> pq.ParquetWr
     which :func:`open_part` has pyarrow check as it reads (a damaged page is an error, never
     rows read in silence; about 1 % of the stream's read time)."""
     names_ = schema.names
-    if schema.metadata and schema.metadata.get(SCHEMA_KEY.encode()) == str(CHAINED).encode():
+    if schema.metadata and schema.metadata.get(SCHEMA_KEY.encode()) in (str(v).encode() for v in CHAINED_VERSIONS):
         enc = {c: "BYTE_STREAM_SPLIT" for c in ("score_delta", "move") if c in names_}
         return pq.ParquetWriter(path, schema, compression="zstd",
-                                use_dictionary=[c for c in ("source", "flags", "result") if c in names_],
+                                use_dictionary=[c for c in ("source", "flags", "status") if c in names_],
                                 column_encoding=enc, write_statistics=[c for c in names_ if c not in STATS_OFF],
                                 write_page_checksum=True)
     # flat: board and game_id are high-entropy (dictionary-encoding them costs read time and space);
@@ -151,10 +164,12 @@ def _boards(col) -> np.ndarray:
     return np.ascontiguousarray(boards_from_bytes(col))
 
 
-def encode(table: pa.Table, group: int) -> pa.Table:
-    """Flat rows (SCHEMA's columns, annotation columns after them) as a chained table: rows in
-    the same order, a chain start at least every ``group`` rows (write it in row groups of
-    ``group``). The columns are made in one compiled pass (:func:`nnue.pipeline.compiled.chain.encode`)."""
+def encode(table: pa.Table, group: int, version: int = CHAINED) -> pa.Table:
+    """Flat rows (SCHEMA's columns, annotation columns after them) as a chained table of schema
+    ``version`` (3, or 2 for a dataset of that layout): rows in the same order, a chain start at
+    least every ``group`` rows (write it in row groups of ``group``). The columns are made in one
+    compiled pass (:func:`nnue.pipeline.compiled.chain.encode`). Raises ValueError for schema 3
+    and a ``flags`` value that is null or above 15 (no such flag is defined)."""
     from .compiled import chain
 
     n = table.num_rows
@@ -182,13 +197,50 @@ def encode(table: pa.Table, group: int) -> pa.Table:
         "ply_reset": _nullable(ply, ply_keep, pa.uint16()),
         "piece_count_reset": _nullable(pcount, pc_keep, pa.uint8()),
     }
-    for c in ("in_check", "best_move_is_capture", "game_id", "source", "flags"):
+    if version == CHAINED:
+        cols["status"] = pa.array(_status_of(table), pa.uint8())
+        kept = ("game_id", "source")
+    else:
+        kept = ("in_check", "best_move_is_capture", "game_id", "source", "flags")
+    for c in kept:
         cols[c] = table.column(c)
     extra = [f for f in table.schema if f.name in ANNOTATION_COLUMNS]
-    schema = chained_schema(extra)
+    schema = chained_schema(extra, version=version)
     for f in extra:
         cols[f.name] = table.column(f.name)
     return pa.table([cols[name] for name in schema.names], schema=schema)
+
+
+def _status_of(table: pa.Table) -> np.ndarray:
+    """The ``status`` column (schema 3) of flat rows: flags, in_check, best_move_is_capture and
+    their nulls, one byte a row (:data:`nnue.pipeline.schema.STATUS_FLAGS` and the bits after it)."""
+    fl = table.column("flags").combine_chunks()
+    flags = _values(fl, np.uint8) if len(fl) else np.zeros(0, np.uint8)
+    if fl.null_count or (flags > STATUS_FLAGS).any():
+        raise ValueError("a flags value that is null or above 15 (no such flag is defined) has no place in a chained part")
+    st = flags.copy()
+    for c, bit, null in (("in_check", STATUS_CHECK, STATUS_CHECK_NULL),
+                         ("best_move_is_capture", STATUS_CAPTURE, STATUS_CAPTURE_NULL)):
+        col = table.column(c).combine_chunks()
+        st |= np.where(_bools(col), np.uint8(bit), np.uint8(0))
+        st |= np.where(_valid(col), np.uint8(0), np.uint8(null))
+    return st
+
+
+def _from_status(st: np.ndarray, c: str) -> np.ndarray:
+    """Logical column ``c`` (flags, in_check, best_move_is_capture) from ``status`` values (n,)
+    uint8, as the stream reads it (flags uint8; the others bool, null as False)."""
+    if c == "flags":
+        return st & np.uint8(STATUS_FLAGS)
+    return (st & np.uint8(STATUS_CHECK if c == "in_check" else STATUS_CAPTURE)) != 0
+
+
+def _status_array(st: np.ndarray, c: str) -> pa.Array:
+    """:func:`_from_status` as an Arrow array of SCHEMA's type, with its nulls."""
+    if c == "flags":
+        return pa.array(_from_status(st, c), pa.uint8())
+    null = (st & np.uint8(STATUS_CHECK_NULL if c == "in_check" else STATUS_CAPTURE_NULL)) != 0
+    return pa.array(_from_status(st, c), pa.bool_(), mask=null if null.any() else None)
 
 
 def _nullable(values: np.ndarray, valid: np.ndarray, type_: pa.DataType) -> pa.Array:
@@ -201,11 +253,12 @@ def _mask_buffer(valid: np.ndarray) -> pa.Buffer:
     return pa.py_buffer(np.packbits(valid, bitorder="little"))
 
 
-def chained_schema(extra: Sequence[pa.Field] = (), metadata: dict | None = None) -> pa.Schema:
-    """CHAINED_SCHEMA with annotation fields after it (and more metadata)."""
-    meta = dict(CHAINED_SCHEMA.metadata)
+def chained_schema(extra: Sequence[pa.Field] = (), metadata: dict | None = None, version: int = CHAINED) -> pa.Schema:
+    """CHAINED_SCHEMA (or schema 2's) with annotation fields after it (and more metadata)."""
+    base = CHAINED_SCHEMA if version == CHAINED else CHAINED_SCHEMA_V2
+    meta = dict(base.metadata)
     meta.update(metadata or {})
-    return pa.schema(list(CHAINED_SCHEMA) + list(extra), metadata=meta)
+    return pa.schema(list(base) + list(extra), metadata=meta)
 
 
 def flat_schema(extra: Sequence[pa.Field] = (), metadata: dict | None = None) -> pa.Schema:
@@ -216,10 +269,11 @@ def flat_schema(extra: Sequence[pa.Field] = (), metadata: dict | None = None) ->
 
 
 # ------------------------------------------------------------------------------ reading
-def _physical(want: Iterable[str]) -> list[str]:
+def _physical(want: Iterable[str], version: int = CHAINED) -> list[str]:
     out = ["stem"]
+    needs = _needs(version)
     for c in want:
-        for p in _NEEDS.get(c, (c,)):
+        for p in needs.get(c, (c,)):
             if p not in out:
                 out.append(p)
     return out
@@ -245,11 +299,12 @@ def _values(col, dtype) -> np.ndarray:
 
 
 def _decode(pf, rg: int, t: pa.Table, want: Sequence[str], stem: pa.Array | None = None,
-            start: np.ndarray | None = None) -> dict[str, np.ndarray]:
+            start: np.ndarray | None = None, status: np.ndarray | None = None) -> dict[str, np.ndarray]:
     """The logical columns ``want`` that need chain context, from a chained row group's physical
     table (``stem`` its stem column and ``start`` that column's validity, when the caller has
-    them): {"board": (n, 32) uint8, "best_move": (n,) int64 (−1 none), "score": (n,) int16,
-    "ply": (n,) uint16, "piece_count": (n,) uint8}. Raises ChainError."""
+    them; ``status`` the status column's values, schema 3): {"board": (n, 32) uint8, "best_move":
+    (n,) int64 (−1 none), "score": (n,) int16, "ply": (n,) uint16, "piece_count": (n,) uint8}.
+    Raises ChainError."""
     from .compiled import chain
 
     n = t.num_rows
@@ -271,8 +326,11 @@ def _decode(pf, rg: int, t: pa.Table, want: Sequence[str], stem: pa.Array | None
         out["ply"] = chain.fill_ply(_valid(col), _values(col, np.uint16))
     if "piece_count" in want:
         col = t.column("piece_count_reset").combine_chunks()
-        cap = t.column("best_move_is_capture").combine_chunks()
-        capv = _valid(cap) & _bools(cap)
+        if status is not None:
+            capv = _from_status(status, "best_move_is_capture")
+        else:
+            cap = t.column("best_move_is_capture").combine_chunks()
+            capv = _valid(cap) & _bools(cap)
         out["piece_count"] = chain.fill_piece_count(_valid(col), _values(col, np.uint8), capv)
     if "board" in want or "best_move" in want:
         stems = _stems(stem)
@@ -308,6 +366,17 @@ def _stems(stem: pa.Array) -> np.ndarray:
     return np.frombuffer(buf, np.uint8, count=32 * n, offset=32 * stem.offset).reshape(n, 32)
 
 
+def _status_values(pf, rg: int, t: pa.Table) -> np.ndarray | None:
+    """The ``status`` column's values (n,) uint8 of a physical table that has it (schema 3).
+    Raises PartError where it holds a null (never written)."""
+    if "status" not in t.column_names:
+        return None
+    col = t.column("status").combine_chunks()
+    if col.null_count:
+        raise PartError(f"{_where(pf, rg)}: a status that is null (never written: a damaged part)")
+    return _values(col, np.uint8)
+
+
 def _bools(col: pa.Array) -> np.ndarray:
     return pc.fill_null(col, False).to_numpy(zero_copy_only=False)
 
@@ -318,14 +387,17 @@ def read_group(pf: pq.ParquetFile, rg: int, columns: Sequence[str] | None = None
     PartError (a page that does not read; ChainError: a chained part that does not decode),
     KeyError (a column the part lacks)."""
     cols = list(columns) if columns is not None else names(pf)
-    if layout(pf) == FLAT:
+    version = layout(pf)
+    if version == FLAT:
         return read_row_group(pf, rg, cols)
     have = set(pf.schema_arrow.names)
+    needs = _needs(version)
     for c in cols:
-        if c not in _NEEDS and c not in have:
+        if c not in needs and c not in have:
             raise KeyError(f"{getattr(pf, '_nnue_path', 'part')}: no {c} column")
-    t = read_row_group(pf, rg, _physical(cols))
-    dec = _decode(pf, rg, t, [c for c in cols if c in _NEEDS])
+    t = read_row_group(pf, rg, _physical(cols, version))
+    status = _status_values(pf, rg, t)
+    dec = _decode(pf, rg, t, [c for c in cols if c in _CHAIN_CONTEXT], status=status)
     arrays = []
     for c in cols:
         if c == "board":
@@ -336,6 +408,8 @@ def read_group(pf: pq.ParquetFile, rg: int, columns: Sequence[str] | None = None
             arrays.append(pa.array(np.where(best >= 0, best, 0).astype(np.uint16), pa.uint16(), mask=best < 0))
         elif c in dec:
             arrays.append(pa.array(dec[c], SCHEMA.field(c).type))
+        elif status is not None and c in _STATUS:
+            arrays.append(_status_array(status, c))
         else:
             arrays.append(t.column(c).combine_chunks())
     fields = [SCHEMA.field(c) if c in SCHEMA.names else pf.schema_arrow.field(c) for c in cols]
@@ -352,17 +426,22 @@ class Group:
 
     def __init__(self, pf: pq.ParquetFile, rg: int, columns: Sequence[str], with_board: bool = False):
         self.pf, self.rg = pf, rg
-        self.chained = layout(pf) == CHAINED
+        version = layout(pf)
+        self.chained = is_chained(version)
         cols = [c for c in columns if c != "board"]
         want = cols + (["board"] if with_board else [])
-        t = read_row_group(pf, rg, _physical(want) if self.chained else want)
+        t = read_row_group(pf, rg, _physical(want, version) if self.chained else want)
         self.n = t.num_rows
         self.t = t
         self.cols: dict[str, np.ndarray] = {}
         if self.chained:
             self._stem = t.column("stem").combine_chunks()
             self._start = _valid(self._stem)
-            self.cols.update(_decode(pf, rg, t, [c for c in cols if c in _NEEDS], self._stem, self._start))
+            status = _status_values(pf, rg, t)
+            self.cols.update(_decode(pf, rg, t, [c for c in cols if c in _CHAIN_CONTEXT], self._stem, self._start,
+                                     status))
+            if status is not None:  # schema 3: flags, in_check, capture from one column
+                self.cols.update({c: _from_status(status, c) for c in cols if c in _STATUS})
         for c in cols:
             if c in self.cols:
                 continue

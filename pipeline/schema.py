@@ -26,10 +26,12 @@ from __future__ import annotations
 import pyarrow as pa
 
 FLAT_VERSION = 1
-CHAINED_VERSION = 2
+CHAINED_V2 = 2  # move chains, in_check / best_move_is_capture / flags stored as they are
+CHAINED_VERSION = 3  # move chains, those three in one ``status`` column (nnue.pipeline.parts)
+CHAINED_VERSIONS = (CHAINED_V2, CHAINED_VERSION)
 # what `nnue pack` writes into a new dataset, and the manifests this build writes and reads
 SCHEMA_VERSION = CHAINED_VERSION
-READABLE_VERSIONS = (FLAT_VERSION, CHAINED_VERSION)
+READABLE_VERSIONS = (FLAT_VERSION, CHAINED_V2, CHAINED_VERSION)
 SCHEMA_KEY = "nnue_forge_schema_version"
 ANNOTATION_COLUMNS = ("base_eval", "teacher_eval")
 
@@ -51,9 +53,9 @@ SCHEMA = pa.schema([
     ("flags", pa.uint8()),
 ], metadata={SCHEMA_KEY: str(FLAT_VERSION)})
 
-# The chained layout (schema 2): what each physical column holds and how the logical columns
-# come back is in nnue.pipeline.parts; the move index in nnue.pipeline.compiled.chain.
-CHAINED_SCHEMA = pa.schema([
+# The chained layout (schemas 2 and 3): what each physical column holds and how the logical
+# columns come back is in nnue.pipeline.parts; the move index in nnue.pipeline.compiled.chain.
+CHAINED_SCHEMA_V2 = pa.schema([
     ("stem", pa.binary(32)),
     ("move", pa.uint16()),
     ("move_raw", pa.uint16()),
@@ -66,6 +68,20 @@ CHAINED_SCHEMA = pa.schema([
     ("game_id", pa.uint64()),
     ("source", pa.dictionary(pa.int32(), pa.string())),
     ("flags", pa.uint8()),
+], metadata={SCHEMA_KEY: str(CHAINED_V2)})
+CHAINED_SCHEMA = pa.schema([
+    ("stem", pa.binary(32)),
+    ("move", pa.uint16()),
+    ("move_raw", pa.uint16()),
+    ("score_delta", pa.uint32()),
+    ("result", pa.int8()),
+    ("ply_reset", pa.uint16()),
+    ("piece_count_reset", pa.uint8()),
+    ("status", pa.uint8()),
+    ("game_id", pa.uint64()),
+    ("source", pa.dictionary(pa.int32(), pa.string())),
 ], metadata={SCHEMA_KEY: str(CHAINED_VERSION)})
+# status bits: flags (FLAG_*, bits 0-3), in_check and its null, best_move_is_capture and its null
+STATUS_FLAGS, STATUS_CHECK, STATUS_CHECK_NULL, STATUS_CAPTURE, STATUS_CAPTURE_NULL = 0x0F, 0x10, 0x20, 0x40, 0x80
 # columns written without min/max statistics (opaque bytes, never filtered on)
 STATS_OFF = ("stem", "board")

@@ -174,7 +174,7 @@ def _check_layout(shard: Path, sm: dict, dataset: Path) -> None:
         return
     want = mf.load(dataset)["schema_version"]
     if sm["schema_version"] != want:
-        names = {1: "flat", 2: "chained"}
+        names = {1: "flat", 2: "chained (schema 2)", 3: "chained"}
         raise ValueError(f"{shard}: holds {names.get(sm['schema_version'])} parts and {dataset} "
                          f"{names.get(want)} ones; upgrade the flat one first ('nnue convert DATASET --to chained'), "
                          f"or pack the shards with the dataset's --layout")

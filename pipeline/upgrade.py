@@ -1,18 +1,19 @@
-"""Upgrade a flat dataset (schema 1) to the chained layout (schema 2) in place: part by part, atomically, every row checked.
+"""Upgrade a flat dataset (schema 1), or a chained one of schema 2, to the chained layout of schema 3 in place: part by part, atomically, every row checked.
 
 ``nnue convert DATASET --to chained`` (:func:`upgrade`). Under the dataset's writer lock (so
-``nnue pack``, ``pack --watch`` and ``nnue annotate`` wait), each flat part is rewritten row
+``nnue pack``, ``pack --watch`` and ``nnue annotate`` wait), each flat part (or chained part of
+schema 2, read through :func:`nnue.pipeline.parts.read_group`) is rewritten row
 group by row group into a temporary file of the chained layout (:func:`nnue.pipeline.parts.encode`:
 the same rows in the same order, the same row groups, the part's annotation columns and their
 metadata kept), read back and compared with the flat part row for row, column for column, then
 renamed over the part. The part keeps its name, so the manifest's entries, a registry's fixed
 gate set and a stream that has the part open (it reads the old file until it opens it again,
 and then the same row groups) are unaffected. When every part is chained, the manifest's
-``schema_version`` becomes 2 (with an ``upgraded`` record). Counts are checked before anything
+``schema_version`` becomes 3 (with an ``upgraded`` record). Counts are checked before anything
 is renamed: each part's rows equal to its row groups' rows, each entry's parts to its ``packed``.
 
-An interrupted upgrade leaves every part whole, flat or chained (readers read both), the
-manifest at version 1, and at most one temporary file that :func:`nnue.pipeline.manifest.remove_orphans`
+An interrupted upgrade leaves every part whole, of its old schema or of the new one (readers
+read all three), the manifest at its old version, and at most one temporary file that :func:`nnue.pipeline.manifest.remove_orphans`
 removes; a rerun skips the parts already chained and finishes.
 """
 from __future__ import annotations
@@ -23,7 +24,7 @@ from pathlib import Path
 
 from . import manifest as mf
 from . import parts
-from .schema import CHAINED_VERSION, SCHEMA, SCHEMA_KEY
+from .schema import ANNOTATION_COLUMNS, CHAINED_VERSION, FLAT_VERSION, SCHEMA_KEY
 
 
 def _tmp_name(part: Path) -> Path:
@@ -32,17 +33,29 @@ def _tmp_name(part: Path) -> Path:
 
 
 def upgrade_part(part: Path) -> dict:
-    """Rewrite one flat part as chained (see the module). Returns {"part", "rows", "bytes_before",
-    "bytes_after"}; a part already chained is left as it is (``"skipped": True``). Raises
+    """Rewrite one flat part (or chained part of schema 2) as chained of schema 3 (see the module). Returns {"part", "rows", "bytes_before",
+    "bytes_after"}; a part already of schema 3 is left as it is (``"skipped": True``). Raises
     ChainError or ValueError (a row that does not come back, counts that differ) with the
     temporary file removed and the part untouched."""
     pf = parts.open_part(part)
     before = part.stat().st_size
-    if parts.layout(pf) == CHAINED_VERSION:
+    was = parts.layout(pf)
+    if was == CHAINED_VERSION:
         return {"part": part.name, "rows": pf.metadata.num_rows, "bytes_before": before, "bytes_after": before,
                 "skipped": True}
     schema = pf.schema_arrow
-    extra = [f for f in schema if f.name not in SCHEMA.names]
+    extra = [f for f in schema if f.name in ANNOTATION_COLUMNS]
+    names = parts.names(pf)
+    if was == FLAT_VERSION:
+        def rows(rg):
+            return pf.read_row_group(rg, use_threads=False)
+
+        def logical(rg):
+            return pf.read_row_group(rg, columns=names, use_threads=False)
+    else:  # chained of schema 2: its logical rows, re-chained in schema 3
+        def rows(rg):
+            return parts.read_group(pf, rg, names)
+        logical = rows
     meta = {k: v for k, v in (schema.metadata or {}).items() if k != SCHEMA_KEY.encode()}
     out_schema = parts.chained_schema(extra, meta)
     tmp = _tmp_name(part)
@@ -50,8 +63,7 @@ def upgrade_part(part: Path) -> dict:
     try:
         with parts.writer(tmp, out_schema) as w:
             for rg, n in enumerate(groups):
-                t = pf.read_row_group(rg, use_threads=False)
-                c = parts.encode(t, max(n, 1))
+                c = parts.encode(rows(rg), max(n, 1))
                 w.write_table(c.replace_schema_metadata(out_schema.metadata), row_group_size=max(n, 1))
         with open(tmp, "rb") as f:
             os.fsync(f.fileno())
@@ -59,9 +71,8 @@ def upgrade_part(part: Path) -> dict:
         got = [new.metadata.row_group(rg).num_rows for rg in range(new.metadata.num_row_groups)]
         if got != groups:
             raise ValueError(f"{part}: the chained copy has row groups of {got} rows, the part {groups}; not upgraded")
-        names = parts.names(pf)
         for rg in range(len(groups)):
-            a = pf.read_row_group(rg, columns=names, use_threads=False)
+            a = logical(rg)
             b = parts.read_group(new, rg, names)
             for c in names:
                 if not a.column(c).combine_chunks().equals(b.column(c).combine_chunks()):

@@ -71,7 +71,7 @@ def _pack_shard(cfg: DictConfig) -> dict:
     # the shards take the layout of the dataset they are merged into (a new one: chained)
     target = Path(to_absolute_path(str(cfg.output)))
     layout = None if (out / mf.MANIFEST).exists() else \
-        {1: "flat", 2: "chained"}[mf.layout(target)] if target.is_dir() else None
+        {1: "flat", 2: "chained", 3: "chained"}[mf.layout(target)] if target.is_dir() else None
     s = pack(mine, out, fmt=str(cfg.format), score_unit=unit,
              options=ReaderOptions(pgn_pov=str(cfg.pgn_pov)), progress=False, workers=int(cfg.workers),
              range_mb=range_mb, units=units, layout=layout)

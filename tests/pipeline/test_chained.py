@@ -56,7 +56,7 @@ def test_chained_rows_equal_flat_rows(name, tmp_path):
     assert a.num_rows == b.num_rows > 4000
     for col in b.column_names:
         assert a.column(col).combine_chunks().equals(b.column(col).combine_chunks()), col
-    assert json.loads((c / "manifest.json").read_text())["schema_version"] == 2
+    assert json.loads((c / "manifest.json").read_text())["schema_version"] == 3
     assert json.loads((f / "manifest.json").read_text())["schema_version"] == 1
 
 
@@ -204,7 +204,7 @@ def test_upgrade_in_place(tmp_path):
     assert sorted(p.name for p in f.glob("part-*.parquet")) == names
     assert {p.name: parts.open_part(p).metadata.num_row_groups for p in f.glob("part-*.parquet")} == groups
     m = mf.load(f)
-    assert m["schema_version"] == 2 and m["upgraded"][0]["positions"] == before.num_rows
+    assert m["schema_version"] == 3 and m["upgraded"][0]["positions"] == before.num_rows
     assert size / _part_bytes(f) > 3  # row groups of 1,000 rows: less than at 65,536
     assert not list(f.glob(".*tmp"))
     r = _cli("convert", f, "--to", "chained", "--json")
@@ -232,11 +232,11 @@ def test_upgrade_interrupted_then_rerun(tmp_path, monkeypatch):
     with pytest.raises(KeyboardInterrupt):
         up.upgrade(f)
     layouts = sorted(parts.layout(parts.open_part(p)) for p in f.glob("part-*.parquet"))
-    assert layouts == [1, 2] and mf.load(f)["schema_version"] == 1
+    assert layouts == [1, 3] and mf.load(f)["schema_version"] == 1
     assert _rows(f).equals(before) and not list(f.glob(".*tmp"))
     monkeypatch.setattr(up, "upgrade_part", real)
     r = up.upgrade(f)
-    assert r["parts_upgraded"] == 1 and mf.load(f)["schema_version"] == 2
+    assert r["parts_upgraded"] == 1 and mf.load(f)["schema_version"] == 3
     assert _rows(f).equals(before)
 
 
@@ -369,11 +369,11 @@ def test_an_illegal_move_in_a_chain_is_named(two_groups):
 def test_a_manifest_of_a_layout_this_build_does_not_read(tmp_path):
     pack([SAMPLE], tmp_path / "ds", progress=False)
     m = json.loads((tmp_path / "ds" / "manifest.json").read_text())
-    m["schema_version"] = 3
+    m["schema_version"] = 4
     (tmp_path / "ds" / "manifest.json").write_text(json.dumps(m))
     for args in (["inspect", tmp_path / "ds"], ["convert", tmp_path / "ds", "--to", "plain", "-o", tmp_path / "o"]):
         r = _cli(*args)
-        assert r.returncode == 2 and "schema version 3" in r.stderr and r.stderr.count("\n") == 1
+        assert r.returncode == 2 and "schema version 4" in r.stderr and r.stderr.count("\n") == 1
 
 
 def test_a_part_of_a_layout_this_build_does_not_read(tmp_path):
