@@ -39,3 +39,45 @@ def msb(typingctx, x):
         lz = builder.ctlz(args[0], ir.Constant(ir.IntType(1), 0))
         return builder.sub(ir.Constant(ir.IntType(64), 63), lz)
     return types.int64(types.uint64), codegen
+
+
+def _host_bmi2() -> bool:
+    """Whether numba compiles for a CPU with BMI2 (pdep/pext): numba's own target is the host
+    (``NUMBA_CPU_NAME`` unset) and the host has it; ``NNUE_NO_BMI2=1`` says no (to test the
+    other path; use a fresh ``NUMBA_CACHE_DIR`` then, numba's cache does not know the switch)."""
+    import os
+
+    import numba
+    from llvmlite import binding
+
+    if os.environ.get("NNUE_NO_BMI2") or numba.config.CPU_NAME:
+        return False
+    try:
+        return bool(binding.get_host_cpu_features().get("bmi2", False))
+    except Exception:  # noqa: BLE001 - no feature map: take the portable path
+        return False
+
+
+#: the compiled code may use pdep/pext (:func:`pdep`, :func:`pext`); functions that do have a
+#: portable twin, and the module binds one or the other at import
+BMI2 = _host_bmi2()
+
+
+def _bmi2(name):
+    def fn(typingctx, x, m):
+        if x != types.uint64 or m != types.uint64:
+            return None
+
+        def codegen(context, builder, sig, args):
+            fnty = ir.FunctionType(ir.IntType(64), [ir.IntType(64), ir.IntType(64)])
+            f = builder.module.declare_intrinsic(f"llvm.x86.bmi.{name}.64", fnty=fnty)
+            return builder.call(f, args)
+        return types.uint64(types.uint64, types.uint64), codegen
+    fn.__name__ = name
+    return intrinsic(fn)
+
+
+# pdep(x, m): the low bits of x deposited at the set bits of m; pext(x, m): the bits of x at the set
+# bits of m, gathered low. One instruction each; only where BMI2 is true.
+pdep = _bmi2("pdep")
+pext = _bmi2("pext")

@@ -40,7 +40,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from .bits import lsb, popcount
+from .bits import BMI2, lsb, pdep, pext, popcount
 from .chesscore import CASTLE, KING, KING_ATT, KNIGHT_ATT, OCC, PAWN, PAWN_ATT, RANK_MASK, ROOK, SQ, U64, _safe_after, \
     legal_ep, move_code, move_code_of, piece_attacks, push
 from .fixed import _marlin, castle960_legal
@@ -357,7 +357,13 @@ def _dests(t, s, occ, free):
 
 
 @njit(cache=True, inline="always")
-def _nth(d, i):
+def _nth_bmi2(d, i):
+    """:func:`_nth` in two instructions (pdep, tzcnt): where :data:`.bits.BMI2`."""
+    return lsb(pdep(U64(1) << U64(i), d))
+
+
+@njit(cache=True, inline="always")
+def _nth_portable(d, i):
     """The square of the i-th (from 0) set bit of d (i < popcount(d)), found without a loop."""
     c = popcount(d & M32)
     up = i >= c
@@ -375,6 +381,9 @@ def _nth(d, i):
     base += 8 if up else 0
     d = d >> U64(8) if up else d
     return base + SEL8[U64(d & M8), U64(i)]
+
+
+_nth = _nth_bmi2 if BMI2 else _nth_portable  # the i-th set bit of d
 
 
 @njit(cache=True, inline="always")
@@ -568,6 +577,50 @@ def _pawn_total(us, ep, pawns, own, enemy):
         3 * (popcount(p1 & last) + popcount(cw & last) + popcount(ce & last))
 
 
+PROMO_FROM = np.array([0x00FF000000000000, 0x000000000000FF00], np.uint64)  # the rank a side's pawns promote from
+# a pawn's destinations in ascending order, as offsets from its square: white west capture, push,
+# east capture, double push; black double push, west capture, push, east capture
+PAWN_STEP = np.array([[7, 8, 9, 16], [-16, -9, -8, -7]], np.int64)
+
+
+@njit(cache=True, inline="always")
+def _pawn_pick_bmi2(us, ep, pawns, own, enemy, idx):
+    """The move at ``idx`` among the pawns' entries (none on its promotion rank), without a loop:
+    each kind of pawn move as the set of pawns that have it (in destination order: PAWN_STEP),
+    those four sets gathered over the pawns (pext) and spread to four bits a pawn (pdep), so that
+    the idx-th set bit names the pawn (bit // 4, in square order) and the kind (bit % 4)."""
+    empty = ~(own | enemy)
+    targets = enemy | ((U64(1) << U64(ep & 63)) if ep >= 0 else U64(0))
+    if us == 0:
+        p1 = (pawns << U64(8)) & empty
+        p2 = ((p1 & RANK_3) << U64(8)) & empty
+        k0 = (((pawns & ~FILE_A) << U64(7)) & targets) >> U64(7)
+        k1 = p1 >> U64(8)
+        k2 = (((pawns & ~FILE_H) << U64(9)) & targets) >> U64(9)
+        k3 = p2 >> U64(16)
+    else:
+        p1 = (pawns >> U64(8)) & empty
+        p2 = ((p1 & RANK_6) >> U64(8)) & empty
+        k0 = p2 << U64(16)
+        k1 = (((pawns & ~FILE_A) >> U64(9)) & targets) << U64(9)
+        k2 = p1 << U64(8)
+        k3 = (((pawns & ~FILE_H) >> U64(7)) & targets) << U64(7)
+    w = pdep(pext(k0, pawns), U64(0x11111111)) | pdep(pext(k1, pawns), U64(0x22222222)) | \
+        pdep(pext(k2, pawns), U64(0x44444444)) | pdep(pext(k3, pawns), U64(0x88888888))
+    b = lsb(pdep(U64(1) << U64(idx), w))
+    s = lsb(pdep(U64(1) << U64(b >> 2), pawns))
+    return True, s, s + PAWN_STEP[U64(us), U64(b & 3)], 0
+
+
+@njit(cache=True, inline="always")
+def _pawn_pick_none(us, ep, pawns, own, enemy, idx):
+    """Never called (:data:`.bits.BMI2` false: the loop of :func:`_index_words` picks)."""
+    return False, 0, 0, 0
+
+
+_pawn_pick = _pawn_pick_bmi2 if BMI2 else _pawn_pick_none
+
+
 @njit(cache=True, inline="always")
 def _index_fast(bb, pc, us, ep, idx):
     """:func:`index_move`, with the pawns' entries counted for all pawns at once, the first two
@@ -595,6 +648,8 @@ def _index_words(king, pawns, knights, bishops, rooks, queens, own, enemy, castl
     idx -= nk
     n = _pawn_total(us, ep, pawns, own, enemy)
     if idx < n:
+        if BMI2 and not pawns & PROMO_FROM[U64(us)]:
+            return _pawn_pick(us, ep, pawns, own, enemy, idx)
         m = pawns
         while m:
             s = lsb(m)

@@ -4,6 +4,7 @@ readers and by nnue-pytorch's C++ loader."""
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from collections import Counter
@@ -538,3 +539,38 @@ def test_fast_move_index_equals_the_reference(tmp_path):
                 tuple(chain.index_move(bb, pc, int(st[0]), int(st[1]), i))
         checked += 1
     assert checked > 1000
+
+
+_PORTABLE_CHECK = """
+import sys
+import numpy as np
+from nnue.pipeline import parts
+from nnue.pipeline.compiled import bits, chain
+assert not bits.BMI2 and chain._nth is chain._nth_portable and chain._pawn_pick is chain._pawn_pick_none
+pf = parts.open_part(sys.argv[1])
+for rg in range(pf.num_row_groups):
+    ref = parts._boards(parts.read_group(pf, rg, ["board"]).column("board"))
+    g = parts.Group(pf, rg, ["score"], with_board=True)
+    assert np.array_equal(g.boards(), ref)
+    bb, pc, st = np.zeros(16, np.uint64), np.full(64, -1, np.int8), np.zeros(4, np.int64)
+    for r in range(0, len(ref), 7):
+        assert chain.load(ref, r, bb, pc, st)
+        for i in range(80):
+            a = tuple(chain._index_fast(bb, pc, int(st[0]), int(st[1]), i))
+            assert a == tuple(chain.index_move(bb, pc, int(st[0]), int(st[1]), i)), (r, i)
+            if not a[0]:
+                break
+print("portable ok")
+"""
+
+
+def test_the_decoder_without_bmi2(tmp_path):
+    """Where the CPU has no BMI2 (or ``NNUE_NO_BMI2=1``), the move index is decoded by the portable
+    code (no pdep/pext): the same moves as the reference list and the same boards as the
+    reference decoder (the hosts with BMI2 take the other path in the tests above)."""
+    ds = tmp_path / "ds"
+    pack([selfplay(f"{CUT}.plain")], ds, progress=False)
+    env = dict(os.environ, NNUE_NO_BMI2="1", NUMBA_CACHE_DIR=str(tmp_path / "numba"))
+    r = subprocess.run([sys.executable, "-c", _PORTABLE_CHECK, str(next(ds.glob("part-*.parquet")))],
+                       capture_output=True, text=True, env=env, timeout=900)
+    assert r.returncode == 0 and "portable ok" in r.stdout, r.stderr[-3000:]
