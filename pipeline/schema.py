@@ -73,11 +73,11 @@ CHAINED_SCHEMA = pa.schema([
     ("stem", pa.binary(32)),
     ("move", pa.uint16()),
     ("move_raw", pa.uint16()),
-    ("score_delta", pa.uint32()),
+    pa.field("score_delta", pa.uint32(), nullable=False),  # every row has one
     ("result", pa.int8()),
     ("ply_reset", pa.uint16()),
     ("piece_count_reset", pa.uint8()),
-    ("status", pa.uint8()),
+    pa.field("status", pa.uint8(), nullable=False),
     ("game_id", pa.uint64()),
     ("source", pa.dictionary(pa.int32(), pa.string())),
 ], metadata={SCHEMA_KEY: str(CHAINED_VERSION)})

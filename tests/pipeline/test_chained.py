@@ -275,7 +275,7 @@ def _damage(part: Path, column: str, row: int, value, rg: int = 0) -> None:
     t = tables[rg]
     col = t.column(column).to_pylist()
     col[row] = value
-    tables[rg] = t.set_column(t.schema.get_field_index(column), column, pa.array(col, t.schema.field(column).type))
+    tables[rg] = t.set_column(t.schema.get_field_index(column), t.schema.field(column), pa.array(col, t.schema.field(column).type))
     sizes = [x.num_rows for x in tables]
     with parts.writer(part, pf.schema_arrow) as w:
         for x, n in zip(tables, sizes):
