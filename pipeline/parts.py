@@ -1,4 +1,4 @@
-"""Read and write a dataset's part files in either layout: flat rows (schema 1) or move chains (schema 2).
+"""Read and write a dataset's part files in either layout: flat rows (schema 1) or move chains (schemas 2 and 3).
 
 Every reader of a dataset goes through here and sees the same *logical* columns whatever the
 layout: those of :data:`nnue.pipeline.schema.SCHEMA` (``board``, ``score``, ``result``, ``ply``,
@@ -7,7 +7,8 @@ layout: those of :data:`nnue.pipeline.schema.SCHEMA` (``board``, ``score``, ``re
 
 **Flat** (schema 1): one row per position, the logical columns as they are.
 
-**Chained** (schema 2, :data:`nnue.pipeline.schema.CHAINED_SCHEMA`): the positions of a game that
+**Chained** (schema 3, :data:`nnue.pipeline.schema.CHAINED_SCHEMA`; schema 2,
+``CHAINED_SCHEMA_V2``, still read, and written into datasets of that schema): the positions of a game that
 follow each other by one move are a chain; only a chain's first row stores its 32-byte board.
 The physical columns and how each logical one comes back (``start``: the row begins a chain, i.e.
 its ``stem`` is not null; the row before is the one above in the same row group):
@@ -27,14 +28,21 @@ physical column        stored                                      logical colum
                        above plus one
 ``piece_count_reset``  uint8, null where the piece count is the    ``piece_count``
                        one above, less one when its move captured
-``result``, ``in_check``, ``best_move_is_capture``, ``game_id``,   as they are
-``source``, ``flags``, annotation columns
+``status`` (schema 3)  uint8: ``flags`` (bits 0–3), ``in_check``   ``flags``, ``in_check``,
+                       (bit 4; bit 5: null), the capture (bit 6;   ``best_move_is_capture``
+                       bit 7: null)
+``result``, ``game_id``, ``source``, annotation columns; schema 2:  as they are
+``in_check``, ``best_move_is_capture``, ``flags``
 =====================  ==========================================  =====================================
 
 Every row group starts a chain (a chain never crosses row groups), so any row group is read
 alone. Encodings (chosen by measurement, ``bench/results/chained_cpu.json``): ``score_delta`` and
-``move`` BYTE_STREAM_SPLIT (their high bytes are nearly all zero), ``result``, ``flags`` and
-``source`` dictionary, ``game_id`` plain (zstd finds its runs), everything zstd. A chain that does
+``move`` BYTE_STREAM_SPLIT (their high bytes are nearly all zero), ``status`` (``flags`` in
+schema 2) and ``source`` dictionary, ``result`` and ``game_id`` plain (zstd finds their runs),
+everything zstd; ``score_delta`` and ``status`` required (every row has one: no definition levels
+to read). Schema 3 stores the three small columns the stream's default filters read as one
+``status`` byte because pyarrow reads a column at a cost of a few ns a row whatever its size:
+the three took 15.6 ns a row, ``status`` 5 (about 0.01–0.04 bytes a position more). A chain that does
 not decode (a move index that is no move, a move that leaves its own king in check, a
 continuation with no move above it, a score delta that overflows int16, a chain that crosses
 row groups) raises :class:`ChainError` naming the
@@ -52,7 +60,8 @@ import pyarrow.parquet as pq
 
 from .schema import (ANNOTATION_COLUMNS, CHAINED_SCHEMA, CHAINED_SCHEMA_V2, CHAINED_V2, CHAINED_VERSION,
                      CHAINED_VERSIONS, FLAT_VERSION, SCHEMA, SCHEMA_KEY, STATS_OFF, STATUS_CAPTURE,
-                     STATUS_CAPTURE_NULL, STATUS_CHECK, STATUS_CHECK_NULL, STATUS_FLAGS)
+                     STATUS_CAPTURE_NULL, STATUS_CHECK, STATUS_CHECK_NULL, STATUS_FLAGS, STATUS_RESULT_NULL,
+                     STATUS_RESULT_SHIFT)
 
 FLAT, CHAINED = FLAT_VERSION, CHAINED_VERSION
 LAYOUT_NAMES = {FLAT: "flat", CHAINED_V2: "chained", CHAINED: "chained"}
@@ -60,8 +69,10 @@ LAYOUT_NAMES = {FLAT: "flat", CHAINED_V2: "chained", CHAINED: "chained"}
 _NEEDS_V2 = {"board": ("move", "score_delta", "result"), "best_move": ("move", "move_raw", "score_delta", "result"),
              "score": ("score_delta",), "ply": ("ply_reset",),
              "piece_count": ("piece_count_reset", "best_move_is_capture")}
-_STATUS = ("flags", "in_check", "best_move_is_capture")  # schema 3: one ``status`` column
-_NEEDS = {**{c: ("status",) for c in _STATUS}, **_NEEDS_V2, "piece_count": ("piece_count_reset", "status")}
+_STATUS = ("flags", "in_check", "best_move_is_capture", "result")  # schema 3: one ``status`` column
+_NEEDS = {**{c: ("status",) for c in _STATUS}, "board": ("move", "score_delta", "status"),
+          "best_move": ("move", "move_raw", "score_delta", "status"), "score": ("score_delta",), "ply": ("ply_reset",),
+          "piece_count": ("piece_count_reset", "status")}
 _CHAIN_CONTEXT = ("board", "best_move", "score", "ply", "piece_count")  # decoded with the chains
 
 
@@ -147,9 +158,9 @@ def writer(path: str | Path, schema: pa.Schema = CHAINED_SCHEMA) -> pq.ParquetWr
     rows read in silence; about 1 % of the stream's read time)."""
     names_ = schema.names
     if schema.metadata and schema.metadata.get(SCHEMA_KEY.encode()) in (str(v).encode() for v in CHAINED_VERSIONS):
-        enc = {c: "BYTE_STREAM_SPLIT" for c in ("score_delta", "move") if c in names_}
+        enc = {c: "BYTE_STREAM_SPLIT" for c in ("score_delta", "move", "status") if c in names_}
         return pq.ParquetWriter(path, schema, compression="zstd",
-                                use_dictionary=[c for c in ("source", "flags", "status") if c in names_],
+                                use_dictionary=[c for c in ("source", "flags") if c in names_],
                                 column_encoding=enc, write_statistics=[c for c in names_ if c not in STATS_OFF],
                                 write_page_checksum=True)
     # flat: board and game_id are high-entropy (dictionary-encoding them costs read time and space);
@@ -193,15 +204,14 @@ def encode(table: pa.Table, group: int, version: int = CHAINED) -> pa.Table:
         "move": _nullable(move, move_valid, pa.uint16()),
         "move_raw": _nullable(best, raw_valid, pa.uint16()),
         "score_delta": pa.Array.from_buffers(pa.uint32(), n, [None, pa.py_buffer(delta)]),
-        "result": table.column("result"),
         "ply_reset": _nullable(ply, ply_keep, pa.uint16()),
         "piece_count_reset": _nullable(pcount, pc_keep, pa.uint8()),
     }
     if version == CHAINED:
-        cols["status"] = pa.array(_status_of(table), pa.uint8())
+        cols["status"] = pa.array(_status_of(table), pa.uint16())
         kept = ("game_id", "source")
     else:
-        kept = ("in_check", "best_move_is_capture", "game_id", "source", "flags")
+        kept = ("result", "in_check", "best_move_is_capture", "game_id", "source", "flags")
     for c in kept:
         cols[c] = table.column(c)
     extra = [f for f in table.schema if f.name in ANNOTATION_COLUMNS]
@@ -212,35 +222,49 @@ def encode(table: pa.Table, group: int, version: int = CHAINED) -> pa.Table:
 
 
 def _status_of(table: pa.Table) -> np.ndarray:
-    """The ``status`` column (schema 3) of flat rows: flags, in_check, best_move_is_capture and
-    their nulls, one byte a row (:data:`nnue.pipeline.schema.STATUS_FLAGS` and the bits after it)."""
+    """The ``status`` column (schema 3) of flat rows: flags, in_check, best_move_is_capture,
+    result and their nulls, (n,) uint16 (:data:`nnue.pipeline.schema.STATUS_FLAGS` and the bits
+    after it; the result as result + 1 in bits 8–9, from its values buffer even under a null, which
+    is what the chain encoder compares). Raises ValueError for a flags value that is null or above
+    15, or a result outside −1..1."""
+    n = table.num_rows
     fl = table.column("flags").combine_chunks()
-    flags = _values(fl, np.uint8) if len(fl) else np.zeros(0, np.uint8)
+    flags = _values(fl, np.uint8) if n else np.zeros(0, np.uint8)
     if fl.null_count or (flags > STATUS_FLAGS).any():
         raise ValueError("a flags value that is null or above 15 (no such flag is defined) has no place in a chained part")
-    st = flags.copy()
+    res = table.column("result").combine_chunks()
+    rv = _values(res, np.int8) if n and res.buffers()[1] is not None else np.zeros(n, np.int8)
+    if ((rv < -1) | (rv > 1)).any():
+        raise ValueError("a result outside -1..1 has no place in a chained part")
+    st = flags.astype(np.uint16)
+    st |= (rv + 1).astype(np.uint16) << np.uint16(STATUS_RESULT_SHIFT)
+    st |= np.where(_valid(res), np.uint16(0), np.uint16(STATUS_RESULT_NULL))
     for c, bit, null in (("in_check", STATUS_CHECK, STATUS_CHECK_NULL),
                          ("best_move_is_capture", STATUS_CAPTURE, STATUS_CAPTURE_NULL)):
         col = table.column(c).combine_chunks()
-        st |= np.where(_bools(col), np.uint8(bit), np.uint8(0))
-        st |= np.where(_valid(col), np.uint8(0), np.uint8(null))
+        st |= np.where(_bools(col), np.uint16(bit), np.uint16(0))
+        st |= np.where(_valid(col), np.uint16(0), np.uint16(null))
     return st
 
 
 def _from_status(st: np.ndarray, c: str) -> np.ndarray:
-    """Logical column ``c`` (flags, in_check, best_move_is_capture) from ``status`` values (n,)
-    uint8, as the stream reads it (flags uint8; the others bool, null as False)."""
+    """Logical column ``c`` (flags, in_check, best_move_is_capture, result) from ``status`` values
+    (n,) uint16, as the stream reads it (flags uint8; result int8, its values buffer where null;
+    the others bool, null as False)."""
     if c == "flags":
-        return st & np.uint8(STATUS_FLAGS)
-    return (st & np.uint8(STATUS_CHECK if c == "in_check" else STATUS_CAPTURE)) != 0
+        return (st & np.uint16(STATUS_FLAGS)).astype(np.uint8)
+    if c == "result":
+        return ((st >> np.uint16(STATUS_RESULT_SHIFT)) & np.uint16(3)).astype(np.int8) - np.int8(1)
+    return (st & np.uint16(STATUS_CHECK if c == "in_check" else STATUS_CAPTURE)) != 0
 
 
 def _status_array(st: np.ndarray, c: str) -> pa.Array:
     """:func:`_from_status` as an Arrow array of SCHEMA's type, with its nulls."""
     if c == "flags":
         return pa.array(_from_status(st, c), pa.uint8())
-    null = (st & np.uint8(STATUS_CHECK_NULL if c == "in_check" else STATUS_CAPTURE_NULL)) != 0
-    return pa.array(_from_status(st, c), pa.bool_(), mask=null if null.any() else None)
+    bit = {"in_check": STATUS_CHECK_NULL, "best_move_is_capture": STATUS_CAPTURE_NULL, "result": STATUS_RESULT_NULL}[c]
+    null = (st & np.uint16(bit)) != 0
+    return pa.array(_from_status(st, c), SCHEMA.field(c).type, mask=null if null.any() else None)
 
 
 def _nullable(values: np.ndarray, valid: np.ndarray, type_: pa.DataType) -> pa.Array:
@@ -311,6 +335,8 @@ def _decode(pf, rg: int, t: pa.Table, want: Sequence[str], stem: pa.Array | None
     if stem is None:
         stem = t.column("stem").combine_chunks()
         start = _valid(stem)
+    if status is None:
+        status = _status_values(pf, rg, t)
     if n and not start[0]:
         raise ChainError(f"{_where(pf, rg, 0)}: a chain crosses row groups (the row group's first row continues one)")
     out: dict[str, np.ndarray] = {}
@@ -337,7 +363,7 @@ def _decode(pf, rg: int, t: pa.Table, want: Sequence[str], stem: pa.Array | None
         mv = t.column("move").combine_chunks()
         index = _values(mv, np.uint16)
         has = _valid(mv)
-        result = t.column("result").to_numpy()
+        result = _from_status(status, "result") if status is not None else t.column("result").to_numpy()
         boards = np.empty((n, 32), np.uint8)
         if "best_move" in want:
             raw = t.column("move_raw").combine_chunks()
@@ -374,7 +400,7 @@ def _status_values(pf, rg: int, t: pa.Table) -> np.ndarray | None:
     col = t.column("status").combine_chunks()
     if col.null_count:
         raise PartError(f"{_where(pf, rg)}: a status that is null (never written: a damaged part)")
-    return _values(col, np.uint8)
+    return _values(col, np.uint16)
 
 
 def _bools(col: pa.Array) -> np.ndarray:
@@ -437,7 +463,7 @@ class Group:
         if self.chained:
             self._stem = t.column("stem").combine_chunks()
             self._start = _valid(self._stem)
-            status = _status_values(pf, rg, t)
+            status = self._status = _status_values(pf, rg, t)
             self.cols.update(_decode(pf, rg, t, [c for c in cols if c in _CHAIN_CONTEXT], self._stem, self._start,
                                      status))
             if status is not None:  # schema 3: flags, in_check, capture from one column
@@ -480,7 +506,9 @@ class Group:
             chain.undelta_scores(start, _values(t.column("score_delta"), np.uint32), score)
         out = np.empty((self.n if mask is None else int(np.count_nonzero(mask)), 32), np.uint8)
         index, has = _values(mv, np.uint16), _valid(mv)
-        bad, why = chain.decode(start, _stems(stem), index, has, index, has, score, t.column("result").to_numpy(),
+        result = self.cols["result"] if "result" in self.cols else _from_status(self._status, "result") \
+            if self._status is not None else t.column("result").to_numpy()
+        bad, why = chain.decode(start, _stems(stem), index, has, index, has, score, result,
                                 _ALL if mask is None else mask, out.view(np.uint64), np.zeros(0, np.int64))
         if bad >= 0:
             raise ChainError(f"{_where(self.pf, self.rg, bad)}: {chain.WHY[why]}")

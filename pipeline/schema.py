@@ -27,7 +27,7 @@ import pyarrow as pa
 
 FLAT_VERSION = 1
 CHAINED_V2 = 2  # move chains, in_check / best_move_is_capture / flags stored as they are
-CHAINED_VERSION = 3  # move chains, those three in one ``status`` column (nnue.pipeline.parts)
+CHAINED_VERSION = 3  # move chains, those three and result in one ``status`` column (nnue.pipeline.parts)
 CHAINED_VERSIONS = (CHAINED_V2, CHAINED_VERSION)
 # what `nnue pack` writes into a new dataset, and the manifests this build writes and reads
 SCHEMA_VERSION = CHAINED_VERSION
@@ -74,14 +74,15 @@ CHAINED_SCHEMA = pa.schema([
     ("move", pa.uint16()),
     ("move_raw", pa.uint16()),
     pa.field("score_delta", pa.uint32(), nullable=False),  # every row has one
-    ("result", pa.int8()),
     ("ply_reset", pa.uint16()),
     ("piece_count_reset", pa.uint8()),
-    pa.field("status", pa.uint8(), nullable=False),
+    pa.field("status", pa.uint16(), nullable=False),
     ("game_id", pa.uint64()),
     ("source", pa.dictionary(pa.int32(), pa.string())),
 ], metadata={SCHEMA_KEY: str(CHAINED_VERSION)})
-# status bits: flags (FLAG_*, bits 0-3), in_check and its null, best_move_is_capture and its null
+# status bits: flags (FLAG_*, bits 0-3), in_check and its null, best_move_is_capture and its null,
+# result + 1 (bits 8-9) and its null
 STATUS_FLAGS, STATUS_CHECK, STATUS_CHECK_NULL, STATUS_CAPTURE, STATUS_CAPTURE_NULL = 0x0F, 0x10, 0x20, 0x40, 0x80
+STATUS_RESULT_SHIFT, STATUS_RESULT_NULL = 8, 0x400
 # columns written without min/max statistics (opaque bytes, never filtered on)
 STATS_OFF = ("stem", "board")
