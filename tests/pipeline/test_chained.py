@@ -1,4 +1,4 @@
-"""The chained layout (schema 2): lossless against flat rows on every format, its density, the
+"""The chained layout (schema 3, and schema 2 still read): lossless against flat rows on every format, its density, the
 in-place upgrade, bad input, and the chained dump writers (binpack, viriformat) read back by our
 readers and by nnue-pytorch's C++ loader."""
 from __future__ import annotations
@@ -211,6 +211,59 @@ def test_upgrade_in_place(tmp_path):
     r = _cli("convert", f, "--to", "chained", "--json")
     assert r.returncode == 0 and json.loads(r.stdout)["parts_upgraded"] == 0
     assert _rows(f).equals(before)
+
+
+def test_schema_2_datasets_still_read_append_and_upgrade(tmp_path):
+    """A dataset of the chained layout's schema 2 (in_check, best_move_is_capture, flags and
+    result as columns of their own) reads back to the flat rows, gets parts of its own schema
+    when appended to, streams the same batches as the flat layout, and ``nnue convert --to
+    chained`` rewrites it as schema 3 (a ``status`` column), the same rows."""
+    from nnue.pipeline.stream import PackedStream
+
+    src = selfplay(f"{CUT}.plain")
+    old, f = tmp_path / "v2", tmp_path / "flat"
+    old.mkdir()
+    mf.save(old, mf.new(2))
+    pack([src], old, progress=False)
+    pack([SAMPLE], old, progress=False)  # an append: schema 2 again
+    pack([src, SAMPLE], f, progress=False, layout="flat")
+    for p in old.glob("part-*.parquet"):
+        pf = parts.open_part(p)
+        assert parts.layout(pf) == 2 and "in_check" in pf.schema_arrow.names and "status" not in pf.schema_arrow.names
+    a, b = _rows(old), _rows(f)
+    assert a.num_rows == b.num_rows > 4000
+    for col in b.column_names:
+        assert a.column(col).combine_chunks().equals(b.column(col).combine_chunks()), col
+
+    def batches(ds):
+        s = PackedStream([ds], 1000, shuffle_buffer=5000, seed=3)
+        return [b["boards"].numpy().tobytes() + b["result"].numpy().tobytes() for b in s], dict(s.counts)
+    assert batches(old) == batches(f)
+    r = _cli("convert", old, "--to", "chained", "--json")
+    assert r.returncode == 0, r.stderr
+    assert mf.load(old)["schema_version"] == 3
+    for p in old.glob("part-*.parquet"):
+        assert parts.layout(parts.open_part(p)) == 3
+    c = _rows(old)
+    for col in b.column_names:
+        assert c.column(col).combine_chunks().equals(b.column(col).combine_chunks()), col
+
+
+def test_status_holds_what_it_replaces(tmp_path):
+    """Schema 3's ``status`` column gives back flags, in_check, best_move_is_capture and result
+    with their nulls, and refuses what it has no bits for (a flag above 15, a result outside
+    -1..1) in one ValueError rather than losing it."""
+    t = pa.table({"flags": pa.array([0, 1, 2, 4, 7, 0], pa.uint8()),
+                  "in_check": pa.array([True, False, None, True, False, False], pa.bool_()),
+                  "best_move_is_capture": pa.array([None, True, False, True, None, False], pa.bool_()),
+                  "result": pa.array([-1, 0, 1, None, 1, -1], pa.int8())})
+    st = parts._status_of(t)
+    for c in ("flags", "in_check", "best_move_is_capture", "result"):
+        assert parts._status_array(st, c).equals(t.column(c).combine_chunks()), c
+    with pytest.raises(ValueError, match="above 15"):
+        parts._status_of(t.set_column(0, "flags", pa.array([16, 0, 0, 0, 0, 0], pa.uint8())))
+    with pytest.raises(ValueError, match="outside -1..1"):
+        parts._status_of(t.set_column(3, "result", pa.array([2, 0, 0, 0, 0, 0], pa.int8())))
 
 
 def test_upgrade_interrupted_then_rerun(tmp_path, monkeypatch):
