@@ -42,9 +42,10 @@ def msb(typingctx, x):
 
 
 def _host_bmi2() -> bool:
-    """Whether numba compiles for a CPU with BMI2 (pdep/pext): numba's own target is the host
-    (``NUMBA_CPU_NAME`` unset) and the host has it; ``NNUE_NO_BMI2=1`` says no (to test the
-    other path; use a fresh ``NUMBA_CACHE_DIR`` then, numba's cache does not know the switch)."""
+    """Whether numba compiles for a CPU with fast BMI2 (pdep/pext): numba's own target is the host
+    (``NUMBA_CPU_NAME`` unset), the host has it, and not in microcode (AMD before Zen 3);
+    ``NNUE_NO_BMI2=1`` says no (to test the other path; use a fresh ``NUMBA_CACHE_DIR`` then,
+    numba's cache does not know the switch)."""
     import os
 
     import numba
@@ -53,6 +54,10 @@ def _host_bmi2() -> bool:
     if os.environ.get("NNUE_NO_BMI2") or numba.config.CPU_NAME:
         return False
     try:
+        # AMD before Zen 3 (and its Bulldozer line) has BMI2 in microcode: pdep/pext take hundreds
+        # of cycles there, the portable code is faster
+        if binding.get_host_cpu_name() in ("znver1", "znver2") or binding.get_host_cpu_name().startswith("bdver"):
+            return False
         return bool(binding.get_host_cpu_features().get("bmi2", False))
     except Exception:  # noqa: BLE001 - no feature map: take the portable path
         return False
