@@ -199,12 +199,14 @@ def _upgrade_and_writers(src: Path, tmp: Path) -> dict:
 NOTES = [
     "One worker, one Arrow thread; pack and stream rates per CPU second of this process are the "
     "figures least disturbed by other load on the shared 2-core VM (the load average at the start "
-    "is in load_avg_1m_at_start; other agents' jobs ran throughout).",
+    "is in load_avg_1m_at_start).",
     "Bytes: the chained layout stores a chain's board once (stem), then per position the move's "
     "index among the position's candidate moves (move, BYTE_STREAM_SPLIT) and the score as a "
     "zigzag delta from minus the score above (score_delta, BYTE_STREAM_SPLIT); ply and piece "
     "count only where they do not follow from the row above (ply_reset, piece_count_reset); "
-    "result, flags, source dictionary-encoded; game_id plain (zstd finds its runs).",
+    "flags, in_check, best_move_is_capture and result in one uint16 status column (schema 3, "
+    "BYTE_STREAM_SPLIT; the stream reads one column for four); source dictionary-encoded; "
+    "game_id plain (zstd finds its runs).",
     "Stream: the chained layout decodes every row of a row group up to the last row the split "
     "and filters keep in each chain (each position is played from the one above: the move's index "
     "is turned back into a move, the move checked and played, the packed board updated in place) "
