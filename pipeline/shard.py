@@ -176,8 +176,8 @@ def _check_layout(shard: Path, sm: dict, dataset: Path) -> None:
     if sm["schema_version"] != want:
         names = {1: "flat", 2: "chained (schema 2)", 3: "chained"}
         raise ValueError(f"{shard}: holds {names.get(sm['schema_version'])} parts and {dataset} "
-                         f"{names.get(want)} ones; upgrade the flat one first ('nnue convert DATASET --to chained'), "
-                         f"or pack the shards with the dataset's --layout")
+                         f"{names.get(want)} ones; upgrade the older one first ('nnue convert DATASET --to chained' "
+                         f"makes flat or schema-2 parts schema 3), or pack the shards with the dataset's --layout")
 
 
 def _more_ranges(have: dict, e: dict) -> bool:

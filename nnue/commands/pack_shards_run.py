@@ -72,6 +72,10 @@ def _pack_shard(cfg: DictConfig) -> dict:
     target = Path(to_absolute_path(str(cfg.output)))
     layout = None if (out / mf.MANIFEST).exists() else \
         {1: "flat", 2: "chained", 3: "chained"}[mf.layout(target)] if target.is_dir() else None
+    if layout == "chained" and mf.layout(target) == 2:  # a dataset of the chained layout's schema 2
+        out.mkdir(parents=True, exist_ok=True)
+        mf.save(out, mf.new(2))
+        layout = None
     s = pack(mine, out, fmt=str(cfg.format), score_unit=unit,
              options=ReaderOptions(pgn_pov=str(cfg.pgn_pov)), progress=False, workers=int(cfg.workers),
              range_mb=range_mb, units=units, layout=layout)

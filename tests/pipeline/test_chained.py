@@ -152,16 +152,19 @@ def test_pack_appends_take_the_dataset_layout(tmp_path):
 
 
 def test_watch_and_shards_append_in_the_dataset_layout(tmp_path):
-    """`pack --watch` and `pack-shards` into a flat dataset write flat parts (and into a new one,
-    chained); every row reads back."""
-    f, folder = tmp_path / "flat", tmp_path / "dumps"
+    """`pack --watch` and `pack-shards` into a flat dataset write flat parts (into a new one,
+    chained; into a chained one of schema 2, schema 2); every row reads back."""
+    f, folder, v2 = tmp_path / "flat", tmp_path / "dumps", tmp_path / "v2"
     pack([SAMPLE], f, progress=False, layout="flat")
+    v2.mkdir()
+    mf.save(v2, mf.new(2))
+    pack([SAMPLE], v2, progress=False)
     folder.mkdir()
     (folder / "a.plain").write_bytes(selfplay(f"{XFEN960}.plain").read_bytes())
     r = _cli("pack", "--watch", folder, "-o", f, "--once", "--settle", "0")
     assert r.returncode == 0, r.stderr
     ins = f"inputs=[{selfplay(f'{CUT}.plain')}]"
-    for ds in (f, tmp_path / "new"):
+    for ds in (f, tmp_path / "new", v2):
         r = subprocess.run([sys.executable, "-m", "nnue.cli", "pack-shards", ins, f"output={ds}", "shards=2"],
                            capture_output=True, text=True, cwd=tmp_path)
         assert r.returncode == 0, r.stderr
@@ -170,6 +173,9 @@ def test_watch_and_shards_append_in_the_dataset_layout(tmp_path):
     assert {parts.layout(parts.open_part(p)) for p in (tmp_path / "new").glob("part-*.parquet")} == {parts.CHAINED}
     assert _rows(f).num_rows == mf.totals(mf.load(f))["packed"] == 4_015 + 4_586 + 12_678
     assert _rows(tmp_path / "new").equals(_rows(f, only=selfplay(f"{CUT}.plain")))
+    assert {parts.layout(parts.open_part(p)) for p in v2.glob("part-*.parquet")} == {2}
+    assert mf.load(v2)["schema_version"] == 2
+    assert _rows(v2, only=selfplay(f"{CUT}.plain")).equals(_rows(f, only=selfplay(f"{CUT}.plain")))
 
 
 def test_merge_refuses_shards_of_another_layout(tmp_path):
