@@ -400,7 +400,14 @@ def _status_values(pf, rg: int, t: pa.Table) -> np.ndarray | None:
     col = t.column("status").combine_chunks()
     if col.null_count:
         raise PartError(f"{_where(pf, rg)}: a status that is null (never written: a damaged part)")
-    return _values(col, np.uint16)
+    st = _values(col, np.uint16)
+    # never written: bits above 10, or result + 1 = 3 (a result of 2)
+    bad = np.flatnonzero((st >= np.uint16(2 * STATUS_RESULT_NULL)) |
+                         ((st >> np.uint16(STATUS_RESULT_SHIFT)) & np.uint16(3) == np.uint16(3)))
+    if len(bad):
+        raise ChainError(f"{_where(pf, rg, int(bad[0]))}: a status of {int(st[bad[0]]):#x}, which no writer makes "
+                         f"(a damaged part)")
+    return st
 
 
 def _bools(col: pa.Array) -> np.ndarray:

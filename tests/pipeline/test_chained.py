@@ -358,6 +358,8 @@ def two_groups(tmp_path):
     ("stem", 0, None, "a chain crosses row groups"),
     ("score_delta", 7, 200_000, "score delta overflows int16"),
     ("move", 40, None, "the row above has no move"),
+    ("status", 12, 0x0300, "a status of 0x300, which no writer makes"),
+    ("status", 5, 0x8000, "a status of 0x8000, which no writer makes"),
 ])
 def test_a_damaged_chain_is_named_and_the_rest_reads(two_groups, column, row, value, why):
     """One line naming the file, row group and row, status 2; the stream skips that row group
