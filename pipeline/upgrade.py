@@ -13,8 +13,9 @@ and then the same row groups) are unaffected. When every part is chained, the ma
 is renamed: each part's rows equal to its row groups' rows, each entry's parts to its ``packed``.
 
 An interrupted upgrade leaves every part whole, of its old schema or of the new one (readers
-read all three), the manifest at its old version, and at most one temporary file that :func:`nnue.pipeline.manifest.remove_orphans`
-removes; a rerun skips the parts already chained and finishes.
+read all three), the manifest at its old version, and at most one temporary file (of a run
+killed outright); a rerun removes it (:func:`nnue.pipeline.manifest.remove_orphans`), skips the
+parts already chained and finishes.
 """
 from __future__ import annotations
 
@@ -93,6 +94,7 @@ def upgrade(dataset: str | Path, progress=None) -> dict:
     ChainError / ValueError (a part that does not upgrade: it and the parts after it stay flat)."""
     d = Path(dataset)
     mf.load(d)  # one line for a folder that is not a dataset, before the lock file is made
+    mf.remove_orphans(d)  # a killed run's temporary file (it takes the lock itself: not under ours)
     with mf.locked(d):
         m = mf.load(d)
         entries = sorted((e for e in m["files"].values() if e["packed"]), key=mf.entry_key)
@@ -117,7 +119,9 @@ def upgrade(dataset: str | Path, progress=None) -> dict:
             m["schema_version"] = CHAINED_VERSION
             m.setdefault("upgraded", []).append({
                 "from": was, "to": CHAINED_VERSION, "at": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
-                "parts": len(done), "positions": rows, "bytes_before": before, "bytes_after": after})
+                "parts": len(done), "positions": rows, "bytes_before": before, "bytes_after": after,
+                # fewer than "parts" where a killed run had upgraded some (bytes_before counts them after)
+                "parts_upgraded": sum(not r.get("skipped") for r in done)})
             mf.save(d, m)
     return {"dataset": str(d), "parts": len(done), "parts_upgraded": sum(not r.get("skipped") for r in done),
             "positions": rows, "bytes_before": before, "bytes_after": after,
