@@ -447,6 +447,19 @@ def _stems(stem: pa.Array) -> np.ndarray:
     return np.frombuffer(buf, np.uint8, count=32 * n, offset=32 * stem.offset).reshape(n, 32)
 
 
+def _status_unwritten() -> np.ndarray:
+    """(65536,) bool: the ``status`` values no writer makes (:func:`_status_of`): bits above 10,
+    result + 1 = 3 (a result of 2), an in_check or capture bit set beside its own null bit (a
+    null is written with its value bit clear)."""
+    st = np.arange(1 << 16, dtype=np.uint32)
+    return ((st >= 2 * STATUS_RESULT_NULL) | ((st >> STATUS_RESULT_SHIFT) & 3 == 3)
+            | ((st & (STATUS_CHECK | STATUS_CHECK_NULL)) == STATUS_CHECK | STATUS_CHECK_NULL)
+            | ((st & (STATUS_CAPTURE | STATUS_CAPTURE_NULL)) == STATUS_CAPTURE | STATUS_CAPTURE_NULL))
+
+
+_STATUS_UNWRITTEN = _status_unwritten()  # one lookup a row instead of four operations
+
+
 def _status_values(pf, rg: int, t: pa.Table) -> np.ndarray | None:
     """The ``status`` column's values (n,) uint16 of a physical table that has it (schema 3).
     Raises ChainError naming the row where it holds a null or a value no writer makes."""
@@ -457,9 +470,7 @@ def _status_values(pf, rg: int, t: pa.Table) -> np.ndarray | None:
         raise ChainError(f"{_where(pf, rg, int(np.flatnonzero(~_valid(col))[0]))}: a status that is null (never "
                          f"written: a damaged part)")
     st = _values(col, np.uint16)
-    # never written: bits above 10, or result + 1 = 3 (a result of 2)
-    bad = np.flatnonzero((st >= np.uint16(2 * STATUS_RESULT_NULL)) |
-                         ((st >> np.uint16(STATUS_RESULT_SHIFT)) & np.uint16(3) == np.uint16(3)))
+    bad = np.flatnonzero(_STATUS_UNWRITTEN[st])
     if len(bad):
         raise ChainError(f"{_where(pf, rg, int(bad[0]))}: a status of {int(st[bad[0]]):#x}, which no writer makes "
                          f"(a damaged part)")

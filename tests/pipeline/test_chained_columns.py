@@ -215,3 +215,17 @@ def test_inspect_counts_a_flat_piece_count_above_64(tmp_path):
     r = _cli("inspect", out, "--json")
     assert r.returncode == 0, r.stderr
     assert json.loads(r.stdout)["piece_count"]["200"] == 1
+
+
+@pytest.mark.parametrize("bits", [0x30, 0xC0])
+def test_a_status_with_a_value_beside_its_null_is_named(tmp_path, bits):
+    """in_check (or the capture) set beside its own null bit, which the writer never makes:
+    read_group gave a null and the stream's Group a true (it skipped the row as in check)."""
+    ds, part = _dataset(tmp_path / "ds")
+    st = parts.open_part(part).read_row_group(0, columns=["status"]).column("status").to_pylist()
+    _set(part, "status", 9, st[9] | bits)
+    why = f"row group 0, row 9: a status of {st[9] | bits:#x}, which no writer makes"
+    with pytest.raises(parts.ChainError, match=why):
+        parts.read_group(parts.open_part(part), 0, ["in_check", "best_move_is_capture"])
+    with pytest.raises(parts.ChainError, match=why):
+        parts.Group(parts.open_part(part), 0, ["in_check", "best_move_is_capture"])
