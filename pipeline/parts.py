@@ -447,17 +447,11 @@ def _stems(stem: pa.Array) -> np.ndarray:
     return np.frombuffer(buf, np.uint8, count=32 * n, offset=32 * stem.offset).reshape(n, 32)
 
 
-def _status_unwritten() -> np.ndarray:
-    """(65536,) bool: the ``status`` values no writer makes (:func:`_status_of`): bits above 10,
-    result + 1 = 3 (a result of 2), an in_check or capture bit set beside its own null bit (a
-    null is written with its value bit clear)."""
-    st = np.arange(1 << 16, dtype=np.uint32)
-    return ((st >= 2 * STATUS_RESULT_NULL) | ((st >> STATUS_RESULT_SHIFT) & 3 == 3)
-            | ((st & (STATUS_CHECK | STATUS_CHECK_NULL)) == STATUS_CHECK | STATUS_CHECK_NULL)
-            | ((st & (STATUS_CAPTURE | STATUS_CAPTURE_NULL)) == STATUS_CAPTURE | STATUS_CAPTURE_NULL))
-
-
-_STATUS_UNWRITTEN = _status_unwritten()  # one lookup a row instead of four operations
+# status values no writer makes (_status_of): a pair of bits both set, where one is the other's null
+# (in_check bits 4-5, the capture's 6-7; result + 1 in bits 8-9 is never 3), or any bit above 10;
+# ``st & (st >> 1) & _PAIRS`` is nonzero when a pair is both set (0.32 ns a row, the two tests before 0.29)
+_PAIRS = np.uint16(STATUS_CHECK | STATUS_CAPTURE | (1 << STATUS_RESULT_SHIFT))
+assert STATUS_CHECK_NULL == STATUS_CHECK << 1 and STATUS_CAPTURE_NULL == STATUS_CAPTURE << 1
 
 
 def _status_values(pf, rg: int, t: pa.Table) -> np.ndarray | None:
@@ -470,7 +464,7 @@ def _status_values(pf, rg: int, t: pa.Table) -> np.ndarray | None:
         raise ChainError(f"{_where(pf, rg, int(np.flatnonzero(~_valid(col))[0]))}: a status that is null (never "
                          f"written: a damaged part)")
     st = _values(col, np.uint16)
-    bad = np.flatnonzero(_STATUS_UNWRITTEN[st])
+    bad = np.flatnonzero((st & (st >> np.uint16(1)) & _PAIRS) | (st >> np.uint16(11)))
     if len(bad):
         raise ChainError(f"{_where(pf, rg, int(bad[0]))}: a status of {int(st[bad[0]]):#x}, which no writer makes "
                          f"(a damaged part)")
