@@ -36,11 +36,12 @@ def _tmp_name(part: Path) -> Path:
 def upgrade_part(part: Path) -> dict:
     """Rewrite one flat part (or chained part of schema 2) as chained of schema 3 (see the module). Returns {"part", "rows", "bytes_before",
     "bytes_after"}; a part already of schema 3 is left as it is (``"skipped": True``). Raises
-    ChainError or ValueError (a row that does not come back, counts that differ) with the
-    temporary file removed and the part untouched."""
+    PartError (a page that does not read, columns not of its schema; ChainError: a chain that
+    does not decode) naming the file, or ValueError (a row that does not come back, counts that
+    differ), with the temporary file removed and the part untouched."""
     pf = parts.open_part(part)
     before = part.stat().st_size
-    was = parts.layout(pf)
+    was = parts.checked_layout(pf)
     if was == CHAINED_VERSION:
         return {"part": part.name, "rows": pf.metadata.num_rows, "bytes_before": before, "bytes_after": before,
                 "skipped": True}
@@ -48,11 +49,11 @@ def upgrade_part(part: Path) -> dict:
     extra = [f for f in schema if f.name in ANNOTATION_COLUMNS]
     names = parts.names(pf)
     if was == FLAT_VERSION:
-        def rows(rg):
-            return pf.read_row_group(rg, use_threads=False)
+        def rows(rg):  # a page that does not read: PartError naming the file and row group
+            return parts.read_row_group(pf, rg, None)
 
         def logical(rg):
-            return pf.read_row_group(rg, columns=names, use_threads=False)
+            return parts.read_row_group(pf, rg, names)
     else:  # chained of schema 2: its logical rows, re-chained in schema 3
         def rows(rg):
             return parts.read_group(pf, rg, names)

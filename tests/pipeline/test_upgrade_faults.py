@@ -1,7 +1,8 @@
 """``nnue convert DATASET --to chained`` killed with SIGKILL part way (no ``except`` runs, so its
 temporary file stays): the dataset reads the same rows, and a rerun finishes the upgrade and
 removes the dead run's temporary file (before, it stayed beside the parts for good: only
-``pack --watch`` removed orphans)."""
+``pack --watch`` removed orphans). And a flat part whose page fails its checksum: one line naming
+the file and row group (before: pyarrow's message alone)."""
 from __future__ import annotations
 
 import subprocess
@@ -9,6 +10,7 @@ import sys
 from pathlib import Path
 
 import pyarrow as pa
+import pyarrow.parquet as pq
 
 from nnue.pipeline import manifest as mf
 from nnue.pipeline import parts
@@ -60,3 +62,22 @@ def test_an_upgrade_killed_part_way_reads_and_a_rerun_finishes(tmp_path):
     assert m["upgraded"][-1]["parts"] == 3 and m["upgraded"][-1]["parts_upgraded"] == 2
     assert _rows(ds).equals(before)
     assert not list(ds.glob(".part-*.tmp"))
+
+
+def test_an_upgrade_names_a_flat_page_that_does_not_read(tmp_path):
+    ds = tmp_path / "ds"
+    pack([SAMPLE], ds, progress=False, layout="flat")
+    part = next(ds.glob("part-*.parquet"))
+    md = pq.ParquetFile(part).metadata.row_group(0)
+    c = next(md.column(i) for i in range(md.num_columns) if md.column(i).path_in_schema == "score")
+    data = bytearray(part.read_bytes())
+    mid = c.data_page_offset + c.total_compressed_size // 2
+    for i in range(mid, mid + 8):
+        data[i] ^= 0x5A
+    part.write_bytes(bytes(data))
+    r = subprocess.run([sys.executable, "-m", "nnue.cli", "convert", str(ds), "--to", "chained"],
+                       capture_output=True, text=True)
+    assert r.returncode == 2 and r.stderr.count("\n") == 1 and "Traceback" not in r.stderr, r.stderr
+    assert f"{part}: row group 0: unreadable" in r.stderr, r.stderr
+    assert part.read_bytes() == bytes(data) and not list(ds.glob(".part-*.tmp"))
+    assert mf.load(ds)["schema_version"] == 1
