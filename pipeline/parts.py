@@ -137,7 +137,8 @@ def checked_layout(pf: pq.ParquetFile) -> int:
         if len(at) != 1:
             why = f"{'no' if not at else 'more than one'} {f.name} column (a part of schema {v} has one"
         elif got.field(at[0]).type != f.type or (got.field(at[0]).nullable and not f.nullable):
-            why = f"its {f.name} column is {_type_name(got.field(at[0]), f)} (a part of schema {v} stores {_type_name(f, f)}"
+            why = (f"its {f.name} column is {_type_name(got.field(at[0]), f)} (a part of schema {v} stores "
+                   f"{_type_name(f, f)}")
         else:
             continue
         raise PartError(f"{getattr(pf, '_nnue_path', 'part')}: {why}: a damaged part, or one this build did not write)")

@@ -84,7 +84,8 @@ def _stream_reads_the_rest(ds: Path, part: Path, capfd, why: str) -> None:
 
 
 @pytest.mark.parametrize("version,column,type_,nullable,null_row,why", [
-    (3, "status", pa.uint16(), True, None, "its status column is nullable uint16 (a part of schema 3 stores required uint16"),
+    (3, "status", pa.uint16(), True, None,
+     "its status column is nullable uint16 (a part of schema 3 stores required uint16"),
     (3, "status", pa.uint16(), True, 5, "its status column is nullable uint16"),
     (3, "status", pa.uint8(), False, None, "its status column is required uint8"),
     (3, "status", pa.int32(), False, None, "its status column is required int32"),
@@ -197,7 +198,8 @@ def test_annotate_names_a_damaged_part(tmp_path):
     md = pq.ParquetFile(part).metadata.row_group(0)
     c = next(md.column(i) for i in range(md.num_columns) if md.column(i).path_in_schema == "move")
     damaged = bytearray(data)
-    for i in range(c.data_page_offset + c.total_compressed_size // 2, c.data_page_offset + c.total_compressed_size // 2 + 8):
+    mid = c.data_page_offset + c.total_compressed_size // 2
+    for i in range(mid, mid + 8):
         damaged[i] ^= 0x5A
     part.write_bytes(bytes(damaged))
     r = _cli("annotate", ds, "--base", "material", "--no-progress")
