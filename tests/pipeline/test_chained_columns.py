@@ -231,3 +231,20 @@ def test_a_status_with_a_value_beside_its_null_is_named(tmp_path, bits):
         parts.read_group(parts.open_part(part), 0, ["in_check", "best_move_is_capture"])
     with pytest.raises(parts.ChainError, match=why):
         parts.Group(parts.open_part(part), 0, ["in_check", "best_move_is_capture"])
+
+
+def test_the_pyarrow_we_require_reads_chained_parts():
+    """Chained parts store integer columns BYTE_STREAM_SPLIT (move, score_delta, status): pyarrow
+    15 neither writes nor reads them ("BYTE_STREAM_SPLIT only supports FLOAT and DOUBLE"), and
+    16.0.0 fails on a nullable one with nulls, as ``move`` is ("Data size ... does not match
+    number of values"; both tried in a scratch venv). pyproject.toml asked for pyarrow>=15."""
+    from packaging.requirements import Requirement
+
+    tomllib = pytest.importorskip("tomllib", reason="tomllib is Python 3.11's")
+
+    from tests.samples import REPO
+
+    deps = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["dependencies"]
+    req = next(Requirement(d) for d in deps if Requirement(d).name == "pyarrow")
+    assert not any(req.specifier.contains(v) for v in ("15.0.2", "16.0.0")) and req.specifier.contains("16.1.0")
+    assert req.specifier.contains(pa.__version__)
