@@ -248,3 +248,35 @@ def test_the_pyarrow_we_require_reads_chained_parts():
     req = next(Requirement(d) for d in deps if Requirement(d).name == "pyarrow")
     assert not any(req.specifier.contains(v) for v in ("15.0.2", "16.0.0")) and req.specifier.contains("16.1.0")
     assert req.specifier.contains(pa.__version__)
+
+
+def test_eval_dataset_refuses_a_damaged_part(tmp_path, capfd):
+    """``nnue eval --dataset`` promises every row in file order: a damaged part is one line naming
+    it, status 2 (before: the stream quarantined it, and eval printed the other part's rows and
+    exited 0)."""
+    from nnue.cli import main as cli_main
+    from tests.netfiles import make_int_net
+
+    net = tmp_path / "net.safetensors"
+    make_int_net("kb768hm4", "screlu", hidden=32, seed=4).save(net)
+    ds, part = _dataset(tmp_path / "ds")
+    _set(part, "move", 20, 65535)
+    capfd.readouterr()
+    assert cli_main(["eval", str(net), "--dataset", str(ds)]) == 2
+    err = capfd.readouterr().err
+    assert err.count("\n") == 1 and f"{part}: row group 0, row 20: its move index is no move" in err, err
+    assert "quarantined" not in err
+
+
+def test_a_strict_stream_raises_instead_of_quarantining(tmp_path):
+    """PackedStream(strict=True), for the commands that promise every row (eval --dataset,
+    export --data): the damaged part's PartError, naming it, at the row group that does not read,
+    and at listing for a part that does not open."""
+    ds, part = _dataset(tmp_path / "ds")
+    _set(part, "move", 20, 65535)
+    s = PackedStream([ds], 256, shuffle_buffer=0, split="all", drop_last=False, filters=NO_FILTERS, strict=True)
+    with pytest.raises(parts.ChainError, match=f"{part}: row group 0, row 20"):
+        sum(len(b["score"]) for b in s)
+    part.write_bytes(part.read_bytes()[:100])
+    with pytest.raises(parts.PartError, match=f"{part}: not a readable Parquet part"):
+        PackedStream([ds], 256, shuffle_buffer=0, split="all", drop_last=False, filters=NO_FILTERS, strict=True)
