@@ -266,12 +266,15 @@ def _status_of(table: pa.Table) -> np.ndarray:
     n = table.num_rows
     fl = table.column("flags").combine_chunks()
     flags = _values(fl, np.uint8) if n else np.zeros(0, np.uint8)
-    if fl.null_count or (flags > STATUS_FLAGS).any():
-        raise ValueError("a flags value that is null or above 15 (no such flag is defined) has no place in a chained part")
+    bad = np.flatnonzero(~_valid(fl) | (flags > STATUS_FLAGS))
+    if len(bad):
+        raise ValueError(f"row {int(bad[0])}: a flags value that is null or above 15 (no such flag is defined) has "
+                         f"no place in a chained part")
     res = table.column("result").combine_chunks()
     rv = _values(res, np.int8) if n and res.buffers()[1] is not None else np.zeros(n, np.int8)
-    if ((rv < -1) | (rv > 1)).any():
-        raise ValueError("a result outside -1..1 has no place in a chained part")
+    bad = np.flatnonzero((rv < -1) | (rv > 1))
+    if len(bad):
+        raise ValueError(f"row {int(bad[0])}: a result outside -1..1 has no place in a chained part")
     st = flags.astype(np.uint16)
     st |= (rv + 1).astype(np.uint16) << np.uint16(STATUS_RESULT_SHIFT)
     st |= np.where(_valid(res), np.uint16(0), np.uint16(STATUS_RESULT_NULL))

@@ -65,7 +65,11 @@ def upgrade_part(part: Path) -> dict:
     try:
         with parts.writer(tmp, out_schema) as w:
             for rg, n in enumerate(groups):
-                c = parts.encode(rows(rg), max(n, 1))
+                t = rows(rg)
+                try:
+                    c = parts.encode(t, max(n, 1))
+                except ValueError as e:  # a value schema 3 cannot hold (parts._status_of): name where
+                    raise ValueError(f"{part}: row group {rg}, {e}; not upgraded") from e
                 w.write_table(c.replace_schema_metadata(out_schema.metadata), row_group_size=max(n, 1))
         with open(tmp, "rb") as f:
             os.fsync(f.fileno())

@@ -81,3 +81,26 @@ def test_an_upgrade_names_a_flat_page_that_does_not_read(tmp_path):
     assert f"{part}: row group 0: unreadable" in r.stderr, r.stderr
     assert part.read_bytes() == bytes(data) and not list(ds.glob(".part-*.tmp"))
     assert mf.load(ds)["schema_version"] == 1
+
+
+def test_an_upgrade_names_a_value_schema_3_cannot_hold(tmp_path):
+    """A schema-2 part whose flags column holds 99 (bits schema 3's status has no room for):
+    one line naming the file, row group and row (before: the message alone, no file)."""
+    ds = tmp_path / "ds"
+    ds.mkdir()
+    mf.save(ds, mf.new(2))
+    pack([SAMPLE], ds, progress=False)
+    part = next(ds.glob("part-*.parquet"))
+    pf = parts.open_part(part)
+    t = pf.read()
+    flags = t.column("flags").to_pylist()
+    flags[9] = 99
+    t = t.set_column(t.schema.get_field_index("flags"), t.schema.field("flags"), pa.array(flags, pa.uint8()))
+    with parts.writer(part, pf.schema_arrow) as w:
+        w.write_table(t)
+    data = part.read_bytes()
+    r = subprocess.run([sys.executable, "-m", "nnue.cli", "convert", str(ds), "--to", "chained"],
+                       capture_output=True, text=True)
+    assert r.returncode == 2 and r.stderr.count("\n") == 1, r.stderr
+    assert f"{part}: row group 0, row 9: a flags value that is null or above 15" in r.stderr, r.stderr
+    assert part.read_bytes() == data and not list(ds.glob(".part-*.tmp")) and mf.load(ds)["schema_version"] == 2
