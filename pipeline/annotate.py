@@ -58,11 +58,11 @@ from typing import Callable
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.parquet as pq
 import torch
 
 from . import manifest as mf
 from .board import boards_from_bytes, unpack_fen
+from .parts import open_part, read_row_group
 from .features.board_tensor import black_to_move, decode_squares
 
 BASES = ("material", "stockfish-classical")
@@ -266,7 +266,7 @@ class EnginePool:
 # ------------------------------------------------------------------------------ the dataset
 def part_annotations(part: str | Path) -> dict:
     """What a part's annotation columns hold: {column: {"source", "version"}} from its metadata."""
-    meta = pq.ParquetFile(part).schema_arrow.metadata or {}
+    meta = open_part(part).schema_arrow.metadata or {}
     return json.loads(meta[META_KEY]) if META_KEY in meta else {}
 
 
@@ -275,7 +275,7 @@ def _rewrite_part(part: Path, wanted: dict[str, dict], compute: Callable[[np.nda
     """Rewrite one part with the columns in ``wanted`` ({column: record}) computed by
     ``compute(boards) -> {column: (int16 values, null mask)}``; temp file + rename. Returns
     the null count per column."""
-    from .parts import open_part, row_group_boards, writer
+    from .parts import row_group_boards, writer
 
     pf = open_part(part)
     schema = pf.schema_arrow  # the part's own columns (either layout), kept as they are
@@ -291,7 +291,7 @@ def _rewrite_part(part: Path, wanted: dict[str, dict], compute: Callable[[np.nda
     try:
         with writer(tmp, out_schema) as w:
             for rg in range(pf.metadata.num_row_groups):
-                t = pf.read_row_group(rg, columns=[f.name for f in kept], use_threads=False)
+                t = read_row_group(pf, rg, [f.name for f in kept])
                 values = compute(row_group_boards(pf, rg, t))
                 arrays = list(t.columns)
                 for c in wanted:
@@ -384,10 +384,10 @@ def annotate(dataset: str | Path, base: str | None = None, teacher: str | None =
         todo, skipped = [], []
         for p in parts:
             have = part_annotations(p)
-            names = set(pq.ParquetFile(p).schema_arrow.names)
+            names = set(open_part(p).schema_arrow.names)
             done = all(c in names and have.get(c) == rec for c, rec in wanted.items())
             (skipped if done else todo).append(p)
-        rows_todo = sum(pq.ParquetFile(p).metadata.num_rows for p in todo)
+        rows_todo = sum(open_part(p).metadata.num_rows for p in todo)
         # the manifest says "incomplete" until every part is done
         m = mf.load(ds)
         anns = m.setdefault("annotations", {})
@@ -415,14 +415,14 @@ def annotate(dataset: str | Path, base: str | None = None, teacher: str | None =
         seconds = time.perf_counter() - t0
         # nulls of the parts skipped: count from their metadata (Parquet statistics)
         for p in skipped:
-            md = pq.ParquetFile(p).metadata
-            names = pq.ParquetFile(p).schema_arrow.names
+            md = open_part(p).metadata
+            names = open_part(p).schema_arrow.names
             for c in nulls:
                 col = names.index(c)
                 for rg in range(md.num_row_groups):
                     st = md.row_group(rg).column(col).statistics
                     nulls[c] += int(st.null_count) if st is not None and st.has_null_count else 0
-        rows = sum(pq.ParquetFile(p).metadata.num_rows for p in parts)
+        rows = sum(open_part(p).metadata.num_rows for p in parts)
         m = mf.load(ds)
         anns = m.setdefault("annotations", {})
         for c, rec in wanted.items():
@@ -447,7 +447,7 @@ def missing_columns(paths, columns) -> str | None:
 
     paths = [paths] if isinstance(paths, (str, Path)) else list(paths)
     for part, _ in dataset_parts(paths):
-        names = pq.ParquetFile(part).schema_arrow.names
+        names = open_part(part).schema_arrow.names
         for c in columns:
             if c not in names:
                 how = "--base material|stockfish-classical" if c == "base_eval" else "--teacher stockfish-nnue"

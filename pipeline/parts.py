@@ -28,25 +28,28 @@ physical column        stored                                      logical colum
                        above plus one
 ``piece_count_reset``  uint8, null where the piece count is the    ``piece_count``
                        one above, less one when its move captured
-``status`` (schema 3)  uint8: ``flags`` (bits 0–3), ``in_check``   ``flags``, ``in_check``,
-                       (bit 4; bit 5: null), the capture (bit 6;   ``best_move_is_capture``
-                       bit 7: null)
-``result``, ``game_id``, ``source``, annotation columns; schema 2:  as they are
+``status`` (schema 3)  uint16: ``flags`` (bits 0–3), ``in_check``  ``flags``, ``in_check``,
+                       (bit 4; bit 5: null), the capture (bit 6;   ``best_move_is_capture``,
+                       bit 7: null), ``result`` + 1 (bits 8–9;     ``result``
+                       bit 10: null)
+``game_id``, ``source``, annotation columns; schema 2: ``result``,  as they are
 ``in_check``, ``best_move_is_capture``, ``flags``
 =====================  ==========================================  =====================================
 
 Every row group starts a chain (a chain never crosses row groups), so any row group is read
-alone. Encodings (chosen by measurement, ``bench/results/chained_cpu.json``): ``score_delta`` and
-``move`` BYTE_STREAM_SPLIT (their high bytes are nearly all zero), ``status`` (``flags`` in
-schema 2) and ``source`` dictionary, ``result`` and ``game_id`` plain (zstd finds their runs),
-everything zstd; ``score_delta`` and ``status`` required (every row has one: no definition levels
-to read). Schema 3 stores the three small columns the stream's default filters read as one
-``status`` byte because pyarrow reads a column at a cost of a few ns a row whatever its size:
-the three took 15.6 ns a row, ``status`` 5 (about 0.01–0.04 bytes a position more). A chain that does
+alone. Encodings (chosen by measurement, ``bench/results/chained_cpu.json``): ``score_delta``,
+``move`` and ``status`` BYTE_STREAM_SPLIT (their high bytes are nearly all zero), ``source`` (and
+schema 2's ``flags``) dictionary, ``game_id`` (and schema 2's ``result``) plain (zstd finds their
+runs), everything zstd; ``score_delta`` and ``status`` required (every row has one: no definition
+levels to read). Schema 3 stores the small columns the stream's default filters read as one
+``status`` value because pyarrow reads a column at a cost of a few ns a row whatever its size:
+the three took 15.6 ns a row, ``status`` 5 (about 0.01–0.04 bytes a position more). A part whose
+columns are not its schema's (one missing, of another type, nullable where schema 3 requires it)
+raises :class:`PartError` naming the file and column (:func:`checked_layout`); a chain that does
 not decode (a move index that is no move, a move that leaves its own king in check, a
-continuation with no move above it, a score delta that overflows int16, a chain that crosses
-row groups) raises :class:`ChainError` naming the
-file, row group and row.
+continuation with no move above it, a score delta that is null or overflows int16, a status or
+piece count no writer makes, a chain that crosses row groups) raises :class:`ChainError` naming
+the file, row group and row.
 """
 from __future__ import annotations
 
@@ -112,6 +115,39 @@ def layout(pf: pq.ParquetFile) -> int:
         raise ValueError(f"{getattr(pf, '_nnue_path', 'part')}: dataset part of schema version {raw.decode(errors='replace')}; "
                          f"this build reads {', '.join(map(str, LAYOUT_NAMES))}")
     return v
+
+
+def checked_layout(pf: pq.ParquetFile) -> int:
+    """:func:`layout`, with the part's columns checked against what that layout writes (once per
+    opened file): every column of its schema (:data:`~nnue.pipeline.schema.SCHEMA`,
+    ``CHAINED_SCHEMA_V2`` or ``CHAINED_SCHEMA``) there once and of its type, the columns schema 3
+    requires (``score_delta``, ``status``) not nullable, annotation columns int16. The readers
+    take a column's values buffer as that type (a wider one would read as other values in
+    silence). Raises ValueError (a version this build does not read) and PartError naming the
+    file and the column (a damaged part, or one this build did not write)."""
+    v = getattr(pf, "_nnue_layout", None)
+    if v is not None:
+        return v
+    v = layout(pf)
+    expect = {FLAT: SCHEMA, CHAINED_V2: CHAINED_SCHEMA_V2, CHAINED: CHAINED_SCHEMA}[v]
+    got = pf.schema_arrow
+    fields = list(expect) + [pa.field(c, pa.int16()) for c in ANNOTATION_COLUMNS if c in got.names]
+    for f in fields:
+        at = got.get_all_field_indices(f.name)
+        if len(at) != 1:
+            why = f"{'no' if not at else 'more than one'} {f.name} column (a part of schema {v} has one"
+        elif got.field(at[0]).type != f.type or (got.field(at[0]).nullable and not f.nullable):
+            why = (f"its {f.name} column is {_type_name(got.field(at[0]), f)} (a part of schema {v} stores "
+                   f"{_type_name(f, f)}")
+        else:
+            continue
+        raise PartError(f"{getattr(pf, '_nnue_path', 'part')}: {why}: a damaged part, or one this build did not write)")
+    pf._nnue_layout = v
+    return v
+
+
+def _type_name(f: pa.Field, want: pa.Field) -> str:
+    return f"{f.type}" if want.nullable else f"{'nullable' if f.nullable else 'required'} {f.type}"
 
 
 def open_part(path: str | Path) -> pq.ParquetFile:
@@ -230,12 +266,15 @@ def _status_of(table: pa.Table) -> np.ndarray:
     n = table.num_rows
     fl = table.column("flags").combine_chunks()
     flags = _values(fl, np.uint8) if n else np.zeros(0, np.uint8)
-    if fl.null_count or (flags > STATUS_FLAGS).any():
-        raise ValueError("a flags value that is null or above 15 (no such flag is defined) has no place in a chained part")
+    bad = np.flatnonzero(~_valid(fl) | (flags > STATUS_FLAGS))
+    if len(bad):
+        raise ValueError(f"row {int(bad[0])}: a flags value that is null or above 15 (no such flag is defined) has "
+                         f"no place in a chained part")
     res = table.column("result").combine_chunks()
     rv = _values(res, np.int8) if n and res.buffers()[1] is not None else np.zeros(n, np.int8)
-    if ((rv < -1) | (rv > 1)).any():
-        raise ValueError("a result outside -1..1 has no place in a chained part")
+    bad = np.flatnonzero((rv < -1) | (rv > 1))
+    if len(bad):
+        raise ValueError(f"row {int(bad[0])}: a result outside -1..1 has no place in a chained part")
     st = flags.astype(np.uint16)
     st |= (rv + 1).astype(np.uint16) << np.uint16(STATUS_RESULT_SHIFT)
     st |= np.where(_valid(res), np.uint16(0), np.uint16(STATUS_RESULT_NULL))
@@ -342,11 +381,7 @@ def _decode(pf, rg: int, t: pa.Table, want: Sequence[str], stem: pa.Array | None
     out: dict[str, np.ndarray] = {}
     need_score = any(c in want for c in ("score", "board", "best_move"))
     if need_score:
-        score = np.empty(n, np.int16)
-        bad = chain.undelta_scores(start, _values(t.column("score_delta"), np.uint32), score)
-        if bad >= 0:
-            raise ChainError(f"{_where(pf, rg, bad)}: score delta overflows int16")
-        out["score"] = score
+        score = out["score"] = _scores(pf, rg, start, t.column("score_delta"))
     if "ply" in want:
         col = t.column("ply_reset").combine_chunks()
         out["ply"] = chain.fill_ply(_valid(col), _values(col, np.uint16))
@@ -357,7 +392,11 @@ def _decode(pf, rg: int, t: pa.Table, want: Sequence[str], stem: pa.Array | None
         else:
             cap = t.column("best_move_is_capture").combine_chunks()
             capv = _valid(cap) & _bools(cap)
-        out["piece_count"] = chain.fill_piece_count(_valid(col), _values(col, np.uint8), capv)
+        pcount = out["piece_count"] = chain.fill_piece_count(_valid(col), _values(col, np.uint8), capv)
+        bad = np.flatnonzero(pcount > 32)  # a packed board holds 32 pieces at most (below 0: 255)
+        if len(bad):
+            raise ChainError(f"{_where(pf, rg, int(bad[0]))}: a piece count of {int(pcount[bad[0]])}, more than a "
+                             f"board holds (a damaged part)")
     if "board" in want or "best_move" in want:
         stems = _stems(stem)
         mv = t.column("move").combine_chunks()
@@ -368,6 +407,10 @@ def _decode(pf, rg: int, t: pa.Table, want: Sequence[str], stem: pa.Array | None
         if "best_move" in want:
             raw = t.column("move_raw").combine_chunks()
             raw_values, raw_valid = _values(raw, np.uint16), _valid(raw)
+            both = np.flatnonzero(has & raw_valid)
+            if len(both):  # the writer keeps a move as one or the other
+                raise ChainError(f"{_where(pf, rg, int(both[0]))}: both a move index and a move kept whole "
+                                 f"(never written: a damaged part)")
             best = np.empty(n, np.int64)
             out["best_move"] = best
         else:
@@ -383,6 +426,22 @@ def _decode(pf, rg: int, t: pa.Table, want: Sequence[str], stem: pa.Array | None
 _ALL = np.zeros(0, np.bool_)  # decode's ``keep`` for every row
 
 
+def _scores(pf, rg: int, start: np.ndarray, delta) -> np.ndarray:
+    """Scores (n,) int16 of a chained row group from its ``score_delta`` column and ``start``.
+    Raises ChainError naming the row: a null (never written), a score outside int16."""
+    from .compiled import chain
+
+    delta = delta.combine_chunks() if isinstance(delta, pa.ChunkedArray) else delta
+    if delta.null_count:
+        raise ChainError(f"{_where(pf, rg, int(np.flatnonzero(~_valid(delta))[0]))}: a score delta that is null "
+                         f"(never written: a damaged part)")
+    score = np.empty(len(delta), np.int16)
+    bad = chain.undelta_scores(start, _values(delta, np.uint32), score)
+    if bad >= 0:
+        raise ChainError(f"{_where(pf, rg, bad)}: score delta overflows int16")
+    return score
+
+
 def _stems(stem: pa.Array) -> np.ndarray:
     """The ``stem`` column's values as (n, 32) uint8, row by row (whatever the nulls hold)."""
     n = len(stem)
@@ -392,18 +451,24 @@ def _stems(stem: pa.Array) -> np.ndarray:
     return np.frombuffer(buf, np.uint8, count=32 * n, offset=32 * stem.offset).reshape(n, 32)
 
 
+# status values no writer makes (_status_of): a pair of bits both set, where one is the other's null
+# (in_check bits 4-5, the capture's 6-7; result + 1 in bits 8-9 is never 3), or any bit above 10;
+# ``st & (st >> 1) & _PAIRS`` is nonzero when a pair is both set (0.32 ns a row, the two tests before 0.29)
+_PAIRS = np.uint16(STATUS_CHECK | STATUS_CAPTURE | (1 << STATUS_RESULT_SHIFT))
+assert STATUS_CHECK_NULL == STATUS_CHECK << 1 and STATUS_CAPTURE_NULL == STATUS_CAPTURE << 1
+
+
 def _status_values(pf, rg: int, t: pa.Table) -> np.ndarray | None:
-    """The ``status`` column's values (n,) uint8 of a physical table that has it (schema 3).
-    Raises PartError where it holds a null (never written)."""
+    """The ``status`` column's values (n,) uint16 of a physical table that has it (schema 3).
+    Raises ChainError naming the row where it holds a null or a value no writer makes."""
     if "status" not in t.column_names:
         return None
     col = t.column("status").combine_chunks()
     if col.null_count:
-        raise PartError(f"{_where(pf, rg)}: a status that is null (never written: a damaged part)")
+        raise ChainError(f"{_where(pf, rg, int(np.flatnonzero(~_valid(col))[0]))}: a status that is null (never "
+                         f"written: a damaged part)")
     st = _values(col, np.uint16)
-    # never written: bits above 10, or result + 1 = 3 (a result of 2)
-    bad = np.flatnonzero((st >= np.uint16(2 * STATUS_RESULT_NULL)) |
-                         ((st >> np.uint16(STATUS_RESULT_SHIFT)) & np.uint16(3) == np.uint16(3)))
+    bad = np.flatnonzero((st & (st >> np.uint16(1)) & _PAIRS) | (st >> np.uint16(11)))
     if len(bad):
         raise ChainError(f"{_where(pf, rg, int(bad[0]))}: a status of {int(st[bad[0]]):#x}, which no writer makes "
                          f"(a damaged part)")
@@ -420,7 +485,7 @@ def read_group(pf: pq.ParquetFile, rg: int, columns: Sequence[str] | None = None
     PartError (a page that does not read; ChainError: a chained part that does not decode),
     KeyError (a column the part lacks)."""
     cols = list(columns) if columns is not None else names(pf)
-    version = layout(pf)
+    version = checked_layout(pf)
     if version == FLAT:
         return read_row_group(pf, rg, cols)
     have = set(pf.schema_arrow.names)
@@ -459,7 +524,7 @@ class Group:
 
     def __init__(self, pf: pq.ParquetFile, rg: int, columns: Sequence[str], with_board: bool = False):
         self.pf, self.rg = pf, rg
-        version = layout(pf)
+        version = checked_layout(pf)
         self.chained = is_chained(version)
         cols = [c for c in columns if c != "board"]
         want = cols + (["board"] if with_board else [])
@@ -509,8 +574,7 @@ class Group:
         mv = t.column("move").combine_chunks()
         score = self.cols.get("score")
         if score is None:
-            score = np.empty(self.n, np.int16)
-            chain.undelta_scores(start, _values(t.column("score_delta"), np.uint32), score)
+            score = _scores(self.pf, self.rg, start, t.column("score_delta"))
         out = np.empty((self.n if mask is None else int(np.count_nonzero(mask)), 32), np.uint8)
         index, has = _values(mv, np.uint16), _valid(mv)
         result = self.cols["result"] if "result" in self.cols else _from_status(self._status, "result") \
@@ -533,7 +597,7 @@ def row_group_boards(pf: pq.ParquetFile, rg: int, t: pa.Table) -> np.ndarray:
     """The packed boards (n, 32) uint8 of row group ``rg``, from ``t``: that row group as read
     with its physical columns (the flat layout's ``board``, or the chained layout's columns
     that :func:`_decode` needs). Raises ChainError."""
-    if "board" in t.column_names:
+    if checked_layout(pf) == FLAT:
         return _boards(t.column("board"))
     return _decode(pf, rg, t, ["board"])["board"]
 

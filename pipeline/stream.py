@@ -185,7 +185,10 @@ class PackedStream(torch.utils.data.IterableDataset):
     datasets in those proportions (None: pool them). positions_per_epoch: fixed epoch length in
     positions over all ranks (None: one pass). even_batches: with ``world_size > 1``, give
     every rank the same number of batches (default; False: each rank reads its whole shard once,
-    for tools that do not synchronise ranks). See the module docstring for the rules.
+    for tools that do not synchronise ranks). strict: a damaged part raises its PartError
+    (naming the file, and the row group and row where known) instead of being quarantined, for
+    commands that promise every row (``nnue eval --dataset``, ``nnue export --data``). See the
+    module docstring for the rules.
     ``counts`` holds, after an epoch in this process, rows read and rows skipped per filter.
     Raises ValueError on bad arguments, ManifestError on a folder that is not a dataset.
     """
@@ -194,8 +197,9 @@ class PackedStream(torch.utils.data.IterableDataset):
                  split: str = "train", val_fraction: float = 0.05, filters: Filters = Filters(),
                  seed: int = 0, drop_last: bool = True, rank: int = 0, world_size: int = 1,
                  weights: Sequence[float] | None = None, positions_per_epoch: int | None = None,
-                 even_batches: bool = True, parts_log: str | Path | None = None):
+                 even_batches: bool = True, parts_log: str | Path | None = None, strict: bool = False):
         super().__init__()
+        self.strict = strict
         if batch_size <= 0:
             raise ValueError("batch_size must be positive")
         if split not in ("train", "val", "all"):
@@ -432,7 +436,10 @@ class PackedStream(torch.utils.data.IterableDataset):
         a file that is missing or not Parquet) is quarantined whole, never half-read in silence:
         one line on stderr naming it (and where and why), and from then on, every epoch, each of
         its row groups is skipped and its rows counted under ``damaged`` (:meth:`_read_unit`).
-        Row groups read before the damage was found stay read (they decoded whole)."""
+        Row groups read before the damage was found stay read (they decoded whole). With
+        ``strict``, raises ``e`` instead."""
+        if self.strict:
+            raise e
         if fi is not None and fi in self.quarantined:
             return
         self.quarantined[fi if fi is not None else f"unopened {len(self.quarantined)}"] = str(e)

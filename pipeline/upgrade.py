@@ -13,8 +13,9 @@ and then the same row groups) are unaffected. When every part is chained, the ma
 is renamed: each part's rows equal to its row groups' rows, each entry's parts to its ``packed``.
 
 An interrupted upgrade leaves every part whole, of its old schema or of the new one (readers
-read all three), the manifest at its old version, and at most one temporary file that :func:`nnue.pipeline.manifest.remove_orphans`
-removes; a rerun skips the parts already chained and finishes.
+read all three), the manifest at its old version, and at most one temporary file (of a run
+killed outright); a rerun removes it (:func:`nnue.pipeline.manifest.remove_orphans`), skips the
+parts already chained and finishes.
 """
 from __future__ import annotations
 
@@ -35,11 +36,12 @@ def _tmp_name(part: Path) -> Path:
 def upgrade_part(part: Path) -> dict:
     """Rewrite one flat part (or chained part of schema 2) as chained of schema 3 (see the module). Returns {"part", "rows", "bytes_before",
     "bytes_after"}; a part already of schema 3 is left as it is (``"skipped": True``). Raises
-    ChainError or ValueError (a row that does not come back, counts that differ) with the
-    temporary file removed and the part untouched."""
+    PartError (a page that does not read, columns not of its schema; ChainError: a chain that
+    does not decode) naming the file, or ValueError (a row that does not come back, counts that
+    differ), with the temporary file removed and the part untouched."""
     pf = parts.open_part(part)
     before = part.stat().st_size
-    was = parts.layout(pf)
+    was = parts.checked_layout(pf)
     if was == CHAINED_VERSION:
         return {"part": part.name, "rows": pf.metadata.num_rows, "bytes_before": before, "bytes_after": before,
                 "skipped": True}
@@ -47,11 +49,11 @@ def upgrade_part(part: Path) -> dict:
     extra = [f for f in schema if f.name in ANNOTATION_COLUMNS]
     names = parts.names(pf)
     if was == FLAT_VERSION:
-        def rows(rg):
-            return pf.read_row_group(rg, use_threads=False)
+        def rows(rg):  # a page that does not read: PartError naming the file and row group
+            return parts.read_row_group(pf, rg, None)
 
         def logical(rg):
-            return pf.read_row_group(rg, columns=names, use_threads=False)
+            return parts.read_row_group(pf, rg, names)
     else:  # chained of schema 2: its logical rows, re-chained in schema 3
         def rows(rg):
             return parts.read_group(pf, rg, names)
@@ -63,7 +65,11 @@ def upgrade_part(part: Path) -> dict:
     try:
         with parts.writer(tmp, out_schema) as w:
             for rg, n in enumerate(groups):
-                c = parts.encode(rows(rg), max(n, 1))
+                t = rows(rg)
+                try:
+                    c = parts.encode(t, max(n, 1))
+                except ValueError as e:  # a value schema 3 cannot hold (parts._status_of): name where
+                    raise ValueError(f"{part}: row group {rg}, {e}; not upgraded") from e
                 w.write_table(c.replace_schema_metadata(out_schema.metadata), row_group_size=max(n, 1))
         with open(tmp, "rb") as f:
             os.fsync(f.fileno())
@@ -93,6 +99,7 @@ def upgrade(dataset: str | Path, progress=None) -> dict:
     ChainError / ValueError (a part that does not upgrade: it and the parts after it stay flat)."""
     d = Path(dataset)
     mf.load(d)  # one line for a folder that is not a dataset, before the lock file is made
+    mf.remove_orphans(d)  # a killed run's temporary file (it takes the lock itself: not under ours)
     with mf.locked(d):
         m = mf.load(d)
         entries = sorted((e for e in m["files"].values() if e["packed"]), key=mf.entry_key)
@@ -117,7 +124,9 @@ def upgrade(dataset: str | Path, progress=None) -> dict:
             m["schema_version"] = CHAINED_VERSION
             m.setdefault("upgraded", []).append({
                 "from": was, "to": CHAINED_VERSION, "at": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
-                "parts": len(done), "positions": rows, "bytes_before": before, "bytes_after": after})
+                "parts": len(done), "positions": rows, "bytes_before": before, "bytes_after": after,
+                # fewer than "parts" where a killed run had upgraded some (bytes_before counts them after)
+                "parts_upgraded": sum(not r.get("skipped") for r in done)})
             mf.save(d, m)
     return {"dataset": str(d), "parts": len(done), "parts_upgraded": sum(not r.get("skipped") for r in done),
             "positions": rows, "bytes_before": before, "bytes_after": after,

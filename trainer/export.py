@@ -184,7 +184,7 @@ def validation_rows(data: dict, limit: int, extra: tuple[str, ...] = ()) -> dict
         return empty
     paths = [paths] if isinstance(paths, str) else list(paths)
     ds = PackedStream(paths, 8192, 0, "val", float(data.get("val_fraction", 0.05)),
-                      Filters(**dict(data.get("filters") or {})), drop_last=False)
+                      Filters(**dict(data.get("filters") or {})), drop_last=False, strict=True)
     names = ["boards", "score"] + [c for c in extra if c in ds.extra_columns]
     got: dict[str, list] = {c: [] for c in names}
     n = 0

@@ -147,7 +147,7 @@ def _eval_dataset(net, args) -> int:
     from nnue.trainer.metrics import spearman
 
     no_filters = Filters(skip_in_check=False, skip_capture=False, skip_score_none=False, skip_mate=False)
-    ds = PackedStream([args.dataset], 65536, 0, "all", 0.0, no_filters, drop_last=False)
+    ds = PackedStream([args.dataset], 65536, 0, "all", 0.0, no_filters, drop_last=False, strict=True)
     limit = args.limit if args.limit is not None else None
     # a residual net on a Stockfish base: the dataset's base_eval column if it holds that base
     r = residual.of(net)

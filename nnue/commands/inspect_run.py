@@ -39,7 +39,7 @@ def run(args) -> int:
              for name in mf.entry_parts(f)]
     score_h = np.zeros(65536, np.int64)
     ply_h = np.zeros(65536, np.int64)
-    pc_h = np.zeros(65, np.int64)
+    pc_h = np.zeros(256, np.int64)  # uint8: a flat part holds what it was written with
     res_h = np.zeros(3, np.int64)
     n = games = none = mate = ply_unknown = in_check = capture = 0
     ids = []  # each row group's distinct game ids: a game packed from several inputs has one id
@@ -61,7 +61,7 @@ def run(args) -> int:
             score_h += np.bincount(a["score"][scored].astype(np.int64) + 32768, minlength=65536)
             known = (flags & FLAG_PLY_UNKNOWN) == 0
             ply_h += np.bincount(a["ply"][known].astype(np.int64), minlength=65536)
-            pc_h += np.bincount(a["piece_count"].astype(np.int64), minlength=65)
+            pc_h += np.bincount(a["piece_count"].astype(np.int64), minlength=256)
             res_h += np.bincount(a["result"].astype(np.int64) + 1, minlength=3)
             gid = a["game_id"]
             games += int((gid[1:] != gid[:-1]).sum()) + int(len(gid) > 0 and gid[0] != last_game)
