@@ -43,7 +43,7 @@ schema 2's ``flags``) dictionary, ``game_id`` (and schema 2's ``result``) plain 
 runs), everything zstd; ``score_delta`` and ``status`` required (every row has one: no definition
 levels to read). Schema 3 stores the small columns the stream's default filters read as one
 ``status`` value because pyarrow reads a column at a cost of a few ns a row whatever its size:
-the three took 15.6 ns a row, ``status`` 5 (about 0.01–0.04 bytes a position more). A part whose
+the four took 19.6 ns a row, ``status`` 4–6 (0.02–0.04 bytes a position more). A part whose
 columns are not its schema's (one missing, of another type, nullable where schema 3 requires it)
 raises :class:`PartError` naming the file and column (:func:`checked_layout`); a chain that does
 not decode (a move index that is no move, a move that leaves its own king in check, a
