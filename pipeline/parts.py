@@ -216,7 +216,8 @@ def encode(table: pa.Table, group: int, version: int = CHAINED) -> pa.Table:
     ``version`` (3, or 2 for a dataset of that layout): rows in the same order, a chain start at
     least every ``group`` rows (write it in row groups of ``group``). The columns are made in one
     compiled pass (:func:`nnue.pipeline.compiled.chain.encode`). Raises ValueError for schema 3
-    and a ``flags`` value that is null or above 15 (no such flag is defined)."""
+    and a ``flags`` value that is null or above 15 (no such flag is defined), or a result outside
+    −1..1 (:func:`_status_of`)."""
     from .compiled import chain
 
     n = table.num_rows
@@ -295,6 +296,12 @@ def _from_status(st: np.ndarray, c: str) -> np.ndarray:
     if c == "result":
         return ((st >> np.uint16(STATUS_RESULT_SHIFT)) & np.uint16(3)).astype(np.int8) - np.int8(1)
     return (st & np.uint16(STATUS_CHECK if c == "in_check" else STATUS_CAPTURE)) != 0
+
+
+def _results(t: pa.Table, status: np.ndarray | None) -> np.ndarray:
+    """(n,) int8 results, stm POV, of a chained row group's physical table: from ``status``
+    (schema 3) or the ``result`` column (schema 2)."""
+    return _from_status(status, "result") if status is not None else t.column("result").to_numpy()
 
 
 def _status_array(st: np.ndarray, c: str) -> pa.Array:
@@ -402,7 +409,7 @@ def _decode(pf, rg: int, t: pa.Table, want: Sequence[str], stem: pa.Array | None
         mv = t.column("move").combine_chunks()
         index = _values(mv, np.uint16)
         has = _valid(mv)
-        result = _from_status(status, "result") if status is not None else t.column("result").to_numpy()
+        result = _results(t, status)
         boards = np.empty((n, 32), np.uint8)
         if "best_move" in want:
             raw = t.column("move_raw").combine_chunks()
@@ -577,8 +584,7 @@ class Group:
             score = _scores(self.pf, self.rg, start, t.column("score_delta"))
         out = np.empty((self.n if mask is None else int(np.count_nonzero(mask)), 32), np.uint8)
         index, has = _values(mv, np.uint16), _valid(mv)
-        result = self.cols["result"] if "result" in self.cols else _from_status(self._status, "result") \
-            if self._status is not None else t.column("result").to_numpy()
+        result = self.cols["result"] if "result" in self.cols else _results(t, self._status)
         bad, why = chain.decode(start, _stems(stem), index, has, index, has, score, result,
                                 _ALL if mask is None else mask, out.view(np.uint64), np.zeros(0, np.int64))
         if bad >= 0:
